@@ -1,0 +1,43 @@
+// What a pod asks for, in tessera's terms, after defaults are applied.
+// Derivation from a pod's container limits (quantities, resource names,
+// defaults, validation) lives next to these types.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tessera::core {
+
+// One container's GPU request. Every vGPU of the container gets the same slice,
+// each on a different physical GPU of the same node.
+struct ContainerRequest {
+  std::string name;
+  int gpus = 0;                             // number of vGPUs
+  int64_t memory_mib = 0;                   // per vGPU; 0 with memory_percent unset = whole GPU
+  std::optional<int> memory_percent;        // per vGPU, percent of the chosen GPU's memory
+  int cores = 0;                            // percent per vGPU; 100 = exclusive
+  int priority = 0;                         // nvidia.com/priority (higher = more important)
+  bool operator==(const ContainerRequest&) const = default;
+};
+
+// Device-selection constraints from pod annotations.
+struct GpuFilter {
+  std::vector<std::string> use_types;    // nvidia.com/use-gputype: model must contain one of these
+  std::vector<std::string> nouse_types;  // nvidia.com/nouse-gputype
+  std::vector<std::string> use_uuids;    // nvidia.com/use-gpuuuid
+  std::vector<std::string> nouse_uuids;  // nvidia.com/nouse-gpuuuid
+  bool operator==(const GpuFilter&) const = default;
+};
+
+struct PodRequest {
+  std::vector<ContainerRequest> containers;  // only containers that ask for GPUs
+  GpuFilter filter;
+  // Host resources (the trace benchmark uses them; 0 = not considered).
+  int64_t cpu_milli = 0;
+  int64_t host_memory_mib = 0;
+  bool operator==(const PodRequest&) const = default;
+};
+
+}  // namespace tessera::core
