@@ -32,7 +32,10 @@ struct GpuFilter {
 };
 
 struct PodRequest {
-  std::vector<ContainerRequest> containers;  // only containers that ask for GPUs
+  std::vector<ContainerRequest> containers;       // app containers that ask for GPUs
+  // Init containers that ask for GPUs. They run one at a time before the app
+  // containers, so each is placed on its own and does not add to them.
+  std::vector<ContainerRequest> init_containers;
   GpuFilter filter;
   // Host resources (the trace benchmark uses them; 0 = not considered).
   int64_t cpu_milli = 0;
