@@ -1,0 +1,245 @@
+#include "runner/ledger.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tessera::runner {
+namespace {
+
+constexpr int kLedgerVersion = 1;
+
+std::string Errno(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+// Reads field 22 (starttime) of /proc/<pid>/stat. The command name (field 2)
+// may contain spaces and parentheses, so parsing starts after the last ')'.
+Result<uint64_t> ReadStartTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return Error{"process " + std::to_string(pid) + " does not exist"};
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  if (close == std::string::npos) return Error{"unreadable /proc/" + std::to_string(pid) + "/stat"};
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  // After ')' come fields 3.. ; starttime is field 22, i.e. the 20th here.
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return Error{"short /proc/" + std::to_string(pid) + "/stat"};
+  }
+  return static_cast<uint64_t>(std::stoull(field));
+}
+
+nlohmann::json EntryToJson(const LedgerEntry& e) {
+  nlohmann::json holders = nlohmann::json::array();
+  for (const auto& h : e.holders) holders.push_back({{"pid", h.pid}, {"startTicks", h.start_ticks}});
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : e.slices.devices) {
+    devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
+  }
+  return {{"jobId", e.job_id},        {"command", e.command},
+          {"holders", holders},       {"container", e.slices.container},
+          {"devices", devices},       {"region", e.region_path},
+          {"started", e.started_unix}};
+}
+
+LedgerEntry EntryFromJson(const nlohmann::json& j) {
+  LedgerEntry e;
+  e.job_id = j.at("jobId").get<std::string>();
+  e.command = j.at("command").get<std::vector<std::string>>();
+  for (const auto& h : j.at("holders")) {
+    e.holders.push_back({h.at("pid").get<pid_t>(), h.at("startTicks").get<uint64_t>()});
+  }
+  e.slices.container = j.at("container").get<std::string>();
+  for (const auto& d : j.at("devices")) {
+    core::DeviceSlice s{d.at("uuid").get<std::string>(), d.at("memoryMiB").get<int64_t>(),
+                        d.at("cores").get<int>()};
+    if (s.uuid.empty() || s.memory_mib < 0 || s.cores < 0 || s.cores > 100) {
+      throw std::invalid_argument("job " + e.job_id + " has an invalid device slice");
+    }
+    e.slices.devices.push_back(std::move(s));
+  }
+  e.region_path = j.at("region").get<std::string>();
+  e.started_unix = j.at("started").get<int64_t>();
+  if (e.job_id.empty()) throw std::invalid_argument("an entry has an empty jobId");
+  return e;
+}
+
+Result<std::vector<LedgerEntry>> ParseLedger(const std::string& text, const std::string& path) {
+  if (text.empty()) return std::vector<LedgerEntry>{};  // created but never written
+  try {
+    auto doc = nlohmann::json::parse(text);
+    if (!doc.is_object()) throw std::invalid_argument("top level is not an object");
+    int version = doc.at("version").get<int>();
+    if (version != kLedgerVersion) {
+      return Error{"ledger " + path + " has version " + std::to_string(version) +
+                   ", this tessera reads version " + std::to_string(kLedgerVersion)};
+    }
+    std::vector<LedgerEntry> entries;
+    for (const auto& j : doc.at("jobs")) entries.push_back(EntryFromJson(j));
+    return entries;
+  } catch (const std::exception& ex) {
+    return Error{"ledger " + path + " is corrupt (" + ex.what() +
+                 "); it was left untouched. Stop all `tessera run` jobs, then remove it to start afresh"};
+  }
+}
+
+Status WriteAtomically(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Error{Errno("cannot write " + tmp)};
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      Error err{Errno("cannot write " + tmp)};
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return err;
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    return Error{Errno("cannot flush " + tmp)};
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return Error{Errno("cannot replace " + path)};
+  }
+  return Status::Ok();
+}
+
+Status MakeDirs(const std::string& dir) {
+  std::string partial;
+  std::istringstream parts(dir);
+  std::string part;
+  if (!dir.empty() && dir[0] == '/') partial = "/";
+  while (std::getline(parts, part, '/')) {
+    if (part.empty()) continue;
+    partial += part + "/";
+    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Error{Errno("cannot create directory " + partial)};
+    }
+  }
+  return Status::Ok();
+}
+
+// Holds an exclusive flock for its lifetime.
+class FileLock {
+ public:
+  static Result<FileLock> Acquire(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return Error{Errno("cannot open lock file " + path)};
+    while (::flock(fd, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      Error err{Errno("cannot lock " + path)};
+      ::close(fd);
+      return err;
+    }
+    return FileLock(fd);
+  }
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  }
+
+ private:
+  explicit FileLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+bool AnyHolderAlive(const LedgerEntry& e) {
+  for (const auto& h : e.holders) {
+    if (IsAlive(h)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+ProcessId SelfProcessId() {
+  auto id = LookupProcessId(getpid());
+  return id.ok() ? *id : ProcessId{getpid(), 0};
+}
+
+Result<ProcessId> LookupProcessId(pid_t pid) {
+  auto ticks = ReadStartTicks(pid);
+  if (!ticks.ok()) return ticks.error();
+  return ProcessId{pid, *ticks};
+}
+
+bool IsAlive(const ProcessId& id) {
+  if (id.pid <= 0) return false;
+  auto ticks = ReadStartTicks(id.pid);
+  if (!ticks.ok()) return false;
+  if (*ticks != id.start_ticks) return false;  // pid reused by another process
+  // A zombie has exited; it holds no GPU memory any more.
+  std::ifstream in("/proc/" + std::to_string(id.pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+}
+
+SliceLedger::SliceLedger(std::string dir) : dir_(std::move(dir)) {}
+
+Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)>& mutate) {
+  if (auto made = MakeDirs(dir_); !made.ok()) return made;
+  const std::string path = dir_ + "/ledger.json";
+  auto lock = FileLock::Acquire(dir_ + "/ledger.lock");
+  if (!lock.ok()) return lock.error();
+
+  std::string text;
+  {
+    std::ifstream in(path);
+    if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto parsed = ParseLedger(text, path);
+  if (!parsed.ok()) return parsed.error();
+  std::vector<LedgerEntry> entries = std::move(parsed).value();
+  std::erase_if(entries, [](const LedgerEntry& e) { return !AnyHolderAlive(e); });
+
+  if (auto st = mutate(entries); !st.ok()) return st;
+
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const auto& e : entries) jobs.push_back(EntryToJson(e));
+  nlohmann::json doc = {{"version", kLedgerVersion}, {"jobs", jobs}};
+  return WriteAtomically(path, doc.dump(2) + "\n");
+}
+
+Result<std::vector<LedgerEntry>> SliceLedger::List() {
+  std::vector<LedgerEntry> out;
+  auto st = Update([&](std::vector<LedgerEntry>& entries) {
+    out = entries;
+    return Status::Ok();
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+Status SliceLedger::Remove(const std::string& job_id) {
+  return Update([&](std::vector<LedgerEntry>& entries) {
+    std::erase_if(entries, [&](const LedgerEntry& e) { return e.job_id == job_id; });
+    return Status::Ok();
+  });
+}
+
+std::string DefaultLedgerDir() {
+  if (const char* s = std::getenv("TESSERA_RUN_STATE"); s && *s) return s;
+  if (::geteuid() == 0) return "/run/tessera";
+  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::string(x) + "/tessera";
+  return "/tmp/tessera-" + std::to_string(::geteuid());
+}
+
+}  // namespace tessera::runner
