@@ -1,0 +1,155 @@
+#include "core/codec.h"
+
+#include <cctype>
+#include <string>
+
+namespace tessera::core {
+namespace {
+
+bool IsHex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+// xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+bool IsHexGroups(std::string_view s) {
+  static constexpr size_t kGroups[] = {8, 4, 4, 4, 12};
+  size_t pos = 0;
+  for (size_t g = 0; g < 5; ++g) {
+    if (g > 0) {
+      if (pos >= s.size() || s[pos] != '-') return false;
+      ++pos;
+    }
+    for (size_t i = 0; i < kGroups[g]; ++i, ++pos) {
+      if (pos >= s.size() || !IsHex(s[pos])) return false;
+    }
+  }
+  return pos == s.size();
+}
+
+bool IsDecimal(std::string_view s) {
+  if (s.empty() || s.size() > 9) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+const char* TypeName(const nlohmann::json& v) {
+  if (v.is_number_float()) return "a fractional number";
+  if (v.is_number()) return "an integer";
+  return v.type_name();
+}
+
+}  // namespace
+
+bool IsValidDeviceUuid(std::string_view uuid) {
+  if (uuid.starts_with("GPU-")) return IsHexGroups(uuid.substr(4));
+  if (uuid.starts_with("MIG-GPU-")) {
+    // MIG-GPU-<groups>/<gpu instance>/<compute instance>
+    std::string_view rest = uuid.substr(8);
+    size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || !IsHexGroups(rest.substr(0, slash))) return false;
+    rest.remove_prefix(slash + 1);
+    slash = rest.find('/');
+    if (slash == std::string_view::npos) return false;
+    return IsDecimal(rest.substr(0, slash)) && IsDecimal(rest.substr(slash + 1));
+  }
+  if (uuid.starts_with("MIG-")) return IsHexGroups(uuid.substr(4));
+  return false;
+}
+
+Status ValidateDeviceUuid(std::string_view uuid, std::string_view where) {
+  if (uuid.empty()) {
+    return Error{std::string(where) +
+                 ": uuid is empty; expected a device UUID such as GPU-1a2b3c4d-0000-1111-2222-333344445555"};
+  }
+  if (!IsValidDeviceUuid(uuid)) {
+    return Error{std::string(where) + ": uuid \"" + std::string(uuid) +
+                 "\" is malformed; expected GPU-<8-4-4-4-12 hex digits> such as "
+                 "GPU-1a2b3c4d-0000-1111-2222-333344445555, or a MIG UUID (MIG-<8-4-4-4-12 hex digits>)"};
+  }
+  return Status::Ok();
+}
+
+namespace codec_detail {
+
+Result<std::string> ReadString(const nlohmann::json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return Error{where + ": \"" + key + "\" is missing; expected a string"};
+  if (!it->is_string()) {
+    return Error{where + ": \"" + key + "\" is " + TypeName(*it) + "; expected a string"};
+  }
+  return it->get<std::string>();
+}
+
+Result<int64_t> ReadInt(const nlohmann::json& object, const char* key, const std::string& where, int64_t min,
+                        int64_t max) {
+  const std::string range = "an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  auto it = object.find(key);
+  if (it == object.end()) return Error{where + ": \"" + key + "\" is missing; expected " + range};
+  int64_t value = 0;
+  if (it->is_number_unsigned()) {
+    uint64_t u = it->get<uint64_t>();
+    if (u > static_cast<uint64_t>(max)) {
+      return Error{where + ": \"" + key + "\" is " + std::to_string(u) + "; expected " + range};
+    }
+    value = static_cast<int64_t>(u);
+  } else if (it->is_number_integer()) {
+    value = it->get<int64_t>();
+  } else {
+    return Error{where + ": \"" + key + "\" is " + TypeName(*it) + "; expected " + range};
+  }
+  if (value < min || value > max) {
+    return Error{where + ": \"" + key + "\" is " + std::to_string(value) + "; expected " + range};
+  }
+  return value;
+}
+
+Result<bool> ReadBool(const nlohmann::json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return Error{where + ": \"" + key + "\" is missing; expected true or false"};
+  if (!it->is_boolean())
+    return Error{where + ": \"" + key + "\" is " + TypeName(*it) + "; expected true or false"};
+  return it->get<bool>();
+}
+
+Result<const nlohmann::json*> ReadArray(const nlohmann::json& object, const char* key,
+                                        const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end()) return Error{where + ": \"" + key + "\" is missing; expected an array"};
+  if (!it->is_array()) return Error{where + ": \"" + key + "\" is " + TypeName(*it) + "; expected an array"};
+  return &*it;
+}
+
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::string_view payload) {
+  if (text.size() > kMaxPayloadBytes) {
+    return Error{std::string(payload) + ": text is " + std::to_string(text.size()) + " bytes; at most " +
+                 std::to_string(kMaxPayloadBytes) + " are accepted"};
+  }
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    return Error{std::string(payload) + ": not valid JSON (byte " + std::to_string(e.byte) +
+                 "): " + e.what()};
+  } catch (const std::exception& e) {
+    return Error{std::string(payload) + ": not valid JSON: " + e.what()};
+  }
+}
+
+Status CheckVersion(const nlohmann::json& object, int64_t supported, std::string_view payload) {
+  auto it = object.find("version");
+  const std::string accepted = "this build reads version " + std::to_string(supported);
+  if (it == object.end()) return Error{std::string(payload) + ": \"version\" is missing; " + accepted};
+  if (!it->is_number_integer()) {
+    return Error{std::string(payload) + ": \"version\" is " + TypeName(*it) + "; expected the integer " +
+                 std::to_string(supported)};
+  }
+  if (it->get<int64_t>() != supported) {
+    return Error{std::string(payload) + ": unsupported version " + it->dump() + "; " + accepted +
+                 " (a newer writer? upgrade this component)"};
+  }
+  return Status::Ok();
+}
+
+}  // namespace codec_detail
+}  // namespace tessera::core

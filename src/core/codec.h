@@ -1,0 +1,50 @@
+// Pieces shared by the JSON codecs (allocation_codec.h, inventory_codec.h):
+// device UUID syntax and strict field readers. No I/O; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+
+namespace tessera::core {
+
+// Largest JSON text a decoder accepts. Kubernetes caps all annotations of an
+// object at 256 KiB together, so anything larger is not a real payload.
+inline constexpr size_t kMaxPayloadBytes = 1 << 20;
+
+// True for the UUID forms NVIDIA tools print, hex digits in either case:
+//   GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx        a physical GPU
+//   MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx        a MIG instance (driver R470+)
+//   MIG-GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx/<gi>/<ci>   a MIG instance (older drivers)
+bool IsValidDeviceUuid(std::string_view uuid);
+
+// OK, or an error "<where>: uuid \"...\" is malformed; expected GPU-<8-4-4-4-12 hex>...".
+Status ValidateDeviceUuid(std::string_view uuid, std::string_view where);
+
+namespace codec_detail {
+
+// Strict readers of one member of a JSON object. `where` names the object for
+// the error ("containers[0].devices[1]"). A missing member or one of another
+// JSON type is an error that names the field and the expected type.
+Result<std::string> ReadString(const nlohmann::json& object, const char* key, const std::string& where);
+// Integers only: 3000.0, "3000" and true are rejected. Range [min, max] inclusive.
+Result<int64_t> ReadInt(const nlohmann::json& object, const char* key, const std::string& where, int64_t min,
+                        int64_t max);
+Result<bool> ReadBool(const nlohmann::json& object, const char* key, const std::string& where);
+// The member must be a JSON array (possibly empty).
+Result<const nlohmann::json*> ReadArray(const nlohmann::json& object, const char* key,
+                                        const std::string& where);
+
+// Parses JSON text, turning nlohmann's exceptions into an Error that names the
+// payload ("allocation") and the byte offset of the problem.
+Result<nlohmann::json> ParseJsonText(std::string_view text, std::string_view payload);
+
+// The value of "version": a JSON integer equal to `supported`, else an error.
+Status CheckVersion(const nlohmann::json& object, int64_t supported, std::string_view payload);
+
+}  // namespace codec_detail
+}  // namespace tessera::core

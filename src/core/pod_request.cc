@@ -1,0 +1,398 @@
+#include "core/pod_request.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "core/codec.h"
+#include "core/quantity.h"
+
+namespace tessera::core {
+namespace {
+
+using nlohmann::json;
+
+// One resource value as the container gave it.
+struct Given {
+  Quantity value;
+  std::string text;  // as written, for messages
+};
+
+// A container's tessera resources before defaults, plus the derived request.
+struct ParsedContainer {
+  bool asks_for_gpus = false;
+  bool has_count = false;
+  bool has_memory = false;
+  bool has_percent = false;
+  bool has_cores = false;
+  ContainerRequest request;
+};
+
+std::string Quote(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+// Reads one resource value (a quantity string, or a JSON integer) from a
+// resources.limits / resources.requests object.
+Result<std::optional<Given>> ReadResource(const json& list, const std::string& name,
+                                          const std::string& where) {
+  auto it = list.find(name);
+  if (it == list.end()) return std::optional<Given>();
+  if (it->is_string()) {
+    const std::string text = it->get<std::string>();
+    auto q = Quantity::Parse(text);
+    if (!q) return q.error().Wrap(where + ": " + name);
+    return std::optional<Given>(Given{*q, text});
+  }
+  if (it->is_number_unsigned() && it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+    auto v = static_cast<int64_t>(it->get<uint64_t>());
+    return std::optional<Given>(Given{Quantity::FromUnits(v), std::to_string(v)});
+  }
+  if (it->is_number_integer() && !it->is_number_unsigned()) {
+    auto v = it->get<int64_t>();
+    return std::optional<Given>(Given{Quantity::FromUnits(v), std::to_string(v)});
+  }
+  return Error{where + ": " + name + " is " + it->dump() +
+               "; expected a quantity string such as \"1\" or \"3000\""};
+}
+
+// The value of `name` from limits, falling back to requests.
+Result<std::optional<Given>> Lookup(const json* limits, const json* requests, const std::string& name,
+                                    const std::string& where) {
+  std::optional<Given> limit, request;
+  if (limits) {
+    auto r = ReadResource(*limits, name, where);
+    if (!r) return r.error();
+    limit = *r;
+  }
+  if (requests) {
+    auto r = ReadResource(*requests, name, where);
+    if (!r) return r.error();
+    request = *r;
+  }
+  if (limit && request && limit->value != request->value) {
+    return Error{where + ": " + name + " has limit " + Quote(limit->text) + " but request " +
+                 Quote(request->text) +
+                 "; Kubernetes requires extended resources to have equal limit and request, so give the same "
+                 "value (or only the limit)"};
+  }
+  return limit ? limit : request;
+}
+
+// A whole, non-negative value within [min, max]; `what` describes the unit.
+Result<int64_t> WholeInRange(const Given& given, const std::string& name, const std::string& where,
+                             int64_t min, int64_t max, const std::string& accepted) {
+  const std::string prefix = where + ": " + name + " is " + Quote(given.text) + "; ";
+  if (given.value.IsNegative()) return Error{prefix + "it must not be negative; " + accepted};
+  if (!given.value.IsInteger()) return Error{prefix + "it must be a whole number; " + accepted};
+  int64_t v = *given.value.ToInteger();
+  if (v < min || v > max) return Error{prefix + "it must be " + accepted};
+  return v;
+}
+
+Result<const json*> OptionalObject(const json& parent, const char* key, const std::string& where) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return static_cast<const json*>(nullptr);
+  if (!it->is_object())
+    return Error{where + ": " + key + " is a " + it->type_name() + "; expected an object"};
+  return &*it;
+}
+
+Result<ParsedContainer> ParseContainer(const json& container, const std::string& where,
+                                       const ResourceConfig& config) {
+  ParsedContainer out;
+  out.request.name = container["name"].get<std::string>();
+  auto resources = OptionalObject(container, "resources", where);
+  if (!resources) return resources.error();
+  const json* limits = nullptr;
+  const json* requests = nullptr;
+  if (*resources) {
+    auto l = OptionalObject(**resources, "limits", where + ": resources");
+    if (!l) return l.error();
+    auto r = OptionalObject(**resources, "requests", where + ": resources");
+    if (!r) return r.error();
+    limits = *l;
+    requests = *r;
+  }
+
+  auto count = Lookup(limits, requests, config.gpu_count_name, where);
+  if (!count) return count.error();
+  auto memory = Lookup(limits, requests, config.gpu_memory_name, where);
+  if (!memory) return memory.error();
+  auto percent = Lookup(limits, requests, config.gpu_memory_percent_name, where);
+  if (!percent) return percent.error();
+  auto cores = Lookup(limits, requests, config.gpu_cores_name, where);
+  if (!cores) return cores.error();
+  auto priority = Lookup(limits, requests, config.gpu_priority_name, where);
+  if (!priority) return priority.error();
+
+  out.has_count = count->has_value();
+  out.has_memory = memory->has_value();
+  out.has_percent = percent->has_value();
+  out.has_cores = cores->has_value();
+  const bool has_slice = out.has_memory || out.has_percent || out.has_cores;
+
+  if (!out.has_count && !has_slice) {
+    if (priority->has_value()) {
+      return Error{where + ": " + config.gpu_priority_name +
+                   " is set but the container asks for no GPU; add " + config.gpu_count_name +
+                   " (e.g. \"1\") or remove " + config.gpu_priority_name};
+    }
+    return out;  // not a GPU container
+  }
+
+  int64_t gpus = config.default_gpu_count;
+  if (out.has_count) {
+    const std::string accepted = "1 to " + std::to_string(kMaxGpusPerContainer) + " vGPUs, e.g. \"1\"";
+    auto n = WholeInRange(**count, config.gpu_count_name, where, 0, kMaxGpusPerContainer, accepted);
+    if (!n) return n.error();
+    if (*n == 0) {
+      if (has_slice || priority->has_value()) {
+        return Error{where + ": " + config.gpu_count_name +
+                     " is \"0\" but the container also sets GPU memory, cores or priority; set " +
+                     config.gpu_count_name + " to 1 or more, or remove the other GPU resources"};
+      }
+      return out;  // "nvidia.com/gpu: 0" alone asks for nothing
+    }
+    gpus = *n;
+  }
+
+  if (out.has_memory && out.has_percent) {
+    return Error{where + ": both " + config.gpu_memory_name + " and " + config.gpu_memory_percent_name +
+                 " are set; give only one: MiB per vGPU (e.g. \"3000\") or percent of the GPU's memory (e.g. "
+                 "\"25\")"};
+  }
+  ContainerRequest& req = out.request;
+  req.gpus = static_cast<int>(gpus);
+  if (out.has_memory) {
+    const Given& m = **memory;
+    std::string accepted =
+        "whole MiB per vGPU from 0 (whole GPU) to " + std::to_string(kMaxGpuMemoryMiB) + ", e.g. \"3000\"";
+    // A binary suffix is almost always meant as bytes ("8Gi"); say what to write instead.
+    if (m.text.ends_with("i") && m.value.IsInteger() && !m.value.IsNegative()) {
+      accepted += " (" + config.gpu_memory_name + " counts MiB: for " + m.text + " of memory write \"" +
+                  std::to_string(*m.value.ToInteger() / (int64_t{1} << 20)) + "\")";
+    }
+    auto v = WholeInRange(m, config.gpu_memory_name, where, 0, kMaxGpuMemoryMiB, accepted);
+    if (!v) return v.error();
+    req.memory_mib = *v;
+  }
+  if (out.has_percent) {
+    auto v = WholeInRange(**percent, config.gpu_memory_percent_name, where, 1, 100,
+                          "a whole percent of the GPU's memory from 1 to 100, e.g. \"25\"");
+    if (!v) return v.error();
+    req.memory_percent = static_cast<int>(*v);
+  }
+  if (req.memory_mib == 0 && !req.memory_percent) {
+    if (config.default_memory_mib > 0) {
+      req.memory_mib = config.default_memory_mib;
+    } else if (config.default_memory_percent) {
+      req.memory_percent = config.default_memory_percent;
+    }  // else: the whole GPU
+  }
+  req.cores = config.default_cores;
+  if (out.has_cores) {
+    auto v = WholeInRange(
+        **cores, config.gpu_cores_name, where, 0, 100,
+        "a whole percent of the GPU's compute from 0 (no limit) to 100 (exclusive), e.g. \"30\"");
+    if (!v) return v.error();
+    req.cores = static_cast<int>(*v);
+  }
+  if (priority->has_value()) {
+    auto v = WholeInRange(**priority, config.gpu_priority_name, where, 0, INT32_MAX,
+                          "a whole number from 0, e.g. \"0\" or \"1\"");
+    if (!v) return v.error();
+    req.priority = static_cast<int>(*v);
+  }
+  out.asks_for_gpus = true;
+  return out;
+}
+
+// Visits spec.containers then spec.initContainers, checking the structure.
+// fn(const json& container, bool init, size_t index, const std::string& where) -> Status.
+template <typename Fn>
+Status ForEachContainer(const json& pod, Fn&& fn) {
+  if (!pod.is_object()) return Error{std::string("pod: expected a JSON object, got ") + pod.type_name()};
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return Error{"pod: spec is missing or not an object"};
+  for (bool init : {false, true}) {
+    const char* key = init ? "initContainers" : "containers";
+    auto list = spec->find(key);
+    if (list == spec->end() || list->is_null()) continue;
+    if (!list->is_array()) {
+      return Error{std::string("pod: spec.") + key + " is a " + list->type_name() + "; expected an array"};
+    }
+    for (size_t i = 0; i < list->size(); ++i) {
+      const json& c = (*list)[i];
+      std::string at = std::string("spec.") + key + "[" + std::to_string(i) + "]";
+      if (!c.is_object())
+        return Error{"pod: " + at + " is a " + c.type_name() + "; expected a container object"};
+      auto name = c.find("name");
+      if (name == c.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+        return Error{"pod: " + at + ": name is missing or not a non-empty string"};
+      }
+      std::string where =
+          std::string(init ? "init container " : "container ") + Quote(name->get_ref<const std::string&>());
+      Status s = fn(c, init, i, where);
+      if (!s) return s;
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> SplitList(const json& annotations, std::string_view key, bool uuids) {
+  std::vector<std::string> out;
+  auto it = annotations.find(std::string(key));
+  if (it == annotations.end()) return out;
+  const std::string where = "annotation " + std::string(key);
+  if (!it->is_string()) return Error{where + " is a " + std::string(it->type_name()) + "; expected a string"};
+  const std::string& value = it->get_ref<const std::string&>();
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string::npos) comma = value.size();
+    std::string item = value.substr(start, comma - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) {
+      if (uuids) {
+        Status s = ValidateDeviceUuid(item, where);
+        if (!s) return s.error();
+      }
+      if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
+    }
+    start = comma + 1;
+  }
+  if (out.empty()) {
+    return Error{where + " is " + Quote(value) +
+                 ", which names nothing; give a comma-separated list such as " +
+                 (uuids ? "\"GPU-1a2b3c4d-0000-1111-2222-333344445555\"" : "\"A100,H100\"") +
+                 " or remove the annotation"};
+  }
+  return out;
+}
+
+Result<GpuFilter> ParseFilter(const json& pod) {
+  GpuFilter filter;
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || meta->is_null()) return filter;
+  if (!meta->is_object()) return Error{"pod: metadata is not an object"};
+  auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || annotations->is_null()) return filter;
+  if (!annotations->is_object()) return Error{"pod: metadata.annotations is not an object"};
+  struct Field {
+    std::string_view key;
+    std::vector<std::string>* out;
+    bool uuids;
+  };
+  for (const Field& f : {Field{kUseGpuTypeAnnotation, &filter.use_types, false},
+                         Field{kNoUseGpuTypeAnnotation, &filter.nouse_types, false},
+                         Field{kUseGpuUuidAnnotation, &filter.use_uuids, true},
+                         Field{kNoUseGpuUuidAnnotation, &filter.nouse_uuids, true}}) {
+    auto list = SplitList(*annotations, f.key, f.uuids);
+    if (!list) return list.error();
+    *f.out = std::move(*list);
+  }
+  auto contradict = [](const std::vector<std::string>& use, const std::vector<std::string>& nouse,
+                       std::string_view use_key, std::string_view nouse_key) -> Status {
+    for (const std::string& u : use) {
+      if (std::find(nouse.begin(), nouse.end(), u) != nouse.end()) {
+        return Error{"annotations " + std::string(use_key) + " and " + std::string(nouse_key) +
+                     " both name " + Quote(u) +
+                     "; a GPU cannot be both required and excluded, remove it from one of them"};
+      }
+    }
+    return Status::Ok();
+  };
+  Status s = contradict(filter.use_types, filter.nouse_types, kUseGpuTypeAnnotation, kNoUseGpuTypeAnnotation);
+  if (!s) return s.error();
+  s = contradict(filter.use_uuids, filter.nouse_uuids, kUseGpuUuidAnnotation, kNoUseGpuUuidAnnotation);
+  if (!s) return s.error();
+  return filter;
+}
+
+}  // namespace
+
+Result<PodRequest> DerivePodRequest(const nlohmann::json& pod, const ResourceConfig& config) {
+  PodRequest out;
+  Status s = ForEachContainer(pod, [&](const json& c, bool init, size_t, const std::string& where) -> Status {
+    auto parsed = ParseContainer(c, where, config);
+    if (!parsed) return parsed.error();
+    if (parsed->asks_for_gpus) (init ? out.init_containers : out.containers).push_back(parsed->request);
+    return Status::Ok();
+  });
+  if (!s) return s.error();
+  if (out.containers.empty() && out.init_containers.empty()) return out;
+  auto filter = ParseFilter(pod);
+  if (!filter) return filter.error();
+  out.filter = std::move(*filter);
+  return out;
+}
+
+bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& config) {
+  bool asks = false;
+  const std::string* names[] = {&config.gpu_count_name, &config.gpu_memory_name,
+                                &config.gpu_memory_percent_name, &config.gpu_cores_name,
+                                &config.gpu_priority_name};
+  auto check = [&](const json& resources, const char* key) {
+    auto list = resources.find(key);
+    if (list == resources.end() || !list->is_object()) return;
+    for (const std::string* name : names) {
+      auto it = list->find(*name);
+      if (it == list->end()) continue;
+      if (it->is_string()) {
+        auto q = Quantity::Parse(it->get_ref<const std::string&>());
+        if (!q || !q->IsZero()) asks = true;
+      } else if (!(it->is_number() && it->get<double>() == 0)) {
+        asks = true;  // malformed or non-zero
+      }
+    }
+  };
+  if (!pod.is_object()) return false;
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return false;
+  for (const char* key : {"containers", "initContainers"}) {
+    auto list = spec->find(key);
+    if (list == spec->end() || !list->is_array()) continue;
+    for (const json& c : *list) {
+      if (!c.is_object()) continue;
+      auto resources = c.find("resources");
+      if (resources == c.end() || !resources->is_object()) continue;
+      check(*resources, "limits");
+      check(*resources, "requests");
+    }
+  }
+  return asks;
+}
+
+Result<std::vector<ContainerDefaults>> DefaultedLimits(const nlohmann::json& pod,
+                                                       const ResourceConfig& config) {
+  std::vector<ContainerDefaults> out;
+  Status s =
+      ForEachContainer(pod, [&](const json& c, bool init, size_t index, const std::string& where) -> Status {
+        auto parsed = ParseContainer(c, where, config);
+        if (!parsed) return parsed.error();
+        if (!parsed->asks_for_gpus) return Status::Ok();
+        ContainerDefaults d{init, index, parsed->request.name, {}};
+        const ContainerRequest& r = parsed->request;
+        if (!parsed->has_count) d.limits_to_add.emplace_back(config.gpu_count_name, std::to_string(r.gpus));
+        if (!parsed->has_memory && !parsed->has_percent) {
+          if (r.memory_mib > 0) {
+            d.limits_to_add.emplace_back(config.gpu_memory_name, std::to_string(r.memory_mib));
+          } else if (r.memory_percent) {
+            d.limits_to_add.emplace_back(config.gpu_memory_percent_name, std::to_string(*r.memory_percent));
+          }
+        }
+        if (!parsed->has_cores && r.cores > 0)
+          d.limits_to_add.emplace_back(config.gpu_cores_name, std::to_string(r.cores));
+        if (!d.limits_to_add.empty()) out.push_back(std::move(d));
+        return Status::Ok();
+      });
+  if (!s) return s.error();
+  // Fail exactly when DerivePodRequest does (the filter annotations too).
+  auto whole = DerivePodRequest(pod, config);
+  if (!whole) return whole.error();
+  return out;
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,382 @@
+#include "core/pod_request.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <functional>
+#include <string>
+
+namespace tessera::core {
+namespace {
+
+using nlohmann::json;
+
+// A pod with one app container "app" whose limits are `limits`.
+json PodWithLimits(json limits) {
+  return json{
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+      {"spec", {{"containers", json::array({{{"name", "app"}, {"resources", {{"limits", limits}}}}})}}}};
+}
+
+ContainerRequest Req(const std::string& name, int gpus, int64_t mem, std::optional<int> pct, int cores,
+                     int priority = 0) {
+  ContainerRequest r;
+  r.name = name;
+  r.gpus = gpus;
+  r.memory_mib = mem;
+  r.memory_percent = pct;
+  r.cores = cores;
+  r.priority = priority;
+  return r;
+}
+
+TEST(DerivePodRequestTest, FullRequest) {
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "2"},
+                                           {"nvidia.com/gpumem", "3000"},
+                                           {"nvidia.com/gpucores", "30"},
+                                           {"nvidia.com/priority", "1"},
+                                           {"cpu", "2"}}),
+                            ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0], Req("app", 2, 3000, std::nullopt, 30, 1));
+  EXPECT_TRUE(r->init_containers.empty());
+  EXPECT_EQ(r->cpu_milli, 0);  // host resources are kube-scheduler's
+}
+
+TEST(DerivePodRequestTest, QuantityFormsAndJsonIntegers) {
+  auto r = DerivePodRequest(
+      PodWithLimits({{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", "3k"}, {"nvidia.com/gpucores", "1e1"}}),
+      ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 3000, std::nullopt, 10));
+}
+
+TEST(DerivePodRequestTest, NoGpuContainerIsNotAnError) {
+  auto r = DerivePodRequest(PodWithLimits({{"cpu", "1"}, {"memory", "1Gi"}}), ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->containers.empty());
+  EXPECT_TRUE(r->init_containers.empty());
+  EXPECT_FALSE(AsksForTesseraResources(PodWithLimits({{"cpu", "1"}}), ResourceConfig{}));
+
+  json no_resources = {{"spec", {{"containers", json::array({{{"name", "app"}}})}}}};
+  r = DerivePodRequest(no_resources, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->containers.empty());
+}
+
+TEST(DerivePodRequestTest, ZeroCountAloneAsksForNothing) {
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "0"}}), ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->containers.empty());
+  EXPECT_FALSE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", "0"}}), ResourceConfig{}));
+}
+
+TEST(DerivePodRequestTest, DefaultsWhenOnlyMemoryOrCoresGiven) {
+  ResourceConfig config;
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpumem", "2000"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 2000, std::nullopt, 0));
+
+  config.default_gpu_count = 2;
+  config.default_cores = 25;
+  r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 2, 0, 50, 25));
+
+  // Count only: whole GPU memory, default cores.
+  r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 0, std::nullopt, 0));
+}
+
+TEST(DerivePodRequestTest, DefaultMemoryAppliesWhenNeitherMemoryNorPercentGiven) {
+  ResourceConfig config;
+  config.default_memory_mib = 4096;
+  config.default_memory_percent = 50;  // default_memory_mib wins
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 4096, std::nullopt, 0));
+  // Explicit 0 MiB means "not given": the default applies, as in HAMi.
+  r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "0"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].memory_mib, 4096);
+  // An explicit percentage is kept and the default memory not added.
+  r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "10"}}),
+                       config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 0, 10, 0));
+
+  config.default_memory_mib = 0;
+  r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 0, 50, 0));
+}
+
+TEST(DerivePodRequestTest, ExclusiveCores) {
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "100"}}),
+                            ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].cores, 100);
+}
+
+TEST(DerivePodRequestTest, RequestsAreTheFallbackForLimits) {
+  json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"nvidia.com/gpu", "1"},
+                                                           {"nvidia.com/gpumem", "1024"}};
+  auto r = DerivePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 1024, std::nullopt, 0));
+
+  json only_requests = {
+      {"spec",
+       {{"containers",
+         json::array({{{"name", "c"}, {"resources", {{"requests", {{"nvidia.com/gpucores", "20"}}}}}}})}}}};
+  r = DerivePodRequest(only_requests, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("c", 1, 0, std::nullopt, 20));
+}
+
+TEST(DerivePodRequestTest, InitContainersAreSeparate) {
+  json pod = PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}});
+  pod["spec"]["initContainers"] =
+      json::array({{{"name", "warmup"},
+                    {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpucores", "50"}}}}}},
+                   {{"name", "plain"}}});
+  pod["spec"]["containers"].push_back({{"name", "sidecar"}, {"resources", {{"limits", {{"cpu", "100m"}}}}}});
+  auto r = DerivePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->containers.size(), 1u);
+  EXPECT_EQ(r->containers[0], Req("app", 1, 1000, std::nullopt, 0));
+  ASSERT_EQ(r->init_containers.size(), 1u);
+  EXPECT_EQ(r->init_containers[0], Req("warmup", 2, 0, std::nullopt, 50));
+}
+
+TEST(DerivePodRequestTest, ConfiguredResourceNames) {
+  ResourceConfig config;
+  config.gpu_count_name = "example.com/vgpu";
+  config.gpu_memory_name = "example.com/vgpu-memory";
+  auto r = DerivePodRequest(
+      PodWithLimits({{"example.com/vgpu", "1"}, {"example.com/vgpu-memory", "512"}, {"nvidia.com/gpu", "3"}}),
+      config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0], Req("app", 1, 512, std::nullopt, 0));
+}
+
+TEST(DerivePodRequestTest, GpuFilterAnnotations) {
+  json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
+  pod["metadata"]["annotations"] = {
+      {"nvidia.com/use-gputype", "A100, H100,,A100"},
+      {"nvidia.com/nouse-gputype", "T4"},
+      {"nvidia.com/use-gpuuuid", "GPU-1a2b3c4d-0000-1111-2222-333344445555"},
+      {"nvidia.com/nouse-gpuuuid",
+       "GPU-aaaaaaaa-0000-1111-2222-333344445555,MIG-bbbbbbbb-0000-1111-2222-333344445555"},
+      {"unrelated", "x"}};
+  auto r = DerivePodRequest(pod, ResourceConfig{});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->filter.use_types, (std::vector<std::string>{"A100", "H100"}));
+  EXPECT_EQ(r->filter.nouse_types, (std::vector<std::string>{"T4"}));
+  EXPECT_EQ(r->filter.use_uuids, (std::vector<std::string>{"GPU-1a2b3c4d-0000-1111-2222-333344445555"}));
+  EXPECT_EQ(r->filter.nouse_uuids.size(), 2u);
+}
+
+TEST(DerivePodRequestTest, AsksForTesseraResources) {
+  ResourceConfig config;
+  EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpumem", "100"}}), config));
+  EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", "bogus"}}), config));
+  EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", 1}}), config));
+  EXPECT_FALSE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", 0}}), config));
+  EXPECT_FALSE(AsksForTesseraResources(json("not a pod"), config));
+  json init_only = {
+      {"spec",
+       {{"containers", json::array({{{"name", "a"}}})},
+        {"initContainers",
+         json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}}}};
+  EXPECT_TRUE(AsksForTesseraResources(init_only, config));
+}
+
+// Each rejection: the pod, and words the message must contain (container, field, hint).
+struct RejectCase {
+  std::string label;
+  json pod;
+  std::vector<std::string> message_parts;
+};
+
+class DerivePodRequestRejectTest : public testing::TestWithParam<RejectCase> {};
+
+TEST_P(DerivePodRequestRejectTest, RejectsWithActionableReason) {
+  const RejectCase& c = GetParam();
+  auto r = DerivePodRequest(c.pod, ResourceConfig{});
+  ASSERT_FALSE(r.ok()) << c.label << ": accepted";
+  for (const std::string& part : c.message_parts) {
+    EXPECT_NE(r.error().message.find(part), std::string::npos)
+        << c.label << ": message lacks \"" << part << "\": " << r.error().message;
+  }
+  // DefaultedLimits fails exactly when derivation does.
+  EXPECT_FALSE(DefaultedLimits(c.pod, ResourceConfig{}).ok()) << c.label;
+}
+
+json PodWithAnnotations(json annotations) {
+  json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
+  pod["metadata"]["annotations"] = annotations;
+  return pod;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Rejections, DerivePodRequestRejectTest,
+    testing::Values(
+        RejectCase{"memory and percentage",
+                   PodWithLimits({{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpumem-percentage", "50"}}),
+                   {"container \"app\"", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "only one"}},
+        RejectCase{"percentage 0",
+                   PodWithLimits({{"nvidia.com/gpumem-percentage", "0"}}),
+                   {"container \"app\"", "nvidia.com/gpumem-percentage is \"0\"", "1 to 100"}},
+        RejectCase{"percentage 101",
+                   PodWithLimits({{"nvidia.com/gpumem-percentage", "101"}}),
+                   {"nvidia.com/gpumem-percentage is \"101\"", "1 to 100"}},
+        RejectCase{
+            "cores 101",
+            PodWithLimits({{"nvidia.com/gpucores", "101"}}),
+            {"container \"app\"", "nvidia.com/gpucores is \"101\"", "0 (no limit) to 100 (exclusive)"}},
+        RejectCase{"cores negative",
+                   PodWithLimits({{"nvidia.com/gpucores", "-1"}}),
+                   {"nvidia.com/gpucores is \"-1\"", "must not be negative"}},
+        RejectCase{
+            "count 17", PodWithLimits({{"nvidia.com/gpu", "17"}}), {"nvidia.com/gpu is \"17\"", "1 to 16"}},
+        RejectCase{"count fractional",
+                   PodWithLimits({{"nvidia.com/gpu", "1.5"}}),
+                   {"nvidia.com/gpu is \"1.5\"", "whole number"}},
+        RejectCase{"count milli", PodWithLimits({{"nvidia.com/gpu", "500m"}}), {"500m", "whole number"}},
+        RejectCase{"count negative", PodWithLimits({{"nvidia.com/gpu", "-1"}}), {"must not be negative"}},
+        RejectCase{"count zero with memory",
+                   PodWithLimits({{"nvidia.com/gpu", "0"}, {"nvidia.com/gpumem", "10"}}),
+                   {"nvidia.com/gpu is \"0\"", "1 or more"}},
+        RejectCase{"memory garbage",
+                   PodWithLimits({{"nvidia.com/gpumem", "12Q"}}),
+                   {"container \"app\"", "nvidia.com/gpumem", "unknown suffix \"Q\""}},
+        RejectCase{"memory fractional",
+                   PodWithLimits({{"nvidia.com/gpumem", "1.5"}}),
+                   {"nvidia.com/gpumem is \"1.5\"", "whole number", "e.g. \"3000\""}},
+        RejectCase{"memory in bytes",
+                   PodWithLimits({{"nvidia.com/gpumem", "8Gi"}}),
+                   {"nvidia.com/gpumem is \"8Gi\"", "write \"8192\""}},
+        RejectCase{
+            "memory negative", PodWithLimits({{"nvidia.com/gpumem", "-100"}}), {"must not be negative"}},
+        RejectCase{"value not a string",
+                   PodWithLimits({{"nvidia.com/gpumem", 1.5}}),
+                   {"nvidia.com/gpumem is 1.5", "quantity string"}},
+        RejectCase{"value is bool", PodWithLimits({{"nvidia.com/gpu", true}}), {"nvidia.com/gpu is true"}},
+        RejectCase{"priority without gpu",
+                   PodWithLimits({{"nvidia.com/priority", "1"}}),
+                   {"nvidia.com/priority is set but the container asks for no GPU"}},
+        RejectCase{"priority negative",
+                   PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "-1"}}),
+                   {"nvidia.com/priority is \"-1\""}},
+        RejectCase{"limit and request differ",
+                   [] {
+                     json p = PodWithLimits({{"nvidia.com/gpu", "1"}});
+                     p["spec"]["containers"][0]["resources"]["requests"] = {{"nvidia.com/gpu", "2"}};
+                     return p;
+                   }(),
+                   {"nvidia.com/gpu has limit \"1\" but request \"2\""}},
+        RejectCase{"init container named",
+                   [] {
+                     json p = PodWithLimits({{"cpu", "1"}});
+                     p["spec"]["initContainers"] =
+                         json::array({{{"name", "setup"},
+                                       {"resources", {{"limits", {{"nvidia.com/gpucores", "200"}}}}}}});
+                     return p;
+                   }(),
+                   {"init container \"setup\"", "nvidia.com/gpucores is \"200\""}},
+        RejectCase{"limits not an object",
+                   PodWithLimits("2"),
+                   {"container \"app\"", "limits", "expected an object"}},
+        RejectCase{"not an object", json::array(), {"expected a JSON object"}},
+        RejectCase{"no spec", json{{"metadata", json::object()}}, {"spec is missing"}},
+        RejectCase{
+            "containers not array", json{{"spec", {{"containers", "x"}}}}, {"spec.containers", "array"}},
+        RejectCase{"container without name",
+                   json{{"spec", {{"containers", json::array({{{"resources", json::object()}}})}}}},
+                   {"spec.containers[0]", "name"}},
+        RejectCase{
+            "type in both filters",
+            PodWithAnnotations({{"nvidia.com/use-gputype", "A100"}, {"nvidia.com/nouse-gputype", "T4,A100"}}),
+            {"nvidia.com/use-gputype", "nvidia.com/nouse-gputype", "\"A100\""}},
+        RejectCase{"malformed uuid filter",
+                   PodWithAnnotations({{"nvidia.com/use-gpuuuid", "GPU-123"}}),
+                   {"annotation nvidia.com/use-gpuuuid", "\"GPU-123\" is malformed"}},
+        RejectCase{"empty filter",
+                   PodWithAnnotations({{"nvidia.com/nouse-gputype", " , "}}),
+                   {"annotation nvidia.com/nouse-gputype", "names nothing"}},
+        RejectCase{"filter not a string",
+                   PodWithAnnotations({{"nvidia.com/use-gputype", 3}}),
+                   {"annotation nvidia.com/use-gputype", "expected a string"}}),
+    [](const testing::TestParamInfo<RejectCase>& param_info) {
+      std::string name;
+      for (char ch : param_info.param.label) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return name;
+    });
+
+TEST(DefaultedLimitsTest, ListsWhatDerivationFilledIn) {
+  ResourceConfig config;
+  config.default_cores = 10;
+  config.default_memory_mib = 2048;
+  json pod = PodWithLimits({{"nvidia.com/gpucores", "30"}});
+  pod["spec"]["containers"].push_back(
+      {{"name", "full"},
+       {"resources",
+        {{"limits",
+          {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "100"}, {"nvidia.com/gpucores", "5"}}}}}});
+  pod["spec"]["initContainers"] =
+      json::array({{{"name", "init"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}});
+  auto d = DefaultedLimits(pod, config);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_EQ(d->size(), 2u);  // "full" needs nothing
+  EXPECT_EQ((*d)[0],
+            (ContainerDefaults{false, 0, "app", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "2048"}}}));
+  EXPECT_EQ((*d)[1], (ContainerDefaults{
+                         true, 0, "init", {{"nvidia.com/gpumem", "2048"}, {"nvidia.com/gpucores", "10"}}}));
+
+  // With the stock config, a count-only container needs nothing written back.
+  auto none = DefaultedLimits(PodWithLimits({{"nvidia.com/gpu", "1"}}), ResourceConfig{});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  ResourceConfig pct;
+  pct.default_memory_percent = 25;
+  auto p = DefaultedLimits(PodWithLimits({{"nvidia.com/gpucores", "30"}}), pct);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 1u);
+  EXPECT_EQ((*p)[0].limits_to_add, (std::vector<std::pair<std::string, std::string>>{
+                                       {"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "25"}}));
+}
+
+TEST(ResourceConfigTest, ValidatesItself) {
+  EXPECT_TRUE(ResourceConfig{}.Validate().ok());
+  struct Case {
+    std::function<void(ResourceConfig&)> change;
+    std::string message_part;
+  };
+  for (const Case& c : std::vector<Case>{
+           {[](ResourceConfig& r) { r.gpu_count_name = ""; }, "gpu_count_name is empty"},
+           {[](ResourceConfig& r) { r.gpu_cores_name = r.gpu_memory_name; },
+            "gpu_cores_name and gpu_memory_name"},
+           {[](ResourceConfig& r) { r.default_memory_mib = -1; }, "default_memory_mib is -1"},
+           {[](ResourceConfig& r) { r.default_memory_percent = 0; }, "default_memory_percent is 0"},
+           {[](ResourceConfig& r) { r.default_memory_percent = 101; }, "1..100"},
+           {[](ResourceConfig& r) { r.default_cores = 101; }, "default_cores is 101"},
+           {[](ResourceConfig& r) { r.default_gpu_count = 0; }, "default_gpu_count is 0"},
+           {[](ResourceConfig& r) { r.default_gpu_count = 17; }, "1..16"},
+       }) {
+    ResourceConfig config;
+    c.change(config);
+    Status s = config.Validate();
+    ASSERT_FALSE(s.ok()) << c.message_part;
+    EXPECT_NE(s.error().message.find(c.message_part), std::string::npos) << s.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::core
