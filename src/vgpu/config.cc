@@ -1,0 +1,316 @@
+#include "vgpu/config.h"
+
+#include <strings.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "vgpu/json.h"
+
+namespace tessera::vgpu {
+namespace {
+
+constexpr int64_t kMaxMemoryMiB = int64_t{1} << 40;  // 1 EiB: anything above is a typo
+
+bool parse_percent(const char* text, int* out) {
+  if (text == nullptr || *text == '\0') return false;
+  char* end = nullptr;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < 0 || v > 100) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+const char* process_getenv(void*, const char* name) {
+  return getenv(name);
+}
+
+}  // namespace
+
+Config::Config() {
+  for (int i = 0; i < kMaxConfigDevices; ++i) {
+    hami_memory_by_index[i] = -1;
+    hami_cores_by_index[i] = -1;
+  }
+}
+
+const DeviceGrant* Config::grant_for(const char* uuid) const {
+  if (uuid == nullptr) return nullptr;
+  for (const auto& g : grants)
+    if (strcasecmp(g.uuid.c_str(), uuid) == 0) return &g;
+  return nullptr;
+}
+
+uint64_t Config::memory_limit_for(const char* uuid, int index) const {
+  if (control_disabled) return 0;
+  if (source == ConfigSource::kAllocation) {
+    const DeviceGrant* g = grant_for(uuid);
+    return g == nullptr ? 0 : g->memory_bytes;
+  }
+  if (index >= 0 && index < kMaxConfigDevices && hami_memory_by_index[index] >= 0)
+    return static_cast<uint64_t>(hami_memory_by_index[index]);
+  return hami_memory_default >= 0 ? static_cast<uint64_t>(hami_memory_default) : 0;
+}
+
+int Config::cores_for(const char* uuid, int index) const {
+  if (control_disabled) return 0;
+  if (source == ConfigSource::kAllocation) {
+    const DeviceGrant* g = grant_for(uuid);
+    return g == nullptr ? 0 : g->cores;
+  }
+  if (index >= 0 && index < kMaxConfigDevices && hami_cores_by_index[index] >= 0)
+    return hami_cores_by_index[index];
+  return hami_cores_default >= 0 ? hami_cores_default : 0;
+}
+
+bool Config::device_visible(const char* uuid) const {
+  if (control_disabled || source != ConfigSource::kAllocation) return true;
+  return grant_for(uuid) != nullptr;
+}
+
+bool parse_memory_size(const char* text, uint64_t* bytes) {
+  if (text == nullptr || *text < '0' || *text > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text) return false;
+  unsigned shift = 0;
+  switch (*end) {
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++end;
+      break;
+    default:
+      return false;
+  }
+  if (*end == 'i' || *end == 'b' || *end == 'B') {  // tolerate "Mi", "MB", "MiB"
+    if (*end == 'i') ++end;
+    if (*end == 'b' || *end == 'B') ++end;
+    if (shift == 0) return false;
+  }
+  if (*end != '\0') return false;
+  if (shift != 0 && v > (~0ull >> shift)) return false;
+  *bytes = static_cast<uint64_t>(v) << shift;
+  return true;
+}
+
+bool parse_bool(const char* text) {
+  if (text == nullptr) return false;
+  return strcasecmp(text, "true") == 0 || strcmp(text, "1") == 0 || strcasecmp(text, "yes") == 0 ||
+         strcasecmp(text, "on") == 0;
+}
+
+bool parse_allocation(const char* json, const char* container_name, std::vector<DeviceGrant>* grants,
+                      std::string* error) {
+  JsonValue root;
+  std::string why;
+  if (!parse_json(json, &root, &why)) {
+    *error = "malformed JSON: " + why;
+    return false;
+  }
+  if (root.kind != JsonValue::Kind::kObject) {
+    *error = "not a JSON object";
+    return false;
+  }
+  const JsonValue* version = root.find("version");
+  if (version == nullptr || !version->is_integer) {
+    *error = "missing integer \"version\"";
+    return false;
+  }
+  if (version->integer != 1) {
+    *error = "unsupported version " + std::to_string(version->integer) + " (this libvgpu reads version 1)";
+    return false;
+  }
+  const JsonValue* containers = root.find("containers");
+  if (containers == nullptr || containers->kind != JsonValue::Kind::kArray || containers->array.empty()) {
+    *error = "missing or empty \"containers\" array";
+    return false;
+  }
+  const JsonValue* mine = nullptr;
+  bool have_name = container_name != nullptr && *container_name != '\0';
+  for (const JsonValue& c : containers->array) {
+    if (c.kind != JsonValue::Kind::kObject) {
+      *error = "a \"containers\" entry is not an object";
+      return false;
+    }
+    const JsonValue* name = c.find("name");
+    if (name == nullptr || name->kind != JsonValue::Kind::kString) {
+      *error = "a container entry has no string \"name\"";
+      return false;
+    }
+    if (have_name && name->string == container_name) mine = &c;
+  }
+  if (mine == nullptr) {
+    if (have_name) {
+      *error = std::string("no entry for container \"") + container_name + "\"";
+      return false;
+    }
+    if (containers->array.size() != 1) {
+      *error = "several container entries and TESSERA_CONTAINER_NAME is not set";
+      return false;
+    }
+    mine = &containers->array[0];
+  }
+  const JsonValue* devices = mine->find("devices");
+  if (devices == nullptr || devices->kind != JsonValue::Kind::kArray) {
+    *error = "container entry has no \"devices\" array";
+    return false;
+  }
+  if (devices->array.size() > static_cast<size_t>(kMaxConfigDevices)) {
+    *error = "more than 16 devices";
+    return false;
+  }
+  std::vector<DeviceGrant> out;
+  for (const JsonValue& d : devices->array) {
+    if (d.kind != JsonValue::Kind::kObject) {
+      *error = "a device entry is not an object";
+      return false;
+    }
+    const JsonValue* uuid = d.find("uuid");
+    const JsonValue* mem = d.find("memoryMiB");
+    const JsonValue* cores = d.find("cores");
+    if (uuid == nullptr || uuid->kind != JsonValue::Kind::kString || uuid->string.empty() ||
+        uuid->string.size() >= 64) {
+      *error = "a device has no valid \"uuid\"";
+      return false;
+    }
+    DeviceGrant g;
+    g.uuid = uuid->string;
+    if (mem != nullptr) {
+      if (!mem->is_integer || mem->integer < 0 || mem->integer > kMaxMemoryMiB) {
+        *error = "device " + g.uuid + ": \"memoryMiB\" must be an integer >= 0";
+        return false;
+      }
+      g.memory_bytes = static_cast<uint64_t>(mem->integer) << 20;
+    }
+    if (cores != nullptr) {
+      if (!cores->is_integer || cores->integer < 0 || cores->integer > 100) {
+        *error = "device " + g.uuid + ": \"cores\" must be an integer in [0, 100]";
+        return false;
+      }
+      g.cores = static_cast<int>(cores->integer);
+    }
+    for (const auto& other : out) {
+      if (strcasecmp(other.uuid.c_str(), g.uuid.c_str()) == 0) {
+        *error = "device " + g.uuid + " listed twice";
+        return false;
+      }
+    }
+    out.push_back(std::move(g));
+  }
+  *grants = std::move(out);
+  return true;
+}
+
+Config load_config(EnvLookup lookup, void* context) {
+  Config c;
+  auto env = [&](const char* name) -> const char* {
+    const char* v = lookup(context, name);
+    return (v != nullptr && *v != '\0') ? v : nullptr;
+  };
+
+  if (const char* v = env("LIBCUDA_LOG_LEVEL")) {
+    int level = 0;
+    if (parse_percent(v, &level) && level <= 4)
+      c.log_level = level;
+    else
+      c.problems.push_back(std::string("LIBCUDA_LOG_LEVEL=") + v + " is not 0..4; using 2");
+  }
+  c.control_disabled = parse_bool(env("CUDA_DISABLE_CONTROL"));
+  c.oversubscribe = parse_bool(env("CUDA_OVERSUBSCRIBE"));
+  c.oom_killer = parse_bool(env("ACTIVE_OOM_KILLER"));
+  if (const char* v = env("TESSERA_REGION"))
+    c.region_path = v;
+  else if (const char* h = env("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
+    c.region_path = h;
+  if (const char* v = env("GPU_CORE_UTILIZATION_POLICY")) {
+    std::string p = v;
+    for (auto& ch : p) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+    if (p == "force" || p == "disable" || p == "default")
+      c.core_policy = p;
+    else
+      c.problems.push_back(std::string("GPU_CORE_UTILIZATION_POLICY=") + v + " is unknown; using default");
+  }
+  if (const char* v = env("CUDA_TASK_PRIORITY")) c.priority = atoi(v);
+
+  // HAMi's variables are always read: they are the fallback when the
+  // allocation is absent or unusable.
+  bool hami_any = false;
+  if (const char* v = env("CUDA_DEVICE_MEMORY_LIMIT")) {
+    uint64_t b = 0;
+    if (parse_memory_size(v, &b)) {
+      c.hami_memory_default = static_cast<int64_t>(b);
+      hami_any = true;
+    } else {
+      c.problems.push_back(std::string("CUDA_DEVICE_MEMORY_LIMIT=") + v + " is not a size; ignored");
+    }
+  }
+  if (const char* v = env("CUDA_DEVICE_SM_LIMIT")) {
+    int p = 0;
+    if (parse_percent(v, &p)) {
+      c.hami_cores_default = p;
+      hami_any = true;
+    } else {
+      c.problems.push_back(std::string("CUDA_DEVICE_SM_LIMIT=") + v + " is not a percentage; ignored");
+    }
+  }
+  for (int i = 0; i < kMaxConfigDevices; ++i) {
+    char name[64];
+    snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
+    if (const char* v = env(name)) {
+      uint64_t b = 0;
+      if (parse_memory_size(v, &b)) {
+        c.hami_memory_by_index[i] = static_cast<int64_t>(b);
+        hami_any = true;
+      } else {
+        c.problems.push_back(std::string(name) + "=" + v + " is not a size; ignored");
+      }
+    }
+    snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%d", i);
+    if (const char* v = env(name)) {
+      int p = 0;
+      if (parse_percent(v, &p)) {
+        c.hami_cores_by_index[i] = p;
+        hami_any = true;
+      } else {
+        c.problems.push_back(std::string(name) + "=" + v + " is not a percentage; ignored");
+      }
+    }
+  }
+  if (hami_any) c.source = ConfigSource::kHami;
+
+  if (const char* json = env("TESSERA_ALLOCATION")) {
+    std::string error;
+    std::vector<DeviceGrant> grants;
+    if (parse_allocation(json, env("TESSERA_CONTAINER_NAME"), &grants, &error)) {
+      c.grants = std::move(grants);
+      c.source = ConfigSource::kAllocation;
+    } else {
+      c.problems.push_back("TESSERA_ALLOCATION ignored (" + error + "); falling back to " +
+                           (hami_any ? "the CUDA_DEVICE_* variables" : "no limits"));
+    }
+  }
+  return c;
+}
+
+Config load_config_from_process_env() {
+  return load_config(&process_getenv, nullptr);
+}
+
+}  // namespace tessera::vgpu

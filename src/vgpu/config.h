@@ -1,0 +1,86 @@
+// libvgpu's configuration: what this container was granted, read once from the
+// environment at start.
+//
+// Sources, in order of precedence:
+//  1. TESSERA_ALLOCATION — the scheduler's decision (JSON, the pod annotation
+//     tessera.io/allocation), per device UUID. TESSERA_CONTAINER_NAME selects
+//     this container's entry (optional when there is exactly one entry).
+//  2. HAMi's variables, so HAMi pod specs and images work unchanged:
+//     CUDA_DEVICE_MEMORY_LIMIT[_<i>] (bytes, or with suffix k/m/g; 0 = no limit),
+//     CUDA_DEVICE_SM_LIMIT[_<i>] (percent). <i> is the CUDA ordinal as the
+//     container sees it — HAMi's contract; tessera resolves it to a UUID once.
+// A malformed TESSERA_ALLOCATION is reported (Config::problems) and ignored in
+// favour of the HAMi variables; nothing here aborts.
+//
+// Other variables: CUDA_DEVICE_MEMORY_SHARED_CACHE / TESSERA_REGION (region
+// path), CUDA_OVERSUBSCRIBE, ACTIVE_OOM_KILLER, CUDA_DISABLE_CONTROL,
+// GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY, LIBCUDA_LOG_LEVEL.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera::vgpu {
+
+inline constexpr const char* kDefaultRegionPath = "/tmp/tessera/vgpu.region";
+inline constexpr int kMaxConfigDevices = 16;
+
+struct DeviceGrant {
+  std::string uuid;
+  uint64_t memory_bytes = 0;  // 0 = no memory limit
+  int cores = 0;              // percent; 0 or 100 = no compute limit
+};
+
+enum class ConfigSource { kNone, kHami, kAllocation };
+
+struct Config {
+  bool control_disabled = false;  // CUDA_DISABLE_CONTROL: pass everything through
+  int log_level = 2;
+  ConfigSource source = ConfigSource::kNone;
+
+  // From TESSERA_ALLOCATION (source == kAllocation): only these devices are visible.
+  std::vector<DeviceGrant> grants;
+
+  // From HAMi's variables, by container-visible CUDA ordinal. -1 = not set.
+  int64_t hami_memory_default = -1;
+  int64_t hami_memory_by_index[kMaxConfigDevices];
+  int hami_cores_default = -1;
+  int hami_cores_by_index[kMaxConfigDevices];
+
+  bool oversubscribe = false;
+  bool oom_killer = false;
+  std::string region_path = kDefaultRegionPath;
+  std::string core_policy = "default";  // force | disable | default
+  int priority = 0;
+
+  std::vector<std::string> problems;  // each worth one log line
+
+  Config();
+  // The grant for a device, by UUID (allocation source only), or nullptr.
+  const DeviceGrant* grant_for(const char* uuid) const;
+  // Memory limit in bytes for a device seen at container ordinal `index` with
+  // `uuid`; 0 = unlimited.
+  uint64_t memory_limit_for(const char* uuid, int index) const;
+  int cores_for(const char* uuid, int index) const;
+  // Whether the container may see this device at all.
+  bool device_visible(const char* uuid) const;
+};
+
+// Environment lookup seam so tests need not touch the real environment.
+using EnvLookup = const char* (*)(void* context, const char* name);
+
+Config load_config(EnvLookup lookup, void* context);
+Config load_config_from_process_env();
+
+// "3000", "512k", "1500m", "2g" (case-insensitive, powers of 1024). Returns
+// false for anything else (empty, negative, garbage, overflow).
+bool parse_memory_size(const char* text, uint64_t* bytes);
+// "true"/"1"/"yes"/"on" (case-insensitive) -> true; anything else false.
+bool parse_bool(const char* text);
+
+// Parses TESSERA_ALLOCATION and selects this container's devices.
+bool parse_allocation(const char* json, const char* container_name, std::vector<DeviceGrant>* grants,
+                      std::string* error);
+
+}  // namespace tessera::vgpu

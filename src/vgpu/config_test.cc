@@ -1,0 +1,148 @@
+#include "vgpu/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace tessera::vgpu {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+const char* lookup(void* ctx, const char* name) {
+  auto* env = static_cast<Env*>(ctx);
+  auto it = env->find(name);
+  return it == env->end() ? nullptr : it->second.c_str();
+}
+
+Config load(Env env) {
+  return load_config(&lookup, &env);
+}
+
+constexpr const char* kUuidA = "GPU-11111111-2222-3333-4444-555555555555";
+constexpr const char* kUuidB = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee";
+
+TEST(MemorySize, AcceptsHamiSuffixes) {
+  uint64_t b = 0;
+  ASSERT_TRUE(parse_memory_size("3000", &b));
+  EXPECT_EQ(b, 3000u);
+  ASSERT_TRUE(parse_memory_size("512k", &b));
+  EXPECT_EQ(b, 512u << 10);
+  ASSERT_TRUE(parse_memory_size("1500m", &b));
+  EXPECT_EQ(b, 1500ull << 20);
+  ASSERT_TRUE(parse_memory_size("2G", &b));
+  EXPECT_EQ(b, 2ull << 30);
+  ASSERT_TRUE(parse_memory_size("2Gi", &b));
+  EXPECT_EQ(b, 2ull << 30);
+  ASSERT_TRUE(parse_memory_size("0", &b));
+  EXPECT_EQ(b, 0u);
+}
+
+TEST(MemorySize, RejectsGarbage) {
+  uint64_t b = 7;
+  for (const char* bad : {"", "-1", "1x", "m", " 1", "1 m", "99999999999999999999", "17179869184g", "1i"})
+    EXPECT_FALSE(parse_memory_size(bad, &b)) << bad;
+  EXPECT_EQ(b, 7u);
+}
+
+TEST(Config, HamiVariablesByOrdinal) {
+  Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
+                   {"CUDA_DEVICE_MEMORY_LIMIT_1", "512m"},
+                   {"CUDA_DEVICE_SM_LIMIT", "30"},
+                   {"CUDA_DEVICE_MEMORY_SHARED_CACHE", "/x/y.cache"}});
+  EXPECT_EQ(c.source, ConfigSource::kHami);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 1ull << 30);
+  EXPECT_EQ(c.memory_limit_for(kUuidB, 1), 512ull << 20);
+  EXPECT_EQ(c.cores_for(kUuidA, 0), 30);
+  EXPECT_EQ(c.region_path, "/x/y.cache");
+  EXPECT_TRUE(c.device_visible(kUuidB));
+  EXPECT_TRUE(c.problems.empty());
+}
+
+TEST(Config, NoVariablesMeansNoLimits) {
+  Config c = load({});
+  EXPECT_EQ(c.source, ConfigSource::kNone);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);
+  EXPECT_EQ(c.region_path, kDefaultRegionPath);
+  EXPECT_EQ(c.log_level, 2);
+}
+
+TEST(Config, AllocationTakesPrecedenceAndMatchesByUuid) {
+  std::string json = std::string(R"({"version":1,"node":"node-a","containers":[)") +
+                     R"({"name":"side","devices":[]},)" + R"({"name":"app","devices":[{"uuid":")" + kUuidB +
+                     R"(","memoryMiB":3000,"cores":30}]}]})";
+  Config c = load({{"TESSERA_ALLOCATION", json},
+                   {"TESSERA_CONTAINER_NAME", "app"},
+                   {"CUDA_DEVICE_MEMORY_LIMIT", "1g"},
+                   {"TESSERA_REGION", "/r"}});
+  ASSERT_EQ(c.source, ConfigSource::kAllocation) << (c.problems.empty() ? "" : c.problems[0]);
+  // Ordinal 0 is device B here: the limit follows the UUID, not the ordinal.
+  EXPECT_EQ(c.memory_limit_for(kUuidB, 0), 3000ull << 20);
+  EXPECT_EQ(c.cores_for(kUuidB, 0), 30);
+  EXPECT_FALSE(c.device_visible(kUuidA));
+  EXPECT_TRUE(c.device_visible(kUuidB));
+  EXPECT_EQ(c.region_path, "/r");
+}
+
+TEST(Config, SingleContainerEntryAppliesWithoutName) {
+  std::string json = std::string(R"({"version":1,"containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
+                     R"(","memoryMiB":0}]}]})";
+  Config c = load({{"TESSERA_ALLOCATION", json}});
+  ASSERT_EQ(c.source, ConfigSource::kAllocation);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);  // 0 = no memory limit
+  EXPECT_TRUE(c.device_visible(kUuidA));
+}
+
+TEST(Config, BadAllocationFallsBackToHamiWithOneProblem) {
+  const char* bad[] = {
+      "{not json",
+      R"({"version":2,"containers":[{"name":"a","devices":[]}]})",
+      R"({"containers":[{"name":"a","devices":[]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[]},{"name":"b","devices":[]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[{"uuid":"GPU-1","memoryMiB":-5}]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[{"uuid":"GPU-1","memoryMiB":1.5}]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[{"uuid":"GPU-1","cores":101}]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[{"memoryMiB":1}]}]})",
+      R"({"version":1,"containers":[{"name":"a","devices":[{"uuid":"GPU-1"},{"uuid":"GPU-1"}]}]})",
+      R"([1])",
+  };
+  for (const char* json : bad) {
+    Config c = load({{"TESSERA_ALLOCATION", json}, {"CUDA_DEVICE_MEMORY_LIMIT", "100m"}});
+    EXPECT_EQ(c.source, ConfigSource::kHami) << json;
+    ASSERT_EQ(c.problems.size(), 1u) << json;
+    EXPECT_NE(c.problems[0].find("TESSERA_ALLOCATION ignored"), std::string::npos) << c.problems[0];
+    EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 100ull << 20);
+  }
+}
+
+TEST(Config, UnknownContainerNameIsAProblem) {
+  Config c = load({{"TESSERA_ALLOCATION", R"({"version":1,"containers":[{"name":"a","devices":[]}]})"},
+                   {"TESSERA_CONTAINER_NAME", "b"}});
+  EXPECT_EQ(c.source, ConfigSource::kNone);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("\"b\""), std::string::npos);
+}
+
+TEST(Config, DisableControlLiftsLimits) {
+  Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DISABLE_CONTROL", "true"}});
+  EXPECT_TRUE(c.control_disabled);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);
+}
+
+TEST(Config, FlagsAndBadValues) {
+  Config c = load({{"CUDA_OVERSUBSCRIBE", "TRUE"},
+                   {"ACTIVE_OOM_KILLER", "1"},
+                   {"LIBCUDA_LOG_LEVEL", "9"},
+                   {"CUDA_DEVICE_MEMORY_LIMIT_0", "lots"},
+                   {"GPU_CORE_UTILIZATION_POLICY", "FORCE"}});
+  EXPECT_TRUE(c.oversubscribe);
+  EXPECT_TRUE(c.oom_killer);
+  EXPECT_EQ(c.log_level, 2);
+  EXPECT_EQ(c.core_policy, "force");
+  EXPECT_EQ(c.problems.size(), 2u);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::vgpu

@@ -1,0 +1,437 @@
+#include "vgpu/region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "vgpu/log.h"
+
+namespace tessera::vgpu {
+namespace {
+
+uint64_t now_ns(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+pthread_mutex_t* region_mutex(Region* r) {
+  return reinterpret_cast<pthread_mutex_t*>(r->header.lock);
+}
+
+// Creates every missing directory above `path` (best effort; the open that
+// follows reports the real problem if this was not enough).
+void make_parent_dirs(const char* path) {
+  char buf[512];
+  size_t n = strnlen(path, sizeof(buf) - 1);
+  memcpy(buf, path, n);
+  buf[n] = '\0';
+  for (size_t i = 1; i < n; ++i) {
+    if (buf[i] != '/') continue;
+    buf[i] = '\0';
+    mkdir(buf, 0777);  // the process umask applies; we never change it
+    buf[i] = '/';
+  }
+}
+
+void sub_saturating(std::atomic<uint64_t>& counter, uint64_t amount) {
+  uint64_t v = counter.load(std::memory_order_relaxed);
+  counter.store(v > amount ? v - amount : 0, std::memory_order_relaxed);
+}
+
+bool uuid_terminated(const char (&uuid)[kRegionUuidBytes]) {
+  return memchr(uuid, '\0', kRegionUuidBytes) != nullptr;
+}
+
+}  // namespace
+
+bool initialise_region(Region* r, char* error, size_t error_len) {
+  RegionHeader& h = r->header;
+  h.version = kRegionVersion;
+  h.header_bytes = sizeof(RegionHeader);
+  h.total_bytes = sizeof(Region);
+  h.max_devices = kRegionMaxDevices;
+  h.max_processes = kRegionMaxProcesses;
+  h.device_entry_bytes = sizeof(DeviceEntry);
+  h.process_slot_bytes = sizeof(ProcessSlot);
+  h.created_ns = now_ns(CLOCK_REALTIME);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  int rc = pthread_mutex_init(region_mutex(r), &attr);
+  pthread_mutexattr_destroy(&attr);
+  if (rc != 0) {
+    snprintf(error, error_len, "cannot initialise the region lock: %s", strerror(rc));
+    return false;
+  }
+  h.state.store(kRegionStateReady, std::memory_order_release);
+  h.magic.store(kRegionMagic, std::memory_order_release);
+  return true;
+}
+
+SharedRegion::~SharedRegion() {
+  if (region_ != nullptr) munmap(region_, sizeof(Region));
+  if (lock_fd_ >= 0) close(lock_fd_);
+}
+
+bool SharedRegion::open_private(char* error, size_t error_len) {
+  void* p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    snprintf(error, error_len, "cannot map a private region: %s", strerror(errno));
+    return false;
+  }
+  auto* r = static_cast<Region*>(p);
+  if (!initialise_region(r, error, error_len)) {
+    munmap(p, sizeof(Region));
+    return false;
+  }
+  region_ = r;
+  private_ = true;
+  return true;
+}
+
+bool SharedRegion::open_file(const char* path, char* error, size_t error_len) {
+  if (strlen(path) >= sizeof(path_)) {
+    snprintf(error, error_len, "region path too long");
+    return false;
+  }
+  snprintf(path_, sizeof(path_), "%s", path);
+  make_parent_dirs(path);
+  int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    snprintf(error, error_len, "cannot open region %s: %s", path, strerror(errno));
+    return false;
+  }
+  // flock serialises initialisation between processes starting together; the
+  // kernel drops it if we die half-way, and the next opener re-initialises.
+  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+  }
+  struct stat st {};
+  bool ok = false;
+  void* p = MAP_FAILED;
+  if (fstat(fd, &st) != 0) {
+    snprintf(error, error_len, "cannot stat region %s: %s", path, strerror(errno));
+  } else if (!S_ISREG(st.st_mode)) {
+    snprintf(error, error_len, "region %s is not a regular file; refusing it", path);
+  } else if (st.st_size != 0 && static_cast<uint64_t>(st.st_size) != sizeof(Region)) {
+    snprintf(error, error_len,
+             "region %s has size %lld, expected %zu (foreign or other version); refusing it", path,
+             static_cast<long long>(st.st_size), sizeof(Region));
+  } else {
+    bool fresh = st.st_size == 0;
+    if (fresh && ftruncate(fd, sizeof(Region)) != 0) {
+      snprintf(error, error_len, "cannot size region %s: %s", path, strerror(errno));
+    } else {
+      p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p == MAP_FAILED) {
+        snprintf(error, error_len, "cannot map region %s: %s", path, strerror(errno));
+      } else {
+        auto* r = static_cast<Region*>(p);
+        // A creator that died before writing the magic leaves an all-zero
+        // header; only then may we (holding the flock) initialise it again.
+        bool unfinished = r->header.magic.load(std::memory_order_acquire) == 0 &&
+                          r->header.state.load(std::memory_order_acquire) == kRegionStateUninitialised &&
+                          r->header.version == 0;
+        if (fresh || unfinished) {
+          if (unfinished && !fresh) memset(static_cast<void*>(r), 0, sizeof(Region));
+          ok = initialise_region(r, error, error_len);
+          if (ok) fchmod(fd, 0666);  // every user in the container shares it; failure is harmless
+        } else if (const char* why = validate_region_header(r->header, static_cast<uint64_t>(st.st_size))) {
+          snprintf(error, error_len, "region %s refused: %s", path, why);
+        } else {
+          ok = true;
+          for (uint32_t i = 0; i < kRegionMaxDevices && ok; ++i) {
+            if (!uuid_terminated(r->devices[i].uuid)) {
+              snprintf(error, error_len, "region %s refused: device entry %u is corrupt", path, i);
+              ok = false;
+            }
+          }
+        }
+      }
+    }
+  }
+  flock(fd, LOCK_UN);
+  if (!ok) {
+    if (p != MAP_FAILED) munmap(p, sizeof(Region));
+    close(fd);
+    return false;
+  }
+  region_ = static_cast<Region*>(p);
+  lock_fd_ = fd;
+  private_ = false;
+  return true;
+}
+
+bool SharedRegion::ensure_lock_fd() {
+  if (private_) return true;
+  if (lock_fd_ >= 0) return true;
+  lock_fd_ = ::open(path_, O_RDWR | O_CLOEXEC);
+  return lock_fd_ >= 0;
+}
+
+bool SharedRegion::lock() {
+  pthread_mutex_t* m = region_mutex(region_);
+  int rc = pthread_mutex_lock(m);
+  if (rc == EOWNERDEAD) {
+    // The previous holder died inside a critical section: the device sums may
+    // be half-updated. The per-process slots are the source of truth.
+    repair_sums_locked();
+    pthread_mutex_consistent(m);
+    log_event(LogLevel::kWarn, "region lock recovered from a dead holder; usage recomputed");
+    return true;
+  }
+  if (rc != 0) {
+    log_event(LogLevel::kError, "region lock unusable (%s)", strerror(rc));
+    return false;
+  }
+  return true;
+}
+
+void SharedRegion::unlock() {
+  pthread_mutex_unlock(region_mutex(region_));
+}
+
+void SharedRegion::repair_sums_locked() {
+  for (uint32_t d = 0; d < kRegionMaxDevices; ++d) {
+    uint64_t used = 0, spilled = 0;
+    for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+      ProcessSlot& s = region_->processes[i];
+      if (s.state.load(std::memory_order_relaxed) != kSlotActive) continue;
+      used += s.memory_used[d].load(std::memory_order_relaxed);
+      spilled += s.memory_spilled[d].load(std::memory_order_relaxed);
+    }
+    region_->devices[d].memory_used.store(used, std::memory_order_relaxed);
+    region_->devices[d].memory_spilled.store(spilled, std::memory_order_relaxed);
+  }
+  region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool SharedRegion::slot_owner_alive_locked(uint32_t index) {
+  if (static_cast<int>(index) == slot_) return true;
+  if (private_) return true;  // forks sharing a private region: no way to tell; never reclaim
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(region_slot_lock_offset(index));
+  fl.l_len = 1;
+  if (!ensure_lock_fd() || fcntl(lock_fd_, F_OFD_GETLK, &fl) != 0) return true;  // unknown: assume alive
+  return fl.l_type != F_UNLCK;
+}
+
+void SharedRegion::free_slot_locked(uint32_t index) {
+  ProcessSlot& s = region_->processes[index];
+  for (uint32_t d = 0; d < kRegionMaxDevices; ++d) {
+    sub_saturating(region_->devices[d].memory_used, s.memory_used[d].load(std::memory_order_relaxed));
+    sub_saturating(region_->devices[d].memory_spilled, s.memory_spilled[d].load(std::memory_order_relaxed));
+    s.memory_used[d].store(0, std::memory_order_relaxed);
+    s.memory_spilled[d].store(0, std::memory_order_relaxed);
+    s.context_bytes[d].store(0, std::memory_order_relaxed);
+    s.gpu_time_used_ns[d].store(0, std::memory_order_relaxed);
+  }
+  s.pid = 0;
+  s.state.store(kSlotFree, std::memory_order_release);
+  region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool SharedRegion::claim_slot() {
+  if (slot_ >= 0) return true;
+  if (region_ == nullptr) return false;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!private_ && !ensure_lock_fd()) return false;
+    for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+      ProcessSlot& s = region_->processes[i];
+      if (s.state.load(std::memory_order_relaxed) == kSlotActive) continue;
+      if (!private_) {
+        // Take the liveness lock first: if we get it, nobody alive owns slot i.
+        struct flock fl {};
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = static_cast<off_t>(region_slot_lock_offset(i));
+        fl.l_len = 1;
+        if (fcntl(lock_fd_, F_OFD_SETLK, &fl) != 0) continue;
+      }
+      if (!lock()) return false;
+      if (s.state.load(std::memory_order_relaxed) == kSlotActive) {
+        if (private_) {
+          unlock();
+          continue;
+        }
+        free_slot_locked(i);  // we hold its liveness lock, so its owner is dead
+      }
+      s.pid = static_cast<uint32_t>(getpid());
+      s.generation += 1;
+      s.started_ns = now_ns(CLOCK_REALTIME);
+      s.state.store(kSlotActive, std::memory_order_release);
+      region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+      unlock();
+      slot_ = static_cast<int>(i);
+      return true;
+    }
+    if (reclaim_dead() == 0) break;
+  }
+  return false;
+}
+
+int SharedRegion::find_or_add_device(const char* uuid, uint64_t limit, uint64_t* existing_limit) {
+  if (region_ == nullptr || uuid == nullptr || uuid[0] == '\0' || strlen(uuid) >= kRegionUuidBytes) return -1;
+  if (!lock()) return -1;
+  uint32_t count = region_->header.device_count.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < count; ++i) {
+    DeviceEntry& e = region_->devices[i];
+    if (strncmp(e.uuid, uuid, kRegionUuidBytes) == 0) {
+      uint64_t have = e.memory_limit.load(std::memory_order_relaxed);
+      unlock();
+      if (existing_limit != nullptr) *existing_limit = have;
+      return static_cast<int>(i);
+    }
+  }
+  if (count >= kRegionMaxDevices) {
+    unlock();
+    return -1;
+  }
+  DeviceEntry& e = region_->devices[count];
+  snprintf(e.uuid, sizeof(e.uuid), "%s", uuid);
+  e.memory_limit.store(limit, std::memory_order_relaxed);
+  region_->header.device_count.store(count + 1, std::memory_order_release);
+  region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+  unlock();
+  if (existing_limit != nullptr) *existing_limit = limit;
+  return static_cast<int>(count);
+}
+
+ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
+  ReserveOutcome out;
+  if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) {
+    out.ok = true;  // not a device we account (no entry): nothing to enforce
+    return out;
+  }
+  if (slot_ < 0 && !claim_slot()) {
+    log_event(LogLevel::kError, "no free process slot in the region; refusing the allocation");
+    return out;
+  }
+  DeviceEntry& e = region_->devices[device];
+  ProcessSlot& s = region_->processes[slot_];
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!lock()) return out;
+    uint64_t used = e.memory_used.load(std::memory_order_relaxed);
+    uint64_t limit = e.memory_limit.load(std::memory_order_relaxed);
+    out.used = used;
+    out.limit = limit;
+    bool fits = force || limit == 0 || (bytes <= limit && used <= limit - bytes);
+    if (fits) {
+      // Slot first, then the sum: repair_sums_locked() rebuilds the sum from
+      // the slots if we die between the two.
+      s.memory_used[device].fetch_add(bytes, std::memory_order_relaxed);
+      uint64_t now_used = used + bytes;
+      e.memory_used.store(now_used, std::memory_order_relaxed);
+      if (now_used > e.memory_peak.load(std::memory_order_relaxed))
+        e.memory_peak.store(now_used, std::memory_order_relaxed);
+      region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+      unlock();
+      out.ok = true;
+      return out;
+    }
+    unlock();
+    if (attempt == 0 && reclaim_dead() == 0) break;
+  }
+  e.oom_refusals.fetch_add(1, std::memory_order_relaxed);
+  return out;
+}
+
+void SharedRegion::release(int device, uint64_t bytes) {
+  if (region_ == nullptr || slot_ < 0 || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return;
+  DeviceEntry& e = region_->devices[device];
+  ProcessSlot& s = region_->processes[slot_];
+  if (!lock()) return;
+  uint64_t mine = s.memory_used[device].load(std::memory_order_relaxed);
+  uint64_t give = bytes < mine ? bytes : mine;
+  s.memory_used[device].store(mine - give, std::memory_order_relaxed);
+  sub_saturating(e.memory_used, give);
+  region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+  unlock();
+}
+
+void SharedRegion::note_context_bytes(int device, int64_t delta) {
+  if (region_ == nullptr || slot_ < 0 || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return;
+  region_->processes[slot_].context_bytes[device].fetch_add(static_cast<uint64_t>(delta),
+                                                            std::memory_order_relaxed);
+}
+
+void SharedRegion::note_spilled_bytes(int device, int64_t delta) {
+  if (region_ == nullptr || slot_ < 0 || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return;
+  if (!lock()) return;
+  region_->processes[slot_].memory_spilled[device].fetch_add(static_cast<uint64_t>(delta),
+                                                             std::memory_order_relaxed);
+  region_->devices[device].memory_spilled.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
+  unlock();
+}
+
+uint64_t SharedRegion::memory_limit(int device) const {
+  if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return 0;
+  return region_->devices[device].memory_limit.load(std::memory_order_relaxed);
+}
+
+uint64_t SharedRegion::memory_used(int device) const {
+  if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return 0;
+  return region_->devices[device].memory_used.load(std::memory_order_relaxed);
+}
+
+uint64_t SharedRegion::process_memory_used(int device) const {
+  if (region_ == nullptr || slot_ < 0 || device < 0 || device >= static_cast<int>(kRegionMaxDevices))
+    return 0;
+  return region_->processes[slot_].memory_used[device].load(std::memory_order_relaxed);
+}
+
+int SharedRegion::reclaim_dead() {
+  if (region_ == nullptr || private_) return 0;
+  // Find candidates without the region lock (one fcntl each), then confirm
+  // under it: a slot being claimed has its liveness lock taken before it is
+  // marked active, so a confirmed unlocked active slot is truly orphaned.
+  uint32_t candidates[64];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < kRegionMaxProcesses && n < 64; ++i) {
+    if (region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive) continue;
+    if (!slot_owner_alive_locked(i)) candidates[n++] = i;
+  }
+  if (n == 0) return 0;
+  int reclaimed = 0;
+  if (!lock()) return 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t i = candidates[k];
+    if (region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive) continue;
+    if (slot_owner_alive_locked(i)) continue;
+    uint32_t pid = region_->processes[i].pid;
+    free_slot_locked(i);
+    ++reclaimed;
+    log_event(LogLevel::kInfo, "reclaimed the memory of dead process %u (slot %u)", pid, i);
+  }
+  unlock();
+  return reclaimed;
+}
+
+void SharedRegion::reclaim_dead_throttled(uint64_t interval_ns) {
+  uint64_t now = now_ns(CLOCK_MONOTONIC);
+  uint64_t last = last_reclaim_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && now - last < interval_ns) return;
+  if (!last_reclaim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  reclaim_dead();
+}
+
+void SharedRegion::after_fork_child() {
+  // Closing our copy of the descriptor leaves the parent's liveness lock in
+  // place (it belongs to the open file description, which the parent holds).
+  if (lock_fd_ >= 0) close(lock_fd_);
+  lock_fd_ = -1;
+  slot_ = -1;
+  last_reclaim_ns_.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace tessera::vgpu

@@ -1,0 +1,109 @@
+// SharedRegion: one container's memory ledger, shared by all of its processes
+// through a file mapped MAP_SHARED (layout in region_layout.h).
+//
+// Contract:
+//  - Memory is reserved before the driver is asked for it: reserve() adds the
+//    request to this process's slot and to the container's sum for that device
+//    atomically (under the region's robust mutex) only if it fits the limit.
+//    release() gives it back. Two processes racing cannot jointly pass a limit.
+//  - A process that dies holding reservations gives them back: its slot's
+//    liveness lock (an open-file-description lock) is dropped by the kernel, and
+//    reclaim_dead() — run by any process before refusing an allocation and
+//    periodically from the memory views — returns the slot's bytes.
+//  - A file that is not a valid region (foreign, corrupt, other version) is
+//    refused, never trusted.
+//
+// Thread-safety: every method may be called from any thread. No method throws,
+// allocates on the heap, or calls exit(). Errors come back as values.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vgpu/region_layout.h"
+
+namespace tessera::vgpu {
+
+struct ReserveOutcome {
+  bool ok = false;
+  uint64_t limit = 0;  // the device's limit at the time of the decision (0 = unlimited)
+  uint64_t used = 0;   // container-wide usage before the request
+};
+
+class SharedRegion {
+ public:
+  SharedRegion() = default;
+  ~SharedRegion();
+  SharedRegion(const SharedRegion&) = delete;
+  SharedRegion& operator=(const SharedRegion&) = delete;
+
+  // Opens the region file at `path`, creating and initialising it when it does
+  // not exist or is empty (the parent directory is created if missing). On
+  // failure returns false and writes a human-readable reason into `error`.
+  bool open_file(const char* path, char* error, size_t error_len);
+
+  // A region in anonymous memory, private to this process (and its forks).
+  // Used when the region file is refused, so limits still hold per process.
+  bool open_private(char* error, size_t error_len);
+
+  bool is_open() const { return region_ != nullptr; }
+  bool is_private() const { return private_; }
+  Region* raw() const { return region_; }
+
+  // Claims a process slot for the calling process (idempotent). Returns false
+  // when every slot is held by a live process.
+  bool claim_slot();
+  int slot_index() const { return slot_; }
+
+  // Finds the entry for `uuid`, adding it with `limit` when absent. When the
+  // entry exists with a different limit, the region's value is kept (every
+  // process of a container is configured alike; the first one wins) and
+  // *existing_limit reports it. Returns -1 when the device table is full.
+  int find_or_add_device(const char* uuid, uint64_t limit, uint64_t* existing_limit = nullptr);
+
+  // Reserves `bytes` on device `device` for this process. With `force`, the
+  // limit is not checked (used for memory the driver already handed out).
+  // Retries once after reclaiming dead processes when the request does not fit.
+  ReserveOutcome reserve(int device, uint64_t bytes, bool force = false);
+  // Returns bytes reserved by this process. Never underflows.
+  void release(int device, uint64_t bytes);
+  // Marks `bytes` of this process's usage as context overhead / spilled
+  // (informational breakdown; they stay included in memory_used).
+  void note_context_bytes(int device, int64_t delta);
+  void note_spilled_bytes(int device, int64_t delta);
+
+  uint64_t memory_limit(int device) const;
+  uint64_t memory_used(int device) const;
+  uint64_t process_memory_used(int device) const;  // this process's share
+
+  // Frees the slots of processes that have died, returning their bytes.
+  // Returns how many slots were reclaimed.
+  int reclaim_dead();
+  // Like reclaim_dead() but at most once per `interval_ns` per process.
+  void reclaim_dead_throttled(uint64_t interval_ns);
+
+  // Call in the child after fork(): the child owns no reservations and must
+  // claim its own slot (the parent's liveness lock stays the parent's).
+  void after_fork_child();
+
+ private:
+  bool lock();
+  void unlock();
+  void repair_sums_locked();
+  bool slot_owner_alive_locked(uint32_t index);
+  void free_slot_locked(uint32_t index);
+  bool ensure_lock_fd();
+
+  Region* region_ = nullptr;
+  bool private_ = false;
+  int lock_fd_ = -1;  // open file description carrying this process's liveness lock
+  int slot_ = -1;
+  char path_[512] = {};
+  std::atomic<uint64_t> last_reclaim_ns_{0};
+};
+
+// Initialises a zeroed Region in place (header, robust mutex). Exposed for the
+// node agent's tests and for open_private.
+bool initialise_region(Region* region, char* error, size_t error_len);
+
+}  // namespace tessera::vgpu

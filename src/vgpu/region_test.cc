@@ -1,0 +1,315 @@
+#include "vgpu/region.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tessera::vgpu {
+namespace {
+
+constexpr const char* kUuid = "GPU-11111111-2222-3333-4444-555555555555";
+constexpr uint64_t kMiB = 1ull << 20;
+
+class RegionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-region-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/sub/dir/vgpu.region";  // parent directories are created
+  }
+  void TearDown() override {
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+  void open(SharedRegion& r) {
+    char err[256] = {};
+    ASSERT_TRUE(r.open_file(path_.c_str(), err, sizeof(err))) << err;
+  }
+  std::string open_error() {
+    SharedRegion r;
+    char err[256] = {};
+    EXPECT_FALSE(r.open_file(path_.c_str(), err, sizeof(err)));
+    return err;
+  }
+  void write_file(const void* data, size_t n) {
+    std::string mk = "mkdir -p '" + dir_ + "/sub/dir'";
+    ASSERT_EQ(system(mk.c_str()), 0);
+    int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, data, n), static_cast<ssize_t>(n));
+    close(fd);
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(RegionTest, CreatesValidRegionAndReopensIt) {
+  {
+    SharedRegion r;
+    open(r);
+    EXPECT_EQ(validate_region_header(r.raw()->header, sizeof(Region)), nullptr);
+    EXPECT_EQ(r.find_or_add_device(kUuid, 100 * kMiB), 0);
+  }
+  SharedRegion again;
+  open(again);
+  uint64_t limit = 0;
+  EXPECT_EQ(again.find_or_add_device(kUuid, 999, &limit), 0);
+  EXPECT_EQ(limit, 100 * kMiB);  // the first process's limit stands
+}
+
+TEST_F(RegionTest, ReserveRespectsLimitAndReleaseReturns) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 60 * kMiB).ok);
+  ReserveOutcome refused = r.reserve(d, 41 * kMiB);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.used, 60 * kMiB);
+  EXPECT_EQ(refused.limit, 100 * kMiB);
+  EXPECT_EQ(r.memory_used(d), 60 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 40 * kMiB).ok);
+  EXPECT_EQ(r.memory_used(d), 100 * kMiB);
+  EXPECT_FALSE(r.reserve(d, 1).ok);
+  r.release(d, 100 * kMiB);
+  EXPECT_EQ(r.memory_used(d), 0u);
+  r.release(d, 5);  // more than held: never underflows
+  EXPECT_EQ(r.memory_used(d), 0u);
+  EXPECT_EQ(r.raw()->devices[d].memory_peak.load(), 100 * kMiB);
+  EXPECT_EQ(r.raw()->devices[d].oom_refusals.load(), 2u);
+}
+
+TEST_F(RegionTest, HugeRequestDoesNotOverflow) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 10).ok);
+  EXPECT_FALSE(r.reserve(d, ~0ull - 5).ok);
+  EXPECT_EQ(r.memory_used(d), 10u);
+}
+
+TEST_F(RegionTest, UnlimitedDeviceAcceptsAnything) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 0);
+  EXPECT_TRUE(r.reserve(d, 1ull << 50).ok);
+  EXPECT_EQ(r.memory_used(d), 1ull << 50);
+}
+
+TEST_F(RegionTest, ThreadsRacingNeverPassTheLimit) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 1000 * kMiB);
+  std::atomic<uint64_t> granted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        if (r.reserve(d, 7 * kMiB).ok) granted += 7 * kMiB;
+        EXPECT_LE(r.memory_used(d), 1000 * kMiB);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), r.memory_used(d));
+  EXPECT_EQ(granted.load(), 1000 * kMiB / (7 * kMiB) * 7 * kMiB);  // filled up to the last whole request
+}
+
+TEST_F(RegionTest, ProcessesRacingEndExactlyAtTheLimit) {
+  {
+    SharedRegion r;
+    open(r);
+    ASSERT_EQ(r.find_or_add_device(kUuid, 640 * kMiB), 0);
+  }
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 8; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      SharedRegion r;
+      char err[256];
+      if (!r.open_file(path_.c_str(), err, sizeof(err))) _exit(2);
+      int granted = 0;
+      for (int i = 0; i < 100; ++i) granted += r.reserve(0, kMiB).ok ? 1 : 0;
+      // Keep the reservation: exit code reports how many MiB we hold.
+      pause();
+      _exit(granted);
+    }
+    kids.push_back(pid);
+  }
+  SharedRegion r;
+  open(r);
+  // Wait until all children are done reserving (each holds what it got).
+  for (int spins = 0; spins < 2000; ++spins) {
+    uint64_t held = 0;
+    for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) held += r.raw()->processes[i].memory_used[0].load();
+    if (held == 640 * kMiB) break;
+    usleep(5000);
+  }
+  EXPECT_EQ(r.memory_used(0), 640 * kMiB);
+  // Kill -9 them all: a live process then gets everything back.
+  for (pid_t pid : kids) kill(pid, SIGKILL);
+  for (pid_t pid : kids) waitpid(pid, nullptr, 0);
+  EXPECT_TRUE(r.reserve(0, 640 * kMiB).ok);
+  EXPECT_EQ(r.memory_used(0), 640 * kMiB);
+}
+
+TEST_F(RegionTest, KilledProcessIsReclaimedButLiveOneIsNot) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  pid_t live = fork();
+  if (live == 0) {
+    SharedRegion c;
+    char err[256];
+    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 30 * kMiB).ok) _exit(2);
+    char b = 1;
+    if (write(pipefd[1], &b, 1) != 1) _exit(3);
+    pause();
+    _exit(0);
+  }
+  pid_t doomed = fork();
+  if (doomed == 0) {
+    SharedRegion c;
+    char err[256];
+    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 50 * kMiB).ok) _exit(2);
+    char b = 1;
+    if (write(pipefd[1], &b, 1) != 1) _exit(3);
+    pause();
+    _exit(0);
+  }
+  char b;
+  ASSERT_EQ(read(pipefd[0], &b, 1), 1);
+  ASSERT_EQ(read(pipefd[0], &b, 1), 1);
+  EXPECT_EQ(r.memory_used(d), 80 * kMiB);
+  EXPECT_EQ(r.reclaim_dead(), 0);  // both alive
+  kill(doomed, SIGKILL);
+  waitpid(doomed, nullptr, 0);
+  EXPECT_EQ(r.reclaim_dead(), 1);
+  EXPECT_EQ(r.memory_used(d), 30 * kMiB);
+  EXPECT_TRUE(r.reserve(d, 70 * kMiB).ok);
+  EXPECT_FALSE(r.reserve(d, 1).ok);
+  kill(live, SIGKILL);
+  waitpid(live, nullptr, 0);
+  close(pipefd[0]);
+  close(pipefd[1]);
+}
+
+TEST_F(RegionTest, LockHolderDyingLeavesRecoverableLockAndCorrectSums) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 10 * kMiB).ok);
+  pid_t pid = fork();
+  if (pid == 0) {
+    SharedRegion c;
+    char err[256];
+    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 20 * kMiB).ok) _exit(2);
+    // Die inside the critical section after a half-done update.
+    pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(c.raw()->header.lock));
+    c.raw()->devices[0].memory_used.store(12345);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The next locker repairs the sum from the slots (the dead child's 20 MiB are
+  // still in its slot until reclaimed), then reclaim returns them.
+  EXPECT_TRUE(r.reserve(d, 1 * kMiB).ok);
+  EXPECT_EQ(r.memory_used(d), 31 * kMiB);
+  EXPECT_EQ(r.reclaim_dead(), 1);
+  EXPECT_EQ(r.memory_used(d), 11 * kMiB);
+}
+
+TEST_F(RegionTest, ForkedChildGetsItsOwnSlot) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 40 * kMiB).ok);
+  int parent_slot = r.slot_index();
+  pid_t pid = fork();
+  if (pid == 0) {
+    r.after_fork_child();
+    if (!r.reserve(d, 10 * kMiB).ok) _exit(2);
+    if (r.slot_index() == parent_slot) _exit(3);
+    if (r.process_memory_used(d) != 10 * kMiB) _exit(4);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The child is gone; the parent's own slot (still locked by us) must survive.
+  EXPECT_EQ(r.reclaim_dead(), 1);
+  EXPECT_EQ(r.memory_used(d), 40 * kMiB);
+  EXPECT_EQ(r.process_memory_used(d), 40 * kMiB);
+}
+
+TEST_F(RegionTest, ForeignFileIsRefused) {
+  std::string junk(sizeof(Region), 'x');
+  write_file(junk.data(), junk.size());
+  std::string err = open_error();
+  EXPECT_NE(err.find("bad magic"), std::string::npos) << err;
+}
+
+TEST_F(RegionTest, WrongSizeIsRefused) {
+  write_file("hello", 5);
+  std::string err = open_error();
+  EXPECT_NE(err.find("size"), std::string::npos) << err;
+}
+
+TEST_F(RegionTest, OtherVersionIsRefused) {
+  {
+    SharedRegion r;
+    open(r);
+    r.raw()->header.version = kRegionVersion + 1;
+  }
+  std::string err = open_error();
+  EXPECT_NE(err.find("version"), std::string::npos) << err;
+}
+
+TEST_F(RegionTest, CorruptDeviceEntryIsRefused) {
+  {
+    SharedRegion r;
+    open(r);
+    memset(r.raw()->devices[3].uuid, 'A', kRegionUuidBytes);
+  }
+  std::string err = open_error();
+  EXPECT_NE(err.find("corrupt"), std::string::npos) << err;
+}
+
+TEST_F(RegionTest, CreatorThatDiedBeforeFinishingIsRedone) {
+  std::string zeros(sizeof(Region), '\0');
+  write_file(zeros.data(), zeros.size());
+  SharedRegion r;
+  open(r);
+  EXPECT_EQ(validate_region_header(r.raw()->header, sizeof(Region)), nullptr);
+}
+
+TEST(PrivateRegion, EnforcesLimitsWithoutAFile) {
+  SharedRegion r;
+  char err[256];
+  ASSERT_TRUE(r.open_private(err, sizeof(err))) << err;
+  EXPECT_TRUE(r.is_private());
+  int d = r.find_or_add_device(kUuid, 10);
+  EXPECT_TRUE(r.reserve(d, 10).ok);
+  EXPECT_FALSE(r.reserve(d, 1).ok);
+  EXPECT_EQ(r.reclaim_dead(), 0);
+}
+
+}  // namespace
+}  // namespace tessera::vgpu
