@@ -1,0 +1,158 @@
+#include "core/allocation_codec.h"
+
+#include <set>
+#include <string>
+
+#include "core/codec.h"
+#include "core/resource_config.h"
+
+namespace tessera::core {
+namespace {
+
+using nlohmann::json;
+using namespace codec_detail;
+
+constexpr std::string_view kPayload = "allocation";
+
+std::string ContainerWhere(size_t i, const std::string& name) {
+  std::string where = "allocation: containers[" + std::to_string(i) + "]";
+  if (!name.empty()) where += " (\"" + name + "\")";
+  return where;
+}
+
+}  // namespace
+
+Status ValidateAllocation(const PodAllocation& allocation) {
+  if (allocation.node.empty()) {
+    return Error{"allocation: \"node\" is empty; expected the name of the node the pod is bound to"};
+  }
+  if (allocation.containers.empty()) {
+    return Error{"allocation: \"containers\" is empty; expected at least one container entry"};
+  }
+  std::set<std::string> names;
+  for (size_t i = 0; i < allocation.containers.size(); ++i) {
+    const ContainerAllocation& c = allocation.containers[i];
+    const std::string where = ContainerWhere(i, c.container);
+    if (c.container.empty()) return Error{where + ": \"name\" is empty; expected the container's name"};
+    if (!names.insert(c.container).second) {
+      return Error{where + ": container \"" + c.container +
+                   "\" appears more than once; each needs one entry"};
+    }
+    if (c.devices.empty()) return Error{where + ": \"devices\" is empty; expected at least one device"};
+    std::set<std::string> uuids;
+    for (size_t j = 0; j < c.devices.size(); ++j) {
+      const DeviceSlice& d = c.devices[j];
+      const std::string dwhere = where + ".devices[" + std::to_string(j) + "]";
+      Status s = ValidateDeviceUuid(d.uuid, dwhere);
+      if (!s) return s;
+      if (!uuids.insert(d.uuid).second) {
+        return Error{dwhere + ": uuid \"" + d.uuid +
+                     "\" appears twice in this container; each vGPU of a container is on a different GPU"};
+      }
+      if (d.memory_mib < 0 || d.memory_mib > kMaxGpuMemoryMiB) {
+        return Error{dwhere + ": \"memoryMiB\" is " + std::to_string(d.memory_mib) +
+                     "; expected 0 (no limit) to " + std::to_string(kMaxGpuMemoryMiB)};
+      }
+      if (d.cores < 0 || d.cores > 100) {
+        return Error{dwhere + ": \"cores\" is " + std::to_string(d.cores) +
+                     "; expected 0 (no limit) to 100 (exclusive)"};
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
+  Status s = ValidateAllocation(allocation);
+  if (!s) return s.error();
+  json containers = json::array();
+  for (const ContainerAllocation& c : allocation.containers) {
+    json devices = json::array();
+    for (const DeviceSlice& d : c.devices) {
+      devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
+    }
+    containers.push_back({{"name", c.container}, {"devices", std::move(devices)}});
+  }
+  return json{
+      {"version", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
+}
+
+Result<std::string> EncodeAllocation(const PodAllocation& allocation) {
+  auto j = AllocationToJson(allocation);
+  if (!j) return j.error();
+  return j->dump();
+}
+
+Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) {
+    return Error{std::string("allocation: expected a JSON object such as {\"version\":1,...}, got ") +
+                 j.type_name()};
+  }
+  Status version = CheckVersion(j, kAllocationVersion, kPayload);
+  if (!version) return version.error();
+  PodAllocation out;
+  auto node = ReadString(j, "node", "allocation");
+  if (!node) return node.error();
+  out.node = std::move(*node);
+  auto containers = ReadArray(j, "containers", "allocation");
+  if (!containers) return containers.error();
+  for (size_t i = 0; i < (*containers)->size(); ++i) {
+    const json& c = (**containers)[i];
+    std::string where = ContainerWhere(i, "");
+    if (!c.is_object()) return Error{where + ": expected an object {\"name\":…,\"devices\":[…]}"};
+    ContainerAllocation ca;
+    auto name = ReadString(c, "name", where);
+    if (!name) return name.error();
+    ca.container = std::move(*name);
+    where = ContainerWhere(i, ca.container);
+    auto devices = ReadArray(c, "devices", where);
+    if (!devices) return devices.error();
+    for (size_t k = 0; k < (*devices)->size(); ++k) {
+      const json& d = (**devices)[k];
+      const std::string dwhere = where + ".devices[" + std::to_string(k) + "]";
+      if (!d.is_object())
+        return Error{dwhere + ": expected an object {\"uuid\":…,\"memoryMiB\":…,\"cores\":…}"};
+      DeviceSlice slice;
+      auto uuid = ReadString(d, "uuid", dwhere);
+      if (!uuid) return uuid.error();
+      slice.uuid = std::move(*uuid);
+      auto memory = ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB);
+      if (!memory) return memory.error();
+      slice.memory_mib = *memory;
+      auto cores = ReadInt(d, "cores", dwhere, 0, 100);
+      if (!cores) return cores.error();
+      slice.cores = static_cast<int>(*cores);
+      ca.devices.push_back(std::move(slice));
+    }
+    out.containers.push_back(std::move(ca));
+  }
+  Status s = ValidateAllocation(out);
+  if (!s) return s.error();
+  return out;
+}
+
+Result<PodAllocation> DecodeAllocation(std::string_view text) {
+  auto j = ParseJsonText(text, kPayload);
+  if (!j) return j.error();
+  return AllocationFromJson(*j);
+}
+
+Result<ContainerAllocation> SelectContainerAllocation(const PodAllocation& allocation,
+                                                      std::string_view container_name) {
+  if (container_name.empty()) {
+    if (allocation.containers.size() == 1) return allocation.containers[0];
+    return Error{
+        "allocation has " + std::to_string(allocation.containers.size()) +
+        " container entries and no container name was given; set TESSERA_CONTAINER_NAME to one of them"};
+  }
+  for (const ContainerAllocation& c : allocation.containers) {
+    if (c.container == container_name) return c;
+  }
+  std::string known;
+  for (const ContainerAllocation& c : allocation.containers)
+    known += (known.empty() ? "\"" : ", \"") + c.container + "\"";
+  return Error{"allocation has no entry for container \"" + std::string(container_name) + "\"; it has " +
+               known};
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,54 @@
+// The allocation payload: what the scheduler decided for a pod, as versioned
+// JSON. The same text is the pod annotation `tessera.io/allocation` and, via
+// the Downward API, the container env var TESSERA_ALLOCATION:
+//
+//   {"version": 1, "node": "node-a",
+//    "containers": [{"name": "app",
+//                    "devices": [{"uuid": "GPU-…", "memoryMiB": 3000, "cores": 30}]}]}
+//
+// memoryMiB 0 = no memory limit; cores is percent of the GPU's compute (100 =
+// exclusive, 0 = no compute limit). Decoding is strict about the fields it
+// knows (presence, JSON type, range, UUID syntax, duplicates) and ignores
+// members it does not know, so that a later writer may add optional fields
+// without breaking older readers; anything incompatible bumps "version".
+// Encoding validates first, so a payload that readers would reject is never
+// written. No I/O; thread-safe; no exception escapes.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/allocation.h"
+#include "core/result.h"
+
+namespace tessera::core {
+
+inline constexpr int kAllocationVersion = 1;
+inline constexpr std::string_view kAllocationAnnotation = "tessera.io/allocation";
+inline constexpr std::string_view kAllocationEnvVar = "TESSERA_ALLOCATION";
+inline constexpr std::string_view kContainerNameEnvVar = "TESSERA_CONTAINER_NAME";
+
+// The rules every allocation obeys: a node name; at least one container; each
+// container a non-empty unique name and at least one device; each device a
+// well-formed UUID (GPU-… or MIG-…) not repeated within the container,
+// memoryMiB 0..1048576, cores 0..100. The error names the container and field.
+Status ValidateAllocation(const PodAllocation& allocation);
+
+Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation);
+Result<std::string> EncodeAllocation(const PodAllocation& allocation);
+
+Result<PodAllocation> AllocationFromJson(const nlohmann::json& json);
+// Parses the text (e.g. the annotation value or getenv("TESSERA_ALLOCATION")).
+// Truncated or malformed JSON is an error that says where parsing stopped.
+Result<PodAllocation> DecodeAllocation(std::string_view text);
+
+// The entry of `container_name` (TESSERA_CONTAINER_NAME). When the name is
+// empty and the allocation has exactly one container entry, that entry
+// applies. A name that is not in the allocation is an error, even when there
+// is only one entry: the payload is then for another container.
+Result<ContainerAllocation> SelectContainerAllocation(const PodAllocation& allocation,
+                                                      std::string_view container_name);
+
+}  // namespace tessera::core

@@ -1,0 +1,226 @@
+#include "core/allocation_codec.h"
+#include "core/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+namespace tessera::core {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kUuidA = "GPU-1a2b3c4d-0000-1111-2222-333344445555";
+constexpr const char* kUuidB = "GPU-AAAAAAAA-0000-1111-2222-333344445555";
+constexpr const char* kMig = "MIG-9f8e7d6c-0000-1111-2222-333344445555";
+
+PodAllocation Sample() {
+  PodAllocation a;
+  a.node = "node-a";
+  a.containers.push_back({"app", {{kUuidA, 3000, 30}, {kUuidB, 0, 100}}});
+  a.containers.push_back({"sidecar", {{kUuidA, 512, 0}}});
+  a.containers.push_back({"mig", {{kMig, 10240, 0}}});
+  return a;
+}
+
+TEST(AllocationCodecTest, RoundTripsThroughTextAndJson) {
+  PodAllocation a = Sample();
+  auto text = EncodeAllocation(a);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  auto back = DecodeAllocation(*text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, a);
+
+  auto j = AllocationToJson(a);
+  ASSERT_TRUE(j.ok());
+  EXPECT_EQ((*j)["version"], 1);
+  EXPECT_EQ((*j)["containers"][0]["devices"][0]["memoryMiB"], 3000);
+  EXPECT_EQ(*AllocationFromJson(*j), a);
+}
+
+TEST(AllocationCodecTest, DecodesTheAgreedFormat) {
+  auto a = DecodeAllocation(R"({"version": 1, "node": "node-a",
+      "containers": [ {"name": "app", "devices": [ {"uuid": "GPU-1a2b3c4d-0000-1111-2222-333344445555",
+                                                   "memoryMiB": 3000, "cores": 30} ]} ]})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->node, "node-a");
+  ASSERT_EQ(a->containers.size(), 1u);
+  EXPECT_EQ(a->containers[0].container, "app");
+  EXPECT_EQ(a->containers[0].devices[0], (DeviceSlice{kUuidA, 3000, 30}));
+}
+
+TEST(AllocationCodecTest, IgnoresUnknownMembersForForwardCompatibility) {
+  auto a = DecodeAllocation(R"({"version":1,"node":"n","future":{"x":1},
+      "containers":[{"name":"app","extra":true,"devices":[{"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555",
+      "memoryMiB":1,"cores":0,"hint":"x"}]}]})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_EQ(a->containers[0].devices[0].memory_mib, 1);
+}
+
+TEST(AllocationCodecTest, SelectsTheContainerEntry) {
+  PodAllocation a = Sample();
+  auto sidecar = SelectContainerAllocation(a, "sidecar");
+  ASSERT_TRUE(sidecar.ok());
+  EXPECT_EQ(sidecar->devices.size(), 1u);
+  auto missing = SelectContainerAllocation(a, "nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("no entry for container \"nope\""), std::string::npos);
+  EXPECT_FALSE(SelectContainerAllocation(a, "").ok());
+
+  PodAllocation one;
+  one.node = "n";
+  one.containers.push_back({"only", {{kUuidA, 1, 1}}});
+  auto only = SelectContainerAllocation(one, "");
+  ASSERT_TRUE(only.ok());
+  EXPECT_EQ(only->container, "only");
+  EXPECT_FALSE(SelectContainerAllocation(one, "other").ok());
+}
+
+struct CorruptCase {
+  std::string label;
+  std::string text;
+  std::string message_part;
+};
+
+class AllocationCorruptTest : public testing::TestWithParam<CorruptCase> {};
+
+TEST_P(AllocationCorruptTest, RejectsWithReason) {
+  const CorruptCase& c = GetParam();
+  auto a = DecodeAllocation(c.text);
+  ASSERT_FALSE(a.ok()) << c.label << ": accepted";
+  EXPECT_NE(a.error().message.find(c.message_part), std::string::npos)
+      << c.label << ": " << a.error().message;
+  EXPECT_EQ(a.error().message.rfind("allocation", 0), 0u) << "errors name the payload: " << a.error().message;
+}
+
+std::string Doc(const std::string& device) {
+  return R"({"version":1,"node":"n","containers":[{"name":"app","devices":[)" + device + "]}]}";
+}
+const std::string kDev = R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":1,"cores":1})";
+
+INSTANTIATE_TEST_SUITE_P(
+    Payloads, AllocationCorruptTest,
+    testing::Values(
+        CorruptCase{"empty text", "", "not valid JSON"},
+        CorruptCase{"truncated", Doc(kDev).substr(0, 40), "not valid JSON"},
+        CorruptCase{"trailing garbage", Doc(kDev) + "x", "not valid JSON"},
+        CorruptCase{"array", "[1,2]", "expected a JSON object"},
+        CorruptCase{"string", "\"x\"", "expected a JSON object"},
+        CorruptCase{"null", "null", "expected a JSON object"},
+        CorruptCase{"no version", R"({"node":"n","containers":[]})", "\"version\" is missing"},
+        CorruptCase{"version 2", R"({"version":2,"node":"n","containers":[]})", "unsupported version 2"},
+        CorruptCase{"version string", R"({"version":"1","node":"n","containers":[]})",
+                    "\"version\" is string"},
+        CorruptCase{"version float", R"({"version":1.0,"node":"n","containers":[]})",
+                    "\"version\" is a fractional"},
+        CorruptCase{"no node", R"({"version":1,"containers":[]})", "\"node\" is missing"},
+        CorruptCase{"node number", R"({"version":1,"node":5,"containers":[]})", "\"node\" is an integer"},
+        CorruptCase{"empty node", R"({"version":1,"node":"","containers":[{"name":"a","devices":[]}]})",
+                    "\"node\" is empty"},
+        CorruptCase{"no containers", R"({"version":1,"node":"n"})", "\"containers\" is missing"},
+        CorruptCase{"containers object", R"({"version":1,"node":"n","containers":{}})", "expected an array"},
+        CorruptCase{"containers empty", R"({"version":1,"node":"n","containers":[]})",
+                    "\"containers\" is empty"},
+        CorruptCase{"container not object", R"({"version":1,"node":"n","containers":[3]})", "containers[0]"},
+        CorruptCase{"container no name", R"({"version":1,"node":"n","containers":[{"devices":[]}]})",
+                    "\"name\" is missing"},
+        CorruptCase{"container empty name",
+                    R"({"version":1,"node":"n","containers":[{"name":"","devices":[)" + kDev + "]}]}",
+                    "\"name\" is empty"},
+        CorruptCase{"no devices", R"({"version":1,"node":"n","containers":[{"name":"app"}]})",
+                    "(\"app\"): \"devices\" is missing"},
+        CorruptCase{"devices empty", Doc(""), "\"devices\" is empty"},
+        CorruptCase{"duplicate container",
+                    R"({"version":1,"node":"n","containers":[{"name":"a","devices":[)" + kDev +
+                        R"(]},{"name":"a","devices":[)" + kDev + "]}]}",
+                    "appears more than once"},
+        CorruptCase{"device not object", Doc("7"), "devices[0]: expected an object"},
+        CorruptCase{"no uuid", Doc(R"({"memoryMiB":1,"cores":1})"), "\"uuid\" is missing"},
+        CorruptCase{"empty uuid", Doc(R"({"uuid":"","memoryMiB":1,"cores":1})"), "uuid is empty"},
+        CorruptCase{"malformed uuid", Doc(R"({"uuid":"GPU-xyz","memoryMiB":1,"cores":1})"),
+                    "uuid \"GPU-xyz\" is malformed"},
+        CorruptCase{"ordinal not uuid", Doc(R"({"uuid":"0","memoryMiB":1,"cores":1})"), "is malformed"},
+        CorruptCase{"uuid short group",
+                    Doc(R"({"uuid":"GPU-1a2b3c4-0000-1111-2222-333344445555","memoryMiB":1,"cores":1})"),
+                    "is malformed"},
+        CorruptCase{"duplicate uuid", Doc(kDev + "," + kDev), "appears twice in this container"},
+        CorruptCase{"negative memory",
+                    Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":-1,"cores":1})"),
+                    "(\"app\").devices[0]: \"memoryMiB\" is -1"},
+        CorruptCase{
+            "memory string",
+            Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":"3000","cores":1})"),
+            "\"memoryMiB\" is string"},
+        CorruptCase{
+            "memory float",
+            Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":3000.5,"cores":1})"),
+            "\"memoryMiB\" is a fractional number"},
+        CorruptCase{
+            "memory huge",
+            Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":18446744073709551615,"cores":1})"),
+            "\"memoryMiB\" is 18446744073709551615"},
+        CorruptCase{"no cores", Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":1})"),
+                    "\"cores\" is missing"},
+        CorruptCase{"cores 101",
+                    Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":1,"cores":101})"),
+                    "\"cores\" is 101; expected an integer from 0 to 100"},
+        CorruptCase{"cores negative",
+                    Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":1,"cores":-5})"),
+                    "\"cores\" is -5"},
+        CorruptCase{"cores bool",
+                    Doc(R"({"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":1,"cores":true})"),
+                    "\"cores\" is boolean"}),
+    [](const testing::TestParamInfo<CorruptCase>& param_info) {
+      std::string name;
+      for (char ch : param_info.param.label) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return name;
+    });
+
+TEST(AllocationCodecTest, EveryTruncationIsRejectedWithoutThrowing) {
+  const std::string text = *EncodeAllocation(Sample());
+  for (size_t n = 0; n < text.size(); ++n) {
+    auto a = DecodeAllocation(std::string_view(text).substr(0, n));
+    EXPECT_FALSE(a.ok()) << "prefix of " << n << " bytes accepted";
+  }
+}
+
+TEST(AllocationCodecTest, CorruptedBytesNeverThrow) {
+  const std::string text = *EncodeAllocation(Sample());
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (char c : {'\0', '"', '}', '-', '9', '\xff'}) {
+      std::string bad = text;
+      bad[i] = c;
+      auto a = DecodeAllocation(bad);  // ok or an error; must not throw or crash
+      if (a.ok()) {
+        EXPECT_TRUE(ValidateAllocation(*a).ok());
+      }
+    }
+  }
+}
+
+TEST(AllocationCodecTest, EncodeRefusesInvalidAllocations) {
+  PodAllocation a = Sample();
+  a.containers[0].devices[0].cores = 150;
+  auto text = EncodeAllocation(a);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("\"cores\" is 150"), std::string::npos) << text.error().message;
+
+  a = Sample();
+  a.containers[1].devices[0].uuid = "GPU-0";
+  EXPECT_FALSE(EncodeAllocation(a).ok());
+  a = Sample();
+  a.node.clear();
+  EXPECT_FALSE(EncodeAllocation(a).ok());
+}
+
+TEST(AllocationCodecTest, RejectsOversizedText) {
+  std::string big(kMaxPayloadBytes + 1, ' ');
+  auto a = DecodeAllocation(big);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("bytes; at most"), std::string::npos) << a.error().message;
+}
+
+}  // namespace
+}  // namespace tessera::core
