@@ -1,0 +1,358 @@
+#include "kube/client.h"
+
+#include <cstdio>
+
+namespace tessera::kube {
+namespace {
+
+constexpr size_t kMaxBodyInMessage = 200;
+
+std::string Excerpt(const std::string& body) {
+  std::string s = body.substr(0, kMaxBodyInMessage);
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  if (body.size() > kMaxBodyInMessage) s += "...";
+  return s;
+}
+
+const char* StatusText(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Entity";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "";
+  }
+}
+
+ApiError ErrorFromStatusObject(const std::string& what, int status, const Json& st) {
+  ApiError err;
+  err.http_status = status;
+  if (st.contains("reason") && st["reason"].is_string()) err.reason = st["reason"].get<std::string>();
+  std::string message;
+  if (st.contains("message") && st["message"].is_string()) message = st["message"].get<std::string>();
+  err.message = what + ": " + std::to_string(status);
+  if (const char* text = StatusText(status); text[0] != '\0') err.message += std::string(" ") + text;
+  if (!message.empty()) err.message += ": " + message;
+  return err;
+}
+
+void AddQuery(std::string* path, const std::string& key, const std::string& value) {
+  *path += (path->find('?') == std::string::npos ? '?' : '&');
+  *path += key + "=" + UrlEncode(value);
+}
+
+}  // namespace
+
+const ResourceType resources::kPods{"/api/v1", "v1", "Pod", "pods", true};
+const ResourceType resources::kNodes{"/api/v1", "v1", "Node", "nodes", false};
+const ResourceType resources::kLeases{"/apis/coordination.k8s.io/v1", "coordination.k8s.io/v1", "Lease",
+                                      "leases", true};
+const ResourceType resources::kEvents{"/api/v1", "v1", "Event", "events", true};
+
+std::string ResourceType::CollectionPath(const std::string& ns) const {
+  if (namespaced && !ns.empty()) return api_prefix + "/namespaces/" + UrlEncode(ns) + "/" + plural;
+  return api_prefix + "/" + plural;
+}
+
+std::string ResourceType::ObjectPath(const std::string& ns, const std::string& name) const {
+  return CollectionPath(ns) + "/" + UrlEncode(name);
+}
+
+const char* WatchEventTypeName(WatchEvent::Type type) {
+  switch (type) {
+    case WatchEvent::Type::kAdded:
+      return "ADDED";
+    case WatchEvent::Type::kModified:
+      return "MODIFIED";
+    case WatchEvent::Type::kDeleted:
+      return "DELETED";
+    case WatchEvent::Type::kBookmark:
+      return "BOOKMARK";
+  }
+  return "?";
+}
+
+std::string UrlEncode(const std::string& value) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+ApiError ErrorFromResponse(const std::string& what, int status, const std::string& body) {
+  Json st = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (st.is_object() && st.value("kind", "") == "Status") return ErrorFromStatusObject(what, status, st);
+  ApiError err;
+  err.http_status = status;
+  err.message = what + ": " + std::to_string(status);
+  if (const char* text = StatusText(status); text[0] != '\0') err.message += std::string(" ") + text;
+  if (!body.empty()) err.message += ": " + Excerpt(body);
+  return err;
+}
+
+std::string NameOf(const Json& o) {
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const Json& m = o["metadata"];
+  return m.contains("name") && m["name"].is_string() ? m["name"].get<std::string>() : "";
+}
+
+std::string NamespaceOf(const Json& o) {
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const Json& m = o["metadata"];
+  return m.contains("namespace") && m["namespace"].is_string() ? m["namespace"].get<std::string>() : "";
+}
+
+std::string ResourceVersionOf(const Json& o) {
+  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
+  const Json& m = o["metadata"];
+  return m.contains("resourceVersion") && m["resourceVersion"].is_string()
+             ? m["resourceVersion"].get<std::string>()
+             : "";
+}
+
+std::string KeyOf(const Json& o) {
+  const std::string ns = NamespaceOf(o);
+  return ns.empty() ? NameOf(o) : ns + "/" + NameOf(o);
+}
+
+Client::Client(std::shared_ptr<Transport> transport, ClientOptions options)
+    : transport_(std::move(transport)),
+      options_(options),
+      limiter_(options.qps, options.burst, options.clock != nullptr ? options.clock : RealClock::Get()) {}
+
+ApiResult<Json> Client::Call(HttpRequest request) {
+  if (request.timeout.count() == 0) request.timeout = options_.timeout;
+  limiter_.Wait();
+  const std::string what = request.method + " " + request.path;
+  auto response = transport_->Do(request);
+  if (!response.ok()) return response.error();
+  const HttpResponse& r = *response;
+  if (r.status < 200 || r.status >= 300) return ErrorFromResponse(what, r.status, r.body);
+  Json body = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return ApiError{r.status, "InvalidResponse",
+                    what + ": the API server answered " + std::to_string(r.status) +
+                        " with a body that is not a JSON object: " + Excerpt(r.body)};
+  }
+  return body;
+}
+
+ApiResult<Json> Client::Get(const ResourceType& type, const std::string& ns, const std::string& name,
+                            std::chrono::milliseconds timeout) {
+  HttpRequest req;
+  req.method = "GET";
+  req.path = type.ObjectPath(ns, name);
+  req.timeout = timeout;
+  return Call(std::move(req));
+}
+
+ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& ns,
+                                   const ListOptions& options) {
+  HttpRequest req;
+  req.method = "GET";
+  req.path = type.CollectionPath(ns);
+  if (!options.label_selector.empty()) AddQuery(&req.path, "labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) AddQuery(&req.path, "fieldSelector", options.field_selector);
+  if (!options.resource_version.empty()) AddQuery(&req.path, "resourceVersion", options.resource_version);
+  const std::string what = "GET " + req.path;
+  auto body = Call(std::move(req));
+  if (!body.ok()) return body.error();
+  const Json& j = *body;
+  ObjectList list;
+  if (!j.contains("items") || !(j["items"].is_array() || j["items"].is_null())) {
+    return ApiError{200, "InvalidResponse", what + ": the list answer has no \"items\" array"};
+  }
+  list.resource_version = ResourceVersionOf(j);
+  if (j["items"].is_array()) {
+    for (const Json& item : j["items"]) {
+      if (!item.is_object()) return ApiError{200, "InvalidResponse", what + ": a list item is not an object"};
+      Json copy = item;
+      // List items come without kind/apiVersion on the wire; restore them.
+      if (!copy.contains("kind")) copy["kind"] = type.kind;
+      if (!copy.contains("apiVersion")) copy["apiVersion"] = type.api_version;
+      list.items.push_back(std::move(copy));
+    }
+  }
+  return list;
+}
+
+ApiResult<Json> Client::Create(const ResourceType& type, const std::string& ns, Json object,
+                               std::chrono::milliseconds timeout) {
+  if (!object.is_object())
+    return ApiError{0, "BadRequest", "create " + type.plural + ": object is not a JSON object"};
+  if (!object.contains("kind")) object["kind"] = type.kind;
+  if (!object.contains("apiVersion")) object["apiVersion"] = type.api_version;
+  HttpRequest req;
+  req.method = "POST";
+  req.path = type.CollectionPath(ns);
+  req.body = object.dump();
+  req.content_type = "application/json";
+  req.timeout = timeout;
+  return Call(std::move(req));
+}
+
+ApiResult<Json> Client::Update(const ResourceType& type, const std::string& ns, Json object,
+                               std::chrono::milliseconds timeout) {
+  const std::string name = NameOf(object);
+  if (name.empty())
+    return ApiError{0, "BadRequest", "update " + type.plural + ": object has no metadata.name"};
+  if (!object.contains("kind")) object["kind"] = type.kind;
+  if (!object.contains("apiVersion")) object["apiVersion"] = type.api_version;
+  HttpRequest req;
+  req.method = "PUT";
+  req.path = type.ObjectPath(ns, name);
+  req.body = object.dump();
+  req.content_type = "application/json";
+  req.timeout = timeout;
+  return Call(std::move(req));
+}
+
+ApiResult<Json> Client::UpdateStatus(const ResourceType& type, const std::string& ns, Json object) {
+  const std::string name = NameOf(object);
+  if (name.empty()) return ApiError{0, "BadRequest", "update status " + type.plural + ": object has no name"};
+  if (!object.contains("kind")) object["kind"] = type.kind;
+  if (!object.contains("apiVersion")) object["apiVersion"] = type.api_version;
+  HttpRequest req;
+  req.method = "PUT";
+  req.path = type.ObjectPath(ns, name) + "/status";
+  req.body = object.dump();
+  req.content_type = "application/json";
+  return Call(std::move(req));
+}
+
+ApiResult<Json> Client::MergePatch(const ResourceType& type, const std::string& ns, const std::string& name,
+                                   const Json& patch, const std::string& subresource) {
+  HttpRequest req;
+  req.method = "PATCH";
+  req.path = type.ObjectPath(ns, name) + (subresource.empty() ? "" : "/" + subresource);
+  req.body = patch.dump();
+  req.content_type = "application/merge-patch+json";
+  return Call(std::move(req));
+}
+
+ApiStatus Client::Delete(const ResourceType& type, const std::string& ns, const std::string& name) {
+  HttpRequest req;
+  req.method = "DELETE";
+  req.path = type.ObjectPath(ns, name);
+  auto r = Call(std::move(req));
+  if (!r.ok()) return r.error();
+  return ApiStatus::Ok();
+}
+
+ApiResult<Json> Client::CreateSubresource(const ResourceType& type, const std::string& ns,
+                                          const std::string& name, const std::string& subresource,
+                                          const Json& body) {
+  HttpRequest req;
+  req.method = "POST";
+  req.path = type.ObjectPath(ns, name) + "/" + subresource;
+  req.body = body.dump();
+  req.content_type = "application/json";
+  return Call(std::move(req));
+}
+
+ApiStatus Client::Watch(const ResourceType& type, const std::string& ns, const WatchOptions& options,
+                        const std::function<bool(WatchEvent&&)>& on_event, const std::atomic<bool>* cancel) {
+  HttpRequest req;
+  req.method = "GET";
+  req.path = type.CollectionPath(ns) + "?watch=true";
+  if (!options.label_selector.empty()) AddQuery(&req.path, "labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) AddQuery(&req.path, "fieldSelector", options.field_selector);
+  if (!options.resource_version.empty()) AddQuery(&req.path, "resourceVersion", options.resource_version);
+  if (options.allow_bookmarks) AddQuery(&req.path, "allowWatchBookmarks", "true");
+  if (options.timeout_seconds > 0)
+    AddQuery(&req.path, "timeoutSeconds", std::to_string(options.timeout_seconds));
+  // The server ends the watch after timeoutSeconds; allow it a margin before
+  // the client gives up on its own.
+  req.timeout = options.timeout_seconds > 0
+                    ? std::chrono::milliseconds((options.timeout_seconds + 30) * 1000LL)
+                    : std::chrono::milliseconds(0);
+  req.cancel = cancel;
+  const std::string what = "GET " + req.path;
+
+  limiter_.Wait();
+  ApiError failure;
+  bool failed = false;
+  auto on_line = [&](std::string_view line) -> bool {
+    Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string() ||
+        !j.contains("object") || !j["object"].is_object()) {
+      failure = ApiError{
+          200, "InvalidResponse",
+          what + ": the watch stream sent a line that is not a watch event: " + Excerpt(std::string(line))};
+      failed = true;
+      return false;
+    }
+    const std::string t = j["type"].get<std::string>();
+    WatchEvent ev;
+    if (t == "ADDED") {
+      ev.type = WatchEvent::Type::kAdded;
+    } else if (t == "MODIFIED") {
+      ev.type = WatchEvent::Type::kModified;
+    } else if (t == "DELETED") {
+      ev.type = WatchEvent::Type::kDeleted;
+    } else if (t == "BOOKMARK") {
+      ev.type = WatchEvent::Type::kBookmark;
+    } else if (t == "ERROR") {
+      const Json& st = j["object"];
+      const int code = st.contains("code") && st["code"].is_number_integer() ? st["code"].get<int>() : 500;
+      failure = ErrorFromStatusObject(what + " (ERROR event)", code, st);
+      failed = true;
+      return false;
+    } else {
+      failure = ApiError{200, "InvalidResponse", what + ": unknown watch event type \"" + t + "\""};
+      failed = true;
+      return false;
+    }
+    if (ev.type != WatchEvent::Type::kBookmark && NameOf(j["object"]).empty()) {
+      failure =
+          ApiError{200, "InvalidResponse", what + ": a " + t + " event carries an object without a name"};
+      failed = true;
+      return false;
+    }
+    ev.object = std::move(j["object"]);
+    if (!on_event(std::move(ev))) return false;
+    return true;
+  };
+  auto response = transport_->Stream(req, on_line);
+  if (failed) return failure;
+  if (!response.ok()) return response.error();
+  if (response->status < 200 || response->status >= 300) {
+    return ErrorFromResponse(what, response->status, response->body);
+  }
+  return ApiStatus::Ok();
+}
+
+}  // namespace tessera::kube

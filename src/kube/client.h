@@ -1,0 +1,141 @@
+// Client: REST access to Kubernetes API objects, as JSON, over a Transport.
+//
+// Objects are nlohmann::json values in the API's own wire form, so nothing is
+// lost between read and write. Every call goes through the client-side rate
+// limiter (QPS + burst) and carries a timeout. Failures are ApiErrors: HTTP
+// answers keep their status and the server's Status.message; a 2xx answer
+// that is not the JSON we expect is an error with reason "InvalidResponse".
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kube/api_error.h"
+#include "kube/clock.h"
+#include "kube/rate_limiter.h"
+#include "kube/transport.h"
+
+namespace tessera::kube {
+
+using Json = nlohmann::json;
+
+// Where a kind of object lives in the REST tree.
+struct ResourceType {
+  std::string api_prefix;   // "/api/v1" or "/apis/coordination.k8s.io/v1"
+  std::string api_version;  // "v1" or "coordination.k8s.io/v1"
+  std::string kind;         // "Pod"
+  std::string plural;       // "pods"
+  bool namespaced = true;
+
+  // Collection path; for a namespaced type an empty namespace means all namespaces.
+  std::string CollectionPath(const std::string& ns) const;
+  std::string ObjectPath(const std::string& ns, const std::string& name) const;
+};
+
+namespace resources {
+extern const ResourceType kPods;
+extern const ResourceType kNodes;
+extern const ResourceType kLeases;
+extern const ResourceType kEvents;
+}  // namespace resources
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // "" = most recent (a quorum read)
+};
+
+struct ObjectList {
+  std::string resource_version;  // the list's metadata.resourceVersion
+  std::vector<Json> items;
+};
+
+struct WatchOptions {
+  std::string label_selector;
+  std::string field_selector;
+  std::string resource_version;  // start after this version
+  bool allow_bookmarks = true;
+  int timeout_seconds = 300;  // server-side end of the watch; 0 = server default
+};
+
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark };
+  Type type = Type::kAdded;
+  Json object;
+};
+const char* WatchEventTypeName(WatchEvent::Type type);
+
+struct ClientOptions {
+  double qps = 50;  // <= 0 disables rate limiting
+  int burst = 100;
+  std::chrono::milliseconds timeout{30000};  // per request (not per watch)
+  Clock* clock = nullptr;                    // nullptr: RealClock
+};
+
+class Client {
+ public:
+  Client(std::shared_ptr<Transport> transport, ClientOptions options = {});
+
+  // `timeout` of zero means the client's default.
+  ApiResult<Json> Get(const ResourceType& type, const std::string& ns, const std::string& name,
+                      std::chrono::milliseconds timeout = {});
+  ApiResult<ObjectList> List(const ResourceType& type, const std::string& ns,
+                             const ListOptions& options = {});
+  // POST to the collection. The object's kind/apiVersion are filled in when absent.
+  ApiResult<Json> Create(const ResourceType& type, const std::string& ns, Json object,
+                         std::chrono::milliseconds timeout = {});
+  // PUT of the whole object; with metadata.resourceVersion set this is a
+  // compare-and-swap and a stale version fails with IsConflict().
+  ApiResult<Json> Update(const ResourceType& type, const std::string& ns, Json object,
+                         std::chrono::milliseconds timeout = {});
+  // PUT to the status subresource.
+  ApiResult<Json> UpdateStatus(const ResourceType& type, const std::string& ns, Json object);
+  // PATCH with application/merge-patch+json (RFC 7386).
+  ApiResult<Json> MergePatch(const ResourceType& type, const std::string& ns, const std::string& name,
+                             const Json& patch, const std::string& subresource = "");
+  ApiStatus Delete(const ResourceType& type, const std::string& ns, const std::string& name);
+  // POST to a subresource (e.g. pods/<name>/binding); returns the answer body.
+  ApiResult<Json> CreateSubresource(const ResourceType& type, const std::string& ns, const std::string& name,
+                                    const std::string& subresource, const Json& body);
+
+  // Streams watch events to `on_event` until it returns false, the server ends
+  // the watch (returns Ok), `cancel` becomes true, or a failure. An ERROR event
+  // becomes an ApiError carrying the Status in it (code 410 → IsGone()); a
+  // line that is not a watch event is an "InvalidResponse" error. Events
+  // before the failure have been delivered.
+  ApiStatus Watch(const ResourceType& type, const std::string& ns, const WatchOptions& options,
+                  const std::function<bool(WatchEvent&&)>& on_event,
+                  const std::atomic<bool>* cancel = nullptr);
+
+  RateLimiter& rate_limiter() { return limiter_; }
+
+ private:
+  ApiResult<Json> Call(HttpRequest request);
+
+  std::shared_ptr<Transport> transport_;
+  ClientOptions options_;
+  RateLimiter limiter_;
+};
+
+// Decodes a non-2xx answer into an ApiError (used by the client; exposed for tests).
+ApiError ErrorFromResponse(const std::string& what, int status, const std::string& body);
+
+// Percent-encodes a query parameter value.
+std::string UrlEncode(const std::string& value);
+
+// Object helpers (empty string / null when absent).
+std::string NameOf(const Json& object);
+std::string NamespaceOf(const Json& object);
+std::string ResourceVersionOf(const Json& object);
+// "namespace/name" for namespaced objects, "name" otherwise.
+std::string KeyOf(const Json& object);
+
+}  // namespace tessera::kube

@@ -1,0 +1,169 @@
+#include "kube/leader_election.h"
+
+namespace tessera::kube {
+
+tessera::Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
+  if (c.lease_name.empty()) return tessera::Error{"leader election: lease name is empty"};
+  if (c.lease_namespace.empty()) return tessera::Error{"leader election: lease namespace is empty"};
+  if (c.identity.empty()) return tessera::Error{"leader election: identity is empty"};
+  if (c.lease_duration < std::chrono::seconds(1)) {
+    return tessera::Error{
+        "leader election: lease duration must be at least 1s (the Lease stores whole seconds)"};
+  }
+  if (c.retry_period.count() <= 0) return tessera::Error{"leader election: retry period must be positive"};
+  if (c.renew_deadline >= c.lease_duration) {
+    return tessera::Error{"leader election: renew deadline must be shorter than the lease duration"};
+  }
+  if (c.retry_period >= c.renew_deadline) {
+    return tessera::Error{"leader election: retry period must be shorter than the renew deadline"};
+  }
+  return tessera::Status::Ok();
+}
+
+LeaderElector::LeaderElector(LeaseStore* store, LeaderElectionConfig config, Clock* clock)
+    : store_(store), config_(std::move(config)), clock_(clock != nullptr ? clock : RealClock::Get()) {}
+
+LeaderElector::~LeaderElector() {
+  Stop();
+}
+
+void LeaderElector::Start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] {
+    for (;;) {
+      const auto wait = Tick();
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, wait, [&] { return stop_; })) break;
+    }
+  });
+}
+
+void LeaderElector::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  bool was_leading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    was_leading = leading_;
+  }
+  if (was_leading) {
+    if (config_.release_on_stop) Release();
+    SetLeading(false);
+  }
+}
+
+bool LeaderElector::IsLeader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return leading_ && clock_->Now() - last_renew_ < config_.renew_deadline;
+}
+
+std::string LeaderElector::Holder() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return holder_;
+}
+
+void LeaderElector::SetLeading(bool leading) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (leading_ == leading) return;
+    leading_ = leading;
+  }
+  if (leading && config_.on_started_leading) config_.on_started_leading();
+  if (!leading && config_.on_stopped_leading) config_.on_stopped_leading();
+}
+
+std::chrono::milliseconds LeaderElector::Tick() {
+  const bool ok = TryAcquireOrRenew();
+  const auto now = clock_->Now();
+  bool leading;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ok) last_renew_ = now;
+    leading = leading_;
+  }
+  if (ok) {
+    SetLeading(true);
+  } else if (leading) {
+    std::chrono::nanoseconds since;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      since = now - last_renew_;
+    }
+    // Keep retrying until the deadline; after it, step down.
+    if (since >= config_.renew_deadline) SetLeading(false);
+  }
+  return config_.retry_period;
+}
+
+bool LeaderElector::TryAcquireOrRenew() {
+  const auto now = clock_->WallNow();
+  LeaseRecord desired;
+  desired.namespace_ = config_.lease_namespace;
+  desired.name = config_.lease_name;
+  desired.holder_identity = config_.identity;
+  desired.lease_duration_seconds =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(config_.lease_duration).count());
+  desired.acquire_time = now;
+  desired.renew_time = now;
+
+  auto current = store_->Get(config_.lease_namespace, config_.lease_name);
+  if (!current.ok()) {
+    if (!current.error().IsNotFound()) return false;
+    auto created = store_->Create(desired);
+    if (!created.ok()) return false;
+    observed_ = *created;
+    std::lock_guard<std::mutex> lock(mu_);
+    holder_ = config_.identity;
+    return true;
+  }
+  const LeaseRecord& old = *current;
+  if (old.holder_identity != holder_ && config_.on_new_leader) config_.on_new_leader(old.holder_identity);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    holder_ = old.holder_identity;
+  }
+  observed_ = old;
+  const bool mine = old.holder_identity == config_.identity;
+  if (!mine && !old.holder_identity.empty()) {
+    const auto duration = std::chrono::seconds(old.lease_duration_seconds);
+    const bool expired = !old.renew_time || *old.renew_time + duration <= now;
+    if (!expired) return false;
+  }
+  desired.resource_version = old.resource_version;
+  if (mine) {
+    desired.acquire_time = old.acquire_time ? old.acquire_time : std::optional<Clock::Wall>(now);
+    desired.lease_transitions = old.lease_transitions;
+  } else {
+    desired.lease_transitions = old.lease_transitions + 1;
+  }
+  auto updated = store_->Update(desired);
+  if (!updated.ok()) return false;  // a conflict means someone else moved first
+  observed_ = *updated;
+  std::lock_guard<std::mutex> lock(mu_);
+  holder_ = config_.identity;
+  return true;
+}
+
+void LeaderElector::Release() {
+  if (!observed_ || observed_->holder_identity != config_.identity) return;
+  LeaseRecord released = *observed_;
+  released.holder_identity.clear();
+  released.lease_duration_seconds = 1;
+  released.renew_time = clock_->WallNow();
+  auto r = store_->Update(released);
+  if (r.ok()) {
+    observed_ = *r;
+    std::lock_guard<std::mutex> lock(mu_);
+    holder_.clear();
+  }
+}
+
+}  // namespace tessera::kube

@@ -1,0 +1,25 @@
+#include "kube/merge_patch.h"
+
+namespace tessera::kube {
+
+nlohmann::json ApplyMergePatch(const nlohmann::json& target, const nlohmann::json& patch) {
+  if (!patch.is_object()) return patch;
+  nlohmann::json result = target.is_object() ? target : nlohmann::json::object();
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (it.value().is_null()) {
+      result.erase(it.key());
+    } else {
+      const nlohmann::json current = result.contains(it.key()) ? result[it.key()] : nlohmann::json();
+      result[it.key()] = ApplyMergePatch(current, it.value());
+    }
+  }
+  return result;
+}
+
+nlohmann::json MetadataMapPatch(const char* field, const nlohmann::json& entries) {
+  nlohmann::json patch;
+  patch["metadata"][field] = entries.is_object() ? entries : nlohmann::json::object();
+  return patch;
+}
+
+}  // namespace tessera::kube
