@@ -71,6 +71,42 @@ Status ValidateDeviceUuid(std::string_view uuid, std::string_view where) {
   return Status::Ok();
 }
 
+bool IsRfc3339Timestamp(std::string_view t) {
+  // Reads `n` digits at `pos` into `out`.
+  auto digits = [&t](size_t pos, size_t n, int& out) {
+    if (pos + n > t.size()) return false;
+    out = 0;
+    for (size_t i = pos; i < pos + n; ++i) {
+      if (t[i] < '0' || t[i] > '9') return false;
+      out = out * 10 + (t[i] - '0');
+    }
+    return true;
+  };
+  int year, month, day, hour, minute, second;
+  if (!digits(0, 4, year) || t.size() < 20 || t[4] != '-' || !digits(5, 2, month) || t[7] != '-' ||
+      !digits(8, 2, day) || (t[10] != 'T' && t[10] != 't') || !digits(11, 2, hour) || t[13] != ':' ||
+      !digits(14, 2, minute) || t[16] != ':' || !digits(17, 2, second)) {
+    return false;
+  }
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (month < 1 || month > 12) return false;
+  bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  int days = kDays[month - 1] + (month == 2 && leap ? 1 : 0);
+  if (day < 1 || day > days || hour > 23 || minute > 59 || second > 60) return false;
+  size_t pos = 19;
+  if (pos < t.size() && t[pos] == '.') {
+    size_t start = ++pos;
+    while (pos < t.size() && t[pos] >= '0' && t[pos] <= '9') ++pos;
+    if (pos == start) return false;
+  }
+  if (pos >= t.size()) return false;
+  if (t[pos] == 'Z' || t[pos] == 'z') return pos + 1 == t.size();
+  if (t[pos] != '+' && t[pos] != '-') return false;
+  int off_hour, off_minute;
+  return pos + 6 == t.size() && digits(pos + 1, 2, off_hour) && t[pos + 3] == ':' &&
+         digits(pos + 4, 2, off_minute) && off_hour <= 23 && off_minute <= 59;
+}
+
 namespace codec_detail {
 
 Result<std::string> ReadString(const nlohmann::json& object, const char* key, const std::string& where) {

@@ -25,6 +25,11 @@ bool IsValidDeviceUuid(std::string_view uuid);
 // OK, or an error "<where>: uuid \"...\" is malformed; expected GPU-<8-4-4-4-12 hex>...".
 Status ValidateDeviceUuid(std::string_view uuid, std::string_view where);
 
+// True for an RFC 3339 date-time: 2026-11-22T02:31:53Z, 2026-11-22T02:31:53.25+01:00
+// (T/t and Z/z in either case; month, day, hour, minute, second and offset ranges
+// checked, leap years included, second 60 allowed for a leap second).
+bool IsRfc3339Timestamp(std::string_view text);
+
 namespace codec_detail {
 
 // Strict readers of one member of a JSON object. `where` names the object for

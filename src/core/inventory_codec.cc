@@ -1,0 +1,213 @@
+#include "core/inventory_codec.h"
+
+#include <set>
+#include <string>
+
+#include "core/codec.h"
+#include "core/resource_config.h"
+
+namespace tessera::core {
+namespace {
+
+using nlohmann::json;
+using namespace codec_detail;
+
+constexpr std::string_view kPayload = "inventory";
+
+std::string GpuWhere(size_t i, const std::string& uuid) {
+  std::string where = "inventory: gpus[" + std::to_string(i) + "]";
+  if (!uuid.empty()) where += " (" + uuid + ")";
+  return where;
+}
+
+const char* KindName(LinkKind kind) {
+  return kind == LinkKind::kNvlink ? "nvlink" : "pcie";
+}
+
+}  // namespace
+
+Status ValidateInventory(const NodeInventory& inv) {
+  if (inv.node.empty()) return Error{"inventory: \"node\" is empty; expected the node's name"};
+  if (!IsRfc3339Timestamp(inv.heartbeat)) {
+    return Error{"inventory: \"heartbeat\" is \"" + inv.heartbeat +
+                 "\"; expected an RFC 3339 time such as 2026-11-22T02:31:53Z"};
+  }
+  std::set<std::string> uuids;
+  std::set<int> indexes;
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    const Gpu& g = inv.gpus[i];
+    const std::string where = GpuWhere(i, g.uuid);
+    Status s = ValidateDeviceUuid(g.uuid, where);
+    if (!s) return s;
+    if (!uuids.insert(g.uuid).second) return Error{where + ": uuid appears more than once on this node"};
+    if (g.index < 0 || g.index > kMaxGpuIndex) {
+      return Error{where + ": \"index\" is " + std::to_string(g.index) + "; expected 0 to " +
+                   std::to_string(kMaxGpuIndex)};
+    }
+    if (!indexes.insert(g.index).second) {
+      return Error{where + ": \"index\" " + std::to_string(g.index) + " is used by another GPU of this node"};
+    }
+    if (g.model.empty())
+      return Error{where + ": \"model\" is empty; expected the product name, e.g. NVIDIA A100"};
+    if (g.memory_mib < 0 || g.memory_mib > kMaxGpuMemoryMiB) {
+      return Error{where + ": \"memoryMiB\" is " + std::to_string(g.memory_mib) + "; expected 0 to " +
+                   std::to_string(kMaxGpuMemoryMiB)};
+    }
+    if (g.sm_count < 0)
+      return Error{where + ": \"smCount\" is " + std::to_string(g.sm_count) + "; expected >= 0"};
+    if (g.numa_node < -1) {
+      return Error{where + ": \"numaNode\" is " + std::to_string(g.numa_node) +
+                   "; expected -1 (unknown) or >= 0"};
+    }
+    if (g.slots < 0 || g.slots > kMaxSlots) {
+      return Error{where + ": \"slots\" is " + std::to_string(g.slots) + "; expected 0 to " +
+                   std::to_string(kMaxSlots)};
+    }
+  }
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    const Gpu& g = inv.gpus[i];
+    std::set<std::string> peers;
+    for (size_t k = 0; k < g.links.size(); ++k) {
+      const GpuLink& l = g.links[k];
+      const std::string where = GpuWhere(i, g.uuid) + ".links[" + std::to_string(k) + "]";
+      if (l.peer_uuid == g.uuid) return Error{where + ": \"peer\" is the GPU itself; links connect two GPUs"};
+      if (!uuids.contains(l.peer_uuid)) {
+        return Error{where + ": \"peer\" \"" + l.peer_uuid +
+                     "\" is not a GPU of this inventory; links must name GPUs listed in \"gpus\""};
+      }
+      if (!peers.insert(l.peer_uuid).second) {
+        return Error{where + ": peer " + l.peer_uuid + " is listed twice; give one link per peer"};
+      }
+      if (l.kind != LinkKind::kNvlink && l.kind != LinkKind::kPcie) {
+        return Error{where + ": \"kind\" is not nvlink or pcie"};
+      }
+      if (l.lanes < 1 || l.lanes > kMaxLinkLanes) {
+        return Error{where + ": \"lanes\" is " + std::to_string(l.lanes) + "; expected 1 to " +
+                     std::to_string(kMaxLinkLanes)};
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
+  Status s = ValidateInventory(inv);
+  if (!s) return s.error();
+  json gpus = json::array();
+  for (const Gpu& g : inv.gpus) {
+    json links = json::array();
+    for (const GpuLink& l : g.links) {
+      links.push_back({{"peer", l.peer_uuid}, {"kind", KindName(l.kind)}, {"lanes", l.lanes}});
+    }
+    gpus.push_back({{"uuid", g.uuid},
+                    {"index", g.index},
+                    {"model", g.model},
+                    {"memoryMiB", g.memory_mib},
+                    {"smCount", g.sm_count},
+                    {"numaNode", g.numa_node},
+                    {"healthy", g.healthy},
+                    {"slots", g.slots},
+                    {"migCapable", g.mig_capable},
+                    {"links", std::move(links)}});
+  }
+  return json{{"version", kInventoryVersion},
+              {"node", inv.node},
+              {"heartbeat", inv.heartbeat},
+              {"gpus", std::move(gpus)}};
+}
+
+Result<std::string> EncodeInventory(const NodeInventory& inv) {
+  auto j = InventoryToJson(inv);
+  if (!j) return j.error();
+  return j->dump();
+}
+
+Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) {
+    return Error{std::string("inventory: expected a JSON object such as {\"version\":1,...}, got ") +
+                 j.type_name()};
+  }
+  Status version = CheckVersion(j, kInventoryVersion, kPayload);
+  if (!version) return version.error();
+  NodeInventory out;
+  auto node = ReadString(j, "node", "inventory");
+  if (!node) return node.error();
+  out.node = std::move(*node);
+  auto heartbeat = ReadString(j, "heartbeat", "inventory");
+  if (!heartbeat) return heartbeat.error();
+  out.heartbeat = std::move(*heartbeat);
+  auto gpus = ReadArray(j, "gpus", "inventory");
+  if (!gpus) return gpus.error();
+  for (size_t i = 0; i < (*gpus)->size(); ++i) {
+    const json& g = (**gpus)[i];
+    std::string where = GpuWhere(i, "");
+    if (!g.is_object()) return Error{where + ": expected an object {\"uuid\":…,\"index\":…,…}"};
+    Gpu gpu;
+    auto uuid = ReadString(g, "uuid", where);
+    if (!uuid) return uuid.error();
+    gpu.uuid = std::move(*uuid);
+    where = GpuWhere(i, gpu.uuid);
+    auto index = ReadInt(g, "index", where, 0, kMaxGpuIndex);
+    if (!index) return index.error();
+    gpu.index = static_cast<int>(*index);
+    auto model = ReadString(g, "model", where);
+    if (!model) return model.error();
+    gpu.model = std::move(*model);
+    auto memory = ReadInt(g, "memoryMiB", where, 0, kMaxGpuMemoryMiB);
+    if (!memory) return memory.error();
+    gpu.memory_mib = *memory;
+    auto sm = ReadInt(g, "smCount", where, 0, INT32_MAX);
+    if (!sm) return sm.error();
+    gpu.sm_count = static_cast<int>(*sm);
+    auto numa = ReadInt(g, "numaNode", where, -1, INT32_MAX);
+    if (!numa) return numa.error();
+    gpu.numa_node = static_cast<int>(*numa);
+    auto healthy = ReadBool(g, "healthy", where);
+    if (!healthy) return healthy.error();
+    gpu.healthy = *healthy;
+    auto slots = ReadInt(g, "slots", where, 0, kMaxSlots);
+    if (!slots) return slots.error();
+    gpu.slots = static_cast<int>(*slots);
+    auto mig = ReadBool(g, "migCapable", where);
+    if (!mig) return mig.error();
+    gpu.mig_capable = *mig;
+    auto links = ReadArray(g, "links", where);
+    if (!links) return links.error();
+    for (size_t k = 0; k < (*links)->size(); ++k) {
+      const json& l = (**links)[k];
+      const std::string lwhere = where + ".links[" + std::to_string(k) + "]";
+      if (!l.is_object()) return Error{lwhere + ": expected an object {\"peer\":…,\"kind\":…,\"lanes\":…}"};
+      GpuLink link;
+      auto peer = ReadString(l, "peer", lwhere);
+      if (!peer) return peer.error();
+      Status ps = ValidateDeviceUuid(*peer, lwhere + ": peer");
+      if (!ps) return ps.error();
+      link.peer_uuid = std::move(*peer);
+      auto kind = ReadString(l, "kind", lwhere);
+      if (!kind) return kind.error();
+      if (*kind == "nvlink") {
+        link.kind = LinkKind::kNvlink;
+      } else if (*kind == "pcie") {
+        link.kind = LinkKind::kPcie;
+      } else {
+        return Error{lwhere + ": \"kind\" is \"" + *kind + "\"; expected \"nvlink\" or \"pcie\""};
+      }
+      auto lanes = ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes);
+      if (!lanes) return lanes.error();
+      link.lanes = static_cast<int>(*lanes);
+      gpu.links.push_back(std::move(link));
+    }
+    out.gpus.push_back(std::move(gpu));
+  }
+  Status s = ValidateInventory(out);
+  if (!s) return s.error();
+  return out;
+}
+
+Result<NodeInventory> DecodeInventory(std::string_view text) {
+  auto j = ParseJsonText(text, kPayload);
+  if (!j) return j.error();
+  return InventoryFromJson(*j);
+}
+
+}  // namespace tessera::core

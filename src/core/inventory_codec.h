@@ -1,0 +1,55 @@
+// The node inventory payload: the GPUs a node offers, published by the node
+// agent as the node annotation `tessera.io/gpu-inventory` and read by the
+// scheduler:
+//
+//   {"version": 1, "node": "node-a", "heartbeat": "2026-11-22T02:31:53Z",
+//    "gpus": [{"uuid": "GPU-…", "index": 0, "model": "NVIDIA A100-SXM4-80GB",
+//              "memoryMiB": 81920, "smCount": 108, "numaNode": 0, "healthy": true,
+//              "slots": 10, "migCapable": true,
+//              "links": [{"peer": "GPU-…", "kind": "nvlink", "lanes": 12}]}]}
+//
+// Same policy as the allocation payload: every known field is required and
+// checked strictly; unknown members are ignored; an incompatible change bumps
+// "version". Encoding validates first. No I/O; thread-safe; no exception escapes.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/result.h"
+
+namespace tessera::core {
+
+inline constexpr int kInventoryVersion = 1;
+inline constexpr std::string_view kInventoryAnnotation = "tessera.io/gpu-inventory";
+
+// Upper bounds for sanity: no node has more GPUs, no GPU more NVLinks or slots.
+inline constexpr int kMaxGpuIndex = 1023;
+inline constexpr int kMaxLinkLanes = 64;
+inline constexpr int kMaxSlots = 1024;
+
+struct NodeInventory {
+  std::string node;
+  std::string heartbeat;  // RFC 3339, when the agent last published; staleness is the reader's call
+  std::vector<Gpu> gpus;
+  bool operator==(const NodeInventory&) const = default;
+};
+
+// The rules every inventory obeys: a node name; an RFC 3339 heartbeat; per GPU
+// a well-formed UUID unique on the node, a unique index 0..1023, a non-empty
+// model, memoryMiB 0..1048576, smCount >= 0, numaNode >= -1, slots 0..1024
+// (0 = offers no vGPU); per link a peer that is another GPU of this inventory,
+// listed once, lanes 1..64. An empty GPU list is valid (a node without GPUs).
+Status ValidateInventory(const NodeInventory& inventory);
+
+Result<nlohmann::json> InventoryToJson(const NodeInventory& inventory);
+Result<std::string> EncodeInventory(const NodeInventory& inventory);
+
+Result<NodeInventory> InventoryFromJson(const nlohmann::json& json);
+Result<NodeInventory> DecodeInventory(std::string_view text);
+
+}  // namespace tessera::core

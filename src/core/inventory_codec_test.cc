@@ -1,0 +1,211 @@
+#include "core/inventory_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <functional>
+#include <string>
+
+namespace tessera::core {
+namespace {
+
+constexpr const char* kA = "GPU-aaaaaaaa-0000-1111-2222-333344445555";
+constexpr const char* kB = "GPU-bbbbbbbb-0000-1111-2222-333344445555";
+constexpr const char* kC = "GPU-cccccccc-0000-1111-2222-333344445555";
+
+NodeInventory Sample() {
+  NodeInventory inv;
+  inv.node = "node-a";
+  inv.heartbeat = "2026-11-22T02:31:53Z";
+  Gpu a;
+  a.uuid = kA;
+  a.index = 0;
+  a.model = "NVIDIA A100-SXM4-80GB";
+  a.memory_mib = 81920;
+  a.sm_count = 108;
+  a.numa_node = 0;
+  a.healthy = true;
+  a.slots = 10;
+  a.mig_capable = true;
+  a.links = {{kB, LinkKind::kNvlink, 12}, {kC, LinkKind::kPcie, 1}};
+  Gpu b = a;
+  b.uuid = kB;
+  b.index = 1;
+  b.healthy = false;
+  b.numa_node = -1;
+  b.links = {{kA, LinkKind::kNvlink, 12}};
+  Gpu c;
+  c.uuid = kC;
+  c.index = 2;
+  c.model = "Tesla T4";
+  c.memory_mib = 15360;
+  c.sm_count = 40;
+  c.slots = 4;
+  c.mig_capable = false;
+  inv.gpus = {a, b, c};
+  return inv;
+}
+
+TEST(InventoryCodecTest, RoundTrips) {
+  NodeInventory inv = Sample();
+  auto text = EncodeInventory(inv);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  auto back = DecodeInventory(*text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, inv);
+
+  NodeInventory empty;
+  empty.node = "cpu-node";
+  empty.heartbeat = "2026-11-22T02:31:53.5+01:00";
+  auto e = DecodeInventory(*EncodeInventory(empty));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(*e, empty);
+}
+
+TEST(InventoryCodecTest, DecodesTheAgreedFormat) {
+  auto inv = DecodeInventory(R"({"version":1,"node":"node-a","heartbeat":"2026-11-22T02:31:53Z","gpus":[
+      {"uuid":"GPU-aaaaaaaa-0000-1111-2222-333344445555","index":0,"model":"NVIDIA H100","memoryMiB":81559,
+       "smCount":132,"numaNode":1,"healthy":true,"slots":8,"migCapable":true,"links":[]}],"later":"ignored"})");
+  ASSERT_TRUE(inv.ok()) << inv.error().message;
+  ASSERT_EQ(inv->gpus.size(), 1u);
+  EXPECT_EQ(inv->gpus[0].model, "NVIDIA H100");
+  EXPECT_EQ(inv->gpus[0].memory_mib, 81559);
+  EXPECT_EQ(inv->gpus[0].numa_node, 1);
+  EXPECT_EQ(inv->gpus[0].slots, 8);
+}
+
+// The sample's JSON with one change applied, as text.
+std::string Mutated(const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json j = *InventoryToJson(Sample());
+  change(j);
+  return j.dump();
+}
+
+struct CorruptCase {
+  std::string label;
+  std::string text;
+  std::string message_part;
+};
+
+class InventoryCorruptTest : public testing::TestWithParam<CorruptCase> {};
+
+TEST_P(InventoryCorruptTest, RejectsWithReason) {
+  const CorruptCase& c = GetParam();
+  auto inv = DecodeInventory(c.text);
+  ASSERT_FALSE(inv.ok()) << c.label << ": accepted";
+  EXPECT_NE(inv.error().message.find(c.message_part), std::string::npos)
+      << c.label << ": " << inv.error().message;
+  EXPECT_EQ(inv.error().message.rfind("inventory", 0), 0u) << inv.error().message;
+}
+
+using J = nlohmann::json;
+
+INSTANTIATE_TEST_SUITE_P(
+    Payloads, InventoryCorruptTest,
+    testing::Values(
+        CorruptCase{"empty", "", "not valid JSON"}, CorruptCase{"not object", "[]", "expected a JSON object"},
+        CorruptCase{"version 0", Mutated([](J& j) { j["version"] = 0; }), "unsupported version 0"},
+        CorruptCase{"no version", Mutated([](J& j) { j.erase("version"); }), "\"version\" is missing"},
+        CorruptCase{"node missing", Mutated([](J& j) { j.erase("node"); }), "\"node\" is missing"},
+        CorruptCase{"node empty", Mutated([](J& j) { j["node"] = ""; }), "\"node\" is empty"},
+        CorruptCase{"heartbeat missing", Mutated([](J& j) { j.erase("heartbeat"); }),
+                    "\"heartbeat\" is missing"},
+        CorruptCase{"heartbeat not rfc3339", Mutated([](J& j) { j["heartbeat"] = "yesterday"; }),
+                    "\"heartbeat\" is \"yesterday\"; expected an RFC 3339 time"},
+        CorruptCase{"heartbeat number", Mutated([](J& j) { j["heartbeat"] = 1763778713; }),
+                    "expected a string"},
+        CorruptCase{"gpus missing", Mutated([](J& j) { j.erase("gpus"); }), "\"gpus\" is missing"},
+        CorruptCase{"gpus object", Mutated([](J& j) { j["gpus"] = J::object(); }), "expected an array"},
+        CorruptCase{"gpu not object", Mutated([](J& j) { j["gpus"][1] = "x"; }),
+                    "gpus[1]: expected an object"},
+        CorruptCase{"uuid missing", Mutated([](J& j) { j["gpus"][0].erase("uuid"); }), "\"uuid\" is missing"},
+        CorruptCase{"uuid empty", Mutated([](J& j) { j["gpus"][0]["uuid"] = ""; }), "uuid is empty"},
+        CorruptCase{"uuid malformed", Mutated([](J& j) { j["gpus"][2]["uuid"] = "GPU-2"; }),
+                    "gpus[2] (GPU-2): uuid \"GPU-2\" is malformed"},
+        CorruptCase{"uuid duplicate", Mutated([](J& j) {
+                      j["gpus"][2]["uuid"] = j["gpus"][1]["uuid"];
+                      j["gpus"][0]["links"] = J::array();
+                    }),
+                    "uuid appears more than once"},
+        CorruptCase{"index duplicate", Mutated([](J& j) { j["gpus"][2]["index"] = 0; }),
+                    "\"index\" 0 is used by another GPU"},
+        CorruptCase{"index negative", Mutated([](J& j) { j["gpus"][0]["index"] = -1; }), "\"index\" is -1"},
+        CorruptCase{"model empty", Mutated([](J& j) { j["gpus"][0]["model"] = ""; }), "\"model\" is empty"},
+        CorruptCase{"model number", Mutated([](J& j) { j["gpus"][0]["model"] = 100; }),
+                    "\"model\" is an integer"},
+        CorruptCase{"memory negative", Mutated([](J& j) { j["gpus"][0]["memoryMiB"] = -81920; }),
+                    "(GPU-aaaaaaaa-0000-1111-2222-333344445555): \"memoryMiB\" is -81920"},
+        CorruptCase{"memory string", Mutated([](J& j) { j["gpus"][0]["memoryMiB"] = "80Gi"; }),
+                    "\"memoryMiB\" is string"},
+        CorruptCase{"memory float", Mutated([](J& j) { j["gpus"][0]["memoryMiB"] = 1.5; }), "fractional"},
+        CorruptCase{"sm negative", Mutated([](J& j) { j["gpus"][0]["smCount"] = -1; }), "\"smCount\" is -1"},
+        CorruptCase{"numa -2", Mutated([](J& j) { j["gpus"][0]["numaNode"] = -2; }), "\"numaNode\" is -2"},
+        CorruptCase{"healthy string", Mutated([](J& j) { j["gpus"][0]["healthy"] = "true"; }),
+                    "\"healthy\" is string; expected true or false"},
+        CorruptCase{"healthy missing", Mutated([](J& j) { j["gpus"][0].erase("healthy"); }),
+                    "\"healthy\" is missing"},
+        CorruptCase{"slots negative", Mutated([](J& j) { j["gpus"][0]["slots"] = -1; }), "\"slots\" is -1"},
+        CorruptCase{"mig missing", Mutated([](J& j) { j["gpus"][0].erase("migCapable"); }),
+                    "\"migCapable\" is missing"},
+        CorruptCase{"links missing", Mutated([](J& j) { j["gpus"][2].erase("links"); }),
+                    "\"links\" is missing"},
+        CorruptCase{"link not object", Mutated([](J& j) { j["gpus"][0]["links"][0] = 1; }),
+                    "links[0]: expected an object"},
+        CorruptCase{"link kind", Mutated([](J& j) { j["gpus"][0]["links"][0]["kind"] = "infiniband"; }),
+                    "\"kind\" is \"infiniband\"; expected \"nvlink\" or \"pcie\""},
+        CorruptCase{"link lanes 0", Mutated([](J& j) { j["gpus"][0]["links"][0]["lanes"] = 0; }),
+                    "\"lanes\" is 0"},
+        CorruptCase{"link peer malformed", Mutated([](J& j) { j["gpus"][0]["links"][0]["peer"] = "1"; }),
+                    "links[0]: peer: uuid \"1\" is malformed"},
+        CorruptCase{"link to self", Mutated([](J& j) { j["gpus"][0]["links"][0]["peer"] = kA; }),
+                    "is the GPU itself"},
+        CorruptCase{"link to unknown", Mutated([](J& j) {
+                      j["gpus"][0]["links"][0]["peer"] = "GPU-dddddddd-0000-1111-2222-333344445555";
+                    }),
+                    "is not a GPU of this inventory"},
+        CorruptCase{"link duplicate",
+                    Mutated([](J& j) { j["gpus"][0]["links"][1] = j["gpus"][0]["links"][0]; }),
+                    "listed twice"}),
+    [](const testing::TestParamInfo<CorruptCase>& param_info) {
+      std::string name;
+      for (char ch : param_info.param.label) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+      return name;
+    });
+
+TEST(InventoryCodecTest, EveryTruncationIsRejected) {
+  const std::string text = *EncodeInventory(Sample());
+  for (size_t n = 0; n < text.size(); ++n) {
+    EXPECT_FALSE(DecodeInventory(std::string_view(text).substr(0, n)).ok()) << n;
+  }
+}
+
+TEST(InventoryCodecTest, CorruptedBytesNeverThrow) {
+  const std::string text = *EncodeInventory(Sample());
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (char c : {'\0', '"', ']', '-', '1', '\x80'}) {
+      std::string bad = text;
+      bad[i] = c;
+      auto inv = DecodeInventory(bad);
+      if (inv.ok()) {
+        EXPECT_TRUE(ValidateInventory(*inv).ok());
+      }
+    }
+  }
+}
+
+TEST(InventoryCodecTest, EncodeRefusesInvalidInventories) {
+  NodeInventory inv = Sample();
+  inv.heartbeat = "now";
+  EXPECT_FALSE(EncodeInventory(inv).ok());
+  inv = Sample();
+  inv.gpus[0].memory_mib = -1;
+  auto text = EncodeInventory(inv);
+  ASSERT_FALSE(text.ok());
+  EXPECT_NE(text.error().message.find("\"memoryMiB\" is -1"), std::string::npos) << text.error().message;
+  inv = Sample();
+  inv.gpus[0].links[0].lanes = 0;
+  EXPECT_FALSE(EncodeInventory(inv).ok());
+}
+
+}  // namespace
+}  // namespace tessera::core
