@@ -21,6 +21,9 @@ struct DeviceSlice {
 struct ContainerAllocation {
   std::string container;  // container name within the pod
   std::vector<DeviceSlice> devices;
+  // An init container: it runs alone before the app containers, so on each GPU
+  // the pod reserves the larger of its init and app usage, not the sum.
+  bool init = false;
   bool operator==(const ContainerAllocation&) const = default;
 };
 

@@ -1,0 +1,252 @@
+#include "trace/baselines.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "core/fit.h"
+
+namespace tessera::trace {
+namespace {
+
+using core::Candidate;
+using core::FitNode;
+using core::FitResult;
+using core::GpuOrder;
+using core::NodeState;
+using core::PodRequest;
+
+constexpr double kCpuNorm = 128000.0;
+constexpr double kGpuNorm = 8000.0;
+
+// The task as the artifact sees it: CPU c, d GPUs of u milli each.
+struct Task {
+  int64_t c = 0;
+  int d = 0;
+  int u = 0;
+  const core::ContainerRequest* container = nullptr;
+  bool sharing() const { return d == 1 && u < 1000; }
+  int64_t r() const { return int64_t{d} * u; }
+};
+
+Task TaskOf(const NodeState& node, const PodRequest& pod) {
+  Task t;
+  t.c = pod.cpu_milli;
+  for (const core::ContainerRequest& c : pod.containers) {
+    if (c.gpus <= 0) continue;
+    t.container = &c;
+    t.d = c.gpus;
+    core::TaskShape shape = core::ShapeOf(pod);
+    t.u = node.gpus().empty() ? 1000 : core::MilliNeeded(shape, node.gpus()[0].gpu);
+    break;
+  }
+  return t;
+}
+
+// Fits (host + GPUs) with the default in-node choice: best fit for sharing
+// tasks, lowest-index free GPUs for whole-GPU tasks.
+std::optional<FitResult> BestFitPlacement(const NodeState& node, const PodRequest& pod) {
+  FitResult fit = FitNode(node, pod, GpuOrder::kBinpack);
+  if (!fit.fits) return std::nullopt;
+  return fit;
+}
+
+class RandomFit : public core::Policy {
+ public:
+  std::string_view name() const override { return "random"; }
+  bool picks_uniformly() const override { return true; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    return Candidate{0, std::move(fit->placement)};
+  }
+  void Refine(const NodeState& node, const PodRequest& pod, Candidate& chosen,
+              core::UniformDraw& draw) const override {
+    Task t = TaskOf(node, pod);
+    if (!t.sharing() || chosen.placement.containers.size() != 1) return;
+    std::vector<int> fitting;
+    for (size_t g = 0; g < node.gpus().size(); ++g) {
+      if (core::CheckGpu(node.gpus()[g], *t.container, pod.filter).fits())
+        fitting.push_back(static_cast<int>(g));
+    }
+    if (fitting.empty()) return;
+    chosen.placement.containers[0].slices[0].gpu = fitting[draw.Below(fitting.size())];
+  }
+};
+
+class DotProd : public core::Policy {
+ public:
+  std::string_view name() const override { return "dotprod"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    Task t = TaskOf(node, pod);
+    double C = static_cast<double>(node.free_cpu_milli());
+    double L = static_cast<double>(node.free_milli_total());
+    double product = (C / kCpuNorm) * (static_cast<double>(t.c) / kCpuNorm) +
+                     (L / kGpuNorm) * (static_cast<double>(t.r()) / kGpuNorm);
+    return Candidate{std::floor(100.0 * (1.0 - product / 2.0)), std::move(fit->placement)};
+  }
+};
+
+class Clustering : public core::Policy {
+ public:
+  std::string_view name() const override { return "clustering"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    Task t = TaskOf(node, pod);
+    if (t.d == 0) return Candidate{0, std::move(fit->placement)};
+    const int tag = t.sharing() ? 0 : t.d;
+    const int64_t L = node.free_milli_total();
+    int64_t score = 25 * (8000 - L) / 8000;
+    const auto& tags = node.workload_tags();
+    if (tags.empty()) {
+      score += 25;
+    } else if (tags.count(tag)) {
+      score += tags.size() == 1 ? 75 : 50;
+    }
+    return Candidate{static_cast<double>(score), std::move(fit->placement)};
+  }
+};
+
+class Packing : public core::Policy {
+ public:
+  std::string_view name() const override { return "packing"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    Task t = TaskOf(node, pod);
+    if (t.d == 0) return Candidate{0, std::move(fit->placement)};
+    const int gpus = static_cast<int>(node.gpus().size());
+    const int free = node.idle_gpus();
+    int score = 0;
+    if (free == gpus) {
+      score = std::max(33 - free, free);
+    } else {
+      int fully_free_used = 0;
+      int tenths = 0;
+      for (const core::SlicePlacement& s : fit->placement.containers[0].slices) {
+        int left = node.gpus()[s.gpu].free_milli();
+        if (left == 1000) ++fully_free_used;
+        tenths += left * 100 / 1000;
+      }
+      score = fully_free_used > 0 ? std::max(50 - fully_free_used, 33) : std::max(100 - tenths / 10, 50);
+    }
+    return Candidate{static_cast<double>(score), std::move(fit->placement)};
+  }
+};
+
+// The artifact min–max normalises the truncated scores over the feasible nodes
+// (0–100). Scores here lie in [0, 100] (free CPU ≤ 128 cores in the trace), so
+// that normalisation keeps the order and the ties, and is left out.
+class BestFit : public core::Policy {
+ public:
+  std::string_view name() const override { return "bestfit"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    Task t = TaskOf(node, pod);
+    double s = 0.5 * static_cast<double>(node.free_cpu_milli() - t.c) / kCpuNorm +
+               0.5 * static_cast<double>(node.free_milli_total() - t.r()) / kGpuNorm;
+    return Candidate{std::floor((1.0 - s) * 100.0), std::move(fit->placement)};
+  }
+};
+
+double Sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+
+class Fgd : public core::Policy {
+ public:
+  explicit Fgd(core::WorkloadMix mix) : mix_(std::move(mix)) {}
+  std::string_view name() const override { return "fgd"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    Task t = TaskOf(node, pod);
+    if (t.sharing()) {
+      if (node.free_cpu_milli() < pod.cpu_milli || node.free_host_memory_mib() < pod.host_memory_mib) {
+        return std::nullopt;
+      }
+      core::FragmentationMeter meter(node, mix_, /*use_memory=*/false);
+      int best = -1;
+      int best_score = -1;
+      int64_t best_memory = 0;
+      for (size_t g = 0; g < node.gpus().size(); ++g) {
+        core::GpuCheck check = core::CheckGpu(node.gpus()[g], *t.container, pod.filter);
+        if (!check.fits()) continue;
+        double after = meter.AfterOne(static_cast<int>(g), t.u, t.c, 0);
+        int s = static_cast<int>(std::floor(100.0 * Sigmoid((meter.current() - after) / 1000.0)));
+        if (s > best_score) {
+          best = static_cast<int>(g);
+          best_score = s;
+          best_memory = check.memory_mib;
+        }
+      }
+      if (best < 0) return std::nullopt;
+      Candidate c;
+      c.score = best_score;
+      int index = static_cast<int>(t.container - pod.containers.data());
+      c.placement.containers.push_back({index, false, {{best, best_memory, t.container->cores}}});
+      return c;
+    }
+    auto fit = BestFitPlacement(node, pod);
+    if (!fit) return std::nullopt;
+    core::FragmentationMeter meter(node, mix_, /*use_memory=*/false);
+    double after = 0;
+    if (t.d == 0) {
+      after = meter.AfterOne(-1, 0, t.c, 0);
+    } else {
+      std::vector<int> gpus;
+      std::vector<int> milli;
+      for (const core::SlicePlacement& s : fit->placement.containers[0].slices) {
+        gpus.push_back(s.gpu);
+        milli.push_back(t.u);
+      }
+      after = meter.AfterMany(gpus, milli, t.c, 0);
+    }
+    double score = std::floor(100.0 * Sigmoid((meter.current() - after) / 1000.0));
+    return Candidate{score, std::move(fit->placement)};
+  }
+
+ private:
+  core::WorkloadMix mix_;
+};
+
+}  // namespace
+
+core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double coverage) {
+  core::MixCounter counter;
+  for (const TraceTask& task : tasks) {
+    core::TaskShape s;
+    s.cpu_milli = task.cpu_milli;
+    if (task.num_gpu > 0) {
+      s.gpus = task.num_gpu;
+      s.gpu_memory_mib = int64_t{task.gpu_milli} * kMibPerMilli;
+      s.cores = task.gpu_milli / 10;
+      s.use_types = task.gpu_spec;
+    }
+    counter.Add(s);
+  }
+  return counter.Typical(coverage);
+}
+
+std::vector<std::string> TracePolicyNames() {
+  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"};
+}
+
+Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
+                                                      const std::vector<TraceTask>& tasks) {
+  if (name == "random") return std::unique_ptr<core::Policy>(new RandomFit());
+  if (name == "dotprod") return std::unique_ptr<core::Policy>(new DotProd());
+  if (name == "clustering") return std::unique_ptr<core::Policy>(new Clustering());
+  if (name == "packing") return std::unique_ptr<core::Policy>(new Packing());
+  if (name == "bestfit") return std::unique_ptr<core::Policy>(new BestFit());
+  if (name == "fgd") return std::unique_ptr<core::Policy>(new Fgd(TypicalTasks(tasks)));
+  if (name == "tessera") return core::MakePolicy("tessera");
+  std::string all;
+  for (const std::string& n : TracePolicyNames()) all += (all.empty() ? "" : ", ") + n;
+  return Error{"unknown policy '" + std::string(name) + "' (valid: " + all + ")"};
+}
+
+}  // namespace tessera::trace

@@ -1,0 +1,270 @@
+#include "trace/trace.h"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "trace/rng.h"
+
+namespace tessera::trace {
+namespace {
+
+std::vector<std::string_view> SplitCsvLine(std::string_view line) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  for (;;) {
+    size_t comma = line.find(',', start);
+    if (comma == std::string_view::npos) {
+      fields.push_back(line.substr(start));
+      return fields;
+    }
+    fields.push_back(line.substr(start, comma - start));
+    start = comma + 1;
+  }
+}
+
+// Splits into lines, dropping a trailing '\r' and blank lines; keeps numbers.
+std::vector<std::pair<int, std::string_view>> Lines(std::string_view text) {
+  std::vector<std::pair<int, std::string_view>> lines;
+  int number = 0;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) lines.push_back({number, line});
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+class Table {
+ public:
+  static Result<Table> Open(std::string_view text, const std::string& source,
+                            const std::vector<std::string>& required, size_t min_required) {
+    Table t;
+    t.source_ = source;
+    t.lines_ = Lines(text);
+    if (t.lines_.empty()) return Error{source + ": empty file (expected a header row)"};
+    auto header = SplitCsvLine(t.lines_[0].second);
+    for (size_t i = 0; i < header.size(); ++i) t.column_[std::string(header[i])] = i;
+    for (size_t r = 0; r < required.size(); ++r) {
+      if (t.column_.count(required[r])) continue;
+      if (r < min_required) {
+        return Error{source + ":" + std::to_string(t.lines_[0].first) + ": missing column '" + required[r] +
+                     "' in the header"};
+      }
+    }
+    t.width_ = header.size();
+    return t;
+  }
+
+  size_t rows() const { return lines_.size() - 1; }
+  std::string Where(size_t row) const { return source_ + ":" + std::to_string(lines_[row + 1].first); }
+
+  Result<std::vector<std::string_view>> Row(size_t row) const {
+    auto fields = SplitCsvLine(lines_[row + 1].second);
+    if (fields.size() != width_) {
+      return Error{Where(row) + ": " + std::to_string(fields.size()) + " fields, the header has " +
+                   std::to_string(width_)};
+    }
+    return fields;
+  }
+
+  bool Has(const std::string& column) const { return column_.count(column) > 0; }
+
+  std::string_view Field(const std::vector<std::string_view>& fields, const std::string& column) const {
+    auto it = column_.find(column);
+    return it == column_.end() ? std::string_view() : fields[it->second];
+  }
+
+  Result<int64_t> Integer(const std::vector<std::string_view>& fields, size_t row, const std::string& column,
+                          int64_t lo, int64_t hi) const {
+    std::string_view s = Field(fields, column);
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+      return Error{Where(row) + ": column '" + column + "': '" + std::string(s) + "' is not an integer"};
+    }
+    if (v < lo || v > hi) {
+      return Error{Where(row) + ": column '" + column + "': " + std::to_string(v) + " is out of range [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+    }
+    return v;
+  }
+
+ private:
+  std::string source_;
+  std::vector<std::pair<int, std::string_view>> lines_;
+  std::map<std::string, size_t> column_;
+  size_t width_ = 0;
+};
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{path + ": cannot open"};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+constexpr int64_t kMaxInt = int64_t{1} << 40;
+
+}  // namespace
+
+Result<std::vector<TraceNode>> ParseNodes(std::string_view text, const std::string& source) {
+  auto table = Table::Open(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, 5);
+  if (!table) return table.error();
+  std::vector<TraceNode> nodes;
+  for (size_t r = 0; r < table->rows(); ++r) {
+    auto fields = table->Row(r);
+    if (!fields) return fields.error();
+    TraceNode n;
+    n.name = std::string(table->Field(*fields, "sn"));
+    if (n.name.empty()) return Error{table->Where(r) + ": empty node name (column 'sn')"};
+    auto cpu = table->Integer(*fields, r, "cpu_milli", 0, kMaxInt);
+    if (!cpu) return cpu.error();
+    auto mem = table->Integer(*fields, r, "memory_mib", 0, kMaxInt);
+    if (!mem) return mem.error();
+    auto gpus = table->Integer(*fields, r, "gpu", 0, 1024);
+    if (!gpus) return gpus.error();
+    n.cpu_milli = *cpu;
+    n.memory_mib = *mem;
+    n.gpus = static_cast<int>(*gpus);
+    n.model = std::string(table->Field(*fields, "model"));
+    if (n.gpus > 0 && n.model.empty()) return Error{table->Where(r) + ": node has GPUs but no model"};
+    nodes.push_back(std::move(n));
+  }
+  if (nodes.empty()) return Error{source + ": no nodes"};
+  return nodes;
+}
+
+Result<std::vector<TraceTask>> ParseTasks(std::string_view text, const std::string& source) {
+  auto table =
+      Table::Open(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"}, 5);
+  if (!table) return table.error();
+  std::vector<TraceTask> tasks;
+  for (size_t r = 0; r < table->rows(); ++r) {
+    auto fields = table->Row(r);
+    if (!fields) return fields.error();
+    TraceTask t;
+    t.name = std::string(table->Field(*fields, "name"));
+    if (t.name.empty()) return Error{table->Where(r) + ": empty task name (column 'name')"};
+    auto cpu = table->Integer(*fields, r, "cpu_milli", 0, kMaxInt);
+    if (!cpu) return cpu.error();
+    auto mem = table->Integer(*fields, r, "memory_mib", 0, kMaxInt);
+    if (!mem) return mem.error();
+    auto num_gpu = table->Integer(*fields, r, "num_gpu", 0, 1024);
+    if (!num_gpu) return num_gpu.error();
+    auto milli = table->Integer(*fields, r, "gpu_milli", 0, 1000);
+    if (!milli) return milli.error();
+    t.cpu_milli = *cpu;
+    t.memory_mib = *mem;
+    t.num_gpu = static_cast<int>(*num_gpu);
+    t.gpu_milli = static_cast<int>(*milli);
+    if ((t.num_gpu == 0) != (t.gpu_milli == 0)) {
+      return Error{table->Where(r) + ": num_gpu " + std::to_string(t.num_gpu) + " with gpu_milli " +
+                   std::to_string(t.gpu_milli) + " (both must be 0 for a CPU-only task, or both positive)"};
+    }
+    std::string_view spec = table->Field(*fields, "gpu_spec");
+    while (!spec.empty()) {
+      size_t bar = spec.find('|');
+      std::string_view part = spec.substr(0, bar);
+      if (!part.empty()) t.gpu_spec.emplace_back(part);
+      if (bar == std::string_view::npos) break;
+      spec.remove_prefix(bar + 1);
+    }
+    tasks.push_back(std::move(t));
+  }
+  if (tasks.empty()) return Error{source + ": no tasks"};
+  return tasks;
+}
+
+Result<std::vector<TraceNode>> LoadNodes(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return text.error();
+  return ParseNodes(*text, path);
+}
+
+Result<std::vector<TraceTask>> LoadTasks(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text) return text.error();
+  return ParseTasks(*text, path);
+}
+
+core::NodeState ToNodeState(const TraceNode& node) {
+  std::vector<core::Gpu> gpus;
+  for (int i = 0; i < node.gpus; ++i) {
+    core::Gpu g;
+    g.uuid = node.name + "-gpu" + std::to_string(i);
+    g.index = i;
+    g.model = node.model;
+    g.memory_mib = 1000 * kMibPerMilli;
+    g.slots = kTraceSlots;
+    gpus.push_back(std::move(g));
+  }
+  return core::NodeState(node.name, std::move(gpus), {node.cpu_milli, node.memory_mib});
+}
+
+core::PodRequest ToPodRequest(const TraceTask& task) {
+  core::PodRequest pod;
+  pod.cpu_milli = task.cpu_milli;
+  pod.host_memory_mib = task.memory_mib;
+  if (task.num_gpu > 0) {
+    core::ContainerRequest c;
+    c.name = "main";
+    c.gpus = task.num_gpu;
+    c.memory_mib = int64_t{task.gpu_milli} * kMibPerMilli;
+    c.cores = task.gpu_milli / 10;
+    pod.containers.push_back(std::move(c));
+    pod.filter.use_types = task.gpu_spec;
+  }
+  return pod;
+}
+
+Workload BuildWorkload(const std::vector<TraceTask>& tasks, int node_count, int64_t capacity_milli,
+                       uint64_t seed, double tune) {
+  Rng rng(seed);
+  std::vector<int> order(tasks.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tasks[a].name < tasks[b].name; });
+  rng.Shuffle(order);
+
+  const int64_t target = static_cast<int64_t>(tune * static_cast<double>(capacity_milli));
+  int64_t total = 0;
+  bool any_demand = false;
+  for (int i : order) {
+    total += tasks[i].demand();
+    any_demand = any_demand || tasks[i].demand() > 0;
+  }
+  Workload w;
+  w.arrivals = order;
+  if (total <= target) {
+    // Inflate: copies drawn with replacement until the next would pass target.
+    while (any_demand) {
+      int pick = order[rng.Below(order.size())];
+      if (total + tasks[pick].demand() > target) break;
+      total += tasks[pick].demand();
+      w.arrivals.push_back(pick);
+    }
+  } else {
+    // Trim: remove random tasks until the demand fits.
+    while (total > target && !w.arrivals.empty()) {
+      size_t victim = rng.Below(w.arrivals.size());
+      total -= tasks[w.arrivals[victim]].demand();
+      w.arrivals.erase(w.arrivals.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+  }
+  w.node_order.resize(node_count);
+  std::iota(w.node_order.begin(), w.node_order.end(), 0);
+  rng.Shuffle(w.node_order);
+  return w;
+}
+
+}  // namespace tessera::trace

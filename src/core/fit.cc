@@ -1,0 +1,355 @@
+#include "core/fit.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+
+namespace tessera::core {
+namespace {
+
+bool ContainsIgnoringCase(std::string_view haystack, std::string_view needle) {
+  if (needle.empty()) return true;
+  auto it = std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+  });
+  return it != haystack.end();
+}
+
+int64_t ResolveMemory(const GpuState& gpu, const ContainerRequest& c) {
+  if (c.memory_percent) return gpu.gpu.memory_mib * *c.memory_percent / 100;
+  if (c.memory_mib == 0) return gpu.gpu.memory_mib;
+  return c.memory_mib;
+}
+
+std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
+  std::string head = gpu.gpu.uuid + " (#" + std::to_string(index) + ", " + gpu.gpu.model + "): ";
+  switch (check.reason) {
+    case GpuReason::kFits:
+      return head + "fits";
+    case GpuReason::kUnhealthy:
+      return head + "unhealthy";
+    case GpuReason::kUuidNotAllowed:
+      return head + "excluded by the pod's GPU UUID filter";
+    case GpuReason::kTypeNotAllowed:
+      return head + "model excluded by the pod's GPU type filter";
+    case GpuReason::kHeldExclusively:
+      return head + "held exclusively by another vGPU (cores 100)";
+    case GpuReason::kNeedsExclusive:
+      return head + "in use by " + std::to_string(check.free) + " vGPU(s); cores 100 needs the GPU to itself";
+    case GpuReason::kNoFreeSlot:
+      return head + "no free vGPU slot (" + std::to_string(check.asked) + " of " +
+             std::to_string(check.asked) + " used)";
+    case GpuReason::kInsufficientMemory:
+      return head + "not enough memory: " + std::to_string(check.asked) + " MiB asked, " +
+             std::to_string(check.free) + " MiB free";
+    case GpuReason::kInsufficientCores:
+      return head + "not enough cores: " + std::to_string(check.asked) + "% asked, " +
+             std::to_string(check.free) + "% free";
+    case GpuReason::kUsedBySameContainer:
+      return head + "already holds another vGPU of this container";
+  }
+  return head;
+}
+
+// Free milli-GPU of a GPU once `pending` (this pod's earlier containers) is
+// added: the ordering key of the in-node GPU choice.
+int FreeMilliWith(const GpuState& g, const GpuUsage& pending) {
+  if (pending.slots == 0) return g.free_milli();
+  GpuState copy{Gpu{}, g.used};
+  copy.gpu.memory_mib = g.gpu.memory_mib;
+  copy.gpu.slots = g.gpu.slots;
+  copy.gpu.healthy = g.gpu.healthy;
+  copy.used.memory_mib += pending.memory_mib;
+  copy.used.cores += pending.cores;
+  copy.used.slots += pending.slots;
+  copy.used.exclusive = copy.used.exclusive || pending.exclusive;
+  return copy.free_milli();
+}
+
+int LanesBetween(const Gpu& a, const Gpu& b) {
+  for (const GpuLink& l : a.links) {
+    if (l.peer_uuid == b.uuid && l.kind == LinkKind::kNvlink) return std::max(1, l.lanes);
+  }
+  return 0;
+}
+
+// Places one container (all its vGPUs) given the pod's usage so far.
+// Returns false and fills `rejections` when it does not fit.
+bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const GpuFilter& filter,
+                    const std::vector<GpuUsage>& pending, GpuOrder order, ContainerPlacement& out,
+                    std::vector<GpuRejection>* rejections) {
+  const auto& gpus = node.gpus();
+  std::vector<int> candidates;
+  std::vector<int64_t> memory(gpus.size(), 0);
+  std::vector<int> key(gpus.size(), 0);
+  candidates.reserve(gpus.size());
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    GpuCheck check = CheckGpu(gpus[i], req, filter, pending[i]);
+    if (!check.fits()) {
+      if (rejections) {
+        rejections->push_back({req.name, static_cast<int>(i), gpus[i].gpu.uuid, check,
+                               Describe(gpus[i], static_cast<int>(i), check)});
+      }
+      continue;
+    }
+    memory[i] = check.memory_mib;
+    key[i] = FreeMilliWith(gpus[i], pending[i]);
+    candidates.push_back(static_cast<int>(i));
+  }
+  if (static_cast<int>(candidates.size()) < req.gpus) return false;
+  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
+    if (key[a] != key[b]) return order == GpuOrder::kBinpack ? key[a] < key[b] : key[a] > key[b];
+    return a < b;
+  });
+  std::vector<int> chosen = ChooseGpus(node, candidates, req.gpus);
+  out.slices.clear();
+  for (int g : chosen) out.slices.push_back({g, memory[g], req.cores});
+  return true;
+}
+
+void AddUsage(GpuUsage& u, const SlicePlacement& s) {
+  u.memory_mib += s.memory_mib;
+  u.cores += s.cores;
+  u.slots += 1;
+  u.exclusive = u.exclusive || s.cores >= 100;
+}
+
+}  // namespace
+
+std::string_view ReasonName(GpuReason reason) {
+  switch (reason) {
+    case GpuReason::kFits:
+      return "fits";
+    case GpuReason::kUnhealthy:
+      return "unhealthy";
+    case GpuReason::kUuidNotAllowed:
+      return "uuid-not-allowed";
+    case GpuReason::kTypeNotAllowed:
+      return "type-not-allowed";
+    case GpuReason::kHeldExclusively:
+      return "held-exclusively";
+    case GpuReason::kNeedsExclusive:
+      return "needs-exclusive";
+    case GpuReason::kNoFreeSlot:
+      return "no-free-slot";
+    case GpuReason::kInsufficientMemory:
+      return "insufficient-memory";
+    case GpuReason::kInsufficientCores:
+      return "insufficient-cores";
+    case GpuReason::kUsedBySameContainer:
+      return "used-by-same-container";
+  }
+  return "unknown";
+}
+
+bool TypeAllowed(const GpuFilter& filter, std::string_view model) {
+  if (!filter.use_types.empty()) {
+    bool any = false;
+    for (const std::string& t : filter.use_types) any = any || ContainsIgnoringCase(model, t);
+    if (!any) return false;
+  }
+  for (const std::string& t : filter.nouse_types) {
+    if (ContainsIgnoringCase(model, t)) return false;
+  }
+  return true;
+}
+
+bool UuidAllowed(const GpuFilter& filter, std::string_view uuid) {
+  if (!filter.use_uuids.empty() &&
+      std::find(filter.use_uuids.begin(), filter.use_uuids.end(), uuid) == filter.use_uuids.end()) {
+    return false;
+  }
+  return std::find(filter.nouse_uuids.begin(), filter.nouse_uuids.end(), uuid) == filter.nouse_uuids.end();
+}
+
+GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilter& filter,
+                  const GpuUsage& pending) {
+  GpuCheck r;
+  if (!gpu.gpu.healthy) return {GpuReason::kUnhealthy};
+  if (!UuidAllowed(filter, gpu.gpu.uuid)) return {GpuReason::kUuidNotAllowed};
+  if (!TypeAllowed(filter, gpu.gpu.model)) return {GpuReason::kTypeNotAllowed};
+  int slots_used = gpu.used.slots + pending.slots;
+  if (gpu.used.exclusive || pending.exclusive) return {GpuReason::kHeldExclusively};
+  if (c.cores >= 100 && slots_used > 0) return {GpuReason::kNeedsExclusive, 0, 0, slots_used};
+  if (slots_used >= gpu.gpu.slots) return {GpuReason::kNoFreeSlot, 0, gpu.gpu.slots, 0};
+  r.memory_mib = ResolveMemory(gpu, c);
+  int64_t free_memory = gpu.free_memory_mib() - pending.memory_mib;
+  if (r.memory_mib > free_memory)
+    return {GpuReason::kInsufficientMemory, r.memory_mib, r.memory_mib, free_memory};
+  int free_cores = gpu.free_cores() - pending.cores;
+  if (c.cores > free_cores) return {GpuReason::kInsufficientCores, r.memory_mib, c.cores, free_cores};
+  return r;
+}
+
+HostResources HostDemandOf(const PodRequest& pod) {
+  return {pod.cpu_milli, pod.host_memory_mib};
+}
+
+std::vector<int> ChooseGpus(const NodeState& node, std::span<const int> candidates, int count) {
+  if (count <= 0) return {};
+  if (static_cast<int>(candidates.size()) < count) return {};
+  const auto& gpus = node.gpus();
+  bool topology = false;
+  if (count > 1) {
+    int numa = gpus[candidates[0]].gpu.numa_node;
+    for (int c : candidates) {
+      if (!gpus[c].gpu.links.empty() || gpus[c].gpu.numa_node != numa) topology = true;
+    }
+  }
+  if (!topology) return {candidates.begin(), candidates.begin() + count};
+
+  // Greedy growth from each start, then the best set by
+  // (all pairs NVLinked, fewest NUMA nodes, most lanes, earliest candidates).
+  struct Quality {
+    int linked_pairs_missing = 0;
+    int numa_nodes = 0;
+    int lanes = 0;
+    int position_sum = 0;
+    bool operator<(const Quality& o) const {  // "better than"
+      if (linked_pairs_missing != o.linked_pairs_missing)
+        return linked_pairs_missing < o.linked_pairs_missing;
+      if (numa_nodes != o.numa_nodes) return numa_nodes < o.numa_nodes;
+      if (lanes != o.lanes) return lanes > o.lanes;
+      return position_sum < o.position_sum;
+    }
+  };
+  const int n = static_cast<int>(candidates.size());
+  std::vector<int> best;
+  Quality best_q;
+  for (int start = 0; start < n; ++start) {
+    std::vector<int> set{start};  // positions into candidates
+    std::vector<bool> in(n, false);
+    in[start] = true;
+    const int start_numa = gpus[candidates[start]].gpu.numa_node;
+    while (static_cast<int>(set.size()) < count) {
+      int pick = -1;
+      std::tuple<int, int, int> pick_key{-1, -1, 0};
+      for (int p = 0; p < n; ++p) {
+        if (in[p]) continue;
+        int lanes = 0;
+        for (int q : set) lanes += LanesBetween(gpus[candidates[q]].gpu, gpus[candidates[p]].gpu);
+        int same_numa = gpus[candidates[p]].gpu.numa_node == start_numa ? 1 : 0;
+        std::tuple<int, int, int> k{lanes, same_numa, -p};
+        if (pick < 0 || k > pick_key) {
+          pick = p;
+          pick_key = k;
+        }
+      }
+      set.push_back(pick);
+      in[pick] = true;
+    }
+    Quality q;
+    std::vector<int> numas;
+    for (size_t a = 0; a < set.size(); ++a) {
+      q.position_sum += set[a];
+      numas.push_back(gpus[candidates[set[a]]].gpu.numa_node);
+      for (size_t b = a + 1; b < set.size(); ++b) {
+        int lanes = LanesBetween(gpus[candidates[set[a]]].gpu, gpus[candidates[set[b]]].gpu);
+        if (lanes == 0) ++q.linked_pairs_missing;
+        q.lanes += lanes;
+      }
+    }
+    std::sort(numas.begin(), numas.end());
+    q.numa_nodes = static_cast<int>(std::unique(numas.begin(), numas.end()) - numas.begin());
+    if (best.empty() || q < best_q) {
+      std::sort(set.begin(), set.end());
+      best.clear();
+      for (int p : set) best.push_back(candidates[p]);
+      best_q = q;
+    }
+  }
+  return best;
+}
+
+FitResult FitNode(const NodeState& node, const PodRequest& pod, GpuOrder order) {
+  FitResult r;
+  if (node.tracks_cpu() && pod.cpu_milli > node.free_cpu_milli()) {
+    r.node_reason = NodeReason::kInsufficientCpu;
+    r.message = "not enough CPU: " + std::to_string(pod.cpu_milli) + " milli asked, " +
+                std::to_string(node.free_cpu_milli()) + " free";
+    return r;
+  }
+  if (node.tracks_memory() && pod.host_memory_mib > node.free_host_memory_mib()) {
+    r.node_reason = NodeReason::kInsufficientHostMemory;
+    r.message = "not enough host memory: " + std::to_string(pod.host_memory_mib) + " MiB asked, " +
+                std::to_string(node.free_host_memory_mib()) + " MiB free";
+    return r;
+  }
+  const size_t n = node.gpus().size();
+  std::vector<GpuUsage> pending(n);
+  auto fail = [&](const ContainerRequest& c, bool init) {
+    r.fits = false;
+    r.placement = {};
+    r.node_reason = NodeReason::kNotEnoughGpus;
+    r.message = std::string(init ? "init container '" : "container '") + c.name + "' needs " +
+                std::to_string(c.gpus) + " GPU(s); ";
+    int usable = 0;
+    std::vector<GpuRejection> rejections;
+    ContainerPlacement ignored;
+    PlaceContainer(node, c, pod.filter, init ? std::vector<GpuUsage>(n) : pending, order, ignored,
+                   &rejections);
+    usable = static_cast<int>(n - rejections.size());
+    r.message += std::to_string(usable) + " of " + std::to_string(n) + " fit";
+    for (const GpuRejection& rej : rejections) r.message += "; " + rej.message;
+    r.rejections = std::move(rejections);
+    return r;
+  };
+  r.placement.containers.reserve(pod.containers.size() + pod.init_containers.size());
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    const ContainerRequest& c = pod.containers[i];
+    if (c.gpus <= 0) continue;
+    ContainerPlacement cp{static_cast<int>(i), false, {}};
+    if (!PlaceContainer(node, c, pod.filter, pending, order, cp, nullptr)) return fail(c, false);
+    for (const SlicePlacement& s : cp.slices) AddUsage(pending[s.gpu], s);
+    r.placement.containers.push_back(std::move(cp));
+  }
+  // Init containers run alone, before the app containers: each is checked
+  // against the node without this pod's app usage. Among equally good GPUs they
+  // prefer the ones the app containers use, where they reserve nothing extra.
+  const std::vector<GpuUsage> none(n);
+  for (size_t i = 0; i < pod.init_containers.size(); ++i) {
+    const ContainerRequest& c = pod.init_containers[i];
+    if (c.gpus <= 0) continue;
+    ContainerPlacement cp{static_cast<int>(i), true, {}};
+    if (!PlaceContainer(node, c, pod.filter, none, order, cp, nullptr)) return fail(c, true);
+    // Reorder: GPUs shared with the app containers first, if they can host it.
+    std::vector<int> preferred;
+    for (size_t g = 0; g < n; ++g) {
+      if (pending[g].slots > 0 && CheckGpu(node.gpus()[g], c, pod.filter).fits()) {
+        preferred.push_back(static_cast<int>(g));
+      }
+    }
+    for (const SlicePlacement& s : cp.slices) {
+      if (std::find(preferred.begin(), preferred.end(), s.gpu) == preferred.end()) preferred.push_back(s.gpu);
+    }
+    std::vector<int> chosen = ChooseGpus(node, preferred, c.gpus);
+    if (static_cast<int>(chosen.size()) == c.gpus) {
+      cp.slices.clear();
+      for (int g : chosen) {
+        cp.slices.push_back({g, CheckGpu(node.gpus()[g], c, pod.filter).memory_mib, c.cores});
+      }
+    }
+    r.placement.containers.push_back(std::move(cp));
+  }
+  r.fits = true;
+  return r;
+}
+
+PodAllocation ToAllocation(const NodeState& node, const PodRequest& pod, const Placement& placement) {
+  PodAllocation a;
+  a.node = node.name();
+  for (const ContainerPlacement& cp : placement.containers) {
+    ContainerAllocation ca;
+    const auto& list = cp.init ? pod.init_containers : pod.containers;
+    ca.container =
+        cp.container >= 0 && cp.container < static_cast<int>(list.size()) ? list[cp.container].name : "";
+    ca.init = cp.init;
+    for (const SlicePlacement& s : cp.slices) {
+      ca.devices.push_back({node.gpus()[s.gpu].gpu.uuid, s.memory_mib, s.cores});
+    }
+    a.containers.push_back(std::move(ca));
+  }
+  return a;
+}
+
+}  // namespace tessera::core

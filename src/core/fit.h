@@ -1,0 +1,136 @@
+// Fit: can a pod run on a node, and on which GPUs?
+//
+// For a NodeState and a PodRequest, FitNode returns one feasible placement
+// (chosen by a GpuOrder and the topology preference) or the reasons it does
+// not fit: per GPU (unhealthy, filtered by type or UUID, no free slot, not
+// enough memory or cores, exclusivity) and per node (host CPU/memory, too few
+// usable GPUs). Scoring policies (policy.h) build on these functions; the
+// scheduler extender, `tessera run` and the trace benchmark all use them.
+//
+// Rules:
+//  * Every vGPU of a container is on a different physical GPU of the node.
+//  * memory_percent resolves against each candidate GPU's memory; memory 0
+//    with no percent means the whole GPU's memory.
+//  * cores = 100 means the vGPU holds its GPU alone: the GPU must be idle, and
+//    nothing else may join it afterwards.
+//  * App containers are placed in sequence; each sees what the previous ones of
+//    the same pod took. Init containers are placed each on its own against the
+//    node (they run alone before the app containers and do not add to them).
+//
+// Pure functions of their inputs; no I/O; thread-compatible.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/allocation.h"
+#include "core/node_state.h"
+#include "core/request.h"
+
+namespace tessera::core {
+
+enum class GpuReason {
+  kFits,
+  kUnhealthy,
+  kUuidNotAllowed,   // use-gpuuuid / nouse-gpuuuid
+  kTypeNotAllowed,   // use-gputype / nouse-gputype
+  kHeldExclusively,  // another vGPU holds the GPU with cores = 100
+  kNeedsExclusive,   // the request has cores = 100 but the GPU is in use
+  kNoFreeSlot,       // all vGPU slots of the GPU are taken
+  kInsufficientMemory,
+  kInsufficientCores,
+  kUsedBySameContainer,  // a container's vGPUs must be on distinct GPUs
+};
+
+std::string_view ReasonName(GpuReason reason);
+
+// The verdict for one GPU and one container. `asked`/`free` carry the numbers
+// of a memory (MiB) or cores (%) shortfall, or slots for kNoFreeSlot.
+struct GpuCheck {
+  GpuReason reason = GpuReason::kFits;
+  int64_t memory_mib = 0;  // the resolved per-vGPU memory for this GPU
+  int64_t asked = 0;
+  int64_t free = 0;
+  bool fits() const { return reason == GpuReason::kFits; }
+};
+
+// Checks one GPU for one vGPU of `container`. `pending` is usage already taken
+// on this GPU by earlier containers of the same pod.
+GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& container, const GpuFilter& filter,
+                  const GpuUsage& pending = {});
+
+// Case-insensitive substring match of the model against use/nouse types, and
+// exact match of the UUID against use/nouse UUIDs.
+bool TypeAllowed(const GpuFilter& filter, std::string_view model);
+bool UuidAllowed(const GpuFilter& filter, std::string_view uuid);
+
+struct GpuRejection {
+  std::string container;
+  int gpu = -1;
+  std::string uuid;
+  GpuCheck check;
+  std::string message;  // e.g. "GPU-ab12 (#1): not enough memory: 3000 MiB asked, 1024 MiB free"
+};
+
+enum class NodeReason {
+  kFits,
+  kInsufficientCpu,
+  kInsufficientHostMemory,
+  kNotEnoughGpus,  // some container cannot find enough GPUs; see rejections
+};
+
+struct SlicePlacement {
+  int gpu = -1;  // index into NodeState::gpus()
+  int64_t memory_mib = 0;
+  int cores = 0;
+  bool operator==(const SlicePlacement&) const = default;
+};
+
+struct ContainerPlacement {
+  int container = -1;  // index into PodRequest::containers or ::init_containers
+  bool init = false;
+  std::vector<SlicePlacement> slices;
+  bool operator==(const ContainerPlacement&) const = default;
+};
+
+// Where each GPU container of a pod goes on one node (GPU indices, not UUIDs;
+// ToAllocation turns it into the PodAllocation written to the pod).
+struct Placement {
+  std::vector<ContainerPlacement> containers;
+  bool operator==(const Placement&) const = default;
+};
+
+// How to order equally suitable GPUs inside a node.
+enum class GpuOrder {
+  kBinpack,  // fullest first (least free milli-GPU), then lowest index
+  kSpread,   // emptiest first, then lowest index
+};
+
+struct FitResult {
+  bool fits = false;
+  Placement placement;  // valid when fits
+  NodeReason node_reason = NodeReason::kFits;
+  std::string message;                   // one line for a person, empty when it fits
+  std::vector<GpuRejection> rejections;  // per GPU, for the container that did not fit
+};
+
+// Host resources a pod asks for.
+HostResources HostDemandOf(const PodRequest& pod);
+
+// Chooses `count` GPUs from `candidates` (GPU indices, most preferred first):
+// a set whose GPUs are all NVLink-connected wins, then fewer NUMA nodes, then
+// more NVLink lanes, then the candidates' order. Without topology information
+// this is simply the first `count` candidates. Empty if too few candidates.
+std::vector<int> ChooseGpus(const NodeState& node, std::span<const int> candidates, int count);
+
+// Does `pod` fit on `node`? When it does, `placement` is the one the GpuOrder
+// and topology preference pick.
+FitResult FitNode(const NodeState& node, const PodRequest& pod, GpuOrder order = GpuOrder::kBinpack);
+
+// The allocation to write into the pod / apply to the node.
+PodAllocation ToAllocation(const NodeState& node, const PodRequest& pod, const Placement& placement);
+
+}  // namespace tessera::core

@@ -1,0 +1,183 @@
+#include "core/node_state.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tessera::core {
+
+int GpuState::free_milli() const {
+  if (!gpu.healthy || used.exclusive || free_slots() <= 0) return 0;
+  int by_cores = std::max(0, free_cores()) * 10;
+  if (gpu.memory_mib <= 0) return by_cores;
+  int64_t by_memory = std::max<int64_t>(0, free_memory_mib()) * 1000 / gpu.memory_mib;
+  return static_cast<int>(std::min<int64_t>(by_memory, by_cores));
+}
+
+int WorkloadTagOf(const PodAllocation& allocation, const std::vector<GpuState>& gpus) {
+  int whole = 0;
+  bool any = false;
+  for (const ContainerAllocation& c : allocation.containers) {
+    if (c.init) continue;
+    for (const DeviceSlice& s : c.devices) {
+      any = true;
+      bool whole_gpu = s.cores >= 100;
+      for (const GpuState& g : gpus) {
+        if (g.gpu.uuid == s.uuid) whole_gpu = whole_gpu && s.memory_mib >= g.gpu.memory_mib;
+      }
+      if (!whole_gpu) return 0;
+      ++whole;
+    }
+  }
+  return any ? whole : -1;
+}
+
+NodeState::NodeState(std::string name, std::vector<Gpu> gpus, HostResources host_capacity)
+    : name_(std::move(name)), host_capacity_(host_capacity) {
+  gpus_.reserve(gpus.size());
+  for (Gpu& g : gpus) gpus_.push_back(GpuState{std::move(g), {}});
+  Recount();
+}
+
+int NodeState::IndexOf(const std::string& uuid) const {
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    if (gpus_[i].gpu.uuid == uuid) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void NodeState::Recount() {
+  free_milli_total_ = 0;
+  idle_gpus_ = 0;
+  for (const GpuState& g : gpus_) {
+    if (!g.gpu.healthy) continue;
+    free_milli_total_ += g.free_milli();
+    if (g.idle()) ++idle_gpus_;
+  }
+}
+
+void NodeState::SetHealthy(int gpu_index, bool healthy) {
+  gpus_.at(gpu_index).gpu.healthy = healthy;
+  Recount();
+  ++version_;
+}
+
+// Per GPU, what the pod takes: the sum of its app containers' slices, and for
+// init containers (which run alone, one at a time) the largest of them; the
+// pod reserves the larger of the two.
+Result<std::vector<NodeState::Delta>> NodeState::DeltasOf(const PodAllocation& allocation) const {
+  std::vector<GpuUsage> app(gpus_.size());
+  std::vector<GpuUsage> init(gpus_.size());
+  std::vector<bool> touched(gpus_.size(), false);
+  for (const ContainerAllocation& c : allocation.containers) {
+    for (const DeviceSlice& s : c.devices) {
+      int i = IndexOf(s.uuid);
+      if (i < 0) {
+        return Error{"node '" + name_ + "' has no GPU " + s.uuid + " (container '" + c.container + "')"};
+      }
+      if (s.memory_mib < 0 || s.cores < 0 || s.cores > 100) {
+        return Error{"container '" + c.container + "': invalid slice of " + s.uuid};
+      }
+      touched[i] = true;
+      if (c.init) {
+        GpuUsage& u = init[i];
+        u.memory_mib = std::max(u.memory_mib, s.memory_mib);
+        u.cores = std::max(u.cores, s.cores);
+        u.slots = 1;
+        u.exclusive = u.exclusive || s.cores >= 100;
+      } else {
+        GpuUsage& u = app[i];
+        u.memory_mib += s.memory_mib;
+        u.cores += s.cores;
+        u.slots += 1;
+        u.exclusive = u.exclusive || s.cores >= 100;
+      }
+    }
+  }
+  std::vector<Delta> deltas;
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    if (!touched[i]) continue;
+    GpuUsage u;
+    u.memory_mib = std::max(app[i].memory_mib, init[i].memory_mib);
+    u.cores = std::max(app[i].cores, init[i].cores);
+    u.slots = std::max(app[i].slots, init[i].slots);
+    u.exclusive = app[i].exclusive || init[i].exclusive;
+    deltas.push_back({static_cast<int>(i), u});
+  }
+  return deltas;
+}
+
+Status NodeState::Apply(const PodAllocation& allocation, const HostResources& host) {
+  auto deltas = DeltasOf(allocation);
+  if (!deltas) return deltas.error();
+  for (const Delta& d : *deltas) {
+    const GpuState& g = gpus_[d.gpu];
+    const std::string where = "node '" + name_ + "' GPU " + g.gpu.uuid;
+    if (g.used.exclusive) return Error{where + " is held exclusively by another pod"};
+    if (d.usage.exclusive && !g.idle()) return Error{where + " is in use; an exclusive slice needs it idle"};
+    if (d.usage.memory_mib > g.free_memory_mib()) {
+      return Error{where + ": " + std::to_string(d.usage.memory_mib) + " MiB asked, " +
+                   std::to_string(g.free_memory_mib()) + " MiB free"};
+    }
+    if (d.usage.cores > g.free_cores()) {
+      return Error{where + ": " + std::to_string(d.usage.cores) + "% cores asked, " +
+                   std::to_string(g.free_cores()) + "% free"};
+    }
+    if (d.usage.slots > g.free_slots()) return Error{where + " has no free vGPU slot"};
+  }
+  if (tracks_cpu() && host.cpu_milli > free_cpu_milli()) {
+    return Error{"node '" + name_ + "': " + std::to_string(host.cpu_milli) + " milli-CPU asked, " +
+                 std::to_string(free_cpu_milli()) + " free"};
+  }
+  if (tracks_memory() && host.memory_mib > free_host_memory_mib()) {
+    return Error{"node '" + name_ + "': " + std::to_string(host.memory_mib) + " MiB host memory asked, " +
+                 std::to_string(free_host_memory_mib()) + " free"};
+  }
+  for (const Delta& d : *deltas) {
+    GpuUsage& u = gpus_[d.gpu].used;
+    u.memory_mib += d.usage.memory_mib;
+    u.cores += d.usage.cores;
+    u.slots += d.usage.slots;
+    u.exclusive = u.exclusive || d.usage.exclusive;
+  }
+  host_used_.cpu_milli += host.cpu_milli;
+  host_used_.memory_mib += host.memory_mib;
+  int tag = WorkloadTagOf(allocation, gpus_);
+  if (tag >= 0) ++workload_tags_[tag];
+  Recount();
+  ++version_;
+  return Status::Ok();
+}
+
+Status NodeState::Release(const PodAllocation& allocation, const HostResources& host) {
+  auto deltas = DeltasOf(allocation);
+  if (!deltas) return deltas.error();
+  for (const Delta& d : *deltas) {
+    const GpuUsage& u = gpus_[d.gpu].used;
+    if (d.usage.memory_mib > u.memory_mib || d.usage.cores > u.cores || d.usage.slots > u.slots) {
+      return Error{"node '" + name_ + "' GPU " + gpus_[d.gpu].gpu.uuid +
+                   ": releasing more than is in use (was this allocation applied?)"};
+    }
+  }
+  if (host.cpu_milli > host_used_.cpu_milli || host.memory_mib > host_used_.memory_mib) {
+    return Error{"node '" + name_ + "': releasing more host CPU/memory than is in use"};
+  }
+  for (const Delta& d : *deltas) {
+    GpuUsage& u = gpus_[d.gpu].used;
+    u.memory_mib -= d.usage.memory_mib;
+    u.cores -= d.usage.cores;
+    u.slots -= d.usage.slots;
+    if (d.usage.exclusive || u.slots == 0) u.exclusive = false;
+  }
+  host_used_.cpu_milli -= host.cpu_milli;
+  host_used_.memory_mib -= host.memory_mib;
+  int tag = WorkloadTagOf(allocation, gpus_);
+  if (tag >= 0) {
+    auto it = workload_tags_.find(tag);
+    if (it != workload_tags_.end() && --it->second == 0) workload_tags_.erase(it);
+  }
+  Recount();
+  ++version_;
+  return Status::Ok();
+}
+
+}  // namespace tessera::core

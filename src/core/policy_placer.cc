@@ -1,0 +1,125 @@
+#include "core/policy_placer.h"
+
+#include <cmath>
+
+namespace tessera::core {
+
+Placer::Placer(std::vector<NodeState> nodes) : nodes_(std::move(nodes)) {}
+
+int Placer::IndexOf(const std::string& node_name) const {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].name() == node_name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const std::optional<Candidate>& Placer::Evaluated(int node, const PodRequest& pod, const Policy& policy,
+                                                  int shape) {
+  if (shape < 0) {
+    scratch_ = policy.Evaluate(nodes_[node], pod);
+    return scratch_;
+  }
+  if (static_cast<size_t>(shape) >= cache_.size()) cache_.resize(shape + 1);
+  std::vector<CacheEntry>& row = cache_[shape];
+  if (row.empty()) row.resize(nodes_.size());
+  CacheEntry& e = row[node];
+  const uint64_t version = nodes_[node].version() + 1;
+  if (e.version != version || e.epoch != policy.epoch()) {
+    e.candidate = policy.Evaluate(nodes_[node], pod);
+    e.version = version;
+    e.epoch = policy.epoch();
+  }
+  return e.candidate;
+}
+
+std::optional<Placer::Decision> Placer::Choose(const PodRequest& pod, const Policy& policy, UniformDraw* draw,
+                                               int shape) {
+  const int n = static_cast<int>(nodes_.size());
+  if (policy.picks_uniformly()) {
+    std::vector<int> feasible;
+    for (int i = 0; i < n; ++i) {
+      if (Evaluated(i, pod, policy, shape)) feasible.push_back(i);
+    }
+    if (feasible.empty() || draw == nullptr) return std::nullopt;
+    int pick = feasible[draw->Below(feasible.size())];
+    Decision d{pick, *Evaluated(pick, pod, policy, shape)};
+    policy.Refine(nodes_[pick], pod, d.candidate, *draw);
+    return d;
+  }
+  int best = -1;
+  double best_score = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::optional<Candidate>& c = Evaluated(i, pod, policy, shape);
+    if (c && (best < 0 || c->score > best_score)) {
+      best = i;
+      best_score = c->score;
+    }
+  }
+  if (best < 0) return std::nullopt;
+  return Decision{best, *Evaluated(best, pod, policy, shape)};
+}
+
+Result<PodAllocation> Placer::Commit(const Decision& decision, const PodRequest& pod) {
+  if (decision.node < 0 || decision.node >= static_cast<int>(nodes_.size())) {
+    return Error{"decision names no node of this placer"};
+  }
+  NodeState& node = nodes_[decision.node];
+  PodAllocation allocation = ToAllocation(node, pod, decision.candidate.placement);
+  Status s = node.Apply(allocation, HostDemandOf(pod));
+  if (!s) return s.error();
+  return allocation;
+}
+
+Status Placer::Apply(const PodAllocation& allocation, const HostResources& host) {
+  int i = IndexOf(allocation.node);
+  if (i < 0) return Error{"unknown node '" + allocation.node + "'"};
+  return nodes_[i].Apply(allocation, host);
+}
+
+Status Placer::Release(const PodAllocation& allocation, const HostResources& host) {
+  int i = IndexOf(allocation.node);
+  if (i < 0) return Error{"unknown node '" + allocation.node + "'"};
+  return nodes_[i].Release(allocation, host);
+}
+
+Placer::FilterResult Placer::Filter(const PodRequest& pod, const std::vector<int>& node_indices) const {
+  FilterResult r;
+  for (int i : node_indices) {
+    FitResult fit = FitNode(nodes_[i], pod);
+    if (fit.fits) {
+      r.feasible.push_back(i);
+    } else {
+      r.failed.push_back({i, fit.message});
+    }
+  }
+  return r;
+}
+
+std::vector<int> Placer::Prioritize(const PodRequest& pod, const Policy& policy,
+                                    const std::vector<int>& node_indices) const {
+  std::vector<std::optional<Candidate>> evaluated;
+  double lo = 0;
+  double hi = 0;
+  bool any = false;
+  for (int i : node_indices) {
+    evaluated.push_back(policy.Evaluate(nodes_[i], pod));
+    if (!evaluated.back()) continue;
+    double s = evaluated.back()->score;
+    lo = any ? std::min(lo, s) : s;
+    hi = any ? std::max(hi, s) : s;
+    any = true;
+  }
+  std::vector<int> scores;
+  for (const auto& c : evaluated) {
+    if (!c) {
+      scores.push_back(0);
+    } else if (hi == lo) {
+      scores.push_back(10);
+    } else {
+      scores.push_back(static_cast<int>(std::floor(10.0 * (c->score - lo) / (hi - lo))));
+    }
+  }
+  return scores;
+}
+
+}  // namespace tessera::core

@@ -1,0 +1,82 @@
+// Placer: a policy applied over a set of nodes.
+//
+// The scheduler extender uses Filter/Prioritize on the nodes kube-scheduler
+// offers; `tessera run` and the trace benchmark use Choose + Commit.
+//
+// Decision rule: the feasible node with the highest policy score wins; equal
+// scores go to the node that comes first in the Placer's order (its rank).
+// A random-fit policy (picks_uniformly) instead draws uniformly among the
+// feasible nodes. Deterministic for a given order, policy state and draw.
+//
+// Caching: a caller that places many pods of the same shape passes a stable
+// `shape` id (>= 0); the Placer then keeps each node's evaluation for that shape
+// until the node changes (NodeState::version) or the policy's epoch moves.
+// With shape = -1 every node is evaluated afresh.
+//
+// Thread-safety: not thread-safe; the owner serialises calls.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fit.h"
+#include "core/node_state.h"
+#include "core/policy.h"
+#include "core/result.h"
+
+namespace tessera::core {
+
+class Placer {
+ public:
+  explicit Placer(std::vector<NodeState> nodes);
+
+  const std::vector<NodeState>& nodes() const { return nodes_; }
+  const NodeState& node(int i) const { return nodes_[i]; }
+  int IndexOf(const std::string& node_name) const;
+
+  struct Decision {
+    int node = -1;
+    Candidate candidate;
+  };
+
+  // The node and GPUs `policy` picks for `pod`, or nullopt when nothing fits.
+  // `draw` is required by random-fit policies. Does not change any node.
+  std::optional<Decision> Choose(const PodRequest& pod, const Policy& policy, UniformDraw* draw = nullptr,
+                                 int shape = -1);
+
+  // Accounts the decision into its node; returns the allocation to record.
+  Result<PodAllocation> Commit(const Decision& decision, const PodRequest& pod);
+
+  // Accounts a pod already placed (e.g. rebuilt from annotations) / removes it.
+  Status Apply(const PodAllocation& allocation, const HostResources& host);
+  Status Release(const PodAllocation& allocation, const HostResources& host);
+
+  // Extender filter: for each node index asked, whether the pod fits; the
+  // reason (FitResult::message) for those that do not.
+  struct FilterResult {
+    std::vector<int> feasible;
+    std::vector<std::pair<int, std::string>> failed;
+  };
+  FilterResult Filter(const PodRequest& pod, const std::vector<int>& node_indices) const;
+
+  // Extender prioritize: policy scores of the feasible nodes among those asked,
+  // mapped linearly onto 0..10 (best = 10; all equal = 10); infeasible = 0.
+  std::vector<int> Prioritize(const PodRequest& pod, const Policy& policy,
+                              const std::vector<int>& node_indices) const;
+
+ private:
+  struct CacheEntry {
+    uint64_t version = 0;  // node version + 1; 0 = empty
+    uint64_t epoch = 0;
+    std::optional<Candidate> candidate;
+  };
+  const std::optional<Candidate>& Evaluated(int node, const PodRequest& pod, const Policy& policy, int shape);
+
+  std::vector<NodeState> nodes_;
+  std::vector<std::vector<CacheEntry>> cache_;  // [shape][node]
+  std::optional<Candidate> scratch_;
+};
+
+}  // namespace tessera::core

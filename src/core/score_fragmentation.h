@@ -1,0 +1,138 @@
+// GPU fragmentation of a node as seen by a workload mix, and the policy built
+// on it (tessera's default).
+//
+// Fragmentation follows the definition of Weng et al., "Beware of
+// Fragmentation" (USENIX ATC '23): for a task shape m, the free GPU share of a
+// node that m could not use is a fragment — all of it when m cannot run on the
+// node at all (no GPU asked, model filtered out, too few GPUs with enough free,
+// not enough CPU/memory), otherwise the free share of the GPUs too small for
+// it. A node's fragmentation is the mix-weighted sum over shapes. Units:
+// milli-GPU (1000 = one whole GPU).
+//
+// FragmentationMeter evaluates it for a node and, cheaply, for the same node
+// after one hypothetical placement (O(shapes) per candidate GPU).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <tuple>
+#include <vector>
+
+#include "core/node_state.h"
+#include "core/policy.h"
+#include "core/request.h"
+
+namespace tessera::core {
+
+// A kind of task in a workload mix: `gpus` vGPUs of the same size, in the
+// request's own units so that one mix serves GPUs of different memory sizes.
+struct TaskShape {
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;      // host memory; 0 = not considered
+  int gpus = 0;                // 0 = CPU-only
+  int64_t gpu_memory_mib = 0;  // per vGPU; 0 with gpu_memory_percent < 0 = whole GPU
+  int gpu_memory_percent = -1;
+  int cores = 0;
+  std::vector<std::string> use_types;  // model filter (any of), empty = any
+  bool operator==(const TaskShape&) const = default;
+  auto operator<=>(const TaskShape&) const = default;
+};
+
+// The milli-GPU a vGPU of `shape` needs on `gpu` (max of its memory and
+// compute share, rounded up), 1000 for a whole GPU.
+int MilliNeeded(const TaskShape& shape, const Gpu& gpu);
+
+struct MixEntry {
+  TaskShape shape;
+  double weight = 0;  // popularity; weights of a mix sum to 1
+};
+using WorkloadMix = std::vector<MixEntry>;
+
+// The shape of a pod: its first app container that asks for GPUs (pods with
+// several GPU containers are rare; the mix is a summary, not an account).
+TaskShape ShapeOf(const PodRequest& pod);
+
+// Counts shapes and keeps the most frequent ones covering `coverage` of all
+// tasks seen (ties by shape order, so it is deterministic).
+class MixCounter {
+ public:
+  void Add(const TaskShape& shape, int64_t count = 1);
+  int64_t total() const { return total_; }
+  WorkloadMix Typical(double coverage = 0.95) const;
+
+ private:
+  std::map<TaskShape, int64_t> counts_;
+  int64_t total_ = 0;
+};
+
+class FragmentationMeter {
+ public:
+  // `use_memory`: whether host memory counts when deciding if a shape fits.
+  FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory);
+
+  // Fragmentation of the node as it is.
+  double current() const { return current_; }
+
+  // Fragmentation after taking `milli` from GPU `gpu` (or nothing, gpu = -1)
+  // and cpu/memory from the host.
+  double AfterOne(int gpu, int milli, int64_t cpu_milli, int64_t memory_mib) const;
+
+  // Fragmentation after taking milli[k] from each GPU listed.
+  double AfterMany(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
+                   int64_t memory_mib) const;
+
+ private:
+  struct PerShape {
+    int fit_gpus = 0;        // GPUs that can host one vGPU of the shape
+    int64_t small_free = 0;  // free milli of the other GPUs
+  };
+  template <typename PerOf>
+  double Sum(PerOf per_of, int64_t total_free, int64_t cpu_free, int64_t mem_free) const;
+
+  const NodeState& node_;
+  const WorkloadMix& mix_;
+  bool use_memory_;
+  std::vector<int> free_;  // per GPU free milli
+  std::vector<int> need_;  // [shape * gpus + gpu]: milli needed, INT_MAX = cannot use
+  std::vector<PerShape> per_;
+  int64_t total_free_ = 0;
+  double current_ = 0;
+};
+
+// tessera's default policy; see docs/placement.md for the reasoning.
+//
+// Score = minus the growth of fragmentation (exact, not truncated), with the
+// mix learned online from the pods observed so far; nodes whose growth is equal
+// within `tolerance` milli-GPU are ranked by how full they end up (packing).
+// Before any pod has been observed it packs (best fit).
+class FragmentationPolicy : public Policy {
+ public:
+  struct Options {
+    double coverage = 0.95;     // the typical shapes cover this share of pods
+    int64_t relearn_every = 0;  // recompute the mix after this many pods (0 = doubling then 500)
+    bool use_memory = true;
+    double tolerance = 0;
+    double pack_weight = 0;
+  };
+  FragmentationPolicy();
+  explicit FragmentationPolicy(Options options);
+  // A fixed mix (nothing is learned).
+  FragmentationPolicy(Options options, WorkloadMix fixed_mix);
+
+  std::string_view name() const override { return "tessera"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override;
+  uint64_t epoch() const override { return epoch_; }
+  void Observe(const PodRequest& pod) override;
+  const WorkloadMix& mix() const { return mix_; }
+
+ private:
+  Options options_;
+  bool learn_ = true;
+  MixCounter counter_;
+  int64_t next_relearn_ = 1;
+  WorkloadMix mix_;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace tessera::core
