@@ -63,6 +63,7 @@ struct Config {
   // `uuid`; 0 = unlimited.
   uint64_t memory_limit_for(const char* uuid, int index) const;
   int cores_for(const char* uuid, int index) const;
+  bool source_is_allocation() const { return !control_disabled && source == ConfigSource::kAllocation; }
   // Whether the container may see this device at all.
   bool device_visible(const char* uuid) const;
 };

@@ -1,0 +1,320 @@
+#include "vgpu/runtime.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <strings.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "vgpu/log.h"
+
+namespace tessera::vgpu {
+namespace {
+
+using DlsymFn = void* (*)(void*, const char*);
+
+DlsymFn resolve_real_dlsym() {
+  // dlvsym is not overridden, so this cannot recurse into our dlsym. glibc
+  // 2.34 moved dlsym into libc under a new version; older ones have 2.2.5
+  // (x86_64) or 2.17 (aarch64).
+  static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17", "GLIBC_2.0"};
+  for (const char* v : kVersions) {
+    if (void* p = dlvsym(RTLD_NEXT, "dlsym", v)) return reinterpret_cast<DlsymFn>(p);
+  }
+  return nullptr;
+}
+
+alignas(Runtime) unsigned char g_runtime_storage[sizeof(Runtime)];
+Runtime* g_runtime = nullptr;
+pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+void atfork_prepare() {
+  Runtime& rt = *g_runtime;
+  rt.device_pointers.lock_all();
+  rt.vmm_handles.lock_all();
+  rt.arrays.lock_all();
+  rt.mipmapped_arrays.lock_all();
+  rt.contexts.lock_all();
+}
+
+void atfork_parent() {
+  Runtime& rt = *g_runtime;
+  rt.contexts.unlock_all();
+  rt.mipmapped_arrays.unlock_all();
+  rt.arrays.unlock_all();
+  rt.vmm_handles.unlock_all();
+  rt.device_pointers.unlock_all();
+}
+
+void atfork_child() {
+  atfork_parent();
+  Runtime& rt = *g_runtime;
+  // The child inherits no device memory and no contexts (CUDA does not survive
+  // fork); it accounts afresh under its own slot.
+  rt.device_pointers.clear();
+  rt.vmm_handles.clear();
+  rt.arrays.clear();
+  rt.mipmapped_arrays.clear();
+  rt.contexts.clear();
+  new (&rt.contexts_mu) std::mutex();
+  for (int i = 0; i < kMaxDevices; ++i) {
+    rt.contexts_on_device[i] = 0;
+    rt.context_charge[i] = 0;
+    rt.primary_refs[i].store(0);
+  }
+  rt.region.after_fork_child();
+}
+
+template <typename T>
+void resolve(void* lib, const char* name, T* slot) {
+  *slot = reinterpret_cast<T>(real_dlsym(lib, name));
+}
+
+void initialise() {
+  Runtime* rt = new (g_runtime_storage) Runtime();
+  g_runtime = rt;
+  rt->config = load_config_from_process_env();
+  set_log_level(rt->config.log_level);
+  for (const auto& problem : rt->config.problems) log_event(LogLevel::kError, "%s", problem.c_str());
+  if (rt->config.control_disabled) log_event(LogLevel::kInfo, "CUDA_DISABLE_CONTROL set: passing through");
+  if (const char* v = getenv("TESSERA_CONTEXT_OVERHEAD")) {
+    uint64_t b = 0;
+    if (parse_memory_size(v, &b))
+      rt->context_overhead_bytes = b;
+    else
+      log_event(LogLevel::kError, "TESSERA_CONTEXT_OVERHEAD=%s is not a size; ignored", v);
+  }
+
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (lib == nullptr) {
+    log_event(LogLevel::kInfo, "libcuda.so.1 not loadable (%s); CUDA hooks inactive", dlerror());
+  } else {
+    rt->cuda_loaded = true;
+#define TESSERA_RESOLVE_HOOKED(sym, decl, base, since, ptsz) resolve(lib, #sym, &rt->cuda.sym);
+    TESSERA_CUDA_HOOKS(TESSERA_RESOLVE_HOOKED)
+#undef TESSERA_RESOLVE_HOOKED
+#define TESSERA_RESOLVE_USED(sym) resolve(lib, #sym, &rt->cuda.sym);
+    TESSERA_CUDA_USED(TESSERA_RESOLVE_USED)
+#undef TESSERA_RESOLVE_USED
+  }
+  pthread_atfork(&atfork_prepare, &atfork_parent, &atfork_child);
+}
+
+}  // namespace
+
+void* real_dlsym(void* handle, const char* name) {
+  static DlsymFn fn = resolve_real_dlsym();
+  return fn == nullptr ? nullptr : fn(handle, name);
+}
+
+Runtime& runtime() {
+  pthread_once(&g_once, &initialise);
+  return *g_runtime;
+}
+
+void format_uuid(const unsigned char b[16], char* out, size_t out_len) {
+  snprintf(out, out_len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+bool Runtime::load_nvml() {
+  if (nvml_loaded_.load(std::memory_order_acquire)) return true;
+  std::lock_guard<std::mutex> guard(init_mu_);
+  if (nvml_loaded_.load(std::memory_order_relaxed)) return true;
+  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (lib == nullptr) {
+    log_event(LogLevel::kInfo, "libnvidia-ml.so.1 not loadable (%s)", dlerror());
+    return false;
+  }
+#define TESSERA_RESOLVE_NVML(sym) resolve(lib, #sym, &nvml.sym);
+  TESSERA_NVML_HOOKS(TESSERA_RESOLVE_NVML)
+  TESSERA_NVML_USED(TESSERA_RESOLVE_NVML)
+#undef TESSERA_RESOLVE_NVML
+  bool ok = nvml.nvmlInit_v2 != nullptr && nvml.nvmlDeviceGetCount_v2 != nullptr &&
+            nvml.nvmlDeviceGetHandleByIndex_v2 != nullptr;
+  nvml_loaded_.store(ok, std::memory_order_release);
+  return ok;
+}
+
+void Runtime::ensure_region_locked() {
+  if (region_attempted_) return;
+  region_attempted_ = true;
+  if (config.control_disabled) return;
+  char error[512] = {};
+  if (region.open_file(config.region_path.c_str(), error, sizeof(error))) {
+    log_event(LogLevel::kDebug, "region %s open", config.region_path.c_str());
+  } else {
+    log_event(LogLevel::kError, "%s; enforcing limits for this process alone", error);
+    char error2[256] = {};
+    if (!region.open_private(error2, sizeof(error2))) {
+      log_event(LogLevel::kError, "%s; memory is not accounted", error2);
+      return;
+    }
+  }
+  if (!region.claim_slot()) {
+    log_event(LogLevel::kError, "no free process slot in region %s; allocations will be refused",
+              config.region_path.c_str());
+  }
+  accounting = true;
+}
+
+void Runtime::setup_region_device(DeviceView* view, int ordinal) {
+  if (!accounting || !view->visible) return;
+  uint64_t limit = config.memory_limit_for(view->uuid, ordinal);
+  uint64_t existing = limit;
+  view->region_index = region.find_or_add_device(view->uuid, limit, &existing);
+  if (view->region_index < 0) {
+    log_event(LogLevel::kError, "region device table full; %s is not accounted", view->uuid);
+    return;
+  }
+  if (existing != limit) {
+    log_event(LogLevel::kWarn,
+              "%s: region holds limit %llu bytes, this process was configured with %llu; using %llu",
+              view->uuid, static_cast<unsigned long long>(existing), static_cast<unsigned long long>(limit),
+              static_cast<unsigned long long>(existing));
+  }
+  int cores = config.cores_for(view->uuid, ordinal);
+  if (cores > 0 && cores < 100)
+    region.raw()->devices[view->region_index].core_quota_percent.store(static_cast<uint32_t>(cores),
+                                                                       std::memory_order_relaxed);
+  log_event(LogLevel::kInfo, "device %d %s: limit %llu bytes", ordinal, view->uuid,
+            static_cast<unsigned long long>(existing));
+}
+
+void Runtime::on_cuda_initialised() {
+  if (cuda_devices_ready.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> guard(init_mu_);
+  if (cuda_devices_ready.load(std::memory_order_relaxed)) return;
+  ensure_region_locked();
+  int count = 0;
+  if (cuda.cuDeviceGetCount == nullptr || cuda.cuDeviceGetCount(&count) != CUDA_SUCCESS) count = 0;
+  if (count > kMaxDevices) count = kMaxDevices;
+  int visible = 0;
+  for (int i = 0; i < count; ++i) {
+    CUdevice handle = 0;
+    DeviceView& view = cuda_devices[i];
+    cuda_handles[i] = -1;
+    if (cuda.cuDeviceGet(&handle, i) != CUDA_SUCCESS) {
+      view.visible = false;
+      continue;
+    }
+    cuda_handles[i] = handle;
+    CUuuid uuid{};
+    if (cuda.cuDeviceGetUuid_v2 != nullptr && cuda.cuDeviceGetUuid_v2(&uuid, handle) == CUDA_SUCCESS) {
+      format_uuid(reinterpret_cast<const unsigned char*>(uuid.bytes), view.uuid, sizeof(view.uuid));
+    }
+    view.visible = view.uuid[0] != '\0' ? config.device_visible(view.uuid) : !config.source_is_allocation();
+    if (!view.visible) continue;
+    setup_region_device(&view, visible);
+    cuda_visible[visible++] = i;
+  }
+  cuda_device_count = count;
+  cuda_visible_count = visible;
+  if (config.source == ConfigSource::kAllocation) {
+    for (const auto& g : config.grants) {
+      bool found = false;
+      for (int i = 0; i < count; ++i) found = found || strcasecmp(cuda_devices[i].uuid, g.uuid.c_str()) == 0;
+      if (!found) log_event(LogLevel::kWarn, "granted device %s is not present", g.uuid.c_str());
+    }
+  }
+  cuda_devices_ready.store(true, std::memory_order_release);
+}
+
+void Runtime::on_nvml_initialised() {
+  if (nvml_ready.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> guard(init_mu_);
+  if (nvml_ready.load(std::memory_order_relaxed)) return;
+  ensure_region_locked();
+  unsigned int count = 0;
+  if (nvml.nvmlDeviceGetCount_v2 == nullptr || nvml.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) count = 0;
+  if (count > static_cast<unsigned>(kMaxDevices)) count = kMaxDevices;
+  int visible = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    DeviceView& view = nvml_devices[i];
+    nvmlDevice_t h = nullptr;
+    if (nvml.nvmlDeviceGetHandleByIndex_v2(i, &h) != NVML_SUCCESS) {
+      view.visible = false;
+      continue;
+    }
+    nvml_handles[i] = h;
+    if (nvml.nvmlDeviceGetUUID != nullptr) nvml.nvmlDeviceGetUUID(h, view.uuid, sizeof(view.uuid));
+    view.visible = view.uuid[0] != '\0' ? config.device_visible(view.uuid) : !config.source_is_allocation();
+    if (!view.visible) continue;
+    setup_region_device(&view, visible);
+    nvml_visible[visible++] = static_cast<int>(i);
+  }
+  nvml_device_count = static_cast<int>(count);
+  nvml_visible_count = visible;
+  nvml_ready.store(true, std::memory_order_release);
+}
+
+int Runtime::cuda_entry(CUdevice dev) const {
+  for (int i = 0; i < cuda_device_count; ++i)
+    if (cuda_handles[i] == dev) return i;
+  return -1;
+}
+
+int Runtime::region_index_for_cuda_device(CUdevice dev) const {
+  int i = cuda_entry(dev);
+  return i < 0 ? -1 : cuda_devices[i].region_index;
+}
+
+bool Runtime::cuda_device_visible(CUdevice dev) const {
+  if (!cuda_devices_ready.load(std::memory_order_acquire)) return true;
+  int i = cuda_entry(dev);
+  return i < 0 ? !config.source_is_allocation() : cuda_devices[i].visible;
+}
+
+int Runtime::current_device(CUdevice* handle) {
+  CUdevice dev = 0;
+  if (cuda.cuCtxGetDevice == nullptr || cuda.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+  if (handle != nullptr) *handle = dev;
+  return region_index_for_cuda_device(dev);
+}
+
+int Runtime::nvml_entry(nvmlDevice_t handle) {
+  for (int i = 0; i < nvml_device_count; ++i)
+    if (nvml_handles[i] == handle) return i;
+  return -1;
+}
+
+bool Runtime::reserve(int device, uint64_t bytes, const char* what) {
+  if (!accounting || device < 0) return true;
+  ReserveOutcome out = region.reserve(device, bytes);
+  if (out.ok) return true;
+  log_event(LogLevel::kWarn, "%s refused: out of memory on %s: limit %llu bytes, used %llu, requested %llu",
+            what, region.raw()->devices[device].uuid, static_cast<unsigned long long>(out.limit),
+            static_cast<unsigned long long>(out.used), static_cast<unsigned long long>(bytes));
+  return false;
+}
+
+bool Runtime::charge_context(int device) {
+  if (!accounting || device < 0 || device >= kMaxDevices) return true;
+  std::lock_guard<std::mutex> guard(contexts_mu);
+  if (contexts_on_device[device]++ > 0 || context_overhead_bytes == 0) return true;
+  if (!reserve(device, context_overhead_bytes, "context creation")) {
+    contexts_on_device[device]--;
+    return false;
+  }
+  context_charge[device] = context_overhead_bytes;
+  region.note_context_bytes(device, static_cast<int64_t>(context_overhead_bytes));
+  return true;
+}
+
+void Runtime::uncharge_context(int device) {
+  if (!accounting || device < 0 || device >= kMaxDevices) return;
+  std::lock_guard<std::mutex> guard(contexts_mu);
+  if (contexts_on_device[device] == 0) return;
+  contexts_on_device[device] -= 1;
+  if (contexts_on_device[device] > 0 || context_charge[device] == 0) return;
+  region.release(device, context_charge[device]);
+  region.note_context_bytes(device, -static_cast<int64_t>(context_charge[device]));
+  context_charge[device] = 0;
+}
+
+}  // namespace tessera::vgpu

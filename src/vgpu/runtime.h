@@ -1,0 +1,132 @@
+// The process-wide state of libvgpu: configuration, the real driver and NVML
+// entry points, the device tables, the shared region and this process's
+// allocation records. Private to libvgpu.so.
+//
+// Lifetime: constructed on first use (pthread_once) in static storage and
+// never destroyed, so hooks keep working from other libraries' atexit
+// handlers (cudart frees memory at exit).
+#pragma once
+
+#define NVML_NO_UNVERSIONED_FUNC_DEFS 1
+#include <nvml.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "vgpu/allocation_map.h"
+#include "vgpu/config.h"
+#include "vgpu/cuda_decls.h"
+#include "vgpu/hook_table.h"
+#include "vgpu/region.h"
+
+namespace tessera::vgpu {
+
+struct RealCuda {
+#define TESSERA_REAL_HOOKED(sym, decl, base, since, ptsz) decltype(&::decl) sym = nullptr;
+  TESSERA_CUDA_HOOKS(TESSERA_REAL_HOOKED)
+#undef TESSERA_REAL_HOOKED
+#define TESSERA_REAL_USED(sym) decltype(&::sym) sym = nullptr;
+  TESSERA_CUDA_USED(TESSERA_REAL_USED)
+#undef TESSERA_REAL_USED
+};
+
+struct RealNvml {
+#define TESSERA_REAL_NVML(sym) decltype(&::sym) sym = nullptr;
+  TESSERA_NVML_HOOKS(TESSERA_REAL_NVML)
+  TESSERA_NVML_USED(TESSERA_REAL_NVML)
+#undef TESSERA_REAL_NVML
+};
+
+inline constexpr int kMaxDevices = 16;
+
+// One physical device as CUDA or NVML presents it to this process.
+struct DeviceView {
+  char uuid[kRegionUuidBytes] = {};
+  int region_index = -1;  // entry in the region (-1: not accounted)
+  bool visible = true;    // granted to this container
+};
+
+class Runtime {
+ public:
+  Config config;
+  RealCuda cuda;
+  RealNvml nvml;
+  bool cuda_loaded = false;
+
+  // CUDA devices, by real CUdevice handle (== driver ordinal). Filled once
+  // after the first successful cuInit.
+  std::atomic<bool> cuda_devices_ready{false};
+  int cuda_device_count = 0;                // real
+  DeviceView cuda_devices[kMaxDevices];     // by driver ordinal
+  CUdevice cuda_handles[kMaxDevices] = {};  // driver ordinal -> CUdevice
+  int cuda_visible[kMaxDevices] = {};       // container ordinal -> real handle
+  int cuda_visible_count = 0;
+
+  std::atomic<bool> nvml_ready{false};
+  int nvml_device_count = 0;
+  nvmlDevice_t nvml_handles[kMaxDevices] = {};
+  DeviceView nvml_devices[kMaxDevices];
+  int nvml_visible[kMaxDevices] = {};
+  int nvml_visible_count = 0;
+
+  SharedRegion region;
+  bool accounting = false;  // region usable and control not disabled
+
+  AllocationMap device_pointers;
+  AllocationMap vmm_handles;
+  AllocationMap arrays;
+  AllocationMap mipmapped_arrays;
+  AllocationMap contexts;  // CUcontext created by cuCtxCreate -> device
+
+  // Context overhead charged per device while this process holds contexts there.
+  std::mutex contexts_mu;
+  int contexts_on_device[kMaxDevices] = {};   // guarded by contexts_mu; by region index
+  uint64_t context_charge[kMaxDevices] = {};  // guarded by contexts_mu
+  uint64_t context_overhead_bytes = 0;        // per process and device
+
+  // Called from the cuInit hook after the driver accepted it.
+  void on_cuda_initialised();
+  // Called from the NVML init hooks after NVML accepted it.
+  void on_nvml_initialised();
+  bool load_nvml();
+
+  // Region device index of the calling thread's current context; -1 if none
+  // or not accounted. Sets *handle to the real CUdevice when not null.
+  int current_device(CUdevice* handle = nullptr);
+  int region_index_for_cuda_device(CUdevice dev) const;
+  bool cuda_device_visible(CUdevice dev) const;
+  int nvml_entry(nvmlDevice_t handle);  // index into nvml_devices, -1 if unknown
+
+  // Reserve-then-call helpers shared by the allocation hooks.
+  bool reserve(int device, uint64_t bytes, const char* what);
+  void release(int device, uint64_t bytes) {
+    if (accounting) region.release(device, bytes);
+  }
+
+  // Context overhead: reserved when the process's first context on a device
+  // appears, returned when its last one goes.
+  bool charge_context(int device);
+  void uncharge_context(int device);
+  std::atomic<int> primary_refs[kMaxDevices] = {};  // by region index
+
+  int cuda_entry(CUdevice dev) const;  // driver ordinal of a handle, -1 if unknown
+
+ private:
+  std::mutex init_mu_;
+  std::atomic<bool> nvml_loaded_{false};
+  bool region_attempted_ = false;  // guarded by init_mu_
+  void ensure_region_locked();
+  void setup_region_device(DeviceView* view, int index);
+};
+
+// The singleton; initialises libvgpu on first call (config, driver symbols).
+Runtime& runtime();
+
+// The real dlsym (glibc's), resolved without going through our override.
+void* real_dlsym(void* handle, const char* name);
+
+// Formats a CUuuid as "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".
+void format_uuid(const unsigned char bytes[16], char* out, size_t out_len);
+
+}  // namespace tessera::vgpu
