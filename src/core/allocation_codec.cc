@@ -71,7 +71,9 @@ Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
     for (const DeviceSlice& d : c.devices) {
       devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
     }
-    containers.push_back({{"name", c.container}, {"devices", std::move(devices)}});
+    json entry = {{"name", c.container}, {"devices", std::move(devices)}};
+    if (c.init) entry["init"] = true;  // optional: absent means an app container
+    containers.push_back(std::move(entry));
   }
   return json{
       {"version", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
@@ -105,6 +107,12 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
     if (!name) return name.error();
     ca.container = std::move(*name);
     where = ContainerWhere(i, ca.container);
+    if (auto init = c.find("init"); init != c.end()) {
+      if (!init->is_boolean()) {
+        return Error{where + ": \"init\" is " + std::string(init->type_name()) + "; expected true or false"};
+      }
+      ca.init = init->get<bool>();
+    }
     auto devices = ReadArray(c, "devices", where);
     if (!devices) return devices.error();
     for (size_t k = 0; k < (*devices)->size(); ++k) {

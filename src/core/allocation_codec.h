@@ -6,7 +6,9 @@
 //    "containers": [{"name": "app",
 //                    "devices": [{"uuid": "GPU-…", "memoryMiB": 3000, "cores": 30}]}]}
 //
-// memoryMiB 0 = no memory limit; cores is percent of the GPU's compute (100 =
+// A container entry may carry "init": true (an init container; absent =
+// false); it is written only when true, so app-only payloads are exactly the
+// agreed example above. memoryMiB 0 = no memory limit; cores is percent of the GPU's compute (100 =
 // exclusive, 0 = no compute limit). Decoding is strict about the fields it
 // knows (presence, JSON type, range, UUID syntax, duplicates) and ignores
 // members it does not know, so that a later writer may add optional fields

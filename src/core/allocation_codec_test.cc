@@ -22,6 +22,7 @@ PodAllocation Sample() {
   a.containers.push_back({"app", {{kUuidA, 3000, 30}, {kUuidB, 0, 100}}});
   a.containers.push_back({"sidecar", {{kUuidA, 512, 0}}});
   a.containers.push_back({"mig", {{kMig, 10240, 0}}});
+  a.containers.push_back({"warmup", {{kUuidB, 2048, 50}}, /*init=*/true});
   return a;
 }
 
@@ -38,6 +39,9 @@ TEST(AllocationCodecTest, RoundTripsThroughTextAndJson) {
   EXPECT_EQ((*j)["version"], 1);
   EXPECT_EQ((*j)["containers"][0]["devices"][0]["memoryMiB"], 3000);
   EXPECT_EQ(*AllocationFromJson(*j), a);
+  // "init" is written only for init containers.
+  EXPECT_FALSE((*j)["containers"][0].contains("init"));
+  EXPECT_EQ((*j)["containers"][3]["init"], true);
 }
 
 TEST(AllocationCodecTest, DecodesTheAgreedFormat) {
@@ -136,6 +140,10 @@ INSTANTIATE_TEST_SUITE_P(
                     R"({"version":1,"node":"n","containers":[{"name":"a","devices":[)" + kDev +
                         R"(]},{"name":"a","devices":[)" + kDev + "]}]}",
                     "appears more than once"},
+        CorruptCase{
+            "init not bool",
+            R"({"version":1,"node":"n","containers":[{"name":"a","init":1,"devices":[)" + kDev + "]}]}",
+            "(\"a\"): \"init\" is number; expected true or false"},
         CorruptCase{"device not object", Doc("7"), "devices[0]: expected an object"},
         CorruptCase{"no uuid", Doc(R"({"memoryMiB":1,"cores":1})"), "\"uuid\" is missing"},
         CorruptCase{"empty uuid", Doc(R"({"uuid":"","memoryMiB":1,"cores":1})"), "uuid is empty"},
