@@ -1,0 +1,301 @@
+// Process-local state of the simulated CUDA driver (libcuda.so.1): contexts,
+// streams, events, modules, graphs and this process's view of device memory.
+// The state shared with other processes lives in SimState (state.h).
+//
+// Private to src/sim. Every exported function takes Runtime::mu for the
+// process-local structures; it is never held while sleeping. Lock order:
+// Runtime::mu, then the SimState mutex (StateLock).
+#pragma once
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#define __CUDA_API_PUSH_VISIBILITY_DEFAULT 1
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "sim/state.h"
+
+namespace tessera::sim::cuda {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kVmmGranularity = 2 * kMiB;
+
+// Device memory of one GPU as seen by this process: a sparse shared-memory file
+// (memfd) as large as twice the device, mapped once. Allocations are ranges of
+// it; IPC peers map the same range through /proc/<pid>/fd. Pages cost host
+// memory only once touched, and are returned (hole punched) when freed.
+class DeviceHeap {
+ public:
+  ~DeviceHeap();
+  // Maps the heap on first use.
+  bool EnsureMapped(uint64_t device_bytes);
+  // An offset of `bytes` (rounded up to `align`), or UINT64_MAX when out of space.
+  uint64_t Allocate(uint64_t bytes, uint64_t align);
+  void Free(uint64_t offset, uint64_t bytes);
+  uint8_t* base() const { return base_; }
+  int fd() const { return fd_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  uint8_t* base_ = nullptr;
+  uint64_t size_ = 0;
+  std::map<uint64_t, uint64_t> free_;  // offset -> length
+};
+
+enum class AllocKind { kDevice, kManaged, kHost, kHostRegistered, kArray, kPool, kIpc, kGlobal, kVmm };
+
+struct Allocation {
+  uint64_t base = 0;
+  uint64_t size = 0;     // what the caller asked for (or the mapped size)
+  uint64_t charged = 0;  // device bytes charged in the shared state
+  uint64_t heap_off = 0;
+  uint64_t heap_len = 0;  // 0 = not in a heap
+  int gpu = -1;           // -1 = host memory
+  AllocKind kind = AllocKind::kDevice;
+  CUcontext ctx = nullptr;
+  unsigned flags = 0;
+  CUmemoryPool pool = nullptr;
+  void* ipc_map = nullptr;  // kIpc: the mapping to unmap
+  uint64_t ipc_map_len = 0;
+};
+
+}  // namespace tessera::sim::cuda
+
+// The handle types cuda.h leaves incomplete are defined here, so the handles a
+// program holds are pointers to these. Each has a magic to reject stale handles.
+enum : uint32_t {
+  kCtxMagic = 0xC7C7C701,
+  kStreamMagic = 0xC7C7C702,
+  kEventMagic = 0xC7C7C703,
+  kModuleMagic = 0xC7C7C704,
+  kFuncMagic = 0xC7C7C705,
+  kGraphMagic = 0xC7C7C706,
+  kNodeMagic = 0xC7C7C707,
+  kExecMagic = 0xC7C7C708,
+  kPoolMagic = 0xC7C7C709,
+  kArrayMagic = 0xC7C7C70A,
+  kMipmapMagic = 0xC7C7C70B,
+  kLibMagic = 0xC7C7C70C,
+};
+
+struct CUctx_st {
+  uint32_t magic = kCtxMagic;
+  int device = 0;  // CUdevice ordinal
+  int gpu = 0;     // shared-state GPU index
+  bool primary = false;
+  unsigned flags = 0;
+  unsigned long long id = 0;
+  CUstream legacy = nullptr;  // the legacy default stream
+  std::vector<CUstream> streams;
+  size_t limits[16] = {};
+};
+
+struct CUstream_st {
+  uint32_t magic = kStreamMagic;
+  CUcontext ctx = nullptr;
+  unsigned flags = 0;  // CU_STREAM_NON_BLOCKING
+  int priority = 0;
+  bool legacy = false;
+  bool per_thread = false;
+  unsigned long long id = 0;
+  int64_t last_end_ns = 0;  // completion time of the last work queued
+  // Stream capture.
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph capture_graph = nullptr;
+  std::vector<CUgraphNode> capture_deps;
+  unsigned long long capture_id = 0;
+};
+
+struct CUevent_st {
+  uint32_t magic = kEventMagic;
+  CUcontext ctx = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  int64_t time_ns = 0;  // completion time of the work it follows
+};
+
+struct CUfunc_st {
+  uint32_t magic = kFuncMagic;
+  CUmodule module = nullptr;
+  std::string name;
+  bool busy = false;  // sim_busy*: duration from kernelParams[0]
+  int attrs[16] = {};
+};
+
+struct CUmod_st {
+  uint32_t magic = kModuleMagic;
+  CUcontext ctx = nullptr;
+  std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
+  std::map<std::string, CUdeviceptr> globals;
+};
+
+// A library kernel is usable wherever a CUfunction is (as with the real driver).
+struct CUkern_st : CUfunc_st {};
+
+struct CUlib_st {
+  uint32_t magic = kLibMagic;
+  std::map<std::string, std::unique_ptr<CUkern_st>> kernels;
+};
+
+struct CUmemPoolHandle_st {
+  uint32_t magic = kPoolMagic;
+  int device = 0;
+  int gpu = 0;
+  bool is_default = false;
+  uint64_t release_threshold = 0;
+  uint64_t reserved_bytes = 0;  // charged: in use + cached
+  uint64_t used_bytes = 0;      // handed out
+  uint64_t reserved_high = 0;
+  uint64_t used_high = 0;
+  std::multimap<uint64_t, CUdeviceptr> cached;  // freed blocks kept for reuse: size -> ptr
+};
+
+struct CUarray_st {
+  uint32_t magic = kArrayMagic;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  size_t elem_bytes = 0;
+  size_t row_bytes = 0;  // pitch of the linear storage
+  size_t height = 1;     // rows per slice
+  CUdeviceptr storage = 0;
+  bool owned = true;  // false for mipmap levels (storage owned by the mipmap)
+};
+
+struct CUmipmappedArray_st {
+  uint32_t magic = kMipmapMagic;
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  std::vector<std::unique_ptr<CUarray_st>> levels;
+  CUdeviceptr storage = 0;
+};
+
+enum class NodeKind { kKernel, kMemset, kMemcpy, kHost, kEmpty, kEventRecord, kEventWait };
+
+struct CUgraphNode_st {
+  uint32_t magic = kNodeMagic;
+  CUgraph graph = nullptr;
+  NodeKind kind = NodeKind::kEmpty;
+  std::vector<CUgraphNode> deps;
+  // Kernel.
+  CUfunction func = nullptr;
+  uint64_t duration_ns = 0;
+  CUDA_KERNEL_NODE_PARAMS kernel{};
+  // Memset.
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  // Memcpy.
+  CUDA_MEMCPY3D memcpy{};
+  // Host.
+  CUDA_HOST_NODE_PARAMS host{};
+  CUevent event = nullptr;
+};
+
+struct CUgraph_st {
+  uint32_t magic = kGraphMagic;
+  std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+};
+
+struct CUgraphExec_st {
+  uint32_t magic = kExecMagic;
+  std::vector<CUgraphNode_st> nodes;  // copies, in topological order
+};
+
+namespace tessera::sim::cuda {
+
+// A physical allocation made by cuMemCreate.
+struct VmmHandle {
+  int gpu = 0;
+  uint64_t size = 0;
+  uint64_t heap_off = 0;
+  CUmemAllocationProp prop{};
+  int mappings = 0;
+  bool released = false;
+};
+
+// A virtual range reserved by cuMemAddressReserve.
+struct VmmReservation {
+  uint64_t base = 0;
+  uint64_t size = 0;
+};
+
+struct Runtime {
+  std::recursive_mutex mu;  // guards everything below
+  bool initialized = false;
+  CUresult init_error = CUDA_SUCCESS;
+  std::string init_message;
+  std::unique_ptr<SimState> state;
+  int pid = 0;
+  std::vector<int> visible;  // CUdevice ordinal -> GPU index in the shared state
+  DeviceHeap heaps[kMaxGpus];
+  CUcontext primary[kMaxGpus] = {};
+  int primary_refs[kMaxGpus] = {};
+  unsigned primary_flags[kMaxGpus] = {};
+  int contexts[kMaxGpus] = {};            // live contexts per GPU (the first one costs memory)
+  std::map<uint64_t, Allocation> allocs;  // by base address
+  std::unordered_set<const void*> live;   // live handle objects
+  CUmemoryPool default_pool[kMaxGpus] = {};
+  CUmemoryPool current_pool[kMaxGpus] = {};
+  std::map<unsigned long long, VmmHandle> vmm_handles;
+  std::map<uint64_t, VmmReservation> vmm_reservations;
+  std::map<uint64_t, std::pair<unsigned long long, uint64_t>> vmm_mappings;  // va -> (handle, size)
+  unsigned long long next_id = 1;
+};
+
+Runtime& R();
+
+// Returns CUDA_SUCCESS once the driver is initialised (cuInit called and the
+// shared state attached).
+CUresult CheckInit();
+// The calling thread's current context (nullptr if none or destroyed).
+CUcontext CurrentContext();
+bool IsLive(const void* handle);
+CUresult CurrentGpu(int* gpu, CUcontext* ctx);
+// Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
+// created stream); `ptds` selects what NULL means.
+CUresult ResolveStream(CUstream h, bool ptds, CUstream* out);
+// When the work queued so far on `s` completes (including implicit legacy-stream order).
+int64_t StreamReadyNs(CUstream s);
+void SleepUntilNs(int64_t t);
+// Device bytes: charge against the GPU's capacity (all processes), or give back.
+CUresult ChargeDevice(int gpu, uint64_t bytes);
+void UnchargeDevice(int gpu, uint64_t bytes);
+// Allocates `bytes` of device memory on `gpu` charged to this process.
+CUresult AllocDevice(int gpu, uint64_t bytes, AllocKind kind, CUcontext ctx, CUdeviceptr* out,
+                     uint64_t align = 4096);
+CUresult FreeDevice(CUdeviceptr p);
+// The allocation containing [p, p+n), or nullptr.
+Allocation* FindAllocation(uint64_t p, uint64_t n = 1);
+uint64_t CopyTimeNs(uint64_t bytes);
+// Books a kernel on `s` (or records it into the stream's capture).
+CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns);
+uint64_t KernelDurationNs(CUfunction f, void** params, void** extra);
+// Generic 3D copy (all memory types), performed now.
+CUresult Copy3D(const CUDA_MEMCPY3D& c);
+// Memset of `height` rows of `width` elements of `elem` bytes.
+CUresult Memset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height);
+// After an asynchronous copy/memset of `bytes` on `s`: advances the stream's end.
+void AdvanceStreamForCopy(CUstream s, uint64_t bytes);
+// Runs the nodes of an executable graph on stream `s`.
+CUresult LaunchGraphOn(CUgraphExec exec, CUstream s);
+// Adds a node to the graph a capturing stream records into.
+CUresult CaptureNode(CUstream s, CUgraphNode_st node);
+// Releases memory of pools cached above their release threshold (on synchronize).
+void TrimPoolsOnSync();
+
+template <typename F>
+CUresult Guard(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  } catch (...) {
+    return CUDA_ERROR_UNKNOWN;
+  }
+}
+
+}  // namespace tessera::sim::cuda

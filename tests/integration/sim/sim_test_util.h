@@ -1,0 +1,147 @@
+// A small harness for the simulator's integration tests. The tests are
+// ordinary CUDA driver-API / NVML client programs: each check prints what
+// failed, main() returns non-zero if any did. Multi-process scenarios run the
+// same program again (fork + exec of /proc/self/exe) with a role argument.
+//
+// Each test program uses a fresh state directory (TESSERA_SIM_STATE), made
+// before the first CUDA/NVML call and inherited by its children.
+#pragma once
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace simtest {
+
+inline int& Failures() {
+  static int failures = 0;
+  return failures;
+}
+
+#define SIM_CHECK(cond)                                                             \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++simtest::Failures();                                                        \
+    }                                                                               \
+  } while (0)
+
+#define SIM_CHECK_EQ(a, b)                                                                               \
+  do {                                                                                                   \
+    auto va_ = (a);                                                                                      \
+    auto vb_ = (b);                                                                                      \
+    if (!(va_ == vb_)) {                                                                                 \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, \
+                   static_cast<long long>(va_), static_cast<long long>(vb_));                            \
+      ++simtest::Failures();                                                                             \
+    }                                                                                                    \
+  } while (0)
+
+// CUDA/NVML call that must succeed (0 is success for both APIs).
+#define SIM_OK(call)                                                                   \
+  do {                                                                                 \
+    int rc_ = static_cast<int>(call);                                                  \
+    if (rc_ != 0) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #call, rc_); \
+      ++simtest::Failures();                                                           \
+    }                                                                                  \
+  } while (0)
+
+// Creates a fresh state directory and points TESSERA_SIM_STATE at it (unless
+// this is a child, which inherits its parent's). Removes it at exit.
+inline void UseFreshState(const char* gpus, bool is_child) {
+  if (is_child) return;
+  char tmpl[] = "/tmp/tessera-simtest-XXXXXX";
+  char* dir = mkdtemp(tmpl);
+  if (dir == nullptr) {
+    std::perror("mkdtemp");
+    std::exit(2);
+  }
+  setenv("TESSERA_SIM_STATE", dir, 1);
+  if (gpus != nullptr) setenv("TESSERA_SIM_GPUS", gpus, 1);
+  static std::string path = dir;
+  std::atexit([] {
+    if (getenv("SIMTEST_KEEP_STATE") == nullptr) {
+      std::string cmd = "rm -rf '" + path + "'";
+      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "cleanup of %s failed\n", path.c_str());
+    }
+  });
+}
+
+// A child process running this program with `args`; its stdout is readable
+// line by line through `out`, and it reads commands from `in`.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;  // child's stdout
+  FILE* in = nullptr;   // child's stdin
+
+  std::string ReadLine() {
+    char buf[512];
+    if (out == nullptr || std::fgets(buf, sizeof(buf), out) == nullptr) return "";
+    std::string s = buf;
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  void Send(const std::string& line) {
+    std::fprintf(in, "%s\n", line.c_str());
+    std::fflush(in);
+  }
+  // Waits for exit; returns the exit status (or 128 + signal).
+  int Wait() {
+    if (in != nullptr) {
+      std::fclose(in);
+      in = nullptr;
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (out != nullptr) {
+      std::fclose(out);
+      out = nullptr;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+};
+
+inline Child SpawnSelf(const std::vector<std::string>& args) {
+  int to_child[2], from_child[2];
+  if (pipe(to_child) != 0 || pipe(from_child) != 0) std::exit(2);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(to_child[0], 0);
+    dup2(from_child[1], 1);
+    close(to_child[1]);
+    close(from_child[0]);
+    std::vector<char*> argv;
+    static std::string self = "/proc/self/exe";
+    argv.push_back(const_cast<char*>(self.c_str()));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(to_child[0]);
+  close(from_child[1]);
+  Child c;
+  c.pid = pid;
+  c.out = fdopen(from_child[0], "r");
+  c.in = fdopen(to_child[1], "w");
+  return c;
+}
+
+inline int Finish(const char* name) {
+  if (Failures() == 0) {
+    std::printf("%s: PASS\n", name);
+    return 0;
+  }
+  std::printf("%s: %d check(s) FAILED\n", name, Failures());
+  return 1;
+}
+
+}  // namespace simtest
