@@ -182,6 +182,11 @@ CUresult after_context_created(Runtime& rt, CUresult rc, CUcontext* pctx, int de
     rt.uncharge_context(dev);
     return rc;
   }
+  if (!rt.settle_context_charge(dev)) {
+    if (pctx != nullptr) rt.cuda.cuCtxDestroy_v2(*pctx);
+    rt.uncharge_context(dev);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (pctx != nullptr) rt.contexts.insert(reinterpret_cast<uint64_t>(*pctx), AllocationRecord{dev, 0, false});
   return rc;
 }
@@ -230,6 +235,10 @@ TESSERA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
 TESSERA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   TESSERA_CONTEXT_PROLOGUE(cuDevicePrimaryCtxRetain)
   CUresult rc = rt.cuda.cuDevicePrimaryCtxRetain(pctx, dev);
+  if (rc == CUDA_SUCCESS && !rt.settle_context_charge(region_dev)) {
+    if (rt.cuda.cuDevicePrimaryCtxRelease_v2 != nullptr) rt.cuda.cuDevicePrimaryCtxRelease_v2(dev);
+    rc = CUDA_ERROR_OUT_OF_MEMORY;
+  }
   if (rc != CUDA_SUCCESS) {
     rt.uncharge_context(region_dev);
   } else if (region_dev >= 0 && region_dev < kMaxDevices) {

@@ -28,6 +28,11 @@ bool is_self(const void* address) {
   return dladdr(address, &info) != 0 && info.dli_fbase == self_base();
 }
 
+bool same_object(const void* a, const void* b) {
+  Dl_info ia{}, ib{};
+  return dladdr(a, &ia) != 0 && dladdr(b, &ib) != 0 && ia.dli_fbase == ib.dli_fbase;
+}
+
 bool interceptable(const char* name) {
   return name != nullptr && ((name[0] == 'c' && name[1] == 'u') || strncmp(name, "nvml", 4) == 0);
 }
@@ -66,7 +71,10 @@ extern "C" __attribute__((visibility("default"))) void* dlsym(void* handle, cons
     found = tessera::vgpu::real_dlsym(handle, name);  // for our own RTLD_NEXT, glibc's answer is right
   }
   if (found != nullptr && !from_self && interceptable(name)) {
-    if (void* hook = tessera::vgpu::find_hook(name)) return hook;
+    void* hook = tessera::vgpu::find_hook(name);
+    // A library looking up its own symbols (the driver resolving its own
+    // entry points) gets its own: only other callers are redirected.
+    if (hook != nullptr && !same_object(caller, found)) return hook;
   }
   return found;
 }

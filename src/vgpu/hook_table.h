@@ -83,4 +83,7 @@
   X(nvmlDeviceGetMemoryInfo)          \
   X(nvmlDeviceGetMemoryInfo_v2)
 
-#define TESSERA_NVML_USED(X) X(nvmlDeviceGetUUID)
+#define TESSERA_NVML_USED(X) \
+  X(nvmlDeviceGetUUID)       \
+  X(nvmlShutdown)            \
+  X(nvmlDeviceGetComputeRunningProcesses_v3)

@@ -60,7 +60,10 @@ struct alignas(64) DeviceEntry {
   std::atomic<uint64_t> budget_burst_ns;      // cap of budget_ns
   std::atomic<uint64_t> launch_ticket_next;   // FIFO release of waiting launches
   std::atomic<uint64_t> launch_ticket_serving;
-  uint64_t reserved[11];
+  // Device memory a process's first context costs on this device, as measured
+  // by the first process of the container (0 = not known yet).
+  std::atomic<uint64_t> context_overhead_bytes;
+  uint64_t reserved[10];
 };
 static_assert(sizeof(DeviceEntry) == 256);
 static_assert(offsetof(DeviceEntry, memory_limit) == 64);

@@ -85,7 +85,7 @@ void initialise() {
   if (const char* v = getenv("TESSERA_CONTEXT_OVERHEAD")) {
     uint64_t b = 0;
     if (parse_memory_size(v, &b))
-      rt->context_overhead_bytes = b;
+      rt->context_overhead_env = static_cast<int64_t>(b);
     else
       log_event(LogLevel::kError, "TESSERA_CONTEXT_OVERHEAD=%s is not a size; ignored", v);
   }
@@ -296,13 +296,62 @@ bool Runtime::reserve(int device, uint64_t bytes, const char* what) {
 bool Runtime::charge_context(int device) {
   if (!accounting || device < 0 || device >= kMaxDevices) return true;
   std::lock_guard<std::mutex> guard(contexts_mu);
-  if (contexts_on_device[device]++ > 0 || context_overhead_bytes == 0) return true;
-  if (!reserve(device, context_overhead_bytes, "context creation")) {
+  if (contexts_on_device[device]++ > 0) return true;
+  uint64_t estimate =
+      context_overhead_env >= 0
+          ? static_cast<uint64_t>(context_overhead_env)
+          : region.raw()->devices[device].context_overhead_bytes.load(std::memory_order_relaxed);
+  if (estimate == 0) return true;
+  if (!reserve(device, estimate, "context creation")) {
     contexts_on_device[device]--;
     return false;
   }
-  context_charge[device] = context_overhead_bytes;
-  region.note_context_bytes(device, static_cast<int64_t>(context_overhead_bytes));
+  context_charge[device] = estimate;
+  region.note_context_bytes(device, static_cast<int64_t>(estimate));
+  return true;
+}
+
+uint64_t Runtime::measure_context_bytes(int device) {
+  // NVML's per-process figure for us, minus what we have accounted ourselves:
+  // the rest is the driver's context. Needs NVML and a pid namespace NVML
+  // agrees with; otherwise 0 (unknown).
+  if (!load_nvml() || nvml.nvmlDeviceGetHandleByUUID == nullptr ||
+      nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr || nvml.nvmlInit_v2() != NVML_SUCCESS)
+    return 0;
+  uint64_t measured = 0;
+  nvmlDevice_t handle = nullptr;
+  if (nvml.nvmlDeviceGetHandleByUUID(region.raw()->devices[device].uuid, &handle) == NVML_SUCCESS) {
+    nvmlProcessInfo_t infos[64];
+    unsigned int count = 64;
+    if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
+      unsigned int me = static_cast<unsigned int>(getpid());
+      for (unsigned int i = 0; i < count && i < 64; ++i) {
+        if (infos[i].pid != me ||
+            infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE))
+          continue;
+        uint64_t mine = region.process_memory_used(device);
+        measured = infos[i].usedGpuMemory > mine ? infos[i].usedGpuMemory - mine : 0;
+      }
+    }
+  }
+  if (nvml.nvmlShutdown != nullptr) nvml.nvmlShutdown();
+  return measured;
+}
+
+bool Runtime::settle_context_charge(int device) {
+  if (!accounting || device < 0 || device >= kMaxDevices || context_overhead_env >= 0) return true;
+  std::lock_guard<std::mutex> guard(contexts_mu);
+  if (contexts_on_device[device] != 1 || context_charge[device] != 0) return true;
+  uint64_t measured = measure_context_bytes(device);
+  if (measured == 0) {
+    log_event(LogLevel::kDebug, "context overhead on %s unknown; not charged",
+              region.raw()->devices[device].uuid);
+    return true;
+  }
+  region.raw()->devices[device].context_overhead_bytes.store(measured, std::memory_order_relaxed);
+  if (!reserve(device, measured, "context creation")) return false;
+  context_charge[device] = measured;
+  region.note_context_bytes(device, static_cast<int64_t>(measured));
   return true;
 }
 

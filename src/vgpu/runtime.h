@@ -83,7 +83,7 @@ class Runtime {
   std::mutex contexts_mu;
   int contexts_on_device[kMaxDevices] = {};   // guarded by contexts_mu; by region index
   uint64_t context_charge[kMaxDevices] = {};  // guarded by contexts_mu
-  uint64_t context_overhead_bytes = 0;        // per process and device
+  int64_t context_overhead_env = -1;          // TESSERA_CONTEXT_OVERHEAD; -1 = measure
 
   // Called from the cuInit hook after the driver accepted it.
   void on_cuda_initialised();
@@ -105,8 +105,14 @@ class Runtime {
   }
 
   // Context overhead: reserved when the process's first context on a device
-  // appears, returned when its last one goes.
+  // appears (before the driver creates it, when the size is known from
+  // TESSERA_CONTEXT_OVERHEAD or an earlier measurement in the region), returned
+  // when its last one goes. settle_context_charge() runs after the driver
+  // created it and, if the size was unknown, measures it (NVML per-process
+  // usage) and reserves it; false = it does not fit (the caller undoes the
+  // context and reports out of memory).
   bool charge_context(int device);
+  bool settle_context_charge(int device);
   void uncharge_context(int device);
   std::atomic<int> primary_refs[kMaxDevices] = {};  // by region index
 
@@ -117,6 +123,7 @@ class Runtime {
   std::atomic<bool> nvml_loaded_{false};
   bool region_attempted_ = false;  // guarded by init_mu_
   void ensure_region_locked();
+  uint64_t measure_context_bytes(int device);
   void setup_region_device(DeviceView* view, int index);
 };
 

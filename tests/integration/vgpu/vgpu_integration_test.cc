@@ -1,0 +1,328 @@
+// libvgpu.so against the simulated GPU: programs written to the CUDA driver API
+// (vgpu_probe) run with the library preloaded, as a container's processes
+// would, and the tests assert what those programs and the region observe.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+#include <nvml.h>
+
+#include "vgpu/region.h"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+constexpr uint64_t kMiB = 1ull << 20;
+
+std::vector<std::string> words(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  std::string w;
+  while (in >> w) out.push_back(w);
+  return out;
+}
+
+struct ProbeRun {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+
+  // The fields of the n-th output line that starts with `op` (0-based).
+  std::vector<std::string> line(const std::string& op, int n = 0) const {
+    std::istringstream in(out);
+    std::string l;
+    while (std::getline(in, l)) {
+      auto w = words(l);
+      if (!w.empty() && w[0] == op && n-- == 0) return w;
+    }
+    return {};
+  }
+  int rc(const std::string& op, int n = 0) const {
+    auto w = line(op, n);
+    return w.size() >= 2 ? std::stoi(w[1]) : -999;
+  }
+  uint64_t value(const std::string& op, size_t field, int n = 0) const {
+    auto w = line(op, n);
+    return w.size() > field ? std::stoull(w[field]) : ~0ull;
+  }
+};
+
+// A probe left running (it ends with "hold").
+struct Held {
+  pid_t pid = -1;
+  int out_fd = -1;
+  std::string out;
+};
+
+class VgpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-vgpu-it-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    region_ = dir_ + "/region/vgpu.region";
+    base_ = {{"TESSERA_SIM_GPUS", "2xA100-80GB"}, {"TESSERA_SIM_STATE", dir_ + "/sim"},
+             {"TESSERA_REGION", region_},         {"LD_LIBRARY_PATH", TESSERA_SIM_LIB_DIR},
+             {"LIBCUDA_LOG_LEVEL", "2"},          {"PATH", "/usr/bin:/bin"}};
+    // The sim charges each process's first context 300 MiB, as a real driver
+    // charges some; libvgpu measures it (NVML) and counts it.
+  }
+  void TearDown() override {
+    for (Held& h : held_) stop(h);
+    std::string cmd = "rm -rf '" + dir_ + "'";
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+
+  std::vector<std::string> make_env(const Env& extra, bool preload) {
+    Env env = base_;
+    for (const auto& [k, v] : extra) env[k] = v;
+    if (preload) env["LD_PRELOAD"] = TESSERA_VGPU_LIB;
+    std::vector<std::string> out;
+    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
+    return out;
+  }
+
+  pid_t spawn(const std::vector<std::string>& ops, const Env& extra, bool preload, int out_fd, int err_fd) {
+    std::vector<std::string> env = make_env(extra, preload);
+    std::vector<char*> argv{const_cast<char*>(TESSERA_VGPU_PROBE)};
+    for (const auto& o : ops) argv.push_back(const_cast<char*>(o.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(out_fd, 1);
+      dup2(err_fd, 2);
+      execve(argv[0], argv.data(), envp.data());
+      _exit(127);
+    }
+    return pid;
+  }
+
+  ProbeRun run(const std::vector<std::string>& ops, const Env& extra = {}, bool preload = true) {
+    std::string out_path = dir_ + "/out", err_path = dir_ + "/err";
+    int out_fd = open(out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    int err_fd = open(err_path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    pid_t pid = spawn(ops, extra, preload, out_fd, err_fd);
+    close(out_fd);
+    close(err_fd);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ProbeRun r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::ifstream o(out_path), e(err_path);
+    std::stringstream so, se;
+    so << o.rdbuf();
+    se << e.rdbuf();
+    r.out = so.str();
+    r.err = se.str();
+    return r;
+  }
+
+  // Starts a probe whose last operation is "hold" and waits until it holds.
+  Held& start_holding(std::vector<std::string> ops, const Env& extra = {}) {
+    ops.push_back("hold");
+    int p[2];
+    EXPECT_EQ(pipe(p), 0);
+    int err_fd = open((dir_ + "/held-err").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    Held h;
+    h.pid = spawn(ops, extra, true, p[1], err_fd);
+    close(p[1]);
+    close(err_fd);
+    h.out_fd = p[0];
+    char buf[4096];
+    while (h.out.find("holding") == std::string::npos) {
+      pollfd pfd{h.out_fd, POLLIN, 0};
+      if (poll(&pfd, 1, 60000) <= 0) break;
+      ssize_t n = read(h.out_fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      h.out.append(buf, static_cast<size_t>(n));
+    }
+    held_.push_back(h);
+    return held_.back();
+  }
+
+  void kill9(Held& h) {
+    if (h.pid <= 0) return;
+    kill(h.pid, SIGKILL);
+    waitpid(h.pid, nullptr, 0);
+    close(h.out_fd);
+    h.pid = -1;
+  }
+  void stop(Held& h) { kill9(h); }
+
+  std::string uuid(int i) {
+    if (uuids_.empty()) {
+      ProbeRun r = run({"init", "uuid:0", "uuid:1"}, {}, false);
+      uuids_.push_back(r.line("uuid", 0).at(2));
+      uuids_.push_back(r.line("uuid", 1).at(2));
+    }
+    return uuids_.at(static_cast<size_t>(i));
+  }
+
+  // Container-wide usage and peak of a device, read from the region file as
+  // the node agent would.
+  std::pair<uint64_t, uint64_t> region_usage(const std::string& device_uuid) {
+    tessera::vgpu::SharedRegion r;
+    char err[256] = {};
+    if (!r.open_file(region_.c_str(), err, sizeof(err))) return {~0ull, ~0ull};
+    const auto* raw = r.raw();
+    for (uint32_t i = 0; i < raw->header.device_count.load(); ++i) {
+      if (device_uuid == raw->devices[i].uuid)
+        return {raw->devices[i].memory_used.load(), raw->devices[i].memory_peak.load()};
+    }
+    return {0, 0};
+  }
+
+  std::string dir_;
+  std::string region_;
+  Env base_;
+  std::vector<std::string> uuids_;
+  std::vector<Held> held_;
+};
+
+TEST_F(VgpuTest, WithoutTheLibraryTheProgramSeesTheBareSim) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:2000", "meminfo", "totalmem:0", "count"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}}, /*preload=*/false);
+  EXPECT_EQ(r.rc("alloc"), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.value("meminfo", 3), 80ull * 1024 * kMiB);
+  EXPECT_EQ(r.value("totalmem", 2), 80ull * 1024 * kMiB);
+  EXPECT_EQ(r.value("count", 2), 2u);
+  EXPECT_EQ(r.err.find("[tessera]"), std::string::npos);
+}
+
+TEST_F(VgpuTest, LimitHoldsThroughEachInterceptionPath) {
+  for (const char* path : {"direct", "dlsym", "procaddr"}) {
+    SCOPED_TRACE(path);
+    // 1000 MiB: 300 MiB context + 600 + 100 fit exactly; 200 more does not.
+    ProbeRun r = run({"init", "ctx:0", std::string("path:") + path, "alloc:600", "alloc:200", "alloc:100",
+                      "meminfo", "allocb:1", "free", "meminfo"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.value("path", 2), 0u) << r.out;
+    EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out << r.err;
+    EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+    EXPECT_EQ(r.rc("alloc", 2), CUDA_SUCCESS) << r.out;
+    EXPECT_EQ(r.value("meminfo", 2, 0), 0u) << r.out;  // free: exactly at the limit
+    EXPECT_EQ(r.value("meminfo", 3, 0), 1000 * kMiB);  // total: the limit
+    EXPECT_EQ(r.rc("allocb"), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(r.value("meminfo", 2, 1), 100 * kMiB) << r.out;  // freed 100 MiB came back
+    // One log line for the refusal, naming limit, usage and request.
+    EXPECT_NE(r.err.find("limit 1048576000 bytes, used 943718400, requested 209715200"), std::string::npos)
+        << r.err;
+  }
+}
+
+TEST_F(VgpuTest, ProcAddressHonoursVersionAndPerThreadFlag) {
+  ProbeRun r =
+      run({"init", "procaddr:cuMemAlloc:13000:0", "procaddr:cuLaunchKernel:13000:2",
+           "procaddr:cuLaunchKernel:13000:1", "procaddr:cuCtxCreate:13000:0", "procaddr:cuMemcpy:13000:0",
+           "procaddr:cuGetProcAddress:13000:0", "dlsym:cuMemAlloc_v2", "dlsym:cuMemcpy",
+           "dlsymnext:cuMemFree_v2", "dlsymnext:malloc", "dlsym:nvmlDeviceGetMemoryInfo:libnvidia-ml.so.1"},
+          {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.line("procaddr", 0),
+            (std::vector<std::string>{"procaddr", "0", "libvgpu.so", "cuMemAlloc_v2"}));
+  EXPECT_EQ(r.line("procaddr", 1),
+            (std::vector<std::string>{"procaddr", "0", "libvgpu.so", "cuLaunchKernel_ptsz"}));
+  EXPECT_EQ(r.line("procaddr", 2),
+            (std::vector<std::string>{"procaddr", "0", "libvgpu.so", "cuLaunchKernel"}));
+  EXPECT_EQ(r.line("procaddr", 3),
+            (std::vector<std::string>{"procaddr", "0", "libvgpu.so", "cuCtxCreate_v4"}));
+  // Not intercepted: straight to the driver.
+  EXPECT_EQ(r.line("procaddr", 4).at(2), "libcuda.so.1");
+  EXPECT_EQ(r.line("procaddr", 5),
+            (std::vector<std::string>{"procaddr", "0", "libvgpu.so", "cuGetProcAddress_v2"}));
+  EXPECT_EQ(r.line("dlsym", 0), (std::vector<std::string>{"dlsym", "libvgpu.so", "cuMemAlloc_v2"}));
+  EXPECT_EQ(r.line("dlsym", 1).at(1), "libcuda.so.1");
+  EXPECT_EQ(r.line("dlsymnext", 0), (std::vector<std::string>{"dlsymnext", "libvgpu.so", "cuMemFree_v2"}));
+  EXPECT_EQ(r.line("dlsymnext", 1).at(2), "malloc");
+  EXPECT_NE(r.line("dlsymnext", 1).at(1), "libvgpu.so");
+  EXPECT_EQ(r.line("dlsym", 2), (std::vector<std::string>{"dlsym", "libvgpu.so", "nvmlDeviceGetMemoryInfo"}));
+}
+
+TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:700", "meminfo", "totalmem:0", "totalmem:1", "nvml"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  uint64_t limit = 3072 * kMiB, used = 1000 * kMiB;  // 300 context + 700
+  EXPECT_EQ(r.value("meminfo", 2), limit - used) << r.out;
+  EXPECT_EQ(r.value("meminfo", 3), limit);
+  EXPECT_EQ(r.value("totalmem", 2, 0), limit);
+  EXPECT_EQ(r.value("totalmem", 2, 1), 80ull * 1024 * kMiB);  // device 1 has no limit
+  EXPECT_EQ(r.value("nvmlcount", 2), 2u) << r.out;
+  auto m = r.line("nvmlmem", 0);
+  ASSERT_EQ(m.size(), 7u) << r.out;
+  EXPECT_EQ(m[1], "0");
+  EXPECT_EQ(std::stoull(m[4]), limit);         // total
+  EXPECT_EQ(std::stoull(m[5]), limit - used);  // free, as cuMemGetInfo says
+  EXPECT_EQ(std::stoull(m[6]), used);          // used
+  EXPECT_EQ(r.value("nvmlmem2", 3, 0), limit);
+  EXPECT_EQ(r.value("nvmlmem2", 4, 0), limit - used);
+  EXPECT_EQ(r.value("nvmlmem", 4, 1), 80ull * 1024 * kMiB);
+}
+
+TEST_F(VgpuTest, AllocationAnnotationSelectsDevicesByUuid) {
+  std::string b = uuid(1);
+  std::string json = R"({"version":1,"node":"n","containers":[{"name":"other","devices":[]},)"
+                     R"({"name":"app","devices":[{"uuid":")" +
+                     b + R"(","memoryMiB":2000,"cores":30}]}]})";
+  ProbeRun r = run(
+      {"init", "count", "uuid:0", "uuid:1", "totalmem:0", "ctx:0", "alloc:1700", "alloc:1", "nvml",
+       "nvmluuid:" + uuid(0), "nvmluuid:" + b},
+      {{"TESSERA_ALLOCATION", json}, {"TESSERA_CONTAINER_NAME", "app"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.value("count", 2), 1u) << r.out;
+  EXPECT_EQ(r.line("uuid", 0).at(2), b);  // container ordinal 0 is the granted GPU
+  EXPECT_EQ(r.rc("uuid", 1), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(r.value("totalmem", 2), 2000 * kMiB);  // the annotation wins over CUDA_DEVICE_MEMORY_LIMIT
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.err;
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(r.value("nvmlcount", 2), 1u);
+  EXPECT_EQ(r.line("nvmlmem", 0).at(3), b);
+  EXPECT_EQ(r.rc("nvmluuid", 0), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(r.rc("nvmluuid", 1), NVML_SUCCESS);
+}
+
+TEST_F(VgpuTest, MalformedAnnotationFallsBackToHamiVariablesWithOneLogLine) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:800", "alloc:1"},
+                   {{"TESSERA_ALLOCATION", "{\"version\":1,"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1100m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS);
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_NE(r.err.find("[tessera] error"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TESSERA_ALLOCATION ignored"), std::string::npos) << r.err;
+}
+
+TEST_F(VgpuTest, DisableControlPassesEverythingThrough) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:2000", "meminfo"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DISABLE_CONTROL", "true"}});
+  EXPECT_EQ(r.rc("alloc"), CUDA_SUCCESS) << r.err;
+  EXPECT_EQ(r.value("meminfo", 3), 80ull * 1024 * kMiB);
+}
+
+TEST_F(VgpuTest, UnknownPointerIsStillFreedByTheDriver) {
+  ProbeRun r = run({"init", "ctx:0", "freebogus", "alloc:10", "free", "meminfo"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  ProbeRun bare = run({"init", "ctx:0", "freebogus"}, {}, false);
+  EXPECT_EQ(r.rc("freebogus"), bare.rc("freebogus"));  // the driver's own answer
+  EXPECT_EQ(r.rc("free"), CUDA_SUCCESS);
+  EXPECT_EQ(r.value("meminfo", 2), 1024 * kMiB - 300 * kMiB);
+}
+
+}  // namespace

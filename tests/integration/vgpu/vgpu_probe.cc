@@ -1,0 +1,389 @@
+// vgpu_probe: a CUDA driver-API program the libvgpu integration tests run,
+// with and without libvgpu.so preloaded, against the simulated driver. It
+// executes the operations named on its command line in order and prints one
+// line per result ("<op> <CUresult> [values]"), so a test can assert what an
+// application would observe. Nothing here knows about libvgpu.
+//
+//   vgpu_probe init ctx:0 alloc:100 meminfo free ...
+#include <cuda.h>
+#include <dlfcn.h>
+#include <nvml.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr size_t kMiB = 1 << 20;
+
+using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
+using FreeFn = CUresult (*)(CUdeviceptr);
+using InfoFn = CUresult (*)(size_t*, size_t*);
+
+AllocFn g_alloc = &cuMemAlloc_v2;
+FreeFn g_free = &cuMemFree_v2;
+InfoFn g_info = &cuMemGetInfo_v2;
+
+std::vector<CUdeviceptr> g_ptrs;
+std::vector<CUmemGenericAllocationHandle> g_vmm;
+std::vector<CUarray> g_arrays;
+std::vector<CUmipmappedArray> g_mipmaps;
+std::vector<CUdeviceptr> g_async;
+CUcontext g_ctx = nullptr;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    size_t c = s.find(':', start);
+    out.push_back(s.substr(start, c - start));
+    if (c == std::string::npos) return out;
+    start = c + 1;
+  }
+}
+
+unsigned long long num(const std::vector<std::string>& a, size_t i) {
+  return i < a.size() ? strtoull(a[i].c_str(), nullptr, 10) : 0;
+}
+
+bool set_path(const std::string& how) {
+  if (how == "direct") {
+    g_alloc = &cuMemAlloc_v2;
+    g_free = &cuMemFree_v2;
+    g_info = &cuMemGetInfo_v2;
+    return true;
+  }
+  if (how == "dlsym") {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return false;
+    g_alloc = reinterpret_cast<AllocFn>(dlsym(lib, "cuMemAlloc_v2"));
+    g_free = reinterpret_cast<FreeFn>(dlsym(lib, "cuMemFree_v2"));
+    g_info = reinterpret_cast<InfoFn>(dlsym(lib, "cuMemGetInfo_v2"));
+    return g_alloc && g_free && g_info;
+  }
+  if (how == "procaddr") {
+    CUdriverProcAddressQueryResult st{};
+    void* a = nullptr;
+    void* f = nullptr;
+    void* i = nullptr;
+    if (cuGetProcAddress_v2("cuMemAlloc", &a, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+        cuGetProcAddress_v2("cuMemFree", &f, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+        cuGetProcAddress_v2("cuMemGetInfo", &i, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS)
+      return false;
+    g_alloc = reinterpret_cast<AllocFn>(a);
+    g_free = reinterpret_cast<FreeFn>(f);
+    g_info = reinterpret_cast<InfoFn>(i);
+    return true;
+  }
+  return false;
+}
+
+void storm(unsigned threads, size_t chunk) {
+  std::atomic<unsigned long long> granted{0};
+  std::atomic<int> other_errors{0};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      cuCtxSetCurrent(g_ctx);
+      for (;;) {
+        CUdeviceptr p = 0;
+        CUresult rc = g_alloc(&p, chunk);
+        if (rc == CUDA_ERROR_OUT_OF_MEMORY) return;
+        if (rc != CUDA_SUCCESS) {
+          other_errors++;
+          return;
+        }
+        granted += chunk;
+      }
+    });
+  }
+  for (auto& t : pool) t.join();
+  printf("storm %llu %d\n", granted.load(), other_errors.load());
+}
+
+// Entry points the simulator may not have yet are found at run time, the way
+// cudart finds every entry point; an absent one makes its operation print
+// "<op> unsupported".
+template <typename F>
+F entry(const char* base) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  if (cuGetProcAddress_v2(base, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS) return nullptr;
+  return reinterpret_cast<F>(p);
+}
+
+#define ENTRY(name, base)                     \
+  auto name = entry<decltype(&::name)>(base); \
+  if (name == nullptr) {                      \
+    printf("%s unsupported\n", op.c_str());   \
+    fflush(stdout);                           \
+    return 0;                                 \
+  }
+
+int run(const std::string& op_text) {
+  std::vector<std::string> a = split(op_text);
+  if (a.size() < 4) a.resize(4);
+  const std::string op = a[0];
+  if (op == "init") {
+    printf("init %d\n", cuInit(0));
+  } else if (op == "path") {
+    printf("path %s %d\n", a[1].c_str(), set_path(a[1]) ? 0 : 1);
+  } else if (op == "count") {
+    int n = -1;
+    CUresult rc = cuDeviceGetCount(&n);
+    printf("count %d %d\n", rc, n);
+  } else if (op == "uuid") {
+    CUdevice d = 0;
+    CUuuid u{};
+    CUresult rc = cuDeviceGet(&d, static_cast<int>(num(a, 1)));
+    if (rc == CUDA_SUCCESS) rc = cuDeviceGetUuid_v2(&u, d);
+    const unsigned char* b = reinterpret_cast<const unsigned char*>(u.bytes);
+    printf("uuid %d GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x\n", rc, b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  } else if (op == "totalmem") {
+    CUdevice d = 0;
+    size_t bytes = 0;
+    CUresult rc = cuDeviceGet(&d, static_cast<int>(num(a, 1)));
+    if (rc == CUDA_SUCCESS) rc = cuDeviceTotalMem_v2(&bytes, d);
+    printf("totalmem %d %zu\n", rc, bytes);
+  } else if (op == "ctx") {
+    CUdevice d = 0;
+    CUresult rc = cuDeviceGet(&d, static_cast<int>(num(a, 1)));
+    if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&g_ctx, d);
+    if (rc == CUDA_SUCCESS) rc = cuCtxSetCurrent(g_ctx);
+    printf("ctx %d\n", rc);
+  } else if (op == "ctxcreate") {
+    CUdevice d = 0;
+    CUresult rc = cuDeviceGet(&d, static_cast<int>(num(a, 1)));
+    if (rc == CUDA_SUCCESS) rc = cuCtxCreate_v4(&g_ctx, nullptr, 0, d);
+    printf("ctxcreate %d\n", rc);
+  } else if (op == "ctxdestroy") {
+    printf("ctxdestroy %d\n", cuCtxDestroy_v2(g_ctx));
+  } else if (op == "ctxrelease") {
+    CUdevice d = 0;
+    CUresult rc = cuDeviceGet(&d, static_cast<int>(num(a, 1)));
+    if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRelease_v2(d);
+    printf("ctxrelease %d\n", rc);
+  } else if (op == "alloc" || op == "allocb") {
+    size_t bytes = op == "alloc" ? num(a, 1) * kMiB : num(a, 1);
+    CUdeviceptr p = 0;
+    CUresult rc = g_alloc(&p, bytes);
+    if (rc == CUDA_SUCCESS) g_ptrs.push_back(p);
+    printf("%s %d\n", op.c_str(), rc);
+  } else if (op == "free") {
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_ptrs.empty()) {
+      rc = g_free(g_ptrs.back());
+      g_ptrs.pop_back();
+    }
+    printf("free %d\n", rc);
+  } else if (op == "freeall") {
+    int bad = 0;
+    for (CUdeviceptr p : g_ptrs) bad += g_free(p) != CUDA_SUCCESS;
+    g_ptrs.clear();
+    printf("freeall %d\n", bad);
+  } else if (op == "freebogus") {
+    printf("freebogus %d\n", g_free(static_cast<CUdeviceptr>(0x1234560)));
+  } else if (op == "meminfo") {
+    size_t f = 0, t = 0;
+    CUresult rc = g_info(&f, &t);
+    printf("meminfo %d %zu %zu\n", rc, f, t);
+  } else if (op == "pitch") {
+    CUdeviceptr p = 0;
+    size_t pitch = 0;
+    ENTRY(cuMemAllocPitch_v2, "cuMemAllocPitch")
+    CUresult rc = cuMemAllocPitch_v2(&p, &pitch, num(a, 1), num(a, 2), 4);
+    if (rc == CUDA_SUCCESS) g_ptrs.push_back(p);
+    printf("pitch %d %zu\n", rc, pitch);
+  } else if (op == "managed") {
+    CUdeviceptr p = 0;
+    ENTRY(cuMemAllocManaged, "cuMemAllocManaged")
+    CUresult rc = cuMemAllocManaged(&p, num(a, 1) * kMiB, CU_MEM_ATTACH_GLOBAL);
+    if (rc == CUDA_SUCCESS) g_ptrs.push_back(p);
+    printf("managed %d\n", rc);
+  } else if (op == "host") {
+    void* p = nullptr;
+    CUresult rc = cuMemAllocHost_v2(&p, num(a, 1) * kMiB);
+    printf("host %d\n", rc);
+    if (rc == CUDA_SUCCESS) cuMemFreeHost(p);
+  } else if (op == "vmm") {
+    ENTRY(cuMemCreate, "cuMemCreate")
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUdevice d = 0;
+    cuCtxGetDevice(&d);
+    prop.location.id = d;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult rc = cuMemCreate(&h, num(a, 1) * kMiB, &prop, 0);
+    if (rc == CUDA_SUCCESS) g_vmm.push_back(h);
+    printf("vmm %d\n", rc);
+  } else if (op == "vmmfree") {
+    ENTRY(cuMemRelease, "cuMemRelease")
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_vmm.empty()) {
+      rc = cuMemRelease(g_vmm.back());
+      g_vmm.pop_back();
+    }
+    printf("vmmfree %d\n", rc);
+  } else if (op == "array" || op == "array3d") {
+    ENTRY(cuArrayCreate_v2, "cuArrayCreate")
+    ENTRY(cuArray3DCreate_v2, "cuArray3DCreate")
+    CUarray arr = nullptr;
+    CUresult rc;
+    if (op == "array") {
+      CUDA_ARRAY_DESCRIPTOR d{};
+      d.Width = num(a, 1);
+      d.Height = num(a, 2);
+      d.Format = CU_AD_FORMAT_FLOAT;
+      d.NumChannels = 4;
+      rc = cuArrayCreate_v2(&arr, &d);
+    } else {
+      CUDA_ARRAY3D_DESCRIPTOR d{};
+      d.Width = num(a, 1);
+      d.Height = num(a, 2);
+      d.Depth = num(a, 3);
+      d.Format = CU_AD_FORMAT_FLOAT;
+      d.NumChannels = 4;
+      rc = cuArray3DCreate_v2(&arr, &d);
+    }
+    if (rc == CUDA_SUCCESS) g_arrays.push_back(arr);
+    printf("%s %d\n", op.c_str(), rc);
+  } else if (op == "arrayfree") {
+    ENTRY(cuArrayDestroy, "cuArrayDestroy")
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_arrays.empty()) {
+      rc = cuArrayDestroy(g_arrays.back());
+      g_arrays.pop_back();
+    }
+    printf("arrayfree %d\n", rc);
+  } else if (op == "mipmap") {
+    ENTRY(cuMipmappedArrayCreate, "cuMipmappedArrayCreate")
+    CUDA_ARRAY3D_DESCRIPTOR d{};
+    d.Width = num(a, 1);
+    d.Height = num(a, 2);
+    d.Format = CU_AD_FORMAT_FLOAT;
+    d.NumChannels = 4;
+    CUmipmappedArray m = nullptr;
+    CUresult rc = cuMipmappedArrayCreate(&m, &d, static_cast<unsigned>(num(a, 3)));
+    if (rc == CUDA_SUCCESS) g_mipmaps.push_back(m);
+    printf("mipmap %d\n", rc);
+  } else if (op == "mipmapfree") {
+    ENTRY(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy")
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_mipmaps.empty()) {
+      rc = cuMipmappedArrayDestroy(g_mipmaps.back());
+      g_mipmaps.pop_back();
+    }
+    printf("mipmapfree %d\n", rc);
+  } else if (op == "async") {
+    ENTRY(cuMemAllocAsync, "cuMemAllocAsync")
+    CUdeviceptr p = 0;
+    CUresult rc = cuMemAllocAsync(&p, num(a, 1) * kMiB, nullptr);
+    if (rc == CUDA_SUCCESS) g_async.push_back(p);
+    printf("async %d\n", rc);
+  } else if (op == "asyncfree") {
+    ENTRY(cuMemFreeAsync, "cuMemFreeAsync")
+    ENTRY(cuStreamSynchronize, "cuStreamSynchronize")
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_async.empty()) {
+      rc = cuMemFreeAsync(g_async.back(), nullptr);
+      g_async.pop_back();
+      if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(nullptr);
+    }
+    printf("asyncfree %d\n", rc);
+  } else if (op == "storm") {
+    storm(static_cast<unsigned>(num(a, 1)), num(a, 2) * kMiB);
+  } else if (op == "nvml") {
+    nvmlReturn_t rc = nvmlInit_v2();
+    unsigned n = 0;
+    if (rc == NVML_SUCCESS) rc = nvmlDeviceGetCount_v2(&n);
+    printf("nvmlcount %d %u\n", rc, n);
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < n; ++i) {
+      nvmlDevice_t h = nullptr;
+      char uuid[96] = {};
+      nvmlMemory_t m{};
+      nvmlMemory_v2_t m2{};
+      m2.version = nvmlMemory_v2;
+      nvmlReturn_t r1 = nvmlDeviceGetHandleByIndex_v2(i, &h);
+      if (r1 == NVML_SUCCESS) r1 = nvmlDeviceGetUUID(h, uuid, sizeof(uuid));
+      if (r1 == NVML_SUCCESS) r1 = nvmlDeviceGetMemoryInfo(h, &m);
+      nvmlReturn_t r2 = r1 == NVML_SUCCESS ? nvmlDeviceGetMemoryInfo_v2(h, &m2) : r1;
+      printf("nvmlmem %d %u %s %llu %llu %llu\n", r1, i, uuid, m.total, m.free, m.used);
+      printf("nvmlmem2 %d %u %llu %llu %llu\n", r2, i, m2.total, m2.free, m2.used);
+    }
+  } else if (op == "nvmluuid") {
+    nvmlInit_v2();
+    nvmlDevice_t h = nullptr;
+    printf("nvmluuid %d\n", nvmlDeviceGetHandleByUUID(a[1].c_str(), &h));
+  } else if (op == "procaddr") {
+    // procaddr:<symbol>:<cudaVersion>:<flags> -> which object and symbol the answer is
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult st{};
+    CUresult rc = cuGetProcAddress_v2(a[1].c_str(), &fn, static_cast<int>(num(a, 2)), num(a, 3), &st);
+    Dl_info info{};
+    bool named = fn != nullptr && dladdr(fn, &info) != 0;
+    printf("procaddr %d %s %s\n", rc, named && info.dli_fname ? strrchr(info.dli_fname, '/') + 1 : "-",
+           named && info.dli_sname ? info.dli_sname : "-");
+  } else if (op == "dlsym" || op == "dlsymnext") {
+    // dlsym:<symbol> through a libcuda handle; dlsymnext:<symbol> with RTLD_NEXT
+    void* lib = op == "dlsym" ? dlopen(a[2].empty() ? "libcuda.so.1" : a[2].c_str(), RTLD_NOW) : RTLD_NEXT;
+    void* fn = lib != nullptr ? dlsym(lib, a[1].c_str()) : nullptr;
+    Dl_info info{};
+    bool named = fn != nullptr && dladdr(fn, &info) != 0;
+    const char* file = named && info.dli_fname ? strrchr(info.dli_fname, '/') : nullptr;
+    printf("%s %s %s\n", op.c_str(), file ? file + 1 : (named ? info.dli_fname : "-"),
+           named && info.dli_sname ? info.dli_sname : "-");
+  } else if (op == "fork") {
+    // fork:<MiB>: a child allocates and exits; the parent waits for it
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+      CUdeviceptr p = 0;
+      CUresult rc = cuInit(0);
+      CUdevice d = 0;
+      CUcontext c = nullptr;
+      if (rc == CUDA_SUCCESS) rc = cuDeviceGet(&d, 0);
+      if (rc == CUDA_SUCCESS) rc = cuDevicePrimaryCtxRetain(&c, d);
+      if (rc == CUDA_SUCCESS) rc = cuCtxSetCurrent(c);
+      if (rc == CUDA_SUCCESS) rc = cuMemAlloc_v2(&p, num(a, 1) * kMiB);
+      printf("child %d\n", rc);
+      fflush(stdout);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("fork %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else if (op == "ready") {
+    printf("ready\n");
+  } else if (op == "hold") {
+    printf("holding\n");
+    fflush(stdout);
+    for (;;) pause();
+  } else if (op == "sleep") {
+    usleep(static_cast<useconds_t>(num(a, 1) * 1000));
+  } else {
+    fprintf(stderr, "vgpu_probe: unknown operation %s\n", op.c_str());
+    return 2;
+  }
+  fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  for (int i = 1; i < argc; ++i) {
+    if (int rc = run(argv[i]); rc != 0) return rc;
+  }
+  return 0;
+}
