@@ -134,8 +134,8 @@ class VgpuTest : public ::testing::Test {
     return r;
   }
 
-  // Starts a probe whose last operation is "hold" and waits until it holds.
-  Held& start_holding(std::vector<std::string> ops, const Env& extra = {}) {
+  // Starts a probe whose last operation is "hold" (without waiting for it).
+  size_t spawn_holding(std::vector<std::string> ops, const Env& extra = {}) {
     ops.push_back("hold");
     int p[2];
     EXPECT_EQ(pipe(p), 0);
@@ -145,16 +145,33 @@ class VgpuTest : public ::testing::Test {
     close(p[1]);
     close(err_fd);
     h.out_fd = p[0];
+    held_.push_back(h);
+    return held_.size() - 1;
+  }
+
+  // Reads a held probe's output until it prints `marker` (or exits).
+  Held& wait_for(size_t index, const char* marker = "holding") {
+    Held& h = held_[index];
     char buf[4096];
-    while (h.out.find("holding") == std::string::npos) {
+    while (h.out.find(marker) == std::string::npos) {
       pollfd pfd{h.out_fd, POLLIN, 0};
-      if (poll(&pfd, 1, 60000) <= 0) break;
+      if (poll(&pfd, 1, 100000) <= 0) break;
       ssize_t n = read(h.out_fd, buf, sizeof(buf));
       if (n <= 0) break;
       h.out.append(buf, static_cast<size_t>(n));
     }
-    held_.push_back(h);
-    return held_.back();
+    return h;
+  }
+
+  Held& start_holding(std::vector<std::string> ops, const Env& extra = {}) {
+    return wait_for(spawn_holding(std::move(ops), extra));
+  }
+
+  std::string held_err() {
+    std::ifstream e(dir_ + "/held-err");
+    std::stringstream se;
+    se << e.rdbuf();
+    return se.str();
   }
 
   void kill9(Held& h) {
@@ -176,11 +193,12 @@ class VgpuTest : public ::testing::Test {
   }
 
   // Container-wide usage and peak of a device, read from the region file as
-  // the node agent would.
+  // the node agent would (after returning the memory of exited processes).
   std::pair<uint64_t, uint64_t> region_usage(const std::string& device_uuid) {
     tessera::vgpu::SharedRegion r;
     char err[256] = {};
     if (!r.open_file(region_.c_str(), err, sizeof(err))) return {~0ull, ~0ull};
+    r.reclaim_dead();  // as the node agent does before reporting
     const auto* raw = r.raw();
     for (uint32_t i = 0; i < raw->header.device_count.load(); ++i) {
       if (device_uuid == raw->devices[i].uuid)
@@ -323,6 +341,176 @@ TEST_F(VgpuTest, UnknownPointerIsStillFreedByTheDriver) {
   EXPECT_EQ(r.rc("freebogus"), bare.rc("freebogus"));  // the driver's own answer
   EXPECT_EQ(r.rc("free"), CUDA_SUCCESS);
   EXPECT_EQ(r.value("meminfo", 2), 1024 * kMiB - 300 * kMiB);
+}
+
+TEST_F(VgpuTest, StormOfEightProcessesByEightThreadsEndsExactlyAtTheLimit) {
+  const uint64_t limit = 4000 * kMiB;
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "4000m"}};
+  std::string go = dir_ + "/go";
+  std::vector<size_t> procs;
+  for (int p = 0; p < 8; ++p)
+    procs.push_back(spawn_holding({"init", "ctx:0", "ready", "waitfile:" + go, "storm:8:4"}, env));
+  for (size_t p : procs) wait_for(p, "ready");
+  { std::ofstream(go.c_str()) << "go"; }
+  uint64_t granted = 0;
+  int contexts = 0;
+  for (size_t p : procs) {
+    Held& h = wait_for(p);
+    auto w = words(h.out.substr(h.out.find("storm")));
+    ASSERT_GE(w.size(), 3u) << h.out << held_err();
+    granted += std::stoull(w[1]);
+    EXPECT_EQ(w[2], "0") << "allocations failed with something other than out-of-memory";
+    contexts += h.out.find("ctx 0") != std::string::npos;
+  }
+  EXPECT_EQ(contexts, 8) << held_err();
+  auto [used, peak] = region_usage(uuid(0));
+  EXPECT_EQ(used, limit);  // ends exactly at the limit...
+  EXPECT_EQ(peak, limit);  // ...and never went past it
+  // What the programs got plus the measured contexts is the limit exactly
+  // (the context figure is the one libvgpu measured and stored).
+  uint64_t context = 0;
+  {
+    tessera::vgpu::SharedRegion r;
+    char err[256];
+    ASSERT_TRUE(r.open_file(region_.c_str(), err, sizeof(err))) << err;
+    context = r.raw()->devices[0].context_overhead_bytes.load();
+  }
+  EXPECT_EQ(context, 300 * kMiB);
+  EXPECT_EQ(granted + 8 * context, limit);
+  // The physical device agrees: nothing was allocated behind the ledger's back.
+  ProbeRun bare = run({"init", "nvml"}, {}, false);
+  EXPECT_EQ(bare.value("nvmlmem", 6, 0), limit) << bare.out;
+
+  // kill -9 them all: the memory comes back for the next process.
+  for (size_t p : procs) kill9(held_[p]);
+  ProbeRun after = run({"init", "ctx:0", "meminfo", "alloc:3700", "alloc:1"}, env);
+  EXPECT_EQ(after.value("meminfo", 2), limit - 300 * kMiB) << after.out << after.err;
+  EXPECT_EQ(after.rc("alloc", 0), CUDA_SUCCESS);
+  EXPECT_EQ(after.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(VgpuTest, KilledProcessGivesItsMemoryBack) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "3000m"}};
+  Held& a = start_holding({"init", "ctx:0", "alloc:2000"}, env);
+  ASSERT_NE(a.out.find("alloc 0"), std::string::npos) << a.out << held_err();
+  // Another process of the container: 300 (A's context) + 2000 + 300 (its own) leaves 400.
+  ProbeRun b = run({"init", "ctx:0", "meminfo", "alloc:500"}, env);
+  EXPECT_EQ(b.value("meminfo", 2), 400 * kMiB) << b.out << b.err;
+  EXPECT_EQ(b.rc("alloc"), CUDA_ERROR_OUT_OF_MEMORY);
+  kill9(a);
+  ProbeRun c = run({"init", "ctx:0", "meminfo", "alloc:2500"}, env);
+  EXPECT_EQ(c.value("meminfo", 2), 2700 * kMiB) << c.out << c.err;
+  EXPECT_EQ(c.rc("alloc"), CUDA_SUCCESS);
+  EXPECT_EQ(region_usage(uuid(0)).first, 0u);  // c exited normally: its slot was reclaimed too
+}
+
+TEST_F(VgpuTest, CorruptOrForeignRegionIsRefusedNeverTrusted) {
+  std::string junk(4096, 'x');
+  for (size_t size : {junk.size(), sizeof(tessera::vgpu::Region)}) {
+    SCOPED_TRACE(size);
+    std::string dir = region_.substr(0, region_.rfind('/'));
+    mkdir(dir.c_str(), 0700);
+    {
+      std::string content(size, 'x');
+      std::ofstream(region_.c_str(), std::ios::binary | std::ios::trunc) << content;
+    }
+    ProbeRun r = run({"init", "ctx:0", "alloc:600", "alloc:200", "alloc:100"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+    EXPECT_NE(r.err.find("refus"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(region_), std::string::npos) << r.err;
+    // The limit still holds for the process on its own...
+    EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out;
+    EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(r.rc("alloc", 2), CUDA_SUCCESS);
+    // ...and the file was not touched.
+    std::ifstream in(region_.c_str(), std::ios::binary);
+    std::string after((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(after, std::string(size, 'x'));
+  }
+}
+
+TEST_F(VgpuTest, ExplicitContextOverheadOverridesMeasurement) {
+  ProbeRun r = run({"init", "ctx:0", "meminfo", "ctxrelease:0"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}, {"TESSERA_CONTEXT_OVERHEAD", "100m"}});
+  EXPECT_EQ(r.value("meminfo", 2), 900 * kMiB) << r.out << r.err;
+  EXPECT_EQ(r.rc("ctxrelease"), CUDA_SUCCESS);
+}
+
+TEST_F(VgpuTest, CreatedContextsAreChargedOncePerDeviceAndReleased) {
+  ProbeRun r = run({"init", "ctxcreate:0", "meminfo", "ctx:0", "meminfo", "ctxrelease:0", "ctxcreate:0",
+                    "meminfo", "ctxdestroy", "ctxdestroy"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("ctxcreate"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 0), 700 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), 700 * kMiB) << r.out;  // a second context: no second charge
+  EXPECT_EQ(r.value("meminfo", 2, 2), 700 * kMiB) << r.out;
+}
+
+TEST_F(VgpuTest, EveryAllocationPathIsCountedAndReleased) {
+  const uint64_t limit = 2000 * kMiB, base = limit - 300 * kMiB;
+  ProbeRun r = run({"init",      "ctx:0",
+                    "meminfo",   "pitch:1000:100",
+                    "meminfo",   "free",
+                    "meminfo",   "managed:100",
+                    "meminfo",   "free",
+                    "meminfo",   "host:100",
+                    "meminfo",   "vmm:64",
+                    "meminfo",   "vmmfree",
+                    "meminfo",   "array:256:256",
+                    "meminfo",   "arrayfree",
+                    "meminfo",   "array3d:64:64:8",
+                    "meminfo",   "arrayfree",
+                    "meminfo",   "mipmap:256:256:4",
+                    "meminfo",   "mipmapfree",
+                    "meminfo",   "async:100",
+                    "meminfo",   "asyncfree",
+                    "meminfo",   "alloc:1699",
+                    "managed:2", "pitch:1048576:2"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "2000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int m = 0;  // index of the next meminfo line
+  auto free_now = [&] { return r.value("meminfo", 2, m++); };
+  ASSERT_EQ(free_now(), base) << r.out;
+  // Pitched: the driver's pitch x height.
+  ASSERT_EQ(r.rc("pitch"), CUDA_SUCCESS) << r.out;
+  uint64_t pitch = r.value("pitch", 2);
+  EXPECT_GE(pitch, 1000u);
+  EXPECT_EQ(free_now(), base - pitch * 100);
+  EXPECT_EQ(free_now(), base);
+  // Managed memory counts.
+  EXPECT_EQ(r.rc("managed"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(free_now(), base - 100 * kMiB);
+  EXPECT_EQ(free_now(), base);
+  // Host memory does not.
+  EXPECT_EQ(r.rc("host"), CUDA_SUCCESS);
+  EXPECT_EQ(free_now(), base);
+  std::vector<std::string> unsupported;
+  auto check = [&](const char* op, uint64_t at_least) {
+    if (r.line(op).size() >= 2 && r.line(op)[1] == "unsupported") {
+      unsupported.push_back(op);
+      m += 2;
+      return;
+    }
+    EXPECT_EQ(r.rc(op), CUDA_SUCCESS) << op << "\n" << r.out;
+    uint64_t during = free_now();
+    EXPECT_LE(during, base - at_least) << op;
+    EXPECT_EQ(free_now(), base) << op << " not released";
+  };
+  check("vmm", 64 * kMiB);
+  check("array", 256 * 256 * 16);
+  check("array3d", 64 * 64 * 8 * 16);
+  check("mipmap", 256 * 256 * 16);
+  check("async", 100 * kMiB);
+  // At the limit, every path is refused.
+  EXPECT_EQ(r.rc("alloc"), CUDA_SUCCESS);
+  EXPECT_EQ(r.rc("managed", 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(r.rc("pitch", 1), CUDA_ERROR_OUT_OF_MEMORY);
+  if (!unsupported.empty()) {
+    std::string list;
+    for (auto& u : unsupported) list += u + " ";
+    GTEST_SKIP() << "the simulator does not implement: " << list;
+  }
 }
 
 }  // namespace

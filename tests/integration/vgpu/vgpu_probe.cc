@@ -362,6 +362,9 @@ int run(const std::string& op_text) {
     int status = 0;
     waitpid(pid, &status, 0);
     printf("fork %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  } else if (op == "waitfile") {
+    // waitfile:<path>: blocks until the file exists (a start barrier the test opens)
+    while (access(a[1].c_str(), F_OK) != 0) usleep(1000);
   } else if (op == "ready") {
     printf("ready\n");
   } else if (op == "hold") {
