@@ -1,0 +1,198 @@
+#include "node/allocate.h"
+
+#include "node/device_state.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+
+namespace tessera::node {
+namespace {
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+bool IsRegularFile(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+Status MakeDirectory(const std::string& path, mode_t mode) {
+  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+    return Error{"cannot create directory '" + path + "': " + std::strerror(errno)};
+  }
+  return Status::Ok();
+}
+
+// The region directory is written by whatever user the container runs as, so
+// it is world-writable. Set with chmod rather than by changing the umask,
+// which is process-wide.
+Status MakeRegionDirectory(const std::string& root, const std::string& name, std::string& out_path) {
+  if (auto s = MakeDirectory(root, 0755); !s.ok()) return s;
+  out_path = JoinPath(root, name);
+  if (::mkdir(out_path.c_str(), 0700) != 0) {
+    return Error{"cannot create region directory '" + out_path + "': " + std::strerror(errno)};
+  }
+  if (::chmod(out_path.c_str(), 0777) != 0) {
+    return Error{"cannot open up region directory '" + out_path + "': " + std::strerror(errno)};
+  }
+  return Status::Ok();
+}
+
+const core::Gpu* FindGpu(const std::vector<core::Gpu>& gpus, const std::string& uuid) {
+  for (const auto& gpu : gpus) {
+    if (gpu.uuid == uuid) return &gpu;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string RandomUuid() {
+  thread_local std::mt19937_64 engine{std::random_device{}()};
+  uint64_t hi = engine(), lo = engine();
+  hi = (hi & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // version 4
+  lo = (lo & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // RFC 4122 variant
+  char text[37];
+  std::snprintf(text, sizeof(text), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xffff),
+                static_cast<unsigned>(lo >> 48), static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return text;
+}
+
+Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
+    const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request) {
+  const NodeConfig& config = *context.config;
+  if (request.devices_ids().empty()) return Error{"the request names no devices"};
+
+  // Every ID must be ours; collect the GPUs behind them in request order.
+  std::vector<std::string> gpu_uuids;
+  for (const auto& id : request.devices_ids()) {
+    auto parsed = ParseDeviceId(id);
+    if (!parsed.ok()) return parsed.error();
+    const core::Gpu* gpu = FindGpu(*context.gpus, parsed->gpu_uuid);
+    if (gpu == nullptr) return Error{"device ID '" + id + "' names a GPU this node does not have"};
+    if (parsed->replica >= gpu->slots) {
+      return Error{"device ID '" + id + "' is beyond the " + std::to_string(gpu->slots) +
+                   " replicas of its GPU"};
+    }
+    if (std::find(gpu_uuids.begin(), gpu_uuids.end(), gpu->uuid) == gpu_uuids.end())
+      gpu_uuids.push_back(gpu->uuid);
+  }
+
+  // Without libvgpu in place the container would run with no limits at all:
+  // refuse rather than start it unenforced.
+  if (!IsRegularFile(config.libvgpu_host_path)) {
+    return Error{"libvgpu is not installed on this node: '" + config.libvgpu_host_path +
+                 "' is missing (install it there or set libvgpu_host_path)"};
+  }
+  if (config.ld_so_preload && !IsRegularFile(config.PreloadFileHostPath())) {
+    return Error{"the preload file '" + config.PreloadFileHostPath() +
+                 "' is missing (tessera-node writes it at start; was it removed?)"};
+  }
+
+  std::string region_host_path;
+  if (auto s = MakeRegionDirectory(config.region_host_dir, context.new_region_name(), region_host_path);
+      !s.ok()) {
+    return s.error();
+  }
+
+  v1beta1::ContainerAllocateResponse response;
+  auto add_mount = [&](const std::string& container_path, const std::string& host_path, bool read_only) {
+    auto* mount = response.add_mounts();
+    mount->set_container_path(container_path);
+    mount->set_host_path(host_path);
+    mount->set_read_only(read_only);
+  };
+  add_mount(config.libvgpu_container_path, config.libvgpu_host_path, true);
+  if (config.ld_so_preload) add_mount(kPreloadContainerPath, config.PreloadFileHostPath(), true);
+  add_mount(config.region_container_dir, region_host_path, false);
+
+  auto& envs = *response.mutable_envs();
+  envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = config.RegionFileContainerPath();
+  if (!config.ld_so_preload) envs["LD_PRELOAD"] = config.libvgpu_container_path;
+  if (config.memory_scaling > 1.0) envs["CUDA_OVERSUBSCRIBE"] = "true";
+  if (config.disable_core_limit) envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+  switch (config.visible_devices) {
+    case VisibleDevicesMode::kWebhook:
+      break;
+    case VisibleDevicesMode::kDeviceIds: {
+      std::string joined;
+      for (const auto& uuid : gpu_uuids) joined += (joined.empty() ? "" : ",") + uuid;
+      envs["NVIDIA_VISIBLE_DEVICES"] = joined;
+      break;
+    }
+    case VisibleDevicesMode::kAll:
+      envs["NVIDIA_VISIBLE_DEVICES"] = "all";
+      break;
+  }
+  (*response.mutable_annotations())[kRegionDirAnnotation] = region_host_path;
+  return response;
+}
+
+Result<std::vector<std::string>> PreferredDevices(
+    const std::vector<core::Gpu>& gpus, const v1beta1::ContainerPreferredAllocationRequest& request) {
+  const size_t size = request.allocation_size() < 0 ? 0 : static_cast<size_t>(request.allocation_size());
+  std::vector<std::string> chosen(request.must_include_deviceids().begin(),
+                                  request.must_include_deviceids().end());
+  if (chosen.size() > size) {
+    return Error{"must_include_deviceIDs names " + std::to_string(chosen.size()) +
+                 " devices but allocation_size is " + std::to_string(size)};
+  }
+  std::set<std::string> used_gpus;
+  for (const auto& id : chosen) {
+    auto parsed = ParseDeviceId(id);
+    if (!parsed.ok()) return parsed.error();
+    used_gpus.insert(parsed->gpu_uuid);
+  }
+
+  // Free replicas per GPU, each list in replica order.
+  std::map<std::string, std::vector<std::pair<int, std::string>>> free;
+  for (const auto& id : request.available_deviceids()) {
+    if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) continue;
+    auto parsed = ParseDeviceId(id);
+    if (!parsed.ok()) return parsed.error();
+    free[parsed->gpu_uuid].emplace_back(parsed->replica, id);
+  }
+  for (auto& [uuid, replicas] : free) std::sort(replicas.begin(), replicas.end());
+
+  // GPU order for ties: the node's index order, unknown GPUs last by UUID.
+  auto rank = [&](const std::string& uuid) {
+    for (const auto& gpu : gpus) {
+      if (gpu.uuid == uuid) return gpu.index;
+    }
+    return static_cast<int>(gpus.size()) + 1000;
+  };
+
+  while (chosen.size() < size) {
+    const std::string* best = nullptr;
+    for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
+      for (const auto& [uuid, replicas] : free) {
+        if (replicas.empty() || (pass == 0 && used_gpus.count(uuid) > 0)) continue;
+        if (best == nullptr || replicas.size() > free[*best].size() ||
+            (replicas.size() == free[*best].size() && rank(uuid) < rank(*best))) {
+          best = &uuid;
+        }
+      }
+    }
+    if (best == nullptr) {
+      return Error{"only " + std::to_string(chosen.size()) + " devices are available, " +
+                   std::to_string(size) + " were asked for"};
+    }
+    auto& replicas = free[*best];
+    chosen.push_back(replicas.front().second);
+    replicas.erase(replicas.begin());
+    used_gpus.insert(*best);
+  }
+  return chosen;
+}
+
+}  // namespace tessera::node

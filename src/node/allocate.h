@@ -1,0 +1,53 @@
+// What the plugin answers to the kubelet's Allocate and GetPreferredAllocation,
+// as pure functions of the configuration and the current GPUs (no gRPC, no
+// plugin memory): a restarted plugin answers the same, and nothing a running
+// container depends on lives in the plugin process.
+//
+// Allocate's answer never depends on which pod is served: the kubelet does not
+// say. The per-pod decision (which GPUs, how much memory and compute) reaches
+// the container through the webhook's Downward-API env TESSERA_ALLOCATION; the
+// plugin only provides the machinery (libvgpu, the preload file, a region dir).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/result.h"
+#include "deviceplugin/v1beta1/api.pb.h"
+#include "node/config.h"
+
+namespace tessera::node {
+
+// Container-side constants of the contract with libvgpu.
+inline constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
+inline constexpr const char* kRegionDirAnnotation = "tessera.io/region-dir";
+
+struct AllocateContext {
+  const NodeConfig* config = nullptr;
+  const std::vector<core::Gpu>* gpus = nullptr;
+  // Names a fresh per-container region directory (a random UUID in production;
+  // tests substitute a deterministic one).
+  std::function<std::string()> new_region_name;
+};
+
+// Builds one container's response: mounts libvgpu (read-only), the preload file
+// over /etc/ld.so.preload unless disabled, and a freshly created region dir
+// (read-write); sets the pod-independent environment. Fails (and creates
+// nothing) when a device ID is malformed or names an unknown GPU, or when
+// libvgpu / the preload file is missing on the host — a container started
+// without them would run unenforced.
+Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
+    const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request);
+
+// Chooses `allocation_size` devices: the must-include ones, then one replica on
+// each further GPU (a container's vGPUs are on different GPUs), preferring GPUs
+// with the most free replicas; only when GPUs run out does it repeat one.
+Result<std::vector<std::string>> PreferredDevices(
+    const std::vector<core::Gpu>& gpus, const v1beta1::ContainerPreferredAllocationRequest& request);
+
+// A random RFC 4122 version-4 UUID.
+std::string RandomUuid();
+
+}  // namespace tessera::node

@@ -1,0 +1,170 @@
+#include "node/allocate.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "node/device_state.h"
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+class AllocateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tn-alloc-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    fs::create_directories(root_ + "/lib");
+    std::ofstream(root_ + "/lib/libvgpu.so") << "not really an ELF";
+    config_.libvgpu_host_path = root_ + "/lib/libvgpu.so";
+    config_.region_host_dir = root_ + "/regions";
+    std::ofstream(config_.PreloadFileHostPath()) << config_.libvgpu_container_path << "\n";
+    for (int i = 0; i < 2; ++i) {
+      core::Gpu gpu;
+      gpu.uuid = "GPU-" + std::to_string(i);
+      gpu.index = i;
+      gpu.slots = 4;
+      gpus_.push_back(gpu);
+    }
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  Result<v1beta1::ContainerAllocateResponse> Allocate(std::vector<std::string> ids) {
+    v1beta1::ContainerAllocateRequest request;
+    for (auto& id : ids) request.add_devices_ids(id);
+    AllocateContext context{&config_, &gpus_, [this] { return "region-" + std::to_string(++regions_made_); }};
+    return AllocateContainer(context, request);
+  }
+
+  std::string root_;
+  NodeConfig config_;
+  std::vector<core::Gpu> gpus_;
+  int regions_made_ = 0;
+};
+
+TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
+  auto response = Allocate({"GPU-1::2"});
+  ASSERT_TRUE(response.ok()) << response.error().message;
+
+  ASSERT_EQ(response->mounts_size(), 3);
+  EXPECT_EQ(response->mounts(0).container_path(), "/usr/local/tessera/libvgpu.so");
+  EXPECT_EQ(response->mounts(0).host_path(), config_.libvgpu_host_path);
+  EXPECT_TRUE(response->mounts(0).read_only());
+  EXPECT_EQ(response->mounts(1).container_path(), "/etc/ld.so.preload");
+  EXPECT_EQ(response->mounts(1).host_path(), root_ + "/lib/ld.so.preload");
+  EXPECT_TRUE(response->mounts(1).read_only());
+  EXPECT_EQ(response->mounts(2).container_path(), "/tmp/tessera");
+  EXPECT_EQ(response->mounts(2).host_path(), root_ + "/regions/region-1");
+  EXPECT_FALSE(response->mounts(2).read_only());
+
+  // The region directory exists and any container user can write into it.
+  struct stat st {};
+  ASSERT_EQ(::stat((root_ + "/regions/region-1").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0777u);
+
+  EXPECT_EQ(response->envs().at("CUDA_DEVICE_MEMORY_SHARED_CACHE"), "/tmp/tessera/vgpu.region");
+  EXPECT_EQ(response->envs().count("LD_PRELOAD"), 0u);
+  EXPECT_EQ(response->envs().count("NVIDIA_VISIBLE_DEVICES"), 0u);  // the webhook wires it
+  EXPECT_EQ(response->envs().count("CUDA_OVERSUBSCRIBE"), 0u);
+  EXPECT_EQ(response->envs().count("GPU_CORE_UTILIZATION_POLICY"), 0u);
+  EXPECT_EQ(response->annotations().at(kRegionDirAnnotation), root_ + "/regions/region-1");
+  EXPECT_EQ(response->devices_size(), 0);
+}
+
+TEST_F(AllocateTest, EachContainerGetsItsOwnRegion) {
+  auto first = Allocate({"GPU-0::0"});
+  auto second = Allocate({"GPU-0::0"});
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(first->mounts(2).host_path(), second->mounts(2).host_path());
+}
+
+TEST_F(AllocateTest, EnvironmentFollowsTheNodeConfiguration) {
+  config_.ld_so_preload = false;
+  config_.memory_scaling = 1.5;
+  config_.disable_core_limit = true;
+  config_.region_container_dir = "/var/run/vgpu";
+  config_.visible_devices = VisibleDevicesMode::kDeviceIds;
+  auto response = Allocate({"GPU-1::0", "GPU-0::3", "GPU-1::1"});
+  ASSERT_TRUE(response.ok()) << response.error().message;
+  ASSERT_EQ(response->mounts_size(), 2);  // no preload file
+  EXPECT_EQ(response->mounts(1).container_path(), "/var/run/vgpu");
+  EXPECT_EQ(response->envs().at("LD_PRELOAD"), "/usr/local/tessera/libvgpu.so");
+  EXPECT_EQ(response->envs().at("CUDA_OVERSUBSCRIBE"), "true");
+  EXPECT_EQ(response->envs().at("GPU_CORE_UTILIZATION_POLICY"), "disable");
+  EXPECT_EQ(response->envs().at("CUDA_DEVICE_MEMORY_SHARED_CACHE"), "/var/run/vgpu/vgpu.region");
+  EXPECT_EQ(response->envs().at("NVIDIA_VISIBLE_DEVICES"), "GPU-1,GPU-0");
+
+  config_.visible_devices = VisibleDevicesMode::kAll;
+  response = Allocate({"GPU-1::0"});
+  ASSERT_TRUE(response.ok());
+  EXPECT_EQ(response->envs().at("NVIDIA_VISIBLE_DEVICES"), "all");
+}
+
+TEST_F(AllocateTest, RefusesDevicesThatAreNotOurs) {
+  for (const char* bad : {"GPU-9::0", "GPU-0::4", "garbage"}) {
+    auto response = Allocate({"GPU-0::0", bad});
+    ASSERT_FALSE(response.ok()) << bad;
+    EXPECT_NE(response.error().message.find(bad), std::string::npos) << response.error().message;
+  }
+  EXPECT_FALSE(fs::exists(root_ + "/regions")) << "a refused request must create nothing";
+}
+
+TEST_F(AllocateTest, RefusesWhenLibvgpuIsMissingRatherThanRunUnenforced) {
+  fs::remove(config_.libvgpu_host_path);
+  auto response = Allocate({"GPU-0::0"});
+  ASSERT_FALSE(response.ok());
+  EXPECT_NE(response.error().message.find("libvgpu"), std::string::npos);
+  EXPECT_NE(response.error().message.find(config_.libvgpu_host_path), std::string::npos);
+
+  std::ofstream(config_.libvgpu_host_path) << "back";
+  fs::remove(config_.PreloadFileHostPath());
+  response = Allocate({"GPU-0::0"});
+  ASSERT_FALSE(response.ok());
+  EXPECT_NE(response.error().message.find("ld.so.preload"), std::string::npos);
+}
+
+v1beta1::ContainerPreferredAllocationRequest PreferredRequest(std::vector<std::string> available,
+                                                              std::vector<std::string> must, int size) {
+  v1beta1::ContainerPreferredAllocationRequest request;
+  for (auto& id : available) request.add_available_deviceids(id);
+  for (auto& id : must) request.add_must_include_deviceids(id);
+  request.set_allocation_size(size);
+  return request;
+}
+
+TEST_F(AllocateTest, PreferredAllocationPutsEachDeviceOnADifferentGpu) {
+  auto chosen =
+      PreferredDevices(gpus_, PreferredRequest({"GPU-0::0", "GPU-0::1", "GPU-1::0", "GPU-1::1"}, {}, 2));
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  EXPECT_THAT(*chosen, UnorderedElementsAre("GPU-0::0", "GPU-1::0"));
+}
+
+TEST_F(AllocateTest, PreferredAllocationPrefersTheLeastUsedGpuAndKeepsMustIncludes) {
+  // GPU-1 has more free replicas: it is picked first.
+  auto chosen = PreferredDevices(gpus_, PreferredRequest({"GPU-0::3", "GPU-1::1", "GPU-1::2"}, {}, 1));
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_THAT(*chosen, ElementsAre("GPU-1::1"));
+
+  // A must-include on GPU-1 pushes the second device to GPU-0.
+  chosen = PreferredDevices(gpus_, PreferredRequest({"GPU-0::3", "GPU-1::1", "GPU-1::2"}, {"GPU-1::2"}, 2));
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_THAT(*chosen, ElementsAre("GPU-1::2", "GPU-0::3"));
+
+  // More devices than GPUs: repeats a GPU only when it must.
+  chosen = PreferredDevices(gpus_, PreferredRequest({"GPU-0::0", "GPU-1::0", "GPU-1::1"}, {}, 3));
+  ASSERT_TRUE(chosen.ok());
+  EXPECT_THAT(*chosen, UnorderedElementsAre("GPU-0::0", "GPU-1::0", "GPU-1::1"));
+
+  EXPECT_FALSE(PreferredDevices(gpus_, PreferredRequest({"GPU-0::0"}, {}, 2)).ok());
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,408 @@
+#include "node/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace tessera::node {
+namespace {
+
+constexpr size_t kMaxUnixSocketPath = 107;  // sizeof(sockaddr_un::sun_path) - 1
+
+std::string Dirname(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
+  if (text == "webhook") {
+    out = VisibleDevicesMode::kWebhook;
+  } else if (text == "device-ids") {
+    out = VisibleDevicesMode::kDeviceIds;
+  } else if (text == "all") {
+    out = VisibleDevicesMode::kAll;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// One YAML key: how to read it into a NodeConfig. `node_level` keys may also
+// appear in a node's entry of the overrides file.
+struct YamlKey {
+  const char* name;
+  bool node_level;
+  std::function<Status(const YAML::Node&, NodeConfig&)> apply;
+};
+
+template <typename T>
+Status ReadScalar(const YAML::Node& node, const char* key, const char* expected, T& out) {
+  if (!node.IsScalar()) return Error{std::string("'") + key + "' must be " + expected};
+  try {
+    out = node.as<T>();
+  } catch (const YAML::Exception&) {
+    return Error{std::string("'") + key + "' must be " + expected + ", got '" + node.Scalar() + "'"};
+  }
+  return Status::Ok();
+}
+
+#define TESSERA_YAML_FIELD(field, node_level, expected)                                  \
+  YamlKey {                                                                              \
+#field, node_level,                                                                  \
+        [](const YAML::Node& n,                                                          \
+           NodeConfig& c) -> Status { return ReadScalar(n, #field, expected, c.field); } \
+  }
+
+const std::vector<YamlKey>& YamlKeys() {
+  static const std::vector<YamlKey> keys = {
+      TESSERA_YAML_FIELD(resource_name, false, "a string"),
+      TESSERA_YAML_FIELD(split_count, true, "an integer"),
+      TESSERA_YAML_FIELD(memory_scaling, true, "a number"),
+      TESSERA_YAML_FIELD(core_scaling, true, "a number"),
+      TESSERA_YAML_FIELD(disable_core_limit, true, "true or false"),
+      TESSERA_YAML_FIELD(plugin_dir, false, "a path"),
+      TESSERA_YAML_FIELD(pre_start_required, false, "true or false"),
+      TESSERA_YAML_FIELD(kubelet_poll_ms, false, "an integer (milliseconds)"),
+      TESSERA_YAML_FIELD(libvgpu_host_path, false, "a path"),
+      TESSERA_YAML_FIELD(libvgpu_container_path, false, "a path"),
+      TESSERA_YAML_FIELD(ld_so_preload, true, "true or false"),
+      TESSERA_YAML_FIELD(region_host_dir, false, "a path"),
+      TESSERA_YAML_FIELD(region_container_dir, false, "a path"),
+      YamlKey{"visible_devices", false,
+              [](const YAML::Node& n, NodeConfig& c) -> Status {
+                std::string text;
+                if (auto s = ReadScalar(n, "visible_devices", "a string", text); !s.ok()) return s;
+                if (!ParseVisibleDevices(text, c.visible_devices)) {
+                  return Error{"'visible_devices' must be webhook, device-ids or all, got '" + text + "'"};
+                }
+                return Status::Ok();
+              }},
+      TESSERA_YAML_FIELD(nvml_library, false, "a path or library name"),
+      TESSERA_YAML_FIELD(node_name, false, "a string"),
+      TESSERA_YAML_FIELD(node_config_file, false, "a path"),
+  };
+  return keys;
+}
+
+#undef TESSERA_YAML_FIELD
+
+Status ApplyMap(const YAML::Node& root, const std::string& source, bool node_level_only, NodeConfig& config) {
+  if (!root.IsMap()) return Error{source + ": expected a mapping of configuration keys"};
+  for (const auto& entry : root) {
+    const std::string key = entry.first.as<std::string>();
+    const auto& keys = YamlKeys();
+    auto it = std::find_if(keys.begin(), keys.end(), [&](const YamlKey& k) { return key == k.name; });
+    if (it == keys.end()) {
+      return Error{source + ": unknown key '" + key + "' (see tessera-node --help for the accepted keys)"};
+    }
+    if (node_level_only && !it->node_level) {
+      return Error{source + ": key '" + key +
+                   "' cannot be overridden per node (allowed: split_count, memory_scaling, core_scaling, "
+                   "disable_core_limit, ld_so_preload)"};
+    }
+    if (auto s = it->apply(entry.second, config); !s.ok()) return s.error().Wrap(source);
+  }
+  return Status::Ok();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{"cannot read '" + path + "'"};
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+bool IsDnsLabelChar(char c) {
+  return std::islower(static_cast<unsigned char>(c)) || std::isdigit(c) || c == '-';
+}
+
+Status ValidateResourceName(const std::string& name) {
+  const std::string what = "resource_name '" + name + "'";
+  auto slash = name.find('/');
+  if (slash == std::string::npos || name.find('/', slash + 1) != std::string::npos) {
+    return Error{what + " must be '<domain>/<name>', e.g. nvidia.com/gpu"};
+  }
+  std::string domain = name.substr(0, slash);
+  std::string leaf = name.substr(slash + 1);
+  if (domain.empty() || domain.find('.') == std::string::npos ||
+      !std::all_of(domain.begin(), domain.end(), [](char c) { return IsDnsLabelChar(c) || c == '.'; })) {
+    return Error{what + ": the domain must be a lower-case DNS name such as nvidia.com"};
+  }
+  if (domain == "kubernetes.io" || (domain.size() > 14 && domain.ends_with(".kubernetes.io"))) {
+    return Error{what + ": the kubernetes.io domain is reserved for built-in resources"};
+  }
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (leaf.empty() || leaf.size() > 63 || !alnum(leaf.front()) || !alnum(leaf.back()) ||
+      !std::all_of(leaf.begin(), leaf.end(),
+                   [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; })) {
+    return Error{what +
+                 ": the name after '/' must be 1-63 letters, digits, '-', '_' or '.', starting and ending "
+                 "with a letter or digit"};
+  }
+  return Status::Ok();
+}
+
+Status RequireAbsolute(const char* key, const std::string& path) {
+  if (path.empty() || path.front() != '/') {
+    return Error{std::string(key) + " must be an absolute path, got '" + path + "'"};
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* VisibleDevicesModeName(VisibleDevicesMode mode) {
+  switch (mode) {
+    case VisibleDevicesMode::kWebhook:
+      return "webhook";
+    case VisibleDevicesMode::kDeviceIds:
+      return "device-ids";
+    case VisibleDevicesMode::kAll:
+      return "all";
+  }
+  return "webhook";
+}
+
+std::string NodeConfig::KubeletSocketPath() const {
+  return JoinPath(plugin_dir, "kubelet.sock");
+}
+
+std::string NodeConfig::PluginSocketName() const {
+  std::string name = resource_name;
+  std::replace(name.begin(), name.end(), '/', '-');
+  return "tessera-" + name + ".sock";
+}
+
+std::string NodeConfig::PluginSocketPath() const {
+  return JoinPath(plugin_dir, PluginSocketName());
+}
+
+std::string NodeConfig::PreloadFileHostPath() const {
+  return JoinPath(Dirname(libvgpu_host_path), "ld.so.preload");
+}
+
+std::string NodeConfig::RegionFileContainerPath() const {
+  return JoinPath(region_container_dir, "vgpu.region");
+}
+
+Status Validate(const NodeConfig& c) {
+  if (auto s = ValidateResourceName(c.resource_name); !s.ok()) return s;
+  if (c.split_count < 1 || c.split_count > 1024) {
+    return Error{"split_count must be between 1 and 1024, got " + std::to_string(c.split_count)};
+  }
+  if (!(c.memory_scaling > 0.0) || c.memory_scaling > 100.0) {
+    return Error{"memory_scaling must be > 0 and <= 100 (1 = physical memory, > 1 = oversubscription), got " +
+                 std::to_string(c.memory_scaling)};
+  }
+  if (!(c.core_scaling > 0.0) || c.core_scaling > 100.0) {
+    return Error{"core_scaling must be > 0 and <= 100, got " + std::to_string(c.core_scaling)};
+  }
+  if (c.kubelet_poll_ms < 10 || c.kubelet_poll_ms > 60000) {
+    return Error{"kubelet_poll_ms must be between 10 and 60000, got " + std::to_string(c.kubelet_poll_ms)};
+  }
+  for (auto [key, path] :
+       {std::pair{"plugin_dir", &c.plugin_dir}, std::pair{"libvgpu_host_path", &c.libvgpu_host_path},
+        std::pair{"libvgpu_container_path", &c.libvgpu_container_path},
+        std::pair{"region_host_dir", &c.region_host_dir},
+        std::pair{"region_container_dir", &c.region_container_dir}}) {
+    if (auto s = RequireAbsolute(key, *path); !s.ok()) return s;
+  }
+  if (c.PluginSocketPath().size() > kMaxUnixSocketPath || c.KubeletSocketPath().size() > kMaxUnixSocketPath) {
+    return Error{"plugin_dir '" + c.plugin_dir + "' is too long: socket paths must fit in " +
+                 std::to_string(kMaxUnixSocketPath) + " bytes"};
+  }
+  if (c.nvml_library.empty()) return Error{"nvml_library must not be empty"};
+  return Status::Ok();
+}
+
+Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, NodeConfig& config) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Error{source_name + ": not valid YAML: " + e.what()};
+  }
+  if (root.IsNull()) return Status::Ok();  // an empty file sets nothing
+  try {
+    return ApplyMap(root, source_name, /*node_level_only=*/false, config);
+  } catch (const YAML::Exception& e) {
+    return Error{source_name + ": " + e.what()};
+  }
+}
+
+Status ApplyYamlFile(const std::string& path, NodeConfig& config) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return text.error().Wrap("config file");
+  return ApplyYaml(*text, path, config);
+}
+
+Status ApplyNodeOverrides(NodeConfig& config) {
+  if (config.node_config_file.empty()) return Status::Ok();
+  auto text = ReadFile(config.node_config_file);
+  if (!text.ok()) return text.error().Wrap("node_config_file");
+  const std::string& source = config.node_config_file;
+  try {
+    YAML::Node root = YAML::Load(*text);
+    if (root.IsNull()) return Status::Ok();
+    if (!root.IsMap() || (root["nodes"] && !root["nodes"].IsMap()) ||
+        root.size() != (root["nodes"] ? 1u : 0u)) {
+      return Error{
+          source +
+          ": expected 'nodes:' mapping node names to overrides, e.g. nodes: {gpu-1: {split_count: 4}}"};
+    }
+    YAML::Node nodes = root["nodes"];
+    if (!nodes) return Status::Ok();
+    // Every entry is checked, not only ours: a typo for another node is still a typo.
+    for (const auto& entry : nodes) {
+      NodeConfig scratch = config;
+      std::string name = entry.first.as<std::string>();
+      if (auto s = ApplyMap(entry.second, source + ": node '" + name + "'", true, scratch); !s.ok()) return s;
+      if (auto s = Validate(scratch); !s.ok()) return s.error().Wrap(source + ": node '" + name + "'");
+    }
+    if (config.node_name.empty()) return Status::Ok();
+    if (YAML::Node mine = nodes[config.node_name]) {
+      return ApplyMap(mine, source + ": node '" + config.node_name + "'", true, config);
+    }
+    return Status::Ok();
+  } catch (const YAML::Exception& e) {
+    return Error{source + ": not valid YAML: " + e.what()};
+  }
+}
+
+CommandLine ParseCommandLine(int argc, const char* const* argv, const std::string& env_node_name) {
+  CommandLine result;
+  NodeConfig flags;  // flag values land here; only the ones given are copied over
+  std::string config_file;
+  std::string visible_devices = "webhook";
+
+  CLI::App app{
+      "tessera-node: the tessera agent on a GPU node. Discovers GPUs through NVML, serves the kubelet\n"
+      "device-plugin API (v1beta1) for the configured resource and mounts libvgpu into GPU containers.\n"
+      "Settings come from built-in defaults, then --config, then flags, then this node's entry in the\n"
+      "per-node overrides file. Every flag has a YAML key of the same name with '_' for '-'.",
+      "tessera-node"};
+  app.option_defaults()->always_capture_default();
+  app.get_formatter()->column_width(36);
+
+  std::vector<std::pair<CLI::Option*, std::function<void(NodeConfig&)>>> bound;
+  auto bind = [&](CLI::Option* opt, std::function<void(NodeConfig&)> copy) {
+    bound.emplace_back(opt, std::move(copy));
+  };
+
+  app.add_option("-c,--config", config_file, "YAML configuration file (keys as below, '_' for '-')");
+  bind(app.add_option("--resource-name", flags.resource_name, "extended resource advertised to the kubelet"),
+       [&](NodeConfig& c) { c.resource_name = flags.resource_name; });
+  bind(app.add_option("--split-count", flags.split_count,
+                      "devices advertised per GPU: how many vGPUs may share one GPU (1-1024)"),
+       [&](NodeConfig& c) { c.split_count = flags.split_count; });
+  bind(app.add_option("--memory-scaling", flags.memory_scaling,
+                      "memory offered per GPU = physical memory x this; > 1 oversubscribes (sets "
+                      "CUDA_OVERSUBSCRIBE in containers)"),
+       [&](NodeConfig& c) { c.memory_scaling = flags.memory_scaling; });
+  bind(app.add_option("--core-scaling", flags.core_scaling,
+                      "compute offered per GPU = 100% x this; published with the node inventory"),
+       [&](NodeConfig& c) { c.core_scaling = flags.core_scaling; });
+  bind(app.add_flag("--disable-core-limit", flags.disable_core_limit,
+                    "do not throttle compute in containers (sets GPU_CORE_UTILIZATION_POLICY=disable)"),
+       [&](NodeConfig& c) { c.disable_core_limit = flags.disable_core_limit; });
+  bind(app.add_option(
+           "--plugin-dir", flags.plugin_dir,
+           "kubelet device-plugin directory: kubelet.sock is there and the plugin socket is made there"),
+       [&](NodeConfig& c) { c.plugin_dir = flags.plugin_dir; });
+  bind(app.add_flag("--pre-start-required", flags.pre_start_required,
+                    "ask the kubelet to call PreStartContainer before each container start"),
+       [&](NodeConfig& c) { c.pre_start_required = flags.pre_start_required; });
+  bind(app.add_option("--kubelet-poll-ms", flags.kubelet_poll_ms,
+                      "how often kubelet.sock is checked for a kubelet restart (10-60000)"),
+       [&](NodeConfig& c) { c.kubelet_poll_ms = flags.kubelet_poll_ms; });
+  bind(app.add_option("--libvgpu-host-path", flags.libvgpu_host_path,
+                      "libvgpu.so on the host; the ld.so.preload file is written next to it"),
+       [&](NodeConfig& c) { c.libvgpu_host_path = flags.libvgpu_host_path; });
+  bind(app.add_option("--libvgpu-container-path", flags.libvgpu_container_path,
+                      "where libvgpu.so is mounted inside GPU containers"),
+       [&](NodeConfig& c) { c.libvgpu_container_path = flags.libvgpu_container_path; });
+  bind(app.add_flag("--ld-so-preload", flags.ld_so_preload,
+                    "mount a preload file over /etc/ld.so.preload (default true); --ld-so-preload=false sets "
+                    "LD_PRELOAD "
+                    "instead"),
+       [&](NodeConfig& c) { c.ld_so_preload = flags.ld_so_preload; });
+  bind(app.add_option("--region-host-dir", flags.region_host_dir,
+                      "host directory holding one region directory per GPU container"),
+       [&](NodeConfig& c) { c.region_host_dir = flags.region_host_dir; });
+  bind(app.add_option("--region-container-dir", flags.region_container_dir,
+                      "where a container's region directory is mounted (libvgpu's default is /tmp/tessera)"),
+       [&](NodeConfig& c) { c.region_container_dir = flags.region_container_dir; });
+  bind(app.add_option(
+              "--visible-devices", visible_devices,
+              "who sets NVIDIA_VISIBLE_DEVICES: webhook (Downward API), device-ids (from the kubelet's "
+              "picks) or all")
+           ->check(CLI::IsMember({"webhook", "device-ids", "all"})),
+       [&](NodeConfig& c) { ParseVisibleDevices(visible_devices, c.visible_devices); });
+  bind(app.add_option("--nvml-library", flags.nvml_library, "NVML library to dlopen"),
+       [&](NodeConfig& c) { c.nvml_library = flags.nvml_library; });
+  bind(app.add_option("--node-name", flags.node_name, "this node's name (default: $NODE_NAME)"),
+       [&](NodeConfig& c) { c.node_name = flags.node_name; });
+  bind(app.add_option("--node-config-file", flags.node_config_file,
+                      "per-node overrides (YAML 'nodes: {<node>: {split_count: .., memory_scaling: .., "
+                      "core_scaling: .., disable_core_limit: .., ld_so_preload: ..}}')"),
+       [&](NodeConfig& c) { c.node_config_file = flags.node_config_file; });
+  app.set_version_flag("--version", std::string("tessera-node ") + "0.1.0");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    result.exit_now = true;
+    result.output = app.help();
+    return result;
+  } catch (const CLI::CallForAllHelp&) {
+    result.exit_now = true;
+    result.output = app.help("", CLI::AppFormatMode::All);
+    return result;
+  } catch (const CLI::CallForVersion& e) {
+    result.exit_now = true;
+    result.output = e.what();
+    return result;
+  } catch (const CLI::ParseError& e) {
+    result.exit_now = true;
+    result.exit_code = 2;
+    result.output = std::string("tessera-node: ") + e.what() + "\nRun with --help for the accepted flags.";
+    return result;
+  }
+
+  NodeConfig config;
+  config.node_name = env_node_name;
+  auto fail = [&](const Error& error) {
+    result.exit_now = true;
+    result.exit_code = 2;
+    result.output = "tessera-node: invalid configuration: " + error.message;
+    return result;
+  };
+  if (!config_file.empty()) {
+    if (auto s = ApplyYamlFile(config_file, config); !s.ok()) return fail(s.error());
+  }
+  for (auto& [opt, copy] : bound) {
+    if (opt->count() > 0) copy(config);
+  }
+  if (auto s = Validate(config); !s.ok()) return fail(s.error());
+  if (auto s = ApplyNodeOverrides(config); !s.ok()) return fail(s.error());
+  if (auto s = Validate(config); !s.ok()) return fail(s.error());
+  result.config = std::move(config);
+  return result;
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,91 @@
+// NodeConfig: everything tessera-node can be told, where it comes from, and how
+// it is checked. Layers, later ones winning:
+//   built-in defaults < YAML file (--config) < command-line flags
+//   < the entry for this node (NODE_NAME) in the per-node overrides file.
+// The per-node entry wins over flags because flags are set once for the whole
+// DaemonSet while the overrides file names one node explicitly.
+//
+// Thread-safety: a NodeConfig is a plain value, built once at start.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace tessera::node {
+
+// How NVIDIA_VISIBLE_DEVICES reaches a container (see docs/node.md).
+enum class VisibleDevicesMode {
+  kWebhook,    // Allocate leaves it alone: the webhook wires it from the pod's allocation annotation
+  kDeviceIds,  // Allocate sets the UUIDs of the GPUs behind the device IDs the kubelet picked
+  kAll,        // Allocate sets "all"; libvgpu hides the devices the allocation does not name
+};
+
+const char* VisibleDevicesModeName(VisibleDevicesMode mode);
+
+struct NodeConfig {
+  // --- what is advertised -------------------------------------------------
+  std::string resource_name = "nvidia.com/gpu";
+  int split_count = 10;             // devices advertised per GPU (vGPUs that may share it)
+  double memory_scaling = 1.0;      // memory offered = physical × this; > 1 oversubscribes
+  double core_scaling = 1.0;        // compute offered = 100% × this per GPU
+  bool disable_core_limit = false;  // libvgpu does not throttle compute
+
+  // --- kubelet side -------------------------------------------------------
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins";
+  bool pre_start_required = false;
+  int kubelet_poll_ms = 1000;  // how often the kubelet socket is checked for a restart
+
+  // --- what Allocate mounts ---------------------------------------------
+  std::string libvgpu_host_path = "/usr/local/tessera/libvgpu.so";
+  std::string libvgpu_container_path = "/usr/local/tessera/libvgpu.so";
+  bool ld_so_preload = true;  // mount a preload file over /etc/ld.so.preload
+  std::string region_host_dir = "/var/lib/tessera/regions";
+  std::string region_container_dir = "/tmp/tessera";
+  VisibleDevicesMode visible_devices = VisibleDevicesMode::kWebhook;
+
+  // --- discovery -----------------------------------------------------------
+  std::string nvml_library = "libnvidia-ml.so.1";
+
+  // --- per-node overrides -------------------------------------------------
+  std::string node_name;         // from NODE_NAME unless given
+  std::string node_config_file;  // YAML: nodes: {<node name>: {split_count: .., ...}}
+
+  // Derived paths.
+  std::string KubeletSocketPath() const;  // <plugin_dir>/kubelet.sock
+  std::string PluginSocketName() const;   // e.g. "tessera-nvidia.com-gpu.sock"
+  std::string PluginSocketPath() const;
+  // The file mounted over /etc/ld.so.preload: next to libvgpu on the host.
+  std::string PreloadFileHostPath() const;
+  // The shared-region file inside the container (CUDA_DEVICE_MEMORY_SHARED_CACHE).
+  std::string RegionFileContainerPath() const;
+};
+
+// Checks ranges and shapes; the message names the key and what is accepted.
+Status Validate(const NodeConfig& config);
+
+// Applies the keys present in a YAML document to `config`. Unknown keys and
+// wrongly typed values are errors (a typo must not silently keep a default).
+Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, NodeConfig& config);
+Status ApplyYamlFile(const std::string& path, NodeConfig& config);
+
+// Applies the entry for config.node_name from config.node_config_file, if both
+// are set and the entry exists. Only node-level knobs may be overridden there.
+Status ApplyNodeOverrides(NodeConfig& config);
+
+// The outcome of parsing the command line.
+struct CommandLine {
+  NodeConfig config;
+  bool exit_now = false;  // --help / --version were printed
+  int exit_code = 0;
+  std::string output;  // what --help/--version printed, or the error message
+};
+
+// Parses argv (CLI11), loading --config and the overrides file, then validates.
+// On bad input: exit_now, exit_code 2, output = a message naming the problem.
+// `env_node_name` is NODE_NAME from the environment (passed in for tests).
+CommandLine ParseCommandLine(int argc, const char* const* argv, const std::string& env_node_name);
+
+}  // namespace tessera::node

@@ -1,0 +1,132 @@
+#include "node/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tn-config-XXXXXX";
+    dir_ = ::mkdtemp(pattern);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  CommandLine Parse(std::vector<std::string> args, const std::string& node_name = "") {
+    std::vector<const char*> argv = {"tessera-node"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    return ParseCommandLine(static_cast<int>(argv.size()), argv.data(), node_name);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ConfigTest, DefaultsAreValidAndMatchTheKubeletConventions) {
+  NodeConfig config;
+  EXPECT_TRUE(Validate(config).ok());
+  EXPECT_EQ(config.KubeletSocketPath(), "/var/lib/kubelet/device-plugins/kubelet.sock");
+  EXPECT_EQ(config.PluginSocketName(), "tessera-nvidia.com-gpu.sock");
+  EXPECT_EQ(config.RegionFileContainerPath(), "/tmp/tessera/vgpu.region");
+  EXPECT_EQ(config.PreloadFileHostPath(), "/usr/local/tessera/ld.so.preload");
+}
+
+TEST_F(ConfigTest, FileThenFlagsThenNodeEntry) {
+  std::string file = Write("config.yaml",
+                           "split_count: 4\nmemory_scaling: 2\nresource_name: example.com/vgpu\n"
+                           "visible_devices: device-ids\nld_so_preload: false\n");
+  std::string nodes = Write("nodes.yaml",
+                            "nodes:\n  gpu-7:\n    split_count: 6\n    disable_core_limit: true\n"
+                            "  gpu-8:\n    memory_scaling: 3\n");
+  auto parsed = Parse({"--config", file, "--memory-scaling", "1.5", "--node-config-file", nodes}, "gpu-7");
+  ASSERT_FALSE(parsed.exit_now) << parsed.output;
+  const NodeConfig& c = parsed.config;
+  EXPECT_EQ(c.resource_name, "example.com/vgpu");  // file
+  EXPECT_DOUBLE_EQ(c.memory_scaling, 1.5);         // flag over file
+  EXPECT_EQ(c.split_count, 6);                     // node entry over file
+  EXPECT_TRUE(c.disable_core_limit);               // node entry
+  EXPECT_FALSE(c.ld_so_preload);                   // file
+  EXPECT_EQ(c.visible_devices, VisibleDevicesMode::kDeviceIds);
+  EXPECT_EQ(c.node_name, "gpu-7");
+
+  // Another node's entry does not apply; the flag picks the node over NODE_NAME.
+  parsed = Parse({"--config", file, "--node-config-file", nodes, "--node-name", "gpu-8"}, "gpu-7");
+  ASSERT_FALSE(parsed.exit_now) << parsed.output;
+  EXPECT_EQ(parsed.config.split_count, 4);
+  EXPECT_DOUBLE_EQ(parsed.config.memory_scaling, 3.0);
+}
+
+TEST_F(ConfigTest, HelpDocumentsEveryKey) {
+  auto parsed = Parse({"--help"});
+  ASSERT_TRUE(parsed.exit_now);
+  EXPECT_EQ(parsed.exit_code, 0);
+  for (const char* flag :
+       {"--split-count", "--memory-scaling", "--core-scaling", "--disable-core-limit", "--resource-name",
+        "--plugin-dir", "--libvgpu-host-path", "--region-host-dir", "--ld-so-preload", "--node-config-file",
+        "--visible-devices", "--pre-start-required"}) {
+    EXPECT_NE(parsed.output.find(flag), std::string::npos) << flag;
+  }
+}
+
+struct BadCase {
+  std::vector<std::string> args;
+  std::string yaml;       // written to a config file and passed with --config when not empty
+  std::string node_yaml;  // written to a node overrides file when not empty
+  std::string expected;   // a piece of the message
+};
+
+TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem) {
+  std::vector<BadCase> cases = {
+      {{"--split-count", "0"}, "", "", "split_count must be between 1 and 1024"},
+      {{"--split-count", "ten"}, "", "", "--split-count"},
+      {{"--memory-scaling", "-1"}, "", "", "memory_scaling"},
+      {{"--core-scaling", "0"}, "", "", "core_scaling"},
+      {{"--resource-name", "gpu"}, "", "", "resource_name 'gpu'"},
+      {{"--resource-name", "kubernetes.io/gpu"}, "", "", "reserved"},
+      {{"--plugin-dir", "relative/dir"}, "", "", "plugin_dir must be an absolute path"},
+      {{"--visible-devices", "some"}, "", "", "--visible-devices"},
+      {{"--no-such-flag"}, "", "", "--no-such-flag"},
+      {{}, "split_cont: 4\n", "", "unknown key 'split_cont'"},
+      {{}, "split_count: many\n", "", "'split_count' must be an integer"},
+      {{}, "split_count: [1, 2]\n", "", "'split_count' must be an integer"},
+      {{}, "visible_devices: maybe\n", "", "'visible_devices' must be webhook, device-ids or all"},
+      {{}, "split_count: 4\n  bad indent: [\n", "", "not valid YAML"},
+      {{}, "", "nodes:\n  gpu-1:\n    plugin_dir: /x\n", "cannot be overridden per node"},
+      {{}, "", "nodes:\n  gpu-2:\n    split_count: 0\n", "node 'gpu-2'"},
+      {{}, "", "gpu-1:\n  split_count: 2\n", "expected 'nodes:'"},
+      {{"--config", "/nonexistent/tessera.yaml"}, "", "", "cannot read '/nonexistent/tessera.yaml'"},
+      {{"--node-config-file", "/nonexistent/nodes.yaml"}, "", "", "cannot read '/nonexistent/nodes.yaml'"},
+  };
+  for (auto& c : cases) {
+    auto args = c.args;
+    if (!c.yaml.empty()) {
+      args.push_back("--config");
+      args.push_back(Write("bad.yaml", c.yaml));
+    }
+    if (!c.node_yaml.empty()) {
+      args.push_back("--node-config-file");
+      args.push_back(Write("nodes.yaml", c.node_yaml));
+    }
+    auto parsed = Parse(args, "gpu-1");
+    std::string label = c.expected;
+    EXPECT_TRUE(parsed.exit_now) << label;
+    EXPECT_EQ(parsed.exit_code, 2) << label;
+    EXPECT_NE(parsed.output.find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in: " << parsed.output;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::node

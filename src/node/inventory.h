@@ -1,0 +1,64 @@
+// InventorySource: where the node's GPUs come from (NVML in production, a fixed
+// list in tests). The agent owns one; later parts (the inventory publisher,
+// metrics) read the agent's DeviceState rather than the source.
+//
+// Thread-safety: Discover is called from the agent's thread; the health
+// callback runs on the source's own thread.
+#pragma once
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/result.h"
+
+namespace tessera::node {
+
+class InventorySource {
+ public:
+  using HealthCallback =
+      std::function<void(const std::string& gpu_uuid, bool healthy, const std::string& reason)>;
+
+  virtual ~InventorySource() = default;
+
+  // The physical GPUs: memory_mib is the physical size, slots untouched (the
+  // agent applies memory scaling and the split count).
+  virtual Result<std::vector<core::Gpu>> Discover() = 0;
+
+  // Starts reporting health changes to `on_health` until StopHealthWatch.
+  // A source that cannot watch reports that in the log and returns Ok: health
+  // then stays as discovered.
+  virtual Status StartHealthWatch(HealthCallback on_health) = 0;
+  virtual void StopHealthWatch() = 0;
+};
+
+// A fixed list whose health tests flip by hand.
+class StaticInventory final : public InventorySource {
+ public:
+  explicit StaticInventory(std::vector<core::Gpu> gpus) : gpus_(std::move(gpus)) {}
+
+  Result<std::vector<core::Gpu>> Discover() override { return gpus_; }
+  Status StartHealthWatch(HealthCallback on_health) override {
+    std::lock_guard lock(mu_);
+    on_health_ = std::move(on_health);
+    return Status::Ok();
+  }
+  void StopHealthWatch() override {
+    std::lock_guard lock(mu_);
+    on_health_ = nullptr;
+  }
+  // Reports a health change as a real source would (no-op when not watching).
+  void ReportHealth(const std::string& gpu_uuid, bool healthy, const std::string& reason) {
+    std::lock_guard lock(mu_);
+    if (on_health_) on_health_(gpu_uuid, healthy, reason);
+  }
+
+ private:
+  std::vector<core::Gpu> gpus_;
+  std::mutex mu_;
+  HealthCallback on_health_;  // guarded by mu_
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,68 @@
+// NvmlApi: the NVML entry points tessera-node uses, as one table of function
+// pointers. Production fills it from the driver's libnvidia-ml.so.1 with
+// dlopen/dlsym (LoadNvml); tests fill it with fakes; integration tests load
+// the simulated GPU's library. No logic branches on which one it is.
+//
+// Entries marked optional may be null (an older driver, or a library that does
+// not export them); the features that need them are then skipped.
+#pragma once
+
+#include <nvml.h>
+
+#include <memory>
+#include <string>
+
+#include "core/result.h"
+
+namespace tessera::node {
+
+struct NvmlApi {
+  // Required.
+  decltype(&nvmlInit_v2) Init = nullptr;
+  decltype(&nvmlShutdown) Shutdown = nullptr;
+  decltype(&nvmlDeviceGetCount_v2) DeviceGetCount = nullptr;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) DeviceGetHandleByIndex = nullptr;
+  decltype(&nvmlDeviceGetUUID) DeviceGetUUID = nullptr;
+  decltype(&nvmlDeviceGetName) DeviceGetName = nullptr;
+  decltype(&nvmlDeviceGetMemoryInfo) DeviceGetMemoryInfo = nullptr;
+  // Optional.
+  decltype(&nvmlErrorString) ErrorString = nullptr;
+  decltype(&nvmlDeviceGetIndex) DeviceGetIndex = nullptr;
+  decltype(&nvmlDeviceGetNumGpuCores) DeviceGetNumGpuCores = nullptr;
+  decltype(&nvmlDeviceGetCudaComputeCapability) DeviceGetCudaComputeCapability = nullptr;
+  decltype(&nvmlDeviceGetNumaNodeId) DeviceGetNumaNodeId = nullptr;
+  decltype(&nvmlDeviceGetMigMode) DeviceGetMigMode = nullptr;
+  decltype(&nvmlDeviceGetPciInfo_v3) DeviceGetPciInfo = nullptr;
+  decltype(&nvmlDeviceGetNvLinkState) DeviceGetNvLinkState = nullptr;
+  decltype(&nvmlDeviceGetNvLinkRemotePciInfo_v2) DeviceGetNvLinkRemotePciInfo = nullptr;
+  decltype(&nvmlDeviceGetP2PStatus) DeviceGetP2PStatus = nullptr;
+  decltype(&nvmlEventSetCreate) EventSetCreate = nullptr;
+  decltype(&nvmlDeviceRegisterEvents) DeviceRegisterEvents = nullptr;
+  decltype(&nvmlEventSetWait_v2) EventSetWait = nullptr;
+  decltype(&nvmlEventSetFree) EventSetFree = nullptr;
+};
+
+// "NVML_ERROR_... (message)" for logs and errors; works with a partial table.
+std::string NvmlErrorText(const NvmlApi& api, nvmlReturn_t code);
+
+// A dlopen'ed NVML library and its table. The library stays loaded for the
+// lifetime of this object; the table must not be used after it is destroyed.
+class NvmlLibrary {
+ public:
+  // `name` is a file name searched like the dynamic linker does
+  // (LD_LIBRARY_PATH, ld.so.cache) or a path. Fails with a clear message when
+  // the library or a required entry point is missing.
+  static Result<std::unique_ptr<NvmlLibrary>> Load(const std::string& name);
+  ~NvmlLibrary();
+  NvmlLibrary(const NvmlLibrary&) = delete;
+  NvmlLibrary& operator=(const NvmlLibrary&) = delete;
+
+  const NvmlApi& api() const { return api_; }
+
+ private:
+  NvmlLibrary() = default;
+  void* handle_ = nullptr;
+  NvmlApi api_;
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,56 @@
+// DevicePluginService: the kubelet-facing gRPC service (v1beta1.DevicePlugin).
+// It answers from DeviceState and NodeConfig only, so any number of instances
+// (one per server start) can share them.
+//
+// Thread-safety: gRPC calls the methods concurrently; all state is in
+// DeviceState (synchronised) or immutable.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "node/config.h"
+#include "node/device_state.h"
+
+namespace tessera::node {
+
+// The kubelet's health strings.
+inline constexpr const char* kHealthy = "Healthy";
+inline constexpr const char* kUnhealthy = "Unhealthy";
+
+// The advertised list: slots devices per GPU, each carrying its GPU's health
+// and NUMA node.
+v1beta1::ListAndWatchResponse DeviceList(const std::vector<core::Gpu>& gpus);
+
+class DevicePluginService final : public v1beta1::DevicePlugin::Service {
+ public:
+  // `config` and `state` must outlive the service.
+  DevicePluginService(const NodeConfig& config, const DeviceState& state,
+                      std::function<std::string()> new_region_name);
+
+  // Makes every open ListAndWatch stream return, so the server can shut down.
+  void BeginShutdown() { stopping_ = true; }
+
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
+                                      v1beta1::DevicePluginOptions* response) override;
+  grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
+                            grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
+  grpc::Status GetPreferredAllocation(grpc::ServerContext* context,
+                                      const v1beta1::PreferredAllocationRequest* request,
+                                      v1beta1::PreferredAllocationResponse* response) override;
+  grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
+                        v1beta1::AllocateResponse* response) override;
+  grpc::Status PreStartContainer(grpc::ServerContext* context,
+                                 const v1beta1::PreStartContainerRequest* request,
+                                 v1beta1::PreStartContainerResponse* response) override;
+
+ private:
+  const NodeConfig& config_;
+  const DeviceState& state_;
+  std::function<std::string()> new_region_name_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,115 @@
+#include "node/registrar.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+
+namespace tessera::node {
+namespace {
+constexpr const char* kApiVersion = "v1beta1";
+constexpr auto kRegisterTimeout = std::chrono::seconds(10);
+}  // namespace
+
+Status RegisterWithKubelet(const NodeConfig& config) {
+  auto channel =
+      grpc::CreateChannel("unix://" + config.KubeletSocketPath(), grpc::InsecureChannelCredentials());
+  auto stub = v1beta1::Registration::NewStub(channel);
+  v1beta1::RegisterRequest request;
+  request.set_version(kApiVersion);
+  request.set_endpoint(config.PluginSocketName());
+  request.set_resource_name(config.resource_name);
+  request.mutable_options()->set_pre_start_required(config.pre_start_required);
+  request.mutable_options()->set_get_preferred_allocation_available(true);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + kRegisterTimeout);
+  v1beta1::Empty response;
+  grpc::Status status = stub->Register(&context, request, &response);
+  if (!status.ok()) {
+    return Error{"registering " + config.resource_name + " with the kubelet at " +
+                 config.KubeletSocketPath() + " failed: " + status.error_message()};
+  }
+  return Status::Ok();
+}
+
+KubeletRegistrar::KubeletRegistrar(const NodeConfig& config, PluginServer& plugin)
+    : config_(config), plugin_(plugin) {}
+
+KubeletRegistrar::~KubeletRegistrar() {
+  Stop();
+}
+
+std::optional<KubeletRegistrar::FileIdentity> KubeletRegistrar::Identify(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, static_cast<long>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec};
+}
+
+void KubeletRegistrar::Start() {
+  {
+    std::lock_guard lock(mu_);
+    if (thread_.joinable()) return;
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void KubeletRegistrar::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void KubeletRegistrar::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    Tick();
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::milliseconds(config_.kubelet_poll_ms), [&] { return stop_; });
+  }
+}
+
+void KubeletRegistrar::Tick() {
+  // Our socket first: registering an endpoint that does not answer would fail
+  // in the kubelet.
+  if (!plugin_.SocketPresent()) {
+    if (plugin_.serving())
+      spdlog::warn("plugin socket {} was removed; serving again", config_.PluginSocketPath());
+    plugin_.Stop();
+    if (auto s = plugin_.Start(); !s.ok()) {
+      spdlog::error("{}", s.error().message);
+      return;
+    }
+    registered_with_.reset();
+  }
+
+  auto kubelet = Identify(config_.KubeletSocketPath());
+  if (!kubelet) {
+    if (!logged_waiting_) spdlog::info("waiting for the kubelet socket {}", config_.KubeletSocketPath());
+    logged_waiting_ = true;
+    registered_with_.reset();
+    return;
+  }
+  logged_waiting_ = false;
+  if (registered_with_ == kubelet) return;
+
+  if (registered_with_) spdlog::info("the kubelet socket was recreated (kubelet restart); registering again");
+  if (auto s = RegisterWithKubelet(config_); !s.ok()) {
+    if (s.error().message != last_error_) spdlog::warn("{} (retrying)", s.error().message);
+    last_error_ = s.error().message;
+    return;
+  }
+  last_error_.clear();
+  registered_with_ = kubelet;
+  ++registrations_;
+  spdlog::info("registered {} with the kubelet (endpoint {})", config_.resource_name,
+               config_.PluginSocketName());
+}
+
+}  // namespace tessera::node
