@@ -244,6 +244,38 @@ Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
   if (name == "bestfit") return std::unique_ptr<core::Policy>(new BestFit());
   if (name == "fgd") return std::unique_ptr<core::Policy>(new Fgd(TypicalTasks(tasks)));
   if (name == "tessera") return core::MakePolicy("tessera");
+  // Experiments: "tessera:tol=40,pack=1,mem=0,cov=0.95,relearn=512".
+  if (name.rfind("tessera:", 0) == 0) {
+    core::FragmentationPolicy::Options o;
+    std::string rest(name.substr(8));
+    size_t start = 0;
+    while (start < rest.size()) {
+      size_t comma = rest.find(',', start);
+      std::string kv = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) return Error{"bad option '" + kv + "'"};
+      std::string k = kv.substr(0, eq);
+      double v = std::stod(kv.substr(eq + 1));
+      if (k == "tol")
+        o.tolerance = v;
+      else if (k == "pack")
+        o.pack_weight = v;
+      else if (k == "mem")
+        o.use_memory = v != 0;
+      else if (k == "cov")
+        o.coverage = v;
+      else if (k == "relearn")
+        o.relearn_every = static_cast<int64_t>(v);
+      else if (k == "fixed") {
+        if (v != 0)
+          return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, TypicalTasks(tasks)));
+      } else
+        return Error{"unknown option '" + k + "'"};
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o));
+  }
   std::string all;
   for (const std::string& n : TracePolicyNames()) all += (all.empty() ? "" : ", ") + n;
   return Error{"unknown policy '" + std::string(name) + "' (valid: " + all + ")"};

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates the scheduling table of docs/benchmarks.md: every policy on every
+# trace of the Alibaba GPU-sharing data set, seeds 42-51, tune 1.3.
+#
+#   bench/trace/run-table.sh [BUILD_DIR] [DATA_DIR] [OUT_DIR]
+#
+# Writes one JSON per (trace, policy) to OUT_DIR (default BUILD_DIR/trace-table)
+# and prints the Markdown table (paper value and delta beside each mean).
+# POLICIES / TRACES / SEEDS may be overridden from the environment.
+set -euo pipefail
+BUILD_DIR=${1:-build}
+DATA_DIR=${2:-/work/shared/data/alibaba-gpu-2023}
+OUT_DIR=${3:-$BUILD_DIR/trace-table}
+POLICIES=${POLICIES:-"random dotprod clustering packing bestfit fgd tessera"}
+TRACES=${TRACES:-"default gpushare40 gpushare60 gpushare80 gpushare100 multigpu20 multigpu30 multigpu40 multigpu50"}
+SEEDS=${SEEDS:-42-51}
+TESSERA="$BUILD_DIR/bin/tessera"
+[ -x "$TESSERA" ] || { echo "run-table: $TESSERA not built" >&2; exit 2; }
+mkdir -p "$OUT_DIR"
+for t in $TRACES; do
+  for p in $POLICIES; do
+    "$TESSERA" simulate --nodes "$DATA_DIR/openb_node_list_gpu_node.csv" \
+      --pods "$DATA_DIR/openb_pod_list_$t.csv" --policy "$p" --seeds "$SEEDS" --json \
+      > "$OUT_DIR/$t.$p.json"
+  done
+done
+python3 "$(dirname "$0")/format-table.py" "$OUT_DIR"

@@ -1,0 +1,221 @@
+#include "core/fit.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera::core {
+namespace {
+
+using ::testing::HasSubstr;
+
+Gpu MakeGpu(const std::string& uuid, const std::string& model = "NVIDIA A100-SXM4-80GB",
+            int64_t memory = 80000, int numa = 0) {
+  Gpu g;
+  g.uuid = uuid;
+  g.model = model;
+  g.memory_mib = memory;
+  g.numa_node = numa;
+  g.slots = 4;
+  return g;
+}
+
+PodRequest OneGpu(int64_t memory, int cores, int gpus = 1) {
+  PodRequest p;
+  p.containers.push_back({"app", gpus, memory, std::nullopt, cores, 0});
+  return p;
+}
+
+PodAllocation AllocOn(const std::string& node, const std::string& uuid, int64_t memory, int cores) {
+  return PodAllocation{node, {{"c", {{uuid, memory, cores}}, false}}};
+}
+
+GpuReason OnlyReason(const FitResult& r) {
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.rejections.size(), 1u);
+  return r.rejections.empty() ? GpuReason::kFits : r.rejections[0].check.reason;
+}
+
+TEST(FitTest, FitsOnAFreeGpu) {
+  NodeState node("n", {MakeGpu("GPU-a")});
+  FitResult r = FitNode(node, OneGpu(3000, 30));
+  ASSERT_TRUE(r.fits) << r.message;
+  ASSERT_EQ(r.placement.containers.size(), 1u);
+  EXPECT_EQ(r.placement.containers[0].slices, (std::vector<SlicePlacement>{{0, 3000, 30}}));
+}
+
+TEST(FitTest, UnhealthyGpuIsRejected) {
+  Gpu g = MakeGpu("GPU-a");
+  g.healthy = false;
+  NodeState node("n", {g});
+  FitResult r = FitNode(node, OneGpu(1000, 10));
+  EXPECT_EQ(OnlyReason(r), GpuReason::kUnhealthy);
+  EXPECT_THAT(r.message, HasSubstr("unhealthy"));
+}
+
+TEST(FitTest, TypeFilterIsCaseInsensitiveSubstring) {
+  NodeState node("n", {MakeGpu("GPU-a", "NVIDIA A100-SXM4-80GB")});
+  PodRequest use = OneGpu(1000, 10);
+  use.filter.use_types = {"a100"};
+  EXPECT_TRUE(FitNode(node, use).fits);
+  use.filter.use_types = {"V100"};
+  EXPECT_EQ(OnlyReason(FitNode(node, use)), GpuReason::kTypeNotAllowed);
+  PodRequest nouse = OneGpu(1000, 10);
+  nouse.filter.nouse_types = {"sxm4"};
+  EXPECT_EQ(OnlyReason(FitNode(node, nouse)), GpuReason::kTypeNotAllowed);
+}
+
+TEST(FitTest, UuidFilter) {
+  NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
+  PodRequest p = OneGpu(1000, 10);
+  p.filter.use_uuids = {"GPU-b"};
+  FitResult r = FitNode(node, p);
+  ASSERT_TRUE(r.fits);
+  EXPECT_EQ(r.placement.containers[0].slices[0].gpu, 1);
+  p.filter.use_uuids.clear();
+  p.filter.nouse_uuids = {"GPU-a", "GPU-b"};
+  r = FitNode(node, p);
+  EXPECT_FALSE(r.fits);
+  ASSERT_EQ(r.rejections.size(), 2u);
+  EXPECT_EQ(r.rejections[0].check.reason, GpuReason::kUuidNotAllowed);
+}
+
+TEST(FitTest, NoFreeSlot) {
+  Gpu g = MakeGpu("GPU-a");
+  g.slots = 1;
+  NodeState node("n", {g});
+  ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 10)).ok());
+  FitResult r = FitNode(node, OneGpu(1000, 10));
+  EXPECT_EQ(OnlyReason(r), GpuReason::kNoFreeSlot);
+  EXPECT_THAT(r.message, HasSubstr("slot"));
+}
+
+TEST(FitTest, NotEnoughMemorySaysFreeVersusAsked) {
+  NodeState node("n", {MakeGpu("GPU-a", "A100", 16000)});
+  ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 15000, 10)).ok());
+  FitResult r = FitNode(node, OneGpu(3000, 10));
+  EXPECT_EQ(OnlyReason(r), GpuReason::kInsufficientMemory);
+  EXPECT_EQ(r.rejections[0].check.asked, 3000);
+  EXPECT_EQ(r.rejections[0].check.free, 1000);
+  EXPECT_THAT(r.message, HasSubstr("3000 MiB asked, 1000 MiB free"));
+}
+
+TEST(FitTest, NotEnoughCores) {
+  NodeState node("n", {MakeGpu("GPU-a")});
+  ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 80)).ok());
+  FitResult r = FitNode(node, OneGpu(1000, 30));
+  EXPECT_EQ(OnlyReason(r), GpuReason::kInsufficientCores);
+  EXPECT_THAT(r.message, HasSubstr("30% asked, 20% free"));
+}
+
+TEST(FitTest, ExclusiveHolderBlocksOthersAndExclusiveNeedsIdleGpu) {
+  NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
+  ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 100)).ok());
+  ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-b", 1000, 10)).ok());
+  FitResult shared = FitNode(node, OneGpu(1000, 10));
+  ASSERT_TRUE(shared.fits);
+  EXPECT_EQ(shared.placement.containers[0].slices[0].gpu, 1);  // not the held GPU
+  FitResult exclusive = FitNode(node, OneGpu(1000, 100));
+  ASSERT_FALSE(exclusive.fits);
+  ASSERT_EQ(exclusive.rejections.size(), 2u);
+  EXPECT_EQ(exclusive.rejections[0].check.reason, GpuReason::kHeldExclusively);
+  EXPECT_EQ(exclusive.rejections[1].check.reason, GpuReason::kNeedsExclusive);
+}
+
+TEST(FitTest, HostCpuAndMemoryAreNodeLevelReasons) {
+  NodeState node("n", {MakeGpu("GPU-a")}, {4000, 8192});
+  PodRequest p = OneGpu(1000, 10);
+  p.cpu_milli = 5000;
+  FitResult r = FitNode(node, p);
+  EXPECT_FALSE(r.fits);
+  EXPECT_EQ(r.node_reason, NodeReason::kInsufficientCpu);
+  p.cpu_milli = 1000;
+  p.host_memory_mib = 10000;
+  r = FitNode(node, p);
+  EXPECT_EQ(r.node_reason, NodeReason::kInsufficientHostMemory);
+  EXPECT_THAT(r.message, HasSubstr("10000 MiB asked, 8192 MiB free"));
+}
+
+TEST(FitTest, MemoryPercentResolvesPerGpuAndZeroMeansWholeGpu) {
+  NodeState node("n", {MakeGpu("GPU-a", "A10", 24000), MakeGpu("GPU-b", "A100", 80000)});
+  PodRequest p = OneGpu(0, 10, 2);
+  p.containers[0].memory_percent = 25;
+  FitResult r = FitNode(node, p);
+  ASSERT_TRUE(r.fits);
+  auto slices = r.placement.containers[0].slices;
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[0].memory_mib, 6000);
+  EXPECT_EQ(slices[1].memory_mib, 20000);
+  FitResult whole = FitNode(node, OneGpu(0, 10));
+  ASSERT_TRUE(whole.fits);
+  int g = whole.placement.containers[0].slices[0].gpu;
+  EXPECT_EQ(whole.placement.containers[0].slices[0].memory_mib, node.gpus()[g].gpu.memory_mib);
+}
+
+TEST(FitTest, MultiGpuContainerUsesDistinctGpusAndNeedsEnough) {
+  NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
+  FitResult two = FitNode(node, OneGpu(1000, 10, 2));
+  ASSERT_TRUE(two.fits);
+  EXPECT_NE(two.placement.containers[0].slices[0].gpu, two.placement.containers[0].slices[1].gpu);
+  FitResult three = FitNode(node, OneGpu(1000, 10, 3));
+  EXPECT_FALSE(three.fits);
+  EXPECT_EQ(three.node_reason, NodeReason::kNotEnoughGpus);
+  EXPECT_THAT(three.message, HasSubstr("needs 3 GPU(s); 2 of 2 fit"));
+}
+
+TEST(FitTest, PrefersNvlinkConnectedSetThenOneNumaNode) {
+  // GPUs 0..3; 1 and 3 are NVLinked; 0 and 2 share NUMA node 0 without links.
+  std::vector<Gpu> gpus = {MakeGpu("GPU-0", "A100", 80000, 0), MakeGpu("GPU-1", "A100", 80000, 1),
+                           MakeGpu("GPU-2", "A100", 80000, 0), MakeGpu("GPU-3", "A100", 80000, 0)};
+  gpus[1].links.push_back({"GPU-3", LinkKind::kNvlink, 4});
+  gpus[3].links.push_back({"GPU-1", LinkKind::kNvlink, 4});
+  NodeState node("n", gpus);
+  FitResult r = FitNode(node, OneGpu(1000, 10, 2));
+  ASSERT_TRUE(r.fits);
+  std::vector<int> chosen;
+  for (const auto& s : r.placement.containers[0].slices) chosen.push_back(s.gpu);
+  EXPECT_EQ(chosen, (std::vector<int>{1, 3}));
+
+  // Without links, one NUMA node wins over the lowest indices.
+  std::vector<Gpu> plain = {MakeGpu("GPU-0", "A100", 80000, 0), MakeGpu("GPU-1", "A100", 80000, 1),
+                            MakeGpu("GPU-2", "A100", 80000, 1)};
+  NodeState numa("m", plain);
+  FitResult q = FitNode(numa, OneGpu(1000, 10, 2));
+  ASSERT_TRUE(q.fits);
+  chosen.clear();
+  for (const auto& s : q.placement.containers[0].slices) chosen.push_back(s.gpu);
+  EXPECT_EQ(chosen, (std::vector<int>{1, 2}));
+}
+
+TEST(FitTest, ContainersOfOnePodArePlacedInSequence) {
+  NodeState node("n", {MakeGpu("GPU-a", "A100", 10000)});
+  PodRequest p;
+  p.containers.push_back({"one", 1, 6000, std::nullopt, 10, 0});
+  p.containers.push_back({"two", 1, 6000, std::nullopt, 10, 0});
+  FitResult r = FitNode(node, p);
+  EXPECT_FALSE(r.fits);  // 12000 MiB on a 10000 MiB GPU
+  EXPECT_THAT(r.message, HasSubstr("container 'two'"));
+  p.containers[1].memory_mib = 4000;
+  EXPECT_TRUE(FitNode(node, p).fits);
+}
+
+TEST(FitTest, InitContainersArePlacedAloneAndDoNotAddUp) {
+  NodeState node("n", {MakeGpu("GPU-a", "A100", 10000)});
+  PodRequest p;
+  p.containers.push_back({"app", 1, 6000, std::nullopt, 10, 0});
+  p.init_containers.push_back({"init1", 1, 8000, std::nullopt, 10, 0});
+  p.init_containers.push_back({"init2", 1, 9000, std::nullopt, 10, 0});
+  FitResult r = FitNode(node, p);
+  ASSERT_TRUE(r.fits) << r.message;
+  ASSERT_EQ(r.placement.containers.size(), 3u);
+  EXPECT_TRUE(r.placement.containers[1].init);
+  PodAllocation a = ToAllocation(node, p, r.placement);
+  ASSERT_TRUE(node.Apply(a).ok());
+  // The pod reserves max(app 6000, init 9000) = 9000 MiB, not the sum.
+  EXPECT_EQ(node.gpus()[0].used.memory_mib, 9000);
+  EXPECT_EQ(node.gpus()[0].used.slots, 1);  // max(app 1, init 1)
+  ASSERT_TRUE(node.Release(a).ok());
+  EXPECT_EQ(node.gpus()[0].used, GpuUsage{});
+}
+
+}  // namespace
+}  // namespace tessera::core

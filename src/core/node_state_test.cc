@@ -1,0 +1,70 @@
+#include "core/node_state.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::core {
+namespace {
+
+Gpu G(const std::string& uuid, int64_t memory = 16000) {
+  Gpu g;
+  g.uuid = uuid;
+  g.model = "T4";
+  g.memory_mib = memory;
+  return g;
+}
+
+TEST(NodeStateTest, ApplyAndReleaseAccountEverything) {
+  NodeState node("n", {G("a"), G("b")}, {8000, 32768});
+  PodAllocation pod{"n", {{"c", {{"a", 4000, 25}, {"b", 16000, 100}}, false}}};
+  ASSERT_TRUE(node.Apply(pod, {2000, 4096}).ok());
+  EXPECT_EQ(node.gpus()[0].used, (GpuUsage{4000, 25, 1, false}));
+  EXPECT_EQ(node.gpus()[1].used, (GpuUsage{16000, 100, 1, true}));
+  EXPECT_EQ(node.free_cpu_milli(), 6000);
+  EXPECT_EQ(node.free_host_memory_mib(), 32768 - 4096);
+  EXPECT_EQ(node.free_milli_total(), 750);
+  EXPECT_EQ(node.idle_gpus(), 0);
+  uint64_t v = node.version();
+  ASSERT_TRUE(node.Release(pod, {2000, 4096}).ok());
+  EXPECT_GT(node.version(), v);
+  EXPECT_EQ(node.gpus()[0].used, GpuUsage{});
+  EXPECT_EQ(node.gpus()[1].used, GpuUsage{});
+  EXPECT_EQ(node.free_milli_total(), 2000);
+  EXPECT_EQ(node.idle_gpus(), 2);
+  EXPECT_TRUE(node.workload_tags().empty());
+}
+
+TEST(NodeStateTest, ApplyIsAllOrNothing) {
+  NodeState node("n", {G("a"), G("b")});
+  // Second slice does not fit: nothing of the first may stay.
+  PodAllocation pod{"n", {{"c", {{"a", 1000, 10}, {"b", 99999, 10}}, false}}};
+  Status s = node.Apply(pod);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("99999 MiB asked, 16000 MiB free"), std::string::npos);
+  EXPECT_EQ(node.gpus()[0].used, GpuUsage{});
+  EXPECT_EQ(node.version(), 0u);
+}
+
+TEST(NodeStateTest, RejectsUnknownUuidExclusivityAndOverRelease) {
+  NodeState node("n", {G("a")});
+  EXPECT_FALSE(node.Apply({"n", {{"c", {{"zzz", 1, 1}}, false}}}).ok());
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 100}}, false}}}).ok());
+  EXPECT_FALSE(node.Apply({"n", {{"d", {{"a", 1000, 0}}, false}}}).ok());  // held exclusively
+  EXPECT_FALSE(node.Release({"n", {{"c", {{"a", 2000, 100}}, false}}}).ok());
+  EXPECT_EQ(node.gpus()[0].free_milli(), 0);
+}
+
+TEST(NodeStateTest, FreeMilliIsScarcerOfMemoryAndCores) {
+  NodeState node("n", {G("a", 10000)});
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 50}}, false}}}).ok());
+  EXPECT_EQ(node.gpus()[0].free_milli(), 500);  // cores bind: 50 % left
+}
+
+TEST(NodeStateTest, WorkloadTags) {
+  NodeState node("n", {G("a"), G("b"), G("c")});
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 10}}, false}}}).ok());
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"b", 16000, 100}, {"c", 16000, 100}}, false}}}).ok());
+  EXPECT_EQ(node.workload_tags(), (std::map<int, int>{{0, 1}, {2, 1}}));
+}
+
+}  // namespace
+}  // namespace tessera::core

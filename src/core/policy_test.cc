@@ -1,0 +1,160 @@
+#include "core/policy.h"
+
+#include <gtest/gtest.h>
+
+#include "core/policy_placer.h"
+#include "core/score_fragmentation.h"
+
+namespace tessera::core {
+namespace {
+
+Gpu G(const std::string& uuid) {
+  Gpu g;
+  g.uuid = uuid;
+  g.model = "A100";
+  g.memory_mib = 10000;
+  g.slots = 10;
+  return g;
+}
+
+PodRequest Slice(int64_t memory, int cores, int gpus = 1) {
+  PodRequest p;
+  p.containers.push_back({"app", gpus, memory, std::nullopt, cores, 0});
+  return p;
+}
+
+std::vector<NodeState> TwoNodes() {
+  NodeState a("a", {G("a0"), G("a1")});
+  NodeState b("b", {G("b0"), G("b1")});
+  EXPECT_TRUE(b.Apply({"b", {{"x", {{"b1", 5000, 50}}, false}}}).ok());
+  return {a, b};
+}
+
+std::string Place(Placer& placer, const Policy& policy, const PodRequest& pod) {
+  auto d = placer.Choose(pod, policy);
+  if (!d) return "-";
+  auto a = placer.Commit(*d, pod);
+  EXPECT_TRUE(a.ok());
+  return a->node + "/" + a->containers[0].devices[0].uuid;
+}
+
+TEST(PolicyTest, BinpackAndSpread) {
+  for (auto [name, expect] : std::vector<std::pair<std::string, std::string>>{{"node-binpack", "b/b1"},
+                                                                              {"node-spread", "a/a0"},
+                                                                              {"gpu-binpack", "b/b1"},
+                                                                              {"gpu-spread", "a/a0"}}) {
+    Placer placer(TwoNodes());
+    auto policy = MakePolicy(name);
+    ASSERT_TRUE(policy.ok());
+    EXPECT_EQ(Place(placer, **policy, Slice(2000, 20)), expect) << name;
+  }
+}
+
+TEST(PolicyTest, TiesGoToTheFirstNode) {
+  Placer placer({NodeState("x", {G("x0")}), NodeState("y", {G("y0")})});
+  auto policy = MakePolicy("node-binpack");
+  EXPECT_EQ(Place(placer, **policy, Slice(1000, 10)), "x/x0");
+}
+
+TEST(PolicyTest, UnknownPolicyListsTheValidOnes) {
+  auto policy = MakePolicy("nope");
+  ASSERT_FALSE(policy.ok());
+  EXPECT_NE(policy.error().message.find("tessera"), std::string::npos);
+}
+
+TEST(PolicyTest, DeterministicAcrossRunsAndCaching) {
+  // Shapes (distinct requests) and the arrival sequence over them.
+  std::vector<PodRequest> shapes = {Slice(3000, 30), Slice(5000, 50), Slice(10000, 100), Slice(2000, 20),
+                                    Slice(10000, 100, 2)};
+  std::vector<int> arrivals = {0, 1, 3, 0, 2, 3, 3, 1, 4, 0, 3, 3};
+  for (const std::string& name : PolicyNames()) {
+    std::vector<std::string> first;
+    std::vector<std::string> cached;
+    for (int run = 0; run < 2; ++run) {
+      Placer placer({NodeState("a", {G("a0"), G("a1")}), NodeState("b", {G("b0"), G("b1"), G("b2")})});
+      auto policy = MakePolicy(name);
+      for (int shape : arrivals) {
+        const PodRequest& pod = shapes[shape];
+        (*policy)->Observe(pod);
+        auto d = placer.Choose(pod, **policy, nullptr, run == 0 ? -1 : shape);
+        std::string where = "-";
+        if (d) {
+          auto a = placer.Commit(*d, pod);
+          where = a->node;
+          for (const auto& dev : a->containers[0].devices) where += "," + dev.uuid;
+        }
+        (run == 0 ? first : cached).push_back(where);
+      }
+    }
+    EXPECT_EQ(first, cached) << name;
+  }
+}
+
+TEST(PolicyTest, ExtenderScoresMapToZeroToTen) {
+  Placer placer(TwoNodes());
+  auto policy = MakePolicy("node-binpack");
+  std::vector<int> scores = placer.Prioritize(Slice(2000, 20), **policy, {0, 1});
+  EXPECT_EQ(scores, (std::vector<int>{0, 10}));
+  auto filtered = placer.Filter(Slice(9000, 90), {0, 1});
+  EXPECT_EQ(filtered.feasible, (std::vector<int>{0, 1}));
+  filtered = placer.Filter(Slice(9000, 90, 2), {0, 1});
+  EXPECT_EQ(filtered.feasible, (std::vector<int>{0}));
+  ASSERT_EQ(filtered.failed.size(), 1u);
+  EXPECT_NE(filtered.failed[0].second.find("not enough memory"), std::string::npos);
+}
+
+TEST(FragmentationTest, MeterMatchesRecomputation) {
+  // Mix: half 600-milli slices, half whole GPUs.
+  TaskShape slice;
+  slice.gpus = 1;
+  slice.gpu_memory_mib = 6000;
+  slice.cores = 60;
+  TaskShape whole;
+  whole.gpus = 1;
+  whole.cores = 100;
+  WorkloadMix mix = {{slice, 0.5}, {whole, 0.5}};
+  NodeState node("n", {G("a"), G("b")});
+  ASSERT_TRUE(node.Apply({"n", {{"x", {{"a", 3000, 30}}, false}}}).ok());
+  FragmentationMeter meter(node, mix, false);
+  // GPU a has 700 free: fragment for whole GPUs only -> 0.5 * 700.
+  EXPECT_DOUBLE_EQ(meter.current(), 350);
+  // Put 600 on b: a (700) is a fragment for whole; b (400) for both.
+  double after = meter.AfterOne(1, 600, 0, 0);
+  NodeState copy = node;
+  ASSERT_TRUE(copy.Apply({"n", {{"y", {{"b", 6000, 60}}, false}}}).ok());
+  EXPECT_DOUBLE_EQ(after, FragmentationMeter(copy, mix, false).current());
+  EXPECT_DOUBLE_EQ(after, 0.5 * 400 + 0.5 * (700 + 400));
+}
+
+TEST(FragmentationTest, TypicalShapesCoverTheAskedShare) {
+  MixCounter counter;
+  TaskShape a;
+  a.gpus = 1;
+  a.cores = 50;
+  TaskShape b = a;
+  b.cores = 20;
+  TaskShape c = a;
+  c.cores = 10;
+  counter.Add(a, 6);
+  counter.Add(b, 3);
+  counter.Add(c, 1);
+  WorkloadMix mix = counter.Typical(0.9);
+  ASSERT_EQ(mix.size(), 2u);
+  EXPECT_DOUBLE_EQ(mix[0].weight, 6.0 / 9);
+  EXPECT_EQ(mix[1].shape, b);
+}
+
+TEST(FragmentationTest, PolicyAvoidsCreatingFragments) {
+  // Having seen 500-milli pods, a 500 slice goes onto the half-used GPU (no
+  // fragment left) rather than splitting an idle one.
+  auto policy = MakePolicy("tessera");
+  for (int i = 0; i < 10; ++i) (*policy)->Observe(Slice(5000, 50));
+  NodeState node("n", {G("a"), G("b")});
+  ASSERT_TRUE(node.Apply({"n", {{"x", {{"b", 5000, 50}}, false}}}).ok());
+  auto c = (*policy)->Evaluate(node, Slice(5000, 50));
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->placement.containers[0].slices[0].gpu, 1);
+}
+
+}  // namespace
+}  // namespace tessera::core
