@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <openssl/evp.h>
@@ -56,12 +57,12 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
 }
 
 // Finds the entry named `name` in a kubeconfig list (clusters/users/contexts).
-YAML::Node FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
-  if (!list || !list.IsSequence()) return YAML::Node();
+std::optional<YAML::Node> FindNamed(const YAML::Node& list, const std::string& name, const char* field) {
+  if (!list || !list.IsSequence()) return std::nullopt;
   for (const auto& entry : list) {
-    if (entry["name"] && entry["name"].as<std::string>("") == name) return entry[field];
+    if (entry.IsMap() && entry["name"] && entry["name"].as<std::string>("") == name) return entry[field];
   }
-  return YAML::Node();
+  return std::nullopt;
 }
 
 std::string Str(const YAML::Node& n, const char* key) {
@@ -112,13 +113,12 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
   try {
     std::string context_name = context_override.empty() ? Str(root, "current-context") : context_override;
     if (context_name.empty()) return tessera::Error{origin + ": no current-context set and no context given"};
-    YAML::Node context = FindNamed(root["contexts"], context_name, "context");
-    if (!context || !context.IsMap())
-      return tessera::Error{origin + ": context \"" + context_name + "\" not found"};
+    const YAML::Node context = FindNamed(root["contexts"], context_name, "context").value_or(YAML::Node());
+    if (!context.IsMap()) return tessera::Error{origin + ": context \"" + context_name + "\" not found"};
     const std::string cluster_name = Str(context, "cluster");
     const std::string user_name = Str(context, "user");
-    YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster");
-    if (!cluster || !cluster.IsMap()) {
+    const YAML::Node cluster = FindNamed(root["clusters"], cluster_name, "cluster").value_or(YAML::Node());
+    if (!cluster.IsMap()) {
       return tessera::Error{origin + ": context \"" + context_name + "\" names cluster \"" + cluster_name +
                             "\", which is not defined"};
     }
@@ -145,11 +145,12 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
                             c.tls.ca_file + " does not exist"};
     }
     if (!user_name.empty()) {
-      YAML::Node user = FindNamed(root["users"], user_name, "user");
-      if (!user) {
+      const std::optional<YAML::Node> found = FindNamed(root["users"], user_name, "user");
+      if (!found) {
         return tessera::Error{origin + ": context \"" + context_name + "\" names user \"" + user_name +
                               "\", which is not defined"};
       }
+      const YAML::Node user = *found;
       if (user.IsMap()) {
         c.token = Str(user, "token");
         c.token_file = Resolve(base_dir, Str(user, "tokenFile"));
