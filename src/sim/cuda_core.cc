@@ -357,6 +357,14 @@ CUresult FreeDevice(CUdeviceptr p) {
       a.kind == AllocKind::kVmm) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  if (a.kind == AllocKind::kPool && IsLive(a.pool)) {
+    // Freed synchronously: it leaves its pool (and must not be cached there).
+    for (auto c = a.pool->cached.begin(); c != a.pool->cached.end(); ++c) {
+      if (c->second == p) return CUDA_ERROR_INVALID_VALUE;
+    }
+    a.pool->used_bytes -= std::min(a.pool->used_bytes, a.charged);
+    a.pool->reserved_bytes -= std::min(a.pool->reserved_bytes, a.charged);
+  }
   rt.allocs.erase(it);
   if (a.heap_len > 0) rt.heaps[a.gpu].Free(a.heap_off, a.heap_len);
   if (a.charged > 0) UnchargeDevice(a.gpu, a.charged);
