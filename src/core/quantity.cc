@@ -207,7 +207,7 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
 
 Result<int64_t> Quantity::ToInteger() const {
   if (!IsInteger()) {
-    return Error{ToString() + " is not a whole number; write an integer such as " +
+    return Error{ToString() + " is not a whole number; write an integer such as " + (nanos_ < 0 ? "-" : "") +
                  NanosToDigits((nanos_ < 0 ? -nanos_ : nanos_) / kNanosPerUnit + 1)};
   }
   return ToIntegerFloor();

@@ -120,6 +120,9 @@ TEST(QuantityTest, IntegerConversions) {
   ASSERT_TRUE(neg.ok());
   EXPECT_EQ(*neg->ToIntegerCeil(), -1);
   EXPECT_EQ(*neg->ToIntegerFloor(), -2);
+  EXPECT_NE(neg->ToInteger().error().message.find("-1.2 is not a whole number; write an integer such as -2"),
+            std::string::npos)
+      << neg->ToInteger().error().message;
 
   auto whole = Quantity::Parse("2000m");
   ASSERT_TRUE(whole.ok());
