@@ -26,9 +26,9 @@ struct HttpRequest {
   std::string body;
   std::string content_type;  // sent when non-empty
   std::string accept = "application/json";
-  // Whole-request deadline; for streams, zero means no overall deadline (the
-  // server ends a watch after timeoutSeconds) and `idle_timeout` applies.
-  std::chrono::milliseconds timeout{30000};
+  // Whole-request deadline; zero means none (Client fills in its default for
+  // ordinary requests; a watch is ended by the server after timeoutSeconds).
+  std::chrono::milliseconds timeout{0};
   // For streams: give up when no byte arrives for this long (0: never).
   std::chrono::milliseconds idle_timeout{0};
   // For streams: polled while waiting; when it becomes true the stream stops
