@@ -37,7 +37,7 @@ inline int& Failures() {
   do {                                                                                                   \
     auto va_ = (a);                                                                                      \
     auto vb_ = (b);                                                                                      \
-    if (!(va_ == vb_)) {                                                                                 \
+    if (!(va_ == static_cast<decltype(va_)>(vb_))) {                                                     \
       std::fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld vs %lld)\n", __FILE__, __LINE__, #a, #b, \
                    static_cast<long long>(va_), static_cast<long long>(vb_));                            \
       ++simtest::Failures();                                                                             \

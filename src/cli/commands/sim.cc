@@ -1,0 +1,154 @@
+// `tessera sim`: inspect and drive the simulated GPUs (src/sim).
+//   tessera sim status                      nvidia-smi-like view of the shared state
+//   tessera sim inject-xid --gpu N --xid 79 deliver an XID error event to NVML clients
+//   tessera sim reset [--force]             delete the state (devices, MIG layout, events)
+// All take --state DIR (default $TESSERA_SIM_STATE, else /dev/shm/tessera-sim-<uid>).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "cli/command_registry.h"
+#include "sim/catalog.h"
+#include "sim/state.h"
+
+namespace tessera::cli {
+namespace {
+
+using sim::SimState;
+using sim::StateLock;
+
+std::string Mib(uint64_t bytes) {
+  return std::to_string(bytes >> 20) + "MiB";
+}
+
+int Status(const std::string& dir) {
+  auto opened = SimState::OpenExisting(dir);
+  if (!opened.ok()) {
+    std::cerr << "tessera sim status: " << opened.error().message << "\n";
+    return 1;
+  }
+  SimState& st = **opened;
+  StateLock lock(st);
+  st.ReclaimDeadLocked();
+  const sim::StateFile* f = st.file();
+  const int64_t now = sim::MonotonicNs();
+  std::printf("tessera simulated GPUs   state: %s\n", dir.c_str());
+  std::printf("Driver Version: %s   CUDA Version: %d.%d\n", f->driver_version_string,
+              f->driver_version / 1000, (f->driver_version % 1000) / 10);
+  std::printf("+-----+------------------------------+------------------------------------------+\n");
+  std::printf("| GPU | Name                         | Bus-Id            Memory-Usage   GPU-Util |\n");
+  std::printf("|     | UUID                                       MIG     Processes            |\n");
+  std::printf("+=====+==============================+==========================================+\n");
+  struct Row {
+    int gpu;
+    int pid;
+    std::string name;
+    uint64_t used;
+  };
+  std::vector<Row> rows;
+  for (int g = 0; g < st.gpu_count(); ++g) {
+    const sim::GpuRecord& r = f->gpus[g];
+    const uint64_t used = st.UsedBytesLocked(g);
+    int64_t busy = 0;
+    for (auto& [pid, ns] : st.BusyByProcessLocked(g, now - 1000000000LL, now)) busy += ns;
+    const int util = static_cast<int>(std::min<int64_t>(100, busy / 10000000));
+    int procs = 0;
+    for (const sim::ProcessRecord& p : f->processes) {
+      if (p.in_use && (p.contexts[g] > 0 || p.used_bytes[g] > 0)) {
+        ++procs;
+        rows.push_back({g, p.pid, p.name, p.used_bytes[g]});
+      }
+    }
+    int gis = 0;
+    for (const sim::GpuInstanceRecord& gi : r.gis) gis += gi.in_use ? 1 : 0;
+    std::string mig = r.mig_mode ? "On(" + std::to_string(gis) + " GI)" : "Off";
+    const sim::GpuModel* m = st.model(g);
+    if (m == nullptr || m->mig_memory_slices == 0) mig = "N/A";
+    std::printf("| %3d | %-28.28s | %-16s %6s / %-8s %4d%% |\n", g, r.name, r.pci_bus_id + 4,
+                Mib(used).c_str(), Mib(r.total_bytes).c_str(), util);
+    std::printf("|     | %-42s %-7s %3d process(es)     |\n", r.uuid, mig.c_str(), procs);
+    std::printf("+-----+------------------------------+------------------------------------------+\n");
+  }
+  std::printf("\nProcesses:\n  GPU   PID       Process name                Used memory\n");
+  if (rows.empty()) std::printf("  No running processes found\n");
+  for (const Row& row : rows) {
+    std::printf("  %3d   %-8d  %-26.26s  %s\n", row.gpu, row.pid, row.name.c_str(), Mib(row.used).c_str());
+  }
+  return 0;
+}
+
+int InjectXid(const std::string& dir, int gpu, uint64_t xid) {
+  auto opened = SimState::OpenExisting(dir);
+  if (!opened.ok()) {
+    std::cerr << "tessera sim inject-xid: " << opened.error().message << "\n";
+    return 1;
+  }
+  SimState& st = **opened;
+  if (gpu < 0 || gpu >= st.gpu_count()) {
+    std::cerr << "tessera sim inject-xid: no GPU " << gpu << " (the state has " << st.gpu_count() << ")\n";
+    return 1;
+  }
+  StateLock lock(st);
+  st.AppendXidLocked(gpu, xid, sim::kNoInstance, sim::kNoInstance);
+  std::printf("XID %llu injected on GPU %d (%s)\n", static_cast<unsigned long long>(xid), gpu,
+              st.file()->gpus[gpu].uuid);
+  return 0;
+}
+
+int Reset(const std::string& dir, bool force) {
+  {
+    auto opened = SimState::OpenExisting(dir);
+    if (opened.ok()) {
+      SimState& st = **opened;
+      StateLock lock(st);
+      st.ReclaimDeadLocked();
+      int live = 0;
+      for (const sim::ProcessRecord& p : st.file()->processes) live += p.in_use ? 1 : 0;
+      if (live > 0 && !force) {
+        std::cerr << "tessera sim reset: " << live
+                  << " process(es) still use the simulated GPUs; stop them or pass --force\n";
+        return 1;
+      }
+    }
+  }
+  int removed = 0;
+  for (const char* name : {"state", "lock"}) {
+    if (unlink((dir + "/" + name).c_str()) == 0) ++removed;
+  }
+  rmdir(dir.c_str());
+  std::printf(removed > 0 ? "simulator state %s removed\n" : "no simulator state at %s\n", dir.c_str());
+  return 0;
+}
+
+const CommandRegistration kSim{
+    {"sim", 60, [](CLI::App& root) {
+       auto* cmd = root.add_subcommand("sim", "Inspect and drive the simulated GPUs (libcuda/NVML sim)");
+       cmd->require_subcommand(1);
+       static std::string dir;
+       cmd->add_option("--state", dir,
+                       "State directory (default $TESSERA_SIM_STATE or /dev/shm/tessera-sim-<uid>)");
+
+       auto* status =
+           cmd->add_subcommand("status", "nvidia-smi-like view: devices, memory, utilisation, processes");
+       status->callback([] { SetExitCode(Status(dir.empty() ? SimState::DefaultDir() : dir)); });
+
+       static int gpu = 0;
+       static uint64_t xid = 0;
+       auto* inject = cmd->add_subcommand("inject-xid", "Deliver an XID error event to NVML event sets");
+       inject->add_option("--gpu", gpu, "GPU index")->required();
+       inject->add_option("--xid", xid, "XID number (e.g. 79: GPU fallen off the bus)")->required();
+       inject->callback([] { SetExitCode(InjectXid(dir.empty() ? SimState::DefaultDir() : dir, gpu, xid)); });
+
+       static bool force = false;
+       auto* reset =
+           cmd->add_subcommand("reset", "Delete the simulator state (devices are re-created on next use)");
+       reset->add_flag("--force", force, "Reset even while processes use the simulated GPUs");
+       reset->callback([] { SetExitCode(Reset(dir.empty() ? SimState::DefaultDir() : dir, force)); });
+     }}};
+
+}  // namespace
+}  // namespace tessera::cli

@@ -1,0 +1,74 @@
+// `tessera sim status|inject-xid|reset` against a live simulated GPU: the
+// status view shows this process and its memory, an injected XID reaches an
+// NVML event set, and reset refuses while a process is attached.
+#include <cuda.h>
+#include <nvml.h>
+
+#include <cstdio>
+#include <string>
+
+#include "sim_test_util.h"
+
+namespace {
+
+std::string tessera_bin;
+
+int Run(const std::string& args, std::string* out) {
+  const std::string cmd = tessera_bin + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[512];
+  out->clear();
+  while (std::fgets(buf, sizeof(buf), p) != nullptr) *out += buf;
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: sim_cli_test <path to tessera>\n");
+    return 2;
+  }
+  tessera_bin = argv[1];
+  simtest::UseFreshState("2xA100-80GB", false);
+  std::string out;
+  SIM_CHECK_EQ(Run("sim status", &out), 1);  // no state yet
+  SIM_CHECK(out.find("no simulator state") != std::string::npos);
+
+  SIM_OK(cuInit(0));
+  CUdevice d;
+  SIM_OK(cuDeviceGet(&d, 1));
+  CUcontext ctx;
+  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
+  SIM_OK(cuCtxSetCurrent(ctx));
+  CUdeviceptr p;
+  SIM_OK(cuMemAlloc(&p, 700ull << 20));
+
+  SIM_CHECK_EQ(Run("sim status", &out), 0);
+  SIM_CHECK(out.find("NVIDIA A100-SXM4-80GB") != std::string::npos);
+  SIM_CHECK(out.find("1000MiB / 81920MiB") != std::string::npos);  // 300 context + 700
+  SIM_CHECK(out.find(std::to_string(getpid())) != std::string::npos);
+
+  SIM_OK(nvmlInit());
+  nvmlDevice_t dev;
+  SIM_OK(nvmlDeviceGetHandleByIndex(1, &dev));
+  nvmlEventSet_t set;
+  SIM_OK(nvmlEventSetCreate(&set));
+  SIM_OK(nvmlDeviceRegisterEvents(dev, nvmlEventTypeXidCriticalError, set));
+  SIM_CHECK_EQ(Run("sim inject-xid --gpu 1 --xid 79", &out), 0);
+  nvmlEventData_t data{};
+  SIM_OK(nvmlEventSetWait(set, &data, 2000));
+  SIM_CHECK(data.device == dev && data.eventData == 79);
+  SIM_CHECK(Run("sim inject-xid --gpu 7 --xid 79", &out) != 0);
+  SIM_OK(nvmlEventSetFree(set));
+
+  SIM_CHECK_EQ(Run("sim reset", &out), 1);  // this process is attached
+  SIM_CHECK(out.find("--force") != std::string::npos);
+  SIM_OK(cuMemFree(p));
+  SIM_OK(nvmlShutdown());
+  SIM_CHECK_EQ(Run("sim reset --force", &out), 0);
+  SIM_CHECK_EQ(Run("sim status", &out), 1);
+  return simtest::Finish("sim_cli_test");
+}
