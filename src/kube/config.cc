@@ -251,4 +251,8 @@ std::shared_ptr<CurlTransport> MakeTransport(const ClientConfig& config, Clock* 
   return std::make_shared<CurlTransport>(std::move(o));
 }
 
+std::unique_ptr<Client> MakeClient(const ClientConfig& config, ClientOptions options) {
+  return std::make_unique<Client>(MakeTransport(config, options.clock), options);
+}
+
 }  // namespace tessera::kube

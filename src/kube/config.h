@@ -20,6 +20,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "kube/client.h"
 #include "kube/clock.h"
 #include "kube/curl_transport.h"
 
@@ -77,5 +78,9 @@ class FileTokenSource {
 
 // Builds the transport for a config (TLS, token source).
 std::shared_ptr<CurlTransport> MakeTransport(const ClientConfig& config, Clock* clock = nullptr);
+
+// A Client for `config` over MakeTransport(config); options.clock also drives
+// the token re-read.
+std::unique_ptr<Client> MakeClient(const ClientConfig& config, ClientOptions options = {});
 
 }  // namespace tessera::kube

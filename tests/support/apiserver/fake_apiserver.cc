@@ -157,7 +157,16 @@ tessera::Status FakeApiServer::Start() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
   }
-  auto server = std::make_unique<httplib::Server>();
+  std::unique_ptr<httplib::Server> server;
+  if (!options_.tls_cert_file.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(
+        options_.tls_cert_file.c_str(), options_.tls_key_file.c_str(),
+        options_.client_ca_file.empty() ? nullptr : options_.client_ca_file.c_str());
+    if (!tls->is_valid()) return tessera::Error{"fake apiserver: cannot load TLS certificate or key"};
+    server = std::move(tls);
+  } else {
+    server = std::make_unique<httplib::Server>();
+  }
   const size_t threads = options_.threads;
   server->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server->set_keep_alive_timeout(options_.keep_alive_seconds);
@@ -210,7 +219,8 @@ int FakeApiServer::port() const {
   return port_;
 }
 std::string FakeApiServer::url() const {
-  return "http://" + options_.host + ":" + std::to_string(port_);
+  return (options_.tls_cert_file.empty() ? "http://" : "https://") + options_.host + ":" +
+         std::to_string(port_);
 }
 
 uint64_t FakeApiServer::CurrentResourceVersion() const {
@@ -265,7 +275,12 @@ size_t FakeApiServer::ActiveWatches() const {
 
 std::vector<RequestRecord> FakeApiServer::Requests() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return requests_;
+  return std::vector<RequestRecord>(requests_.begin(), requests_.end());
+}
+
+void FakeApiServer::LogRequestLocked(RequestRecord record) {
+  requests_.push_back(std::move(record));
+  while (requests_.size() > options_.request_log_limit) requests_.pop_front();
 }
 
 void FakeApiServer::ClearRequests() {
@@ -401,7 +416,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
         record.status = res.status;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          requests_.push_back(std::move(record));
+          LogRequestLocked(std::move(record));
         }
         return;
       case Fault::Kind::kGarbage:
@@ -414,7 +429,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
         record.status = 200;
         {
           std::lock_guard<std::mutex> lock(mu_);
-          requests_.push_back(std::move(record));
+          LogRequestLocked(std::move(record));
         }
         return;
     }
@@ -472,7 +487,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   }
   record.status = res.status;
   std::lock_guard<std::mutex> lock(mu_);
-  requests_.push_back(std::move(record));
+  LogRequestLocked(std::move(record));
 }
 
 void FakeApiServer::Serve(const Route& route, const httplib::Request& req, httplib::Response& res,
