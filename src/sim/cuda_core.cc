@@ -105,9 +105,10 @@ void ReleaseProcessAtExit() {
   timespec deadline;
   clock_gettime(CLOCK_REALTIME, &deadline);
   deadline.tv_sec += 1;
-  if (pthread_mutex_timedlock(&rt.state->file()->mutex, &deadline) == EOWNERDEAD) {
+  const int rc = pthread_mutex_timedlock(&rt.state->file()->mutex, &deadline);
+  if (rc == EOWNERDEAD) {
     pthread_mutex_consistent(&rt.state->file()->mutex);
-  } else if (errno == ETIMEDOUT) {
+  } else if (rc != 0) {
     return;  // others reclaim us once we are gone
   }
   const int slot = rt.state->ProcessSlotLocked(rt.pid, false);
