@@ -1,0 +1,75 @@
+// `tessera run`: run a command on an enforced GPU slice of this machine.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/command_registry.h"
+#include "runner/run_job.h"
+
+namespace tessera::cli {
+namespace {
+
+struct RunFlags {
+  runner::RunOptions options;
+  std::string gpumem;
+  std::string sim;
+  std::vector<std::string> command;
+};
+
+const CommandRegistration kRun{
+    {"run", 10, [](CLI::App& root) {
+       auto flags = std::make_shared<RunFlags>();
+       auto* cmd = root.add_subcommand(
+           "run", "Run a command on a GPU slice of this machine (memory + compute enforced by libvgpu.so)");
+       cmd->footer(
+           "\nThe slice is placed with tessera's placement engine against the slices other `tessera run` "
+           "jobs\n"
+           "hold (a node-local ledger; a dead job's slice is freed), and enforced inside the job by "
+           "libvgpu.so\n"
+           "(LD_PRELOAD). Without an NVIDIA driver, or with --sim, the job runs on tessera's simulated GPU.\n"
+           "\n"
+           "Examples:\n"
+           "  tessera run --gpumem 4000 --gpucores 30 -- python train.py\n"
+           "  tessera run --gpus 2 --gpumem 50% --gpu-type A100 -- ./multi_gpu_job\n"
+           "  tessera run --sim 2xH100-80GB --gpumem 8Gi -- ./my_cuda_program\n"
+           "\n"
+           "Exit status: the command's own (or 128+N when it died of signal N);\n"
+           "2 when the request is malformed or does not fit (the message says which GPU lacks what).");
+       cmd->add_option("--gpus", flags->options.slice.gpus, "Number of GPUs (each slice on a different GPU)")
+           ->default_val(1);
+       cmd->add_option("--gpumem", flags->gpumem,
+                       "Device memory per GPU: MiB (3000), a size (3Gi) or a share of the GPU (25%); "
+                       "default: the whole GPU");
+       cmd->add_option("--gpucores", flags->options.slice.cores,
+                       "Compute per GPU in percent; 0 = no compute limit, 100 = the GPU alone")
+           ->default_val(0);
+       cmd->add_option("--gpu-type", flags->options.slice.gpu_types,
+                       "Only GPUs whose model contains this text (repeatable, e.g. A100)");
+       cmd->add_option("--policy", flags->options.slice.policy,
+                       "binpack: fill used GPUs first (default); spread: prefer empty GPUs")
+           ->default_val("binpack");
+       cmd->add_option(
+           "--sim", flags->sim,
+           "Use the simulated GPU with this spec (e.g. 2xA100-80GB, A100-40GB,L4) even if a driver exists");
+       cmd->add_option(
+           "--ledger-dir", flags->options.ledger_dir,
+           "Where running slices are recorded (default: $TESSERA_RUN_STATE, /run/tessera as root)");
+       cmd->add_flag("-q,--quiet", flags->options.quiet, "Print nothing but errors");
+       cmd->add_option("command", flags->command, "The command to run, after --")->expected(-1);
+       cmd->callback([flags] {
+         auto& opt = flags->options;
+         if (!flags->gpumem.empty()) {
+           if (auto st = runner::ParseGpuMemory(flags->gpumem, opt.slice); !st.ok()) {
+             std::cerr << "tessera run: " << st.error().message << "\n";
+             SetExitCode(runner::kExitDoesNotFit);
+             return;
+           }
+         }
+         if (!flags->sim.empty()) opt.sim_spec = flags->sim;
+         opt.command = flags->command;
+         SetExitCode(runner::RunAndExit(opt));
+       });
+     }}};
+
+}  // namespace
+}  // namespace tessera::cli

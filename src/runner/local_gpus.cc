@@ -1,0 +1,78 @@
+#include "runner/local_gpus.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "node/nvml_api.h"
+#include "node/nvml_inventory.h"
+
+namespace tessera::runner {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? std::string(v) : fallback;
+}
+
+Result<std::vector<core::Gpu>> DiscoverWith(std::unique_ptr<node::NvmlLibrary> library) {
+  const node::NvmlApi& api = library->api();
+  node::NvmlInventory inventory(api, std::move(library));
+  return inventory.Discover();
+}
+
+}  // namespace
+
+InstallPaths DiscoverInstallPaths() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  fs::path bin = ec ? fs::current_path() : exe.parent_path();
+  fs::path prefix = bin.parent_path();
+  InstallPaths p;
+  p.bin_dir = bin.string();
+  p.libvgpu = EnvOr("TESSERA_LIBVGPU", (prefix / "lib" / "libvgpu.so").string());
+  p.sim_lib_dir = EnvOr("TESSERA_SIM_LIB_DIR", (prefix / "lib" / "sim").string());
+  return p;
+}
+
+Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPaths& paths) {
+  LocalGpus out;
+  if (!options.sim_spec) {
+    auto real = node::NvmlLibrary::Load("libnvidia-ml.so.1");
+    if (real.ok()) {
+      auto gpus = DiscoverWith(std::move(real).value());
+      if (!gpus.ok()) return gpus.error().Wrap("cannot list the GPUs through NVML");
+      out.gpus = std::move(gpus).value();
+      return out;
+    }
+    out.note = "tessera: no NVIDIA driver found (no libnvidia-ml.so.1); using the simulated GPU " +
+               EnvOr("TESSERA_SIM_GPUS", options.default_sim_spec) + " (choose with --sim SPEC)";
+  }
+
+  out.simulated = true;
+  // An explicit --sim wins; otherwise an inherited TESSERA_SIM_GPUS (as set by
+  // a parent `tessera demo`) keeps every invocation on the same simulated node.
+  out.sim_spec = options.sim_spec ? *options.sim_spec : EnvOr("TESSERA_SIM_GPUS", options.default_sim_spec);
+  ::setenv("TESSERA_SIM_GPUS", out.sim_spec.c_str(), 1);
+  const std::string lib = paths.sim_lib_dir + "/libnvidia-ml.so.1";
+  if (!fs::exists(lib)) {
+    return Error{"the simulated GPU library " + lib +
+                 " is missing; build tessera first (make) or set TESSERA_SIM_LIB_DIR"};
+  }
+  auto sim = node::NvmlLibrary::Load(lib);
+  if (!sim.ok()) return sim.error().Wrap("cannot load the simulated GPU");
+  auto gpus = DiscoverWith(std::move(sim).value());
+  if (!gpus.ok()) return gpus.error().Wrap("the simulated GPU " + out.sim_spec + " did not start");
+  out.gpus = std::move(gpus).value();
+  out.job_env["TESSERA_SIM_GPUS"] = out.sim_spec;
+  if (const char* state = std::getenv("TESSERA_SIM_STATE"); state && *state) {
+    out.job_env["TESSERA_SIM_STATE"] = state;
+  }
+  out.job_path_env["LD_LIBRARY_PATH"] = paths.sim_lib_dir;
+  return out;
+}
+
+}  // namespace tessera::runner

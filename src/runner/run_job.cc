@@ -1,0 +1,183 @@
+#include "runner/run_job.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <random>
+
+#include "core/allocation_codec.h"
+#include "core/fit.h"
+#include "core/node_state.h"
+#include "core/policy.h"
+#include "core/policy_placer.h"
+
+namespace tessera::runner {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kLocalNode = "local";
+constexpr const char* kJobContainer = "job";
+
+std::string NewJobId() {
+  std::random_device rd;
+  static const char kHex[] = "0123456789abcdef";
+  std::string id = "job-";
+  for (int i = 0; i < 8; ++i) id += kHex[rd() % 16];
+  return id;
+}
+
+core::PodAllocation AllocationOf(const LedgerEntry& e) {
+  core::PodAllocation a;
+  a.node = kLocalNode;
+  a.containers.push_back(e.slices);
+  return a;
+}
+
+// The node as the ledger's live jobs leave it.
+Result<core::NodeState> LocalNodeState(const std::vector<core::Gpu>& gpus,
+                                       const std::vector<LedgerEntry>& entries) {
+  core::NodeState node(kLocalNode, gpus);
+  for (const auto& e : entries) {
+    if (auto st = node.Apply(AllocationOf(e)); !st.ok()) {
+      // A GPU vanished or shrank since that job started: its slice cannot be
+      // accounted, so placing anything would risk overcommit.
+      return st.error().Wrap("job " + e.job_id + " holds a slice this machine can no longer account");
+    }
+  }
+  return node;
+}
+
+}  // namespace
+
+Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gpu>& gpus,
+                                 const SliceRequest& request, const std::vector<std::string>& command) {
+  if (auto st = Validate(request); !st.ok()) return st.error();
+  auto policy = core::MakePolicy(CorePolicyName(request));
+  if (!policy.ok()) return policy.error();
+  const core::PodRequest pod = ToPodRequest(request);
+
+  Reservation out;
+  auto st = ledger.Update([&](std::vector<LedgerEntry>& entries) -> Status {
+    auto node = LocalNodeState(gpus, entries);
+    if (!node.ok()) return node.error();
+    core::Placer placer({*node});
+    auto decision = placer.Choose(pod, **policy);
+    if (!decision) {
+      core::FitResult fit = core::FitNode(placer.node(0), pod);
+      // Per-GPU lines read better than the one-line summary when there are any.
+      if (fit.rejections.empty()) {
+        out.refusal = "the request does not fit on this machine: " + fit.message;
+      } else {
+        out.refusal = "the request does not fit on this machine:";
+        for (const auto& r : fit.rejections) out.refusal += "\n  " + r.message;
+      }
+      return Status::Ok();  // nothing added: the write leaves the ledger as it was
+    }
+    auto allocation = placer.Commit(*decision, pod);
+    if (!allocation.ok()) return allocation.error();
+    LedgerEntry e;
+    e.job_id = NewJobId();
+    e.command = command;
+    e.holders = {SelfProcessId()};
+    e.slices = allocation->containers.at(0);
+    e.slices.container = kJobContainer;
+    e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/vgpu.region";
+    e.started_unix =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    entries.push_back(e);
+    out.slice = ReservedSlice{e, AllocationOf(e)};
+    return Status::Ok();
+  });
+  if (!st.ok()) return st.error();
+  return out;
+}
+
+Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& paths, const LocalGpus& local,
+                             const std::vector<std::string>& command) {
+  if (!fs::exists(paths.libvgpu)) {
+    return Error{"the interception library " + paths.libvgpu +
+                 " is missing; build tessera first (make) or set TESSERA_LIBVGPU"};
+  }
+  auto encoded = core::EncodeAllocation(slice.allocation);
+  if (!encoded.ok()) return encoded.error();
+  JobSpec spec;
+  spec.argv = command;
+  spec.set_env = local.job_env;
+  spec.set_env[std::string(core::kAllocationEnvVar)] = *encoded;
+  spec.set_env[std::string(core::kContainerNameEnvVar)] = kJobContainer;
+  spec.set_env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = slice.entry.region_path;
+  spec.set_env["TESSERA_JOB_ID"] = slice.entry.job_id;
+  spec.prepend_path_env = local.job_path_env;
+  spec.prepend_path_env["LD_PRELOAD"] = paths.libvgpu;
+  return spec;
+}
+
+int RunAndExit(const RunOptions& options) {
+  if (options.command.empty()) {
+    std::cerr << "tessera run: no command given; usage: tessera run [options] -- CMD [ARGS...]\n";
+    return kExitDoesNotFit;
+  }
+  if (auto st = Validate(options.slice); !st.ok()) {
+    std::cerr << "tessera run: " << st.error().message << "\n";
+    return kExitDoesNotFit;
+  }
+  const InstallPaths paths = DiscoverInstallPaths();
+  auto local = OpenLocalGpus({options.sim_spec}, paths);
+  if (!local.ok()) {
+    std::cerr << "tessera run: " << local.error().message << "\n";
+    return 1;
+  }
+  if (!local->note.empty() && !options.quiet) std::cerr << local->note << "\n";
+
+  SliceLedger ledger(options.ledger_dir.empty() ? DefaultLedgerDir() : options.ledger_dir);
+  auto reservation = ReserveSlice(ledger, local->gpus, options.slice, options.command);
+  if (!reservation.ok()) {
+    std::cerr << "tessera run: " << reservation.error().message << "\n";
+    return 1;
+  }
+  if (!reservation->slice) {
+    std::cerr << "tessera run: " << reservation->refusal << "\n";
+    return kExitDoesNotFit;
+  }
+  const ReservedSlice* slice = &*reservation->slice;
+  auto release = [&] {
+    (void)ledger.Remove(slice->entry.job_id);
+    std::error_code ec;
+    fs::remove_all(fs::path(slice->entry.region_path).parent_path(), ec);
+  };
+  std::error_code ec;
+  fs::create_directories(fs::path(slice->entry.region_path).parent_path(), ec);
+  if (ec) {
+    std::cerr << "tessera run: cannot create the job's region directory: " << ec.message() << "\n";
+    release();
+    return 1;
+  }
+  auto spec = BuildJobSpec(*slice, paths, *local, options.command);
+  if (!spec.ok()) {
+    std::cerr << "tessera run: " << spec.error().message << "\n";
+    release();
+    return 1;
+  }
+  if (!options.quiet) {
+    std::cerr << "tessera run: " << slice->entry.job_id << " on";
+    for (const auto& d : slice->entry.slices.devices) {
+      std::cerr << " " << d.uuid << " (" << d.memory_mib << " MiB, " << d.cores << "% cores)";
+    }
+    std::cerr << "\n";
+  }
+  auto pid = StartJob(*spec);
+  if (!pid.ok()) {
+    std::cerr << "tessera run: " << pid.error().message << "\n";
+    release();
+    return 1;
+  }
+  JobExit exit = WaitForJob(*pid);
+  release();
+  ExitLike(exit);
+}
+
+}  // namespace tessera::runner

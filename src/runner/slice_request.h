@@ -1,0 +1,38 @@
+// SliceRequest: what `tessera run` asks for, and how it maps onto the core
+// engine's PodRequest (one container, named "job").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/request.h"
+#include "core/result.h"
+
+namespace tessera::runner {
+
+struct SliceRequest {
+  int gpus = 1;
+  int64_t memory_mib = 0;              // per GPU; 0 with no percent = the whole GPU's memory
+  std::optional<int> memory_percent;   // per GPU, 1..100
+  int cores = 0;                       // percent per GPU; 0 = no compute limit, 100 = exclusive
+  std::vector<std::string> gpu_types;  // model must contain one of these (case-insensitive)
+  std::string policy = "binpack";      // binpack | spread (how GPUs are chosen)
+};
+
+// Parses --gpumem: a whole number of MiB ("3000"), a Kubernetes quantity of
+// bytes with a binary/decimal suffix ("3Gi", "1500Mi", "2G"), or a percentage
+// of the GPU ("25%"). Sets memory_mib or memory_percent of `request`.
+Status ParseGpuMemory(std::string_view text, SliceRequest& request);
+
+// Checks ranges (gpus 1..16, cores 0..100, policy name) with messages naming the flag.
+Status Validate(const SliceRequest& request);
+
+core::PodRequest ToPodRequest(const SliceRequest& request);
+
+// The core policy name for --policy ("binpack" -> "gpu-binpack").
+std::string CorePolicyName(const SliceRequest& request);
+
+}  // namespace tessera::runner
