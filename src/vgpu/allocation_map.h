@@ -17,6 +17,7 @@ struct AllocationRecord {
   int device = -1;       // region device index
   uint64_t bytes = 0;    // what was reserved for it
   bool spilled = false;  // served as managed memory by oversubscription
+  uint64_t pool = 0;     // CUmemoryPool it came from (stream-ordered), else 0
 };
 
 class AllocationMap {

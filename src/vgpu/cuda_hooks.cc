@@ -99,7 +99,11 @@ CUresult free_common(Runtime& rt, CUdeviceptr dptr, CUresult (*call)(void*, CUde
     return rc;
   }
   if (rec.spilled) rt.region.note_spilled_bytes(rec.device, -static_cast<int64_t>(rec.bytes));
-  rt.release(rec.device, rec.bytes);
+  if (rec.pool != 0) {
+    rt.pool_freed(rec.pool, rec.bytes);  // the pool may keep holding it
+  } else {
+    rt.release(rec.device, rec.bytes);
+  }
   return rc;
 }
 
@@ -166,6 +170,7 @@ TESSERA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   uint64_t limit = rt.region.memory_limit(dev);
   if (limit == 0) return rc;
   rt.region.reclaim_dead_throttled(100'000'000);  // a dead neighbour's memory shows up as free within 100 ms
+  rt.reconcile_pools();                           // trimmed pools' memory shows up as free
   uint64_t used = rt.region.memory_used(dev);
   uint64_t headroom = used < limit ? limit - used : 0;
   if (free != nullptr && (headroom < *free || rt.config.oversubscribe)) *free = headroom;
@@ -341,9 +346,28 @@ TESSERA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, si
 
 namespace {
 
-CUresult async_alloc(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, const char* what,
+// Stream-ordered allocation from `pool` (0: the device's current pool).
+CUresult async_alloc(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, uint64_t pool, const char* what,
                      CUresult (*call)(void*, CUdeviceptr*, size_t), void* ctx) {
-  return alloc_common(rt, dptr, bytesize, what, call, ctx, false);
+  if (!rt.accounting || dptr == nullptr || bytesize == 0) return call(ctx, dptr, bytesize);
+  CUdevice handle = 0;
+  int dev = rt.current_device(&handle);
+  if (dev < 0) return call(ctx, dptr, bytesize);
+  if (pool == 0) {
+    CUmemoryPool current = nullptr;
+    if (rt.cuda.cuDeviceGetMemPool != nullptr && rt.cuda.cuDeviceGetMemPool(&current, handle) == CUDA_SUCCESS)
+      pool = reinterpret_cast<uint64_t>(current);
+  }
+  uint64_t need = pool != 0 ? rt.pool_need(pool, dev, bytesize) : bytesize;
+  if (need > 0 && !rt.reserve(dev, need, what)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = call(ctx, dptr, bytesize);
+  if (rc != CUDA_SUCCESS) {
+    rt.release(dev, need);
+    return rc;
+  }
+  if (pool != 0) rt.pool_allocated(pool, dev, bytesize, need);
+  rt.device_pointers.insert(*dptr, AllocationRecord{dev, bytesize, false, pool});
+  return rc;
 }
 
 struct AsyncCall {
@@ -360,7 +384,7 @@ struct AsyncCall {
     if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                    \
     AsyncCall call{&rt, hStream, nullptr};                                             \
     return async_alloc(                                                                \
-        rt, dptr, bytesize, #name,                                                     \
+        rt, dptr, bytesize, 0, #name,                                                  \
         [](void* c, CUdeviceptr* p, size_t n) {                                        \
           auto* k = static_cast<AsyncCall*>(c);                                        \
           return k->rt->cuda.name(p, n, k->stream);                                    \
@@ -376,7 +400,7 @@ TESSERA_ASYNC_ALLOC(cuMemAllocAsync_ptsz)
     if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                       \
     AsyncCall call{&rt, hStream, pool};                                                                   \
     return async_alloc(                                                                                   \
-        rt, dptr, bytesize, #name,                                                                        \
+        rt, dptr, bytesize, reinterpret_cast<uint64_t>(pool), #name,                                      \
         [](void* c, CUdeviceptr* p, size_t n) {                                                           \
           auto* k = static_cast<AsyncCall*>(c);                                                           \
           return k->rt->cuda.name(p, n, k->pool, k->stream);                                              \

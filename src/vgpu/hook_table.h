@@ -63,6 +63,7 @@
   X(cuMipmappedArrayGetMemoryRequirements)  \
   X(cuMemGetAddressRange_v2)                \
   X(cuMemPoolGetAttribute)                  \
+  X(cuDeviceGetMemPool)                     \
   X(cuMemGetAllocationPropertiesFromHandle) \
   X(cuDevicePrimaryCtxGetState)             \
   X(cuCtxPushCurrent_v2)                    \

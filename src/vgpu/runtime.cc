@@ -286,6 +286,8 @@ int Runtime::nvml_entry(nvmlDevice_t handle) {
 bool Runtime::reserve(int device, uint64_t bytes, const char* what) {
   if (!accounting || device < 0) return true;
   ReserveOutcome out = region.reserve(device, bytes);
+  if (!out.ok && have_pools_.load(std::memory_order_relaxed) && reconcile_pools())
+    out = region.reserve(device, bytes);  // a trimmed pool may have given memory back
   if (out.ok) return true;
   log_event(LogLevel::kWarn, "%s refused: out of memory on %s: limit %llu bytes, used %llu, requested %llu",
             what, region.raw()->devices[device].uuid, static_cast<unsigned long long>(out.limit),
@@ -364,6 +366,75 @@ void Runtime::uncharge_context(int device) {
   region.release(device, context_charge[device]);
   region.note_context_bytes(device, -static_cast<int64_t>(context_charge[device]));
   context_charge[device] = 0;
+}
+
+Runtime::PoolCharge* Runtime::find_pool_locked(uint64_t pool, int device) {
+  for (int i = 0; i < pool_count_; ++i)
+    if (pools_[i].pool == pool) return &pools_[i];
+  if (device < 0) return nullptr;
+  for (int i = 0; i < pool_count_; ++i) {
+    if (pools_[i].live == 0 && pools_[i].charged == 0) {  // reuse a slot whose pool holds nothing
+      pools_[i] = PoolCharge{pool, device, 0, 0};
+      return &pools_[i];
+    }
+  }
+  if (pool_count_ == kMaxPools) return nullptr;
+  pools_[pool_count_] = PoolCharge{pool, device, 0, 0};
+  have_pools_.store(true, std::memory_order_relaxed);
+  return &pools_[pool_count_++];
+}
+
+bool Runtime::reconcile_pool_locked(PoolCharge& pc) {
+  cuuint64_t held = 0;
+  if (cuda.cuMemPoolGetAttribute == nullptr ||
+      cuda.cuMemPoolGetAttribute(reinterpret_cast<CUmemoryPool>(pc.pool),
+                                 CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &held) != CUDA_SUCCESS)
+    held = 0;  // destroyed pool: it holds nothing any more
+  uint64_t target = pc.live > held ? pc.live : held;
+  if (target > pc.charged) {
+    // The driver already handed this memory to the pool: account it as it is.
+    region.reserve(pc.device, target - pc.charged, /*force=*/true);
+  } else if (target < pc.charged) {
+    region.release(pc.device, pc.charged - target);
+  }
+  bool went_down = target < pc.charged;
+  pc.charged = target;
+  return went_down;
+}
+
+uint64_t Runtime::pool_need(uint64_t pool, int device, uint64_t bytes) {
+  std::lock_guard<std::mutex> guard(pools_mu_);
+  PoolCharge* pc = find_pool_locked(pool, -1);
+  if (pc == nullptr) return bytes;
+  uint64_t covered = pc->charged > pc->live ? pc->charged - pc->live : 0;
+  (void)device;
+  return bytes > covered ? bytes - covered : 0;
+}
+
+void Runtime::pool_allocated(uint64_t pool, int device, uint64_t bytes, uint64_t reserved) {
+  std::lock_guard<std::mutex> guard(pools_mu_);
+  PoolCharge* pc = find_pool_locked(pool, device);
+  if (pc == nullptr) return;  // too many pools: the allocation stays charged as reserved
+  pc->live += bytes;
+  pc->charged += reserved;
+  reconcile_pool_locked(*pc);
+}
+
+void Runtime::pool_freed(uint64_t pool, uint64_t bytes) {
+  std::lock_guard<std::mutex> guard(pools_mu_);
+  PoolCharge* pc = find_pool_locked(pool, -1);
+  if (pc == nullptr) return;
+  pc->live = pc->live > bytes ? pc->live - bytes : 0;
+  reconcile_pool_locked(*pc);
+}
+
+bool Runtime::reconcile_pools() {
+  if (!have_pools_.load(std::memory_order_relaxed)) return false;
+  std::lock_guard<std::mutex> guard(pools_mu_);
+  bool any = false;
+  for (int i = 0; i < pool_count_; ++i)
+    if (pools_[i].charged > 0 || pools_[i].live > 0) any = reconcile_pool_locked(pools_[i]) || any;
+  return any;
 }
 
 }  // namespace tessera::vgpu

@@ -116,11 +116,39 @@ class Runtime {
   void uncharge_context(int device);
   std::atomic<int> primary_refs[kMaxDevices] = {};  // by region index
 
-  int cuda_entry(CUdevice dev) const;  // driver ordinal of a handle, -1 if unknown
+  int cuda_entry(CUdevice dev) const;
+
+  // Stream-ordered pools: the container is charged what a pool holds, i.e.
+  // max(live allocations from it, the driver's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+  // since freed blocks stay in the pool until it is trimmed.
+  // Bytes to reserve before allocating `bytes` from `pool` (0 when the pool's
+  // cached memory already covers it).
+  uint64_t pool_need(uint64_t pool, int device, uint64_t bytes);
+  // After the driver served an allocation of `bytes` for which `reserved` was
+  // reserved, or freed one (`bytes` negative direction via pool_freed).
+  void pool_allocated(uint64_t pool, int device, uint64_t bytes, uint64_t reserved);
+  void pool_freed(uint64_t pool, uint64_t bytes);
+  // Re-reads every pool's holding and moves the charges (frees what trimmed
+  // pools gave back). Returns true if any charge went down.
+  bool reconcile_pools();  // driver ordinal of a handle, -1 if unknown
 
  private:
   std::mutex init_mu_;
   std::atomic<bool> nvml_loaded_{false};
+
+  struct PoolCharge {
+    uint64_t pool = 0;
+    int device = -1;
+    uint64_t live = 0;     // bytes of live allocations from the pool
+    uint64_t charged = 0;  // bytes reserved in the region for the pool
+  };
+  static constexpr int kMaxPools = 64;
+  std::mutex pools_mu_;
+  PoolCharge pools_[kMaxPools];  // guarded by pools_mu_
+  int pool_count_ = 0;           // guarded by pools_mu_
+  std::atomic<bool> have_pools_{false};
+  PoolCharge* find_pool_locked(uint64_t pool, int device);
+  bool reconcile_pool_locked(PoolCharge& pc);
   bool region_attempted_ = false;  // guarded by init_mu_
   void ensure_region_locked();
   uint64_t measure_context_bytes(int device);

@@ -57,7 +57,8 @@ struct ProbeRun {
   }
   uint64_t value(const std::string& op, size_t field, int n = 0) const {
     auto w = line(op, n);
-    return w.size() > field ? std::stoull(w[field]) : ~0ull;
+    if (w.size() <= field || w[field].empty() || w[field][0] == '-') return ~0ull;
+    return std::stoull(w[field]);
   }
 };
 
@@ -272,6 +273,55 @@ TEST_F(VgpuTest, ProcAddressHonoursVersionAndPerThreadFlag) {
   EXPECT_EQ(r.line("dlsymnext", 1).at(2), "malloc");
   EXPECT_NE(r.line("dlsymnext", 1).at(1), "libvgpu.so");
   EXPECT_EQ(r.line("dlsym", 2), (std::vector<std::string>{"dlsym", "libvgpu.so", "nvmlDeviceGetMemoryInfo"}));
+}
+
+TEST_F(VgpuTest, LegacyProcAddressEntryPointIsInterceptedToo) {
+  ProbeRun r = run({"init", "procaddrlegacy:cuMemAlloc:11040:0", "procaddrlegacy:cuMemFreeAsync:11080:2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.line("procaddrlegacy", 0),
+            (std::vector<std::string>{"procaddrlegacy", "0", "libvgpu.so", "cuMemAlloc_v2"}));
+  auto async = r.line("procaddrlegacy", 1);
+  if (async.at(1) == "0") {  // only when the driver has stream-ordered allocation
+    EXPECT_EQ(async, (std::vector<std::string>{"procaddrlegacy", "0", "libvgpu.so", "cuMemFreeAsync_ptsz"}));
+  }
+}
+
+TEST_F(VgpuTest, WorksWhenNvmlIsAbsent) {
+  // A library directory holding the driver but not NVML.
+  std::string libs = dir_ + "/cuda-only";
+  ASSERT_EQ(mkdir(libs.c_str(), 0700), 0);
+  ASSERT_EQ(
+      symlink((std::string(TESSERA_SIM_LIB_DIR) + "/libcuda.so.1").c_str(), (libs + "/libcuda.so.1").c_str()),
+      0);
+  ProbeRun r = run({"init", "ctx:0", "alloc:600", "alloc:300", "alloc:200", "meminfo", "nvml"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}, {"LD_LIBRARY_PATH", libs}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.value("nvmlcount", 1), ~0ull) << r.out;  // the program itself finds no NVML
+  // Without NVML the context cannot be measured (and TESSERA_CONTEXT_OVERHEAD
+  // is unset), so only the allocations count.
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS);
+  EXPECT_EQ(r.rc("alloc", 2), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(r.value("meminfo", 2), 100 * kMiB);
+}
+
+TEST_F(VgpuTest, PoolsAreChargedWhatTheyHold) {
+  // 1000 MiB: 300 context; a pool that keeps what is freed into it.
+  ProbeRun r = run({"init", "ctx:0", "poolcreate", "poolalloc:400", "meminfo", "asyncfree", "meminfo",
+                    "alloc:400", "poolalloc:400", "meminfo", "asyncfree", "pooltrim", "meminfo", "alloc:400"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("poolcreate").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no memory pools";
+  ASSERT_EQ(r.rc("poolcreate"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.rc("poolalloc", 0), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.value("meminfo", 2, 0), 300 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), 300 * kMiB) << r.out;  // freed into the pool: still held
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_ERROR_OUT_OF_MEMORY);     // so a plain allocation does not fit
+  EXPECT_EQ(r.rc("poolalloc", 1), CUDA_SUCCESS) << r.out;    // but the pool can serve it again
+  EXPECT_EQ(r.value("meminfo", 2, 2), 300 * kMiB) << r.out;
+  EXPECT_EQ(r.rc("pooltrim"), CUDA_SUCCESS);
+  EXPECT_EQ(r.value("meminfo", 2, 3), 700 * kMiB) << r.out;  // trimmed: given back
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out;
 }
 
 TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {

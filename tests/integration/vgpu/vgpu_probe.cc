@@ -38,6 +38,7 @@ std::vector<CUarray> g_arrays;
 std::vector<CUmipmappedArray> g_mipmaps;
 std::vector<CUdeviceptr> g_async;
 CUcontext g_ctx = nullptr;
+CUmemoryPool g_pool = nullptr;
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -107,6 +108,35 @@ void storm(unsigned threads, size_t chunk) {
   }
   for (auto& t : pool) t.join();
   printf("storm %llu %d\n", granted.load(), other_errors.load());
+}
+
+// NVML is optional for a CUDA program: loaded at run time, looked up with
+// dlsym as monitoring code does.
+struct Nvml {
+  decltype(&nvmlInit_v2) init;
+  decltype(&nvmlDeviceGetCount_v2) count;
+  decltype(&nvmlDeviceGetHandleByIndex_v2) by_index;
+  decltype(&nvmlDeviceGetHandleByUUID) by_uuid;
+  decltype(&nvmlDeviceGetUUID) uuid;
+  decltype(&nvmlDeviceGetMemoryInfo) memory;
+  decltype(&nvmlDeviceGetMemoryInfo_v2) memory_v2;
+};
+
+Nvml* nvml() {
+  static Nvml n{};
+  static bool loaded = [] {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (lib == nullptr) return false;
+    n.init = reinterpret_cast<decltype(n.init)>(dlsym(lib, "nvmlInit_v2"));
+    n.count = reinterpret_cast<decltype(n.count)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
+    n.by_index = reinterpret_cast<decltype(n.by_index)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
+    n.by_uuid = reinterpret_cast<decltype(n.by_uuid)>(dlsym(lib, "nvmlDeviceGetHandleByUUID"));
+    n.uuid = reinterpret_cast<decltype(n.uuid)>(dlsym(lib, "nvmlDeviceGetUUID"));
+    n.memory = reinterpret_cast<decltype(n.memory)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
+    n.memory_v2 = reinterpret_cast<decltype(n.memory_v2)>(dlsym(lib, "nvmlDeviceGetMemoryInfo_v2"));
+    return n.init && n.count && n.by_index && n.by_uuid && n.uuid && n.memory && n.memory_v2;
+  }();
+  return loaded ? &n : nullptr;
 }
 
 // Entry points the simulator may not have yet are found at run time, the way
@@ -300,30 +330,72 @@ int run(const std::string& op_text) {
       if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(nullptr);
     }
     printf("asyncfree %d\n", rc);
+  } else if (op == "poolcreate") {
+    // a pool on the current device that keeps freed memory (release threshold: all)
+    ENTRY(cuMemPoolCreate, "cuMemPoolCreate")
+    ENTRY(cuMemPoolSetAttribute, "cuMemPoolSetAttribute")
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CUdevice d = 0;
+    cuCtxGetDevice(&d);
+    props.location.id = d;
+    CUresult rc = cuMemPoolCreate(&g_pool, &props);
+    cuuint64_t keep = ~0ull;
+    if (rc == CUDA_SUCCESS) rc = cuMemPoolSetAttribute(g_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    printf("poolcreate %d\n", rc);
+  } else if (op == "poolalloc") {
+    ENTRY(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync")
+    CUdeviceptr p = 0;
+    CUresult rc = cuMemAllocFromPoolAsync(&p, num(a, 1) * kMiB, g_pool, nullptr);
+    if (rc == CUDA_SUCCESS) g_async.push_back(p);
+    printf("poolalloc %d\n", rc);
+  } else if (op == "pooltrim") {
+    ENTRY(cuMemPoolTrimTo, "cuMemPoolTrimTo")
+    printf("pooltrim %d\n", cuMemPoolTrimTo(g_pool, 0));
   } else if (op == "storm") {
     storm(static_cast<unsigned>(num(a, 1)), num(a, 2) * kMiB);
   } else if (op == "nvml") {
-    nvmlReturn_t rc = nvmlInit_v2();
-    unsigned n = 0;
-    if (rc == NVML_SUCCESS) rc = nvmlDeviceGetCount_v2(&n);
-    printf("nvmlcount %d %u\n", rc, n);
-    for (unsigned i = 0; rc == NVML_SUCCESS && i < n; ++i) {
+    Nvml* n = nvml();
+    if (n == nullptr) {
+      printf("nvmlcount -1 0\n");
+      fflush(stdout);
+      return 0;
+    }
+    nvmlReturn_t rc = n->init();
+    unsigned count = 0;
+    if (rc == NVML_SUCCESS) rc = n->count(&count);
+    printf("nvmlcount %d %u\n", rc, count);
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < count; ++i) {
       nvmlDevice_t h = nullptr;
       char uuid[96] = {};
       nvmlMemory_t m{};
       nvmlMemory_v2_t m2{};
       m2.version = nvmlMemory_v2;
-      nvmlReturn_t r1 = nvmlDeviceGetHandleByIndex_v2(i, &h);
-      if (r1 == NVML_SUCCESS) r1 = nvmlDeviceGetUUID(h, uuid, sizeof(uuid));
-      if (r1 == NVML_SUCCESS) r1 = nvmlDeviceGetMemoryInfo(h, &m);
-      nvmlReturn_t r2 = r1 == NVML_SUCCESS ? nvmlDeviceGetMemoryInfo_v2(h, &m2) : r1;
+      nvmlReturn_t r1 = n->by_index(i, &h);
+      if (r1 == NVML_SUCCESS) r1 = n->uuid(h, uuid, sizeof(uuid));
+      if (r1 == NVML_SUCCESS) r1 = n->memory(h, &m);
+      nvmlReturn_t r2 = r1 == NVML_SUCCESS ? n->memory_v2(h, &m2) : r1;
       printf("nvmlmem %d %u %s %llu %llu %llu\n", r1, i, uuid, m.total, m.free, m.used);
       printf("nvmlmem2 %d %u %llu %llu %llu\n", r2, i, m2.total, m2.free, m2.used);
     }
   } else if (op == "nvmluuid") {
-    nvmlInit_v2();
+    Nvml* n = nvml();
     nvmlDevice_t h = nullptr;
-    printf("nvmluuid %d\n", nvmlDeviceGetHandleByUUID(a[1].c_str(), &h));
+    if (n != nullptr) n->init();
+    printf("nvmluuid %d\n", n != nullptr ? n->by_uuid(a[1].c_str(), &h) : -1);
+  } else if (op == "procaddrlegacy") {
+    // the CUDA 11.3-11.8 entry point, without symbolStatus
+    using Legacy = CUresult (*)(const char*, void**, int, cuuint64_t);
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    auto legacy = lib != nullptr ? reinterpret_cast<Legacy>(dlsym(lib, "cuGetProcAddress")) : nullptr;
+    void* fn = nullptr;
+    CUresult rc = legacy != nullptr ? legacy(a[1].c_str(), &fn, static_cast<int>(num(a, 2)), num(a, 3))
+                                    : CUDA_ERROR_NOT_FOUND;
+    Dl_info info{};
+    bool named = fn != nullptr && dladdr(fn, &info) != 0;
+    printf("procaddrlegacy %d %s %s\n", rc, named && info.dli_fname ? strrchr(info.dli_fname, '/') + 1 : "-",
+           named && info.dli_sname ? info.dli_sname : "-");
   } else if (op == "procaddr") {
     // procaddr:<symbol>:<cudaVersion>:<flags> -> which object and symbol the answer is
     void* fn = nullptr;
