@@ -68,12 +68,15 @@ std::string RandomUuid() {
   return text;
 }
 
-Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
-    const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request) {
+namespace {
+
+// Everything that can be checked before creating anything; returns the GPUs
+// behind the device IDs, in request order.
+Result<std::vector<std::string>> CheckRequest(const AllocateContext& context,
+                                              const v1beta1::ContainerAllocateRequest& request) {
   const NodeConfig& config = *context.config;
   if (request.devices_ids().empty()) return Error{"the request names no devices"};
 
-  // Every ID must be ours; collect the GPUs behind them in request order.
   std::vector<std::string> gpu_uuids;
   for (const auto& id : request.devices_ids()) {
     auto parsed = ParseDeviceId(id);
@@ -98,6 +101,24 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
     return Error{"the preload file '" + config.PreloadFileHostPath() +
                  "' is missing (tessera-node writes it at start; was it removed?)"};
   }
+  return gpu_uuids;
+}
+
+}  // namespace
+
+Status CheckContainerRequest(const AllocateContext& context,
+                             const v1beta1::ContainerAllocateRequest& request) {
+  auto checked = CheckRequest(context, request);
+  if (!checked.ok()) return checked.error();
+  return Status::Ok();
+}
+
+Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
+    const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request) {
+  const NodeConfig& config = *context.config;
+  auto checked = CheckRequest(context, request);
+  if (!checked.ok()) return checked.error();
+  const std::vector<std::string>& gpu_uuids = *checked;
 
   std::string region_host_path;
   if (auto s = MakeRegionDirectory(config.region_host_dir, context.new_region_name(), region_host_path);

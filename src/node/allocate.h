@@ -41,6 +41,11 @@ struct AllocateContext {
 Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
     const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request);
 
+// The checks AllocateContainer makes before creating anything, alone: lets a
+// multi-container request be refused as a whole before any region is made.
+Status CheckContainerRequest(const AllocateContext& context,
+                             const v1beta1::ContainerAllocateRequest& request);
+
 // Chooses `allocation_size` devices: the must-include ones, then one replica on
 // each further GPU (a container's vGPUs are on different GPUs), preferring GPUs
 // with the most free replicas; only when GPUs run out does it repeat one.

@@ -76,6 +76,13 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
                                            v1beta1::AllocateResponse* response) {
   auto snapshot = state_.Get();
   AllocateContext context{&config_, &snapshot.gpus, new_region_name_};
+  // All or nothing: refuse the whole request before making any region.
+  for (const auto& container : request->container_requests()) {
+    if (auto s = CheckContainerRequest(context, container); !s.ok()) {
+      spdlog::warn("Allocate refused: {}", s.error().message);
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, s.error().message);
+    }
+  }
   for (const auto& container : request->container_requests()) {
     auto answer = AllocateContainer(context, container);
     if (!answer.ok()) {

@@ -174,11 +174,17 @@ TEST_F(PluginKubeletTest, AllocateMountsLibvgpuAndARegionAndSetsPodIndependentEn
   EXPECT_EQ(line, config_.libvgpu_container_path);
 
   // Devices the node does not have are refused with a reason.
+  // The whole request is refused, and no region is made for its good container.
+  size_t regions_before =
+      std::distance(fs::directory_iterator(config_.region_host_dir), fs::directory_iterator());
   v1beta1::AllocateRequest bad;
+  bad.add_container_requests()->add_devices_ids(gpus[0].uuid + "::0");
   bad.add_container_requests()->add_devices_ids("GPU-not-here::0");
   status = kubelet_->Allocate(bad, &response);
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.error_message().find("GPU-not-here::0"), std::string::npos) << status.error_message();
+  EXPECT_EQ(std::distance(fs::directory_iterator(config_.region_host_dir), fs::directory_iterator()),
+            static_cast<std::ptrdiff_t>(regions_before));
 
   v1beta1::PreStartContainerRequest prestart;
   prestart.add_devices_ids(gpus[0].uuid + "::0");
