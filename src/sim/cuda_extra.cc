@@ -1130,6 +1130,7 @@ static CUresult Instantiate(CUgraphExec* out, CUgraph g) {
     CUgraphNode n = ready.front();
     ready.pop_front();
     exec->nodes.push_back(*n);
+    exec->nodes.back().origin = n;
     for (CUgraphNode u : users[n]) {
       if (--pending[u] == 0) ready.push_back(u);
     }
@@ -1299,6 +1300,245 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream s, CUstreamCaptureStatus* statu
                                         const CUgraphEdgeData** edgeData, size_t* ndeps) {
   if (edgeData != nullptr) *edgeData = nullptr;
   return Guard([&]() -> CUresult { return CaptureInfo(s, true, status, id, graph, deps, ndeps); });
+}
+
+}  // extern "C"
+
+// ----- more graph API -----
+extern "C" {
+
+CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
+                           const CUgraphEdgeData* edgeData, size_t n, CUgraphNodeParams* p) {
+  (void)edgeData;
+  return Guard([&]() -> CUresult {
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    switch (p->type) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: {
+        CUfunction f = p->kernel.func != nullptr ? p->kernel.func : static_cast<CUfunction>(p->kernel.kern);
+        CUDA_KERNEL_NODE_PARAMS k{};
+        k.func = f;
+        k.gridDimX = p->kernel.gridDimX;
+        k.gridDimY = p->kernel.gridDimY;
+        k.gridDimZ = p->kernel.gridDimZ;
+        k.blockDimX = p->kernel.blockDimX;
+        k.blockDimY = p->kernel.blockDimY;
+        k.blockDimZ = p->kernel.blockDimZ;
+        k.sharedMemBytes = p->kernel.sharedMemBytes;
+        return KernelNode(out, g, deps, n, f, p->kernel.kernelParams, p->kernel.extra, k);
+      }
+      case CU_GRAPH_NODE_TYPE_MEMSET: {
+        CUgraphNode_st node;
+        node.kind = NodeKind::kMemset;
+        node.memset.dst = p->memset.dst;
+        node.memset.pitch = p->memset.pitch;
+        node.memset.value = p->memset.value;
+        node.memset.elementSize = p->memset.elementSize;
+        node.memset.width = p->memset.width;
+        node.memset.height = p->memset.height;
+        return AddNode(out, g, deps, n, std::move(node));
+      }
+      case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        CUgraphNode_st node;
+        node.kind = NodeKind::kMemcpy;
+        node.memcpy = p->memcpy.copyParams;
+        return AddNode(out, g, deps, n, std::move(node));
+      }
+      case CU_GRAPH_NODE_TYPE_HOST: {
+        if (p->host.fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+        CUgraphNode_st node;
+        node.kind = NodeKind::kHost;
+        node.host.fn = p->host.fn;
+        node.host.userData = p->host.userData;
+        return AddNode(out, g, deps, n, std::move(node));
+      }
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
+        CUevent ev = p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p->eventRecord.event : p->eventWait.event;
+        if (!IsLive(ev)) return CUDA_ERROR_INVALID_VALUE;
+        CUgraphNode_st node;
+        node.kind =
+            p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? NodeKind::kEventRecord : NodeKind::kEventWait;
+        node.event = ev;
+        return AddNode(out, g, deps, n, std::move(node));
+      }
+      case CU_GRAPH_NODE_TYPE_EMPTY:
+        return AddNode(out, g, deps, n, CUgraphNode_st{});
+      default:
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+  });
+}
+CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                        CUgraphNodeParams* p) {
+  return cuGraphAddNode_v2(out, g, deps, nullptr, n, p);
+}
+
+CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* roots, size_t* numRoots) {
+  return Guard([&]() -> CUresult {
+    if (numRoots == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+    size_t n = 0;
+    for (auto& node : g->nodes) {
+      if (!node->deps.empty()) continue;
+      if (roots != nullptr && n < *numRoots) roots[n] = node.get();
+      ++n;
+    }
+    *numRoots = n;
+    return CUDA_SUCCESS;
+  });
+}
+
+static CUresult Edges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
+  if (numEdges == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  LOCKED;
+  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  size_t n = 0;
+  for (auto& node : g->nodes) {
+    for (CUgraphNode d : node->deps) {
+      if (from != nullptr && to != nullptr && n < *numEdges) {
+        from[n] = d;
+        to[n] = node.get();
+      }
+      ++n;
+    }
+  }
+  *numEdges = n;
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphGetEdges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
+  return Guard([&]() -> CUresult { return Edges(g, from, to, numEdges); });
+}
+CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* edgeData,
+                            size_t* numEdges) {
+  return Guard([&]() -> CUresult {
+    CUresult r = Edges(g, from, to, numEdges);
+    if (r == CUDA_SUCCESS && edgeData != nullptr) std::memset(edgeData, 0, *numEdges * sizeof(*edgeData));
+    return r;
+  });
+}
+
+static CUresult NodeDeps(CUgraphNode node, CUgraphNode* out, size_t* num, bool dependents) {
+  if (num == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  LOCKED;
+  if (!IsLive(node) || node->magic != kNodeMagic) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUgraphNode> list;
+  if (dependents) {
+    for (auto& other : node->graph->nodes) {
+      for (CUgraphNode d : other->deps) {
+        if (d == node) list.push_back(other.get());
+      }
+    }
+  } else {
+    list = node->deps;
+  }
+  if (out != nullptr) {
+    for (size_t i = 0; i < std::min(*num, list.size()); ++i) out[i] = list[i];
+  }
+  *num = list.size();
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, size_t* num) {
+  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, false); });
+}
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edgeData,
+                                       size_t* num) {
+  (void)edgeData;
+  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, false); });
+}
+CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* deps, size_t* num) {
+  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, true); });
+}
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edgeData,
+                                         size_t* num) {
+  (void)edgeData;
+  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, true); });
+}
+
+CUresult cuGraphDestroyNode(CUgraphNode node) {
+  return Guard([&]() -> CUresult {
+    LOCKED;
+    if (!IsLive(node) || node->magic != kNodeMagic) return CUDA_ERROR_INVALID_VALUE;
+    CUgraph g = node->graph;
+    for (auto& other : g->nodes) {
+      auto& d = other->deps;
+      d.erase(std::remove(d.begin(), d.end(), node), d.end());
+    }
+    R().live.erase(node);
+    auto& v = g->nodes;
+    v.erase(std::remove_if(v.begin(), v.end(), [&](const auto& p) { return p.get() == node; }), v.end());
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuGraphClone(CUgraph* clone, CUgraph original) {
+  return Guard([&]() -> CUresult {
+    if (clone == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (CUresult r = ValidGraph(original); r != CUDA_SUCCESS) return r;
+    auto g = std::make_unique<CUgraph_st>();
+    std::map<CUgraphNode, CUgraphNode> map;
+    for (auto& n : original->nodes) {
+      auto copy = std::make_unique<CUgraphNode_st>(*n);
+      copy->graph = g.get();
+      map[n.get()] = copy.get();
+      g->nodes.push_back(std::move(copy));
+    }
+    for (auto& n : g->nodes) {
+      for (CUgraphNode& d : n->deps) d = map[d];
+      R().live.insert(n.get());
+    }
+    R().live.insert(g.get());
+    *clone = g.release();
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                           const CUDA_KERNEL_NODE_PARAMS* p) {
+  return Guard([&]() -> CUresult {
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (!IsLive(exec) || exec->magic != kExecMagic || !IsLive(node)) return CUDA_ERROR_INVALID_VALUE;
+    CUfunction f = p->func != nullptr ? p->func : static_cast<CUfunction>(p->kern);
+    if (!IsLive(f)) return CUDA_ERROR_INVALID_VALUE;
+    for (CUgraphNode_st& n : exec->nodes) {
+      if (n.origin == node && n.kind == NodeKind::kKernel) {
+        n.func = f;
+        n.duration_ns = KernelDurationNs(f, p->kernelParams, p->extra);
+        return CUDA_SUCCESS;
+      }
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+  });
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+  return Guard([&]() -> CUresult {
+    LOCKED;
+    if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
+    CUgraphExec fresh = nullptr;
+    if (CUresult r = Instantiate(&fresh, g); r != CUDA_SUCCESS) {
+      if (info != nullptr) info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
+      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    exec->nodes = std::move(fresh->nodes);
+    R().live.erase(fresh);
+    delete fresh;
+    if (info != nullptr) {
+      info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+      info->errorNode = nullptr;
+      info->errorFromNode = nullptr;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *flags = 0;
+  return IsLive(exec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 }  // extern "C"

@@ -193,6 +193,7 @@ struct CUgraphNode_st {
   // Host.
   CUDA_HOST_NODE_PARAMS host{};
   CUevent event = nullptr;
+  CUgraphNode origin = nullptr;  // in an executable graph: the node it was made from
 };
 
 struct CUgraph_st {

@@ -1,6 +1,7 @@
 // Device queries, contexts, memory capacity and copies against the simulated
 // driver, as an ordinary driver-API client.
 #include <cuda.h>
+#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstring>
@@ -236,6 +237,42 @@ void OutOfMemoryAtCapacity() {
   SIM_OK(cuDevicePrimaryCtxRelease(d1));
 }
 
+// cuGetProcAddress answers for every function the library exports.
+void ProcAddressCoversEveryExport() {
+  Dl_info info{};
+  SIM_CHECK(dladdr(reinterpret_cast<void*>(&cuInit), &info) != 0);
+  const std::string cmd = std::string("nm -D --defined-only '") + info.dli_fname + "'";
+  FILE* p = popen(cmd.c_str(), "r");
+  SIM_CHECK(p != nullptr);
+  if (p == nullptr) return;
+  void* self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  char line[512];
+  int names = 0;
+  while (std::fgets(line, sizeof(line), p) != nullptr) {
+    char addr[64], type[8], name[256];
+    if (std::sscanf(line, "%63s %7s %255s", addr, type, name) != 3 || std::strncmp(name, "cu", 2) != 0) {
+      continue;
+    }
+    ++names;
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    const CUresult r = cuGetProcAddress(name, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    if (r != CUDA_SUCCESS || fn == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {
+      std::fprintf(stderr, "cuGetProcAddress does not answer for exported %s\n", name);
+      ++simtest::Failures();
+    }
+    // Versioned names answer with themselves (base names map to their versioned entry point).
+    const std::string n = name;
+    if ((n.find("_v") != std::string::npos || n.find("_pt") != std::string::npos) &&
+        fn != dlsym(self, name)) {
+      std::fprintf(stderr, "cuGetProcAddress(%s) is not the exported function\n", name);
+      ++simtest::Failures();
+    }
+  }
+  pclose(p);
+  SIM_CHECK(names > 250);
+}
+
 }  // namespace
 
 int main() {
@@ -245,5 +282,6 @@ int main() {
   Contexts();
   MemoryAndCopies();
   OutOfMemoryAtCapacity();
+  ProcAddressCoversEveryExport();
   return simtest::Finish("sim_device_test");
 }

@@ -144,6 +144,57 @@ void Capture(CUfunction busy, CUstream s) {
   SIM_OK(cuMemFree(buf));
 }
 
+// The graph API's bookkeeping: generic node creation, roots, edges, clone, update.
+void GraphBookkeeping(CUfunction busy, CUstream s) {
+  CUgraph g;
+  SIM_OK(cuGraphCreate(&g, 0));
+  uint64_t ns = 2'000'000;
+  void* args[] = {&ns};
+  CUgraphNodeParams np{};
+  np.type = CU_GRAPH_NODE_TYPE_KERNEL;
+  np.kernel.func = busy;
+  np.kernel.gridDimX = np.kernel.gridDimY = np.kernel.gridDimZ = 1;
+  np.kernel.blockDimX = np.kernel.blockDimY = np.kernel.blockDimZ = 1;
+  np.kernel.kernelParams = args;
+  CUgraphNode a, b, c;
+  SIM_OK(cuGraphAddNode(&a, g, nullptr, nullptr, 0, &np));
+  SIM_OK(cuGraphAddNode(&b, g, nullptr, nullptr, 0, &np));
+  CUgraphNode both[] = {a, b};
+  SIM_OK(cuGraphAddEmptyNode(&c, g, both, 2));
+  size_t n = 0;
+  SIM_OK(cuGraphGetRootNodes(g, nullptr, &n));
+  SIM_CHECK_EQ(n, 2u);
+  SIM_OK(cuGraphGetEdges(g, nullptr, nullptr, nullptr, &n));
+  SIM_CHECK_EQ(n, 2u);
+  SIM_OK(cuGraphNodeGetDependentNodes(a, nullptr, nullptr, &n));
+  SIM_CHECK_EQ(n, 1u);
+  CUgraph clone;
+  SIM_OK(cuGraphClone(&clone, g));
+  SIM_OK(cuGraphGetNodes(clone, nullptr, &n));
+  SIM_CHECK_EQ(n, 3u);
+  CUgraphExec exec;
+  SIM_OK(cuGraphInstantiate(&exec, g, 0));
+  SIM_OK(cuGraphDestroyNode(b));
+  CUgraphExecUpdateResultInfo info{};
+  SIM_OK(cuGraphExecUpdate(exec, g, &info));
+  SIM_CHECK_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  CUevent e0, e1;
+  SIM_OK(cuEventCreate(&e0, 0));
+  SIM_OK(cuEventCreate(&e1, 0));
+  SIM_OK(cuEventRecord(e0, s));
+  SIM_OK(cuGraphLaunch(exec, s));
+  SIM_OK(cuEventRecord(e1, s));
+  SIM_OK(cuStreamSynchronize(s));
+  float ms = 0;
+  SIM_OK(cuEventElapsedTime(&ms, e0, e1));
+  SIM_CHECK(ms >= 1.9f && ms < 100.0f);  // one 2 ms kernel left after the update
+  SIM_OK(cuEventDestroy(e0));
+  SIM_OK(cuEventDestroy(e1));
+  SIM_OK(cuGraphExecDestroy(exec));
+  SIM_OK(cuGraphDestroy(clone));
+  SIM_OK(cuGraphDestroy(g));
+}
+
 }  // namespace
 
 int main() {
@@ -162,6 +213,7 @@ int main() {
   SIM_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   ExplicitGraph(busy, s);
   Capture(busy, s);
+  GraphBookkeeping(busy, s);
   SIM_OK(cuStreamDestroy(s));
   return simtest::Finish("sim_graph_test");
 }
