@@ -81,12 +81,15 @@ void LeaderElector::SetLeading(bool leading) {
 }
 
 std::chrono::milliseconds LeaderElector::Tick() {
+  // The renewal counts from before the request: a slow answer must not
+  // stretch the leader's view of how long its lease is good for.
+  const auto attempted = clock_->Now();
   const bool ok = TryAcquireOrRenew();
   const auto now = clock_->Now();
   bool leading;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ok) last_renew_ = now;
+    if (ok) last_renew_ = attempted;
     leading = leading_;
   }
   if (ok) {
