@@ -1,0 +1,66 @@
+#include "node/agent.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(AgentTest, OfferAppliesMemoryScalingAndSplitCount) {
+  NodeConfig config;
+  config.memory_scaling = 1.5;
+  config.split_count = 7;
+  core::Gpu gpu;
+  gpu.uuid = "GPU-a";
+  gpu.memory_mib = 40960;
+  auto offered = ApplyOffer(config, {gpu});
+  ASSERT_EQ(offered.size(), 1u);
+  EXPECT_EQ(offered[0].memory_mib, 61440);
+  EXPECT_EQ(offered[0].slots, 7);
+
+  config.memory_scaling = 0.9;  // keep some memory back
+  EXPECT_EQ(ApplyOffer(config, {gpu})[0].memory_mib, 36864);
+}
+
+TEST(AgentTest, PreloadFileNamesLibvgpuInsideTheContainer) {
+  char pattern[] = "/tmp/tn-agent-XXXXXX";
+  std::string dir = ::mkdtemp(pattern);
+  NodeConfig config;
+  config.libvgpu_host_path = dir + "/libvgpu.so";
+  config.libvgpu_container_path = "/opt/tessera/libvgpu.so";
+  std::ofstream(dir + "/ld.so.preload") << "stale content from an older version\nsecond line\n";
+
+  ASSERT_TRUE(WritePreloadFile(config).ok());
+  std::ifstream in(dir + "/ld.so.preload");
+  std::string content((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(content, "/opt/tessera/libvgpu.so\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1) << "no temp file left";
+
+  config.libvgpu_host_path = dir + "/missing-dir/libvgpu.so";
+  auto status = WritePreloadFile(config);
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.error().message.find(dir + "/missing-dir/ld.so.preload"), std::string::npos)
+      << status.error().message;
+  fs::remove_all(dir);
+}
+
+TEST(AgentTest, StartFailsClearlyWhenDiscoveryFails) {
+  class BrokenInventory final : public InventorySource {
+   public:
+    Result<std::vector<core::Gpu>> Discover() override { return Error{"nvmlInit failed: driver not loaded"}; }
+    Status StartHealthWatch(HealthCallback) override { return Status::Ok(); }
+    void StopHealthWatch() override {}
+  };
+  NodeConfig config;
+  Agent agent(config, std::make_unique<BrokenInventory>());
+  auto status = agent.Start();
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.error().message, "GPU discovery: nvmlInit failed: driver not loaded");
+}
+
+}  // namespace
+}  // namespace tessera::node
