@@ -119,11 +119,26 @@ void ReleaseProcessAtExit() {
 
 void AfterForkInChild() {
   // CUDA is not usable in a forked child; make it start from scratch if it tries.
+  // The parent's contexts, memory and handles are not the child's: forget them
+  // (leaking the bookkeeping) so that nothing is charged or freed twice.
   Runtime& rt = R();
   new (&rt.mu) std::recursive_mutex();
   rt.initialized = false;
   rt.pid = getpid();
+  rt.allocs.clear();
+  rt.live.clear();
+  rt.vmm_handles.clear();
+  rt.vmm_mappings.clear();
+  rt.vmm_reservations.clear();
+  for (int g = 0; g < kMaxGpus; ++g) {
+    rt.primary[g] = nullptr;
+    rt.primary_refs[g] = 0;
+    rt.contexts[g] = 0;
+    rt.default_pool[g] = nullptr;
+    rt.current_pool[g] = nullptr;
+  }
   tls_ctx_stack.clear();
+  tls_per_thread_streams.clear();
 }
 
 // CUDA_VISIBLE_DEVICES: indices or GPU UUIDs (prefixes accepted); the list ends
@@ -261,7 +276,7 @@ CUresult ResolveStream(CUstream h, bool ptds, CUstream* out) {
       return CUDA_SUCCESS;
     }
     CUstream& s = tls_per_thread_streams[ctx];
-    if (s == nullptr || !IsLive(s)) {
+    if (s == nullptr || !IsLive(s) || s->ctx != ctx) {
       s = NewStream(ctx, 0, 0);
       s->per_thread = true;
     }
