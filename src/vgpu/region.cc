@@ -10,6 +10,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "vgpu/log.h"
 
@@ -215,7 +216,7 @@ void SharedRegion::repair_sums_locked() {
 }
 
 bool SharedRegion::slot_owner_alive_locked(uint32_t index) {
-  if (static_cast<int>(index) == slot_) return true;
+  if (static_cast<int>(index) == slot_.load(std::memory_order_relaxed)) return true;
   if (private_) return true;  // forks sharing a private region: no way to tell; never reclaim
   struct flock fl {};
   fl.l_type = F_WRLCK;
@@ -242,8 +243,10 @@ void SharedRegion::free_slot_locked(uint32_t index) {
 }
 
 bool SharedRegion::claim_slot() {
-  if (slot_ >= 0) return true;
+  if (slot_.load(std::memory_order_acquire) >= 0) return true;
   if (region_ == nullptr) return false;
+  std::lock_guard<std::mutex> guard(claim_mu_);
+  if (slot_.load(std::memory_order_relaxed) >= 0) return true;
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!private_ && !ensure_lock_fd()) return false;
     for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
@@ -272,7 +275,7 @@ bool SharedRegion::claim_slot() {
       s.state.store(kSlotActive, std::memory_order_release);
       region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
       unlock();
-      slot_ = static_cast<int>(i);
+      slot_.store(static_cast<int>(i), std::memory_order_release);
       return true;
     }
     if (reclaim_dead() == 0) break;
@@ -313,12 +316,12 @@ ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
     out.ok = true;  // not a device we account (no entry): nothing to enforce
     return out;
   }
-  if (slot_ < 0 && !claim_slot()) {
+  if (slot_.load(std::memory_order_acquire) < 0 && !claim_slot()) {
     log_event(LogLevel::kError, "no free process slot in the region; refusing the allocation");
     return out;
   }
   DeviceEntry& e = region_->devices[device];
-  ProcessSlot& s = region_->processes[slot_];
+  ProcessSlot& s = region_->processes[slot_.load(std::memory_order_relaxed)];
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!lock()) return out;
     uint64_t used = e.memory_used.load(std::memory_order_relaxed);
@@ -430,7 +433,8 @@ void SharedRegion::after_fork_child() {
   // place (it belongs to the open file description, which the parent holds).
   if (lock_fd_ >= 0) close(lock_fd_);
   lock_fd_ = -1;
-  slot_ = -1;
+  slot_.store(-1, std::memory_order_relaxed);
+  new (&claim_mu_) std::mutex();  // a thread of the parent may have held it at fork
   last_reclaim_ns_.store(0, std::memory_order_relaxed);
 }
 

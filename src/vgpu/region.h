@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "vgpu/region_layout.h"
 
@@ -53,7 +54,7 @@ class SharedRegion {
   // Claims a process slot for the calling process (idempotent). Returns false
   // when every slot is held by a live process.
   bool claim_slot();
-  int slot_index() const { return slot_; }
+  int slot_index() const { return slot_.load(std::memory_order_acquire); }
 
   // Finds the entry for `uuid`, adding it with `limit` when absent. When the
   // entry exists with a different limit, the region's value is kept (every
@@ -96,8 +97,9 @@ class SharedRegion {
 
   Region* region_ = nullptr;
   bool private_ = false;
-  int lock_fd_ = -1;  // open file description carrying this process's liveness lock
-  int slot_ = -1;
+  int lock_fd_ = -1;           // open file description carrying this process's liveness lock
+  std::atomic<int> slot_{-1};  // written once per process under claim_mu_
+  std::mutex claim_mu_;
   char path_[512] = {};
   std::atomic<uint64_t> last_reclaim_ns_{0};
 };
