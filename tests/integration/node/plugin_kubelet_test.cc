@@ -36,6 +36,17 @@ std::vector<core::Gpu> TwoGpus() {
   return gpus;
 }
 
+// Polls `condition` until it holds or kWait passes.
+template <typename Condition>
+bool Eventually(Condition condition) {
+  auto deadline = std::chrono::steady_clock::now() + kWait;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
 size_t CountHealth(const std::vector<v1beta1::Device>& devices, const std::string& health) {
   return std::count_if(devices.begin(), devices.end(), [&](const auto& d) { return d.health() == health; });
 }
@@ -216,6 +227,19 @@ TEST_F(PluginKubeletTest, KubeletRestartLeadsToANewRegistrationAndStream) {
   request.add_container_requests()->add_devices_ids(TwoGpus()[1].uuid + "::1");
   v1beta1::AllocateResponse response;
   EXPECT_TRUE(kubelet_->Allocate(request, &response).ok());
+}
+
+TEST_F(PluginKubeletTest, ANewKubeletSocketAloneIsEnoughToRegisterAgain) {
+  ASSERT_TRUE(kubelet_->Start());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForRegistrations(1, kWait));
+  for (size_t restarts = 1; restarts <= 3; ++restarts) {
+    ASSERT_TRUE(kubelet_->Restart(/*wipe_plugin_sockets=*/false));  // kubelet.sock replaced, ours kept
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(1 + restarts, kWait)) << "restart " << restarts;
+    EXPECT_TRUE(kubelet_->registrations().back().plugin_was_serving);
+  }
+  // The agent counts a registration once the kubelet's answer is back.
+  EXPECT_TRUE(Eventually([&] { return agent_->registrations() == 4; }));
 }
 
 TEST_F(PluginKubeletTest, APluginRestartLeavesRunningContainersMountsInPlace) {

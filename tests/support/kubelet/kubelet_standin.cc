@@ -97,11 +97,11 @@ void KubeletStandIn::Stop() {
   ::unlink(socket_path().c_str());
 }
 
-bool KubeletStandIn::Restart() {
+bool KubeletStandIn::Restart(bool wipe_plugin_sockets) {
   Stop();
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
-    if (entry.is_socket(ec)) std::filesystem::remove(entry.path(), ec);
+    if (wipe_plugin_sockets && entry.is_socket(ec)) std::filesystem::remove(entry.path(), ec);
   }
   {
     std::lock_guard lock(mu_);

@@ -52,8 +52,9 @@ class KubeletStandIn {
   bool Start();
   // Stops serving and closes the stream to the plugin; kubelet.sock is removed.
   void Stop();
-  // A kubelet restart: Stop, delete every socket in the dir, Start.
-  bool Restart();
+  // A kubelet restart: Stop, delete every socket in the dir (as a starting
+  // kubelet does; `wipe_plugin_sockets` false keeps the others), Start.
+  bool Restart(bool wipe_plugin_sockets = true);
 
   std::string socket_path() const { return dir_ + "/kubelet.sock"; }
 
