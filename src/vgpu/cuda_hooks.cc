@@ -86,6 +86,7 @@ CUresult alloc_common(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, const cha
   }
   if (spilled) rt.region.note_spilled_bytes(dev, static_cast<int64_t>(bytesize));
   rt.device_pointers.insert(*dptr, AllocationRecord{dev, bytesize, spilled});
+  rt.oom_check(dev);
   return rc;
 }
 
@@ -171,6 +172,7 @@ TESSERA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (limit == 0) return rc;
   rt.region.reclaim_dead_throttled(100'000'000);  // a dead neighbour's memory shows up as free within 100 ms
   rt.reconcile_pools();                           // trimmed pools' memory shows up as free
+  rt.oom_check(dev);
   uint64_t used = rt.region.memory_used(dev);
   uint64_t headroom = used < limit ? limit - used : 0;
   if (free != nullptr && (headroom < *free || rt.config.oversubscribe)) *free = headroom;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <strings.h>
@@ -366,6 +367,48 @@ void Runtime::uncharge_context(int device) {
   region.release(device, context_charge[device]);
   region.note_context_bytes(device, -static_cast<int64_t>(context_charge[device]));
   context_charge[device] = 0;
+}
+
+void Runtime::oom_check(int device) {
+  if (!config.oom_killer || !accounting || device < 0 || device >= kMaxDevices) return;
+  uint64_t limit = region.memory_limit(device);
+  if (limit == 0 || !load_nvml() || nvml.nvmlDeviceGetHandleByUUID == nullptr ||
+      nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr || nvml.nvmlInit_v2() != NVML_SUCCESS)
+    return;
+  const Region* r = region.raw();
+  uint64_t container_real = 0, mine_real = 0;
+  bool measured = false;
+  nvmlDevice_t handle = nullptr;
+  if (nvml.nvmlDeviceGetHandleByUUID(r->devices[device].uuid, &handle) == NVML_SUCCESS) {
+    nvmlProcessInfo_t infos[256];
+    unsigned int count = 256;
+    if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
+      measured = true;
+      unsigned int me = static_cast<unsigned int>(getpid());
+      for (unsigned int i = 0; i < count && i < 256; ++i) {
+        if (infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) continue;
+        bool ours = infos[i].pid == me;
+        for (uint32_t s = 0; !ours && s < kRegionMaxProcesses; ++s) {
+          ours = r->processes[s].state.load(std::memory_order_relaxed) == kSlotActive &&
+                 r->processes[s].pid == infos[i].pid;
+        }
+        if (!ours) continue;
+        container_real += infos[i].usedGpuMemory;
+        if (infos[i].pid == me) mine_real = infos[i].usedGpuMemory;
+      }
+    }
+  }
+  if (nvml.nvmlShutdown != nullptr) nvml.nvmlShutdown();
+  uint64_t mine_accounted = region.process_memory_used(device);
+  if (!measured || container_real <= limit || mine_real <= mine_accounted) return;
+  log_event(LogLevel::kError,
+            "ACTIVE_OOM_KILLER: the container uses %llu bytes on %s, over its limit of %llu; this process "
+            "holds %llu "
+            "bytes of which libvgpu accounted %llu (the rest through a path it cannot see); terminating it",
+            static_cast<unsigned long long>(container_real), r->devices[device].uuid,
+            static_cast<unsigned long long>(limit), static_cast<unsigned long long>(mine_real),
+            static_cast<unsigned long long>(mine_accounted));
+  kill(getpid(), SIGKILL);
 }
 
 Runtime::PoolCharge* Runtime::find_pool_locked(uint64_t pool, int device) {

@@ -118,6 +118,12 @@ class Runtime {
 
   int cuda_entry(CUdevice dev) const;
 
+  // ACTIVE_OOM_KILLER: when the container's real usage of `device` (NVML,
+  // summed over the region's live processes) passes its limit and this
+  // process holds memory the library did not account (a path it cannot see),
+  // log why and terminate this process (SIGKILL; its memory is reclaimed).
+  void oom_check(int device);
+
   // Stream-ordered pools: the container is charged what a pool holds, i.e.
   // max(live allocations from it, the driver's CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
   // since freed blocks stay in the pool until it is trimmed.

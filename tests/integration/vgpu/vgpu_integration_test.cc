@@ -324,6 +324,27 @@ TEST_F(VgpuTest, PoolsAreChargedWhatTheyHold) {
   EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out;
 }
 
+TEST_F(VgpuTest, ActiveOomKillerTerminatesAProcessOverTheLimitThroughAnUnseenPath) {
+  // Module globals are device memory the library cannot see being allocated.
+  // Limit: the measured 300 MiB context + 2 MiB; 1024 globals take ~4 MiB.
+  std::vector<std::string> ops{"init", "ctx:0", "alloc:1", "globals:1024", "meminfo", "alloc:1"};
+  ProbeRun tolerant = run(ops, {{"CUDA_DEVICE_MEMORY_LIMIT", "302m"}});
+  EXPECT_EQ(tolerant.exit_code, 0) << tolerant.err;
+  EXPECT_EQ(tolerant.rc("globals"), CUDA_SUCCESS) << tolerant.out;
+  EXPECT_EQ(tolerant.err.find("ACTIVE_OOM_KILLER"), std::string::npos);
+
+  ProbeRun killed = run(ops, {{"CUDA_DEVICE_MEMORY_LIMIT", "302m"}, {"ACTIVE_OOM_KILLER", "true"}});
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.out << killed.err;
+  EXPECT_NE(killed.err.find("ACTIVE_OOM_KILLER: the container uses"), std::string::npos) << killed.err;
+  EXPECT_TRUE(killed.line("meminfo").empty()) << "terminated at its next memory query";
+
+  // Within the limit, the killer leaves the process alone.
+  ProbeRun fine = run(ops, {{"CUDA_DEVICE_MEMORY_LIMIT", "400m"},
+                            {"ACTIVE_OOM_KILLER", "true"},
+                            {"TESSERA_REGION", dir_ + "/other-container/vgpu.region"}});
+  EXPECT_EQ(fine.exit_code, 0) << fine.err;
+}
+
 TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
   ProbeRun r = run({"init", "ctx:0", "alloc:700", "meminfo", "totalmem:0", "totalmem:1", "nvml"},
                    {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"}});

@@ -353,6 +353,18 @@ int run(const std::string& op_text) {
   } else if (op == "pooltrim") {
     ENTRY(cuMemPoolTrimTo, "cuMemPoolTrimTo")
     printf("pooltrim %d\n", cuMemPoolTrimTo(g_pool, 0));
+  } else if (op == "globals") {
+    // globals:<n>: module globals, memory the driver allocates without a cuMemAlloc
+    static const char kImage[] = "tessera-probe-module";
+    CUmodule mod = nullptr;
+    CUresult rc = cuModuleLoadData(&mod, kImage);
+    for (unsigned long long i = 0; rc == CUDA_SUCCESS && i < num(a, 1); ++i) {
+      CUdeviceptr p = 0;
+      size_t bytes = 0;
+      std::string name = "global" + std::to_string(i);
+      rc = cuModuleGetGlobal_v2(&p, &bytes, mod, name.c_str());
+    }
+    printf("globals %d\n", rc);
   } else if (op == "storm") {
     storm(static_cast<unsigned>(num(a, 1)), num(a, 2) * kMiB);
   } else if (op == "nvml") {
