@@ -345,6 +345,17 @@ TEST_F(VgpuTest, ActiveOomKillerTerminatesAProcessOverTheLimitThroughAnUnseenPat
   EXPECT_EQ(fine.exit_code, 0) << fine.err;
 }
 
+TEST_F(VgpuTest, ForkedChildIsAccountedSeparatelyAndReclaimed) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:100", "fork:200", "alloc:600", "fork:1"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("child", 0), CUDA_SUCCESS) << r.out << r.err;  // its own context and 200 MiB fit
+  // The child has exited: its 500 MiB come back, and the parent fills the limit exactly.
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out;
+  // A second child cannot even get its context in.
+  EXPECT_EQ(r.rc("child", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+}
+
 TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
   ProbeRun r = run({"init", "ctx:0", "alloc:700", "meminfo", "totalmem:0", "totalmem:1", "nvml"},
                    {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"}});
