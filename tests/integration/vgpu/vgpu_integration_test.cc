@@ -356,6 +356,20 @@ TEST_F(VgpuTest, ForkedChildIsAccountedSeparatelyAndReclaimed) {
   EXPECT_EQ(r.rc("child", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
 }
 
+TEST_F(VgpuTest, IpcImportsAreNotCountedTwice) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "2000m"}};
+  std::string handle = dir_ + "/ipc-handle";
+  Held& exporter = start_holding({"init", "ctx:0", "alloc:500", "ipcexport:" + handle}, env);
+  if (exporter.out.find("ipcexport unsupported") != std::string::npos)
+    GTEST_SKIP() << "no IPC in the simulator";
+  ASSERT_NE(exporter.out.find("ipcexport 0"), std::string::npos) << exporter.out << held_err();
+  // Exporter: 300 context + 500. Importer: its own 300 context, and nothing for the import.
+  ProbeRun importer = run({"init", "ctx:0", "meminfo", "ipcimport:" + handle, "meminfo"}, env);
+  EXPECT_EQ(importer.rc("ipcimport"), CUDA_SUCCESS) << importer.out << importer.err;
+  EXPECT_EQ(importer.value("meminfo", 2, 0), 900 * kMiB) << importer.out;
+  EXPECT_EQ(importer.value("meminfo", 2, 1), 900 * kMiB) << importer.out;
+}
+
 TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
   ProbeRun r = run({"init", "ctx:0", "alloc:700", "meminfo", "totalmem:0", "totalmem:1", "nvml"},
                    {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"}});

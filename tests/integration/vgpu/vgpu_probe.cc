@@ -365,6 +365,29 @@ int run(const std::string& op_text) {
       rc = cuModuleGetGlobal_v2(&p, &bytes, mod, name.c_str());
     }
     printf("globals %d\n", rc);
+  } else if (op == "ipcexport") {
+    // ipcexport:<file>: the last allocation's IPC handle, written to <file>
+    ENTRY(cuIpcGetMemHandle, "cuIpcGetMemHandle")
+    CUipcMemHandle h{};
+    CUresult rc = g_ptrs.empty() ? CUDA_ERROR_INVALID_VALUE : cuIpcGetMemHandle(&h, g_ptrs.back());
+    std::string tmp = a[1] + ".tmp";
+    FILE* f = rc == CUDA_SUCCESS ? fopen(tmp.c_str(), "wb") : nullptr;
+    if (f != nullptr) {
+      fwrite(&h, sizeof(h), 1, f);
+      fclose(f);
+      rename(tmp.c_str(), a[1].c_str());
+    }
+    printf("ipcexport %d\n", rc);
+  } else if (op == "ipcimport") {
+    ENTRY(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle")
+    CUipcMemHandle h{};
+    FILE* f = fopen(a[1].c_str(), "rb");
+    bool ok = f != nullptr && fread(&h, sizeof(h), 1, f) == 1;
+    if (f != nullptr) fclose(f);
+    CUdeviceptr p = 0;
+    CUresult rc =
+        ok ? cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) : CUDA_ERROR_INVALID_VALUE;
+    printf("ipcimport %d\n", rc);
   } else if (op == "storm") {
     storm(static_cast<unsigned>(num(a, 1)), num(a, 2) * kMiB);
   } else if (op == "nvml") {
