@@ -485,6 +485,15 @@ TEST_F(VgpuTest, StormOfEightProcessesByEightThreadsEndsExactlyAtTheLimit) {
   EXPECT_EQ(after.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+TEST_F(VgpuTest, SixtyFourThreadsOfOneProcessFillTheLimitExactly) {
+  ProbeRun r = run({"init", "ctx:0", "storm:64:1", "meminfo"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.value("storm", 1), 700 * kMiB) << r.out;  // 1000 - 300 context
+  EXPECT_EQ(r.value("storm", 2), 0u);                   // only out-of-memory refusals
+  EXPECT_EQ(r.value("meminfo", 2), 0u);
+  EXPECT_EQ(region_usage(uuid(0)).second, 1000 * kMiB);  // peak: never past the limit
+}
+
 TEST_F(VgpuTest, KilledProcessGivesItsMemoryBack) {
   Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "3000m"}};
   Held& a = start_holding({"init", "ctx:0", "alloc:2000"}, env);
