@@ -99,14 +99,14 @@ bool SharedRegion::open_private(char* error, size_t error_len) {
   return true;
 }
 
-bool SharedRegion::open_file(const char* path, char* error, size_t error_len) {
+bool SharedRegion::open_file(const char* path, char* error, size_t error_len, bool create) {
   if (strlen(path) >= sizeof(path_)) {
     snprintf(error, error_len, "region path too long");
     return false;
   }
   snprintf(path_, sizeof(path_), "%s", path);
-  make_parent_dirs(path);
-  int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+  if (create) make_parent_dirs(path);
+  int fd = ::open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
   if (fd < 0) {
     snprintf(error, error_len, "cannot open region %s: %s", path, strerror(errno));
     return false;
@@ -128,7 +128,9 @@ bool SharedRegion::open_file(const char* path, char* error, size_t error_len) {
              static_cast<long long>(st.st_size), sizeof(Region));
   } else {
     bool fresh = st.st_size == 0;
-    if (fresh && ftruncate(fd, sizeof(Region)) != 0) {
+    if (fresh && !create) {
+      snprintf(error, error_len, "region %s is empty (not initialised yet)", path);
+    } else if (fresh && ftruncate(fd, sizeof(Region)) != 0) {
       snprintf(error, error_len, "cannot size region %s: %s", path, strerror(errno));
     } else {
       p = mmap(nullptr, sizeof(Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -141,7 +143,9 @@ bool SharedRegion::open_file(const char* path, char* error, size_t error_len) {
         bool unfinished = r->header.magic.load(std::memory_order_acquire) == 0 &&
                           r->header.state.load(std::memory_order_acquire) == kRegionStateUninitialised &&
                           r->header.version == 0;
-        if (fresh || unfinished) {
+        if ((fresh || unfinished) && !create) {
+          snprintf(error, error_len, "region %s is not initialised yet", path);
+        } else if (fresh || unfinished) {
           if (unfinished && !fresh) memset(static_cast<void*>(r), 0, sizeof(Region));
           ok = initialise_region(r, error, error_len);
           if (ok) fchmod(fd, 0666);  // every user in the container shares it; failure is harmless

@@ -39,9 +39,11 @@ class SharedRegion {
   SharedRegion& operator=(const SharedRegion&) = delete;
 
   // Opens the region file at `path`, creating and initialising it when it does
-  // not exist or is empty (the parent directory is created if missing). On
-  // failure returns false and writes a human-readable reason into `error`.
-  bool open_file(const char* path, char* error, size_t error_len);
+  // not exist or is empty (the parent directory is created if missing). With
+  // `create` false (a reader such as the node agent), an absent, empty or
+  // unfinished file is an error instead and nothing is created. On failure
+  // returns false and writes a human-readable reason into `error`.
+  bool open_file(const char* path, char* error, size_t error_len, bool create = true);
 
   // A region in anonymous memory, private to this process (and its forks).
   // Used when the region file is refused, so limits still hold per process.

@@ -259,6 +259,24 @@ TEST_F(RegionTest, ForkedChildGetsItsOwnSlot) {
   EXPECT_EQ(r.process_memory_used(d), 40 * kMiB);
 }
 
+TEST_F(RegionTest, ReaderDoesNotCreate) {
+  SharedRegion reader;
+  char err[256] = {};
+  EXPECT_FALSE(reader.open_file(path_.c_str(), err, sizeof(err), /*create=*/false));
+  EXPECT_NE(std::string(err).find("cannot open"), std::string::npos) << err;
+  EXPECT_NE(access((dir_ + "/sub").c_str(), F_OK), 0);  // not even the directory
+  write_file("", 0);
+  EXPECT_FALSE(reader.open_file(path_.c_str(), err, sizeof(err), false));
+  EXPECT_NE(std::string(err).find("not initialised"), std::string::npos) << err;
+  {
+    SharedRegion writer;
+    open(writer);
+    ASSERT_TRUE(writer.reserve(writer.find_or_add_device(kUuid, 0), 5).ok);
+  }
+  ASSERT_TRUE(reader.open_file(path_.c_str(), err, sizeof(err), false)) << err;
+  EXPECT_EQ(reader.raw()->devices[0].memory_used.load(), 5u);
+}
+
 TEST_F(RegionTest, ForeignFileIsRefused) {
   std::string junk(sizeof(Region), 'x');
   write_file(junk.data(), junk.size());
