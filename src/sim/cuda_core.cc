@@ -136,6 +136,8 @@ void AfterForkInChild() {
     rt.contexts[g] = 0;
     rt.default_pool[g] = nullptr;
     rt.current_pool[g] = nullptr;
+    rt.gpu_gi[g] = -1;
+    rt.gpu_ci[g] = -1;
   }
   tls_ctx_stack.clear();
   tls_per_thread_streams.clear();
@@ -161,6 +163,22 @@ std::vector<int> VisibleDevices(SimState& state) {
     } else if (item.rfind("GPU-", 0) == 0) {
       for (int i = 0; i < state.gpu_count(); ++i) {
         if (std::string(state.file()->gpus[i].uuid).rfind(item, 0) == 0) found = i;
+      }
+    } else if (item.rfind("MIG-", 0) == 0) {
+      // A MIG device: the GPU, used through one GPU/compute instance.
+      StateLock lock(state);
+      for (int i = 0; i < state.gpu_count() && found < 0; ++i) {
+        const GpuRecord& g = state.file()->gpus[i];
+        for (int gi = 0; gi < kMaxGpuInstances && found < 0; ++gi) {
+          for (int ci = 0; ci < kMaxComputeInstances && found < 0; ++ci) {
+            if (g.gis[gi].in_use && g.gis[gi].cis[ci].in_use &&
+                MigDeviceUuid(g, g.gis[gi], g.gis[gi].cis[ci]).rfind(item, 0) == 0 && R().gpu_gi[i] < 0) {
+              found = i;
+              R().gpu_gi[i] = gi;
+              R().gpu_ci[i] = ci;
+            }
+          }
+        }
       }
     }
     if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) break;
@@ -307,15 +325,24 @@ CUresult ChargeDevice(int gpu, uint64_t bytes) {
   Runtime& rt = R();
   StateLock lock(*rt.state);
   const uint64_t total = rt.state->file()->gpus[gpu].total_bytes;
-  uint64_t used = rt.state->UsedBytesLocked(gpu);
-  if (used + bytes > total) {
+  const GpuInstanceRecord* gi = MigInstanceOf(gpu);
+  const uint64_t gi_total = gi != nullptr ? DeviceTotalBytes(gpu) : 0;
+  auto fits = [&] {
+    if (rt.state->UsedBytesLocked(gpu) + bytes > total) return false;
+    return gi == nullptr || rt.state->UsedBytesInInstanceLocked(gpu, gi->id) + bytes <= gi_total;
+  };
+  if (!fits()) {
     rt.state->ReclaimDeadLocked();  // a crashed process's memory comes back
-    used = rt.state->UsedBytesLocked(gpu);
-    if (used + bytes > total) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fits()) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const int slot = rt.state->ProcessSlotLocked(rt.pid, true);
   if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  rt.state->file()->processes[slot].used_bytes[gpu] += bytes;
+  ProcessRecord& p = rt.state->file()->processes[slot];
+  p.used_bytes[gpu] += bytes;
+  if (gi != nullptr) {
+    p.gpu_instance[gpu] = gi->id;
+    p.compute_instance[gpu] = gi->cis[rt.gpu_ci[gpu]].id;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -326,6 +353,24 @@ void UnchargeDevice(int gpu, uint64_t bytes) {
   if (slot < 0) return;
   uint64_t& used = rt.state->file()->processes[slot].used_bytes[gpu];
   used = used > bytes ? used - bytes : 0;
+}
+
+const GpuInstanceRecord* MigInstanceOf(int gpu) {
+  Runtime& rt = R();
+  const int slot = rt.gpu_gi[gpu];
+  if (slot < 0) return nullptr;
+  const GpuInstanceRecord& gi = rt.state->file()->gpus[gpu].gis[slot];
+  return gi.in_use ? &gi : nullptr;
+}
+
+uint64_t DeviceTotalBytes(int gpu) {
+  const GpuInstanceRecord* gi = MigInstanceOf(gpu);
+  if (gi != nullptr) {
+    const GpuModel* m = R().state->model(gpu);
+    const MigProfile* p = m ? FindMigProfileById(*m, gi->profile_id) : nullptr;
+    if (p != nullptr) return p->memory_mib << 20;
+  }
+  return R().state->file()->gpus[gpu].total_bytes;
 }
 
 namespace {
@@ -634,8 +679,8 @@ CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns) {
     return CaptureNode(s, std::move(node));
   }
   StateLock lock(*rt.state);
-  auto [start, end] =
-      rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s), static_cast<int64_t>(duration_ns));
+  auto [start, end] = rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
+                                                 static_cast<int64_t>(duration_ns), rt.gpu_gi[s->ctx->gpu]);
   (void)start;
   s->last_end_ns = end;
   return CUDA_SUCCESS;
@@ -699,7 +744,13 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
     LOCKED;
     int gpu;
     if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
-    std::snprintf(name, static_cast<size_t>(len), "%s", Gpu(gpu).name);
+    std::string n = Gpu(gpu).name;
+    if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
+      const GpuModel* m = R().state->model(gpu);
+      const MigProfile* p = m ? FindMigProfileById(*m, gi->profile_id) : nullptr;
+      if (p != nullptr) n += " MIG " + p->name;
+    }
+    std::snprintf(name, static_cast<size_t>(len), "%s", n.c_str());
     return CUDA_SUCCESS;
   });
 }
@@ -731,7 +782,11 @@ CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
     int gpu;
     if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     unsigned char bytes[16] = {};
-    ParseUuid(Gpu(gpu).uuid, bytes);
+    if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
+      ParseUuid(MigDeviceUuid(Gpu(gpu), *gi, gi->cis[R().gpu_ci[gpu]]).c_str(), bytes);
+    } else {
+      ParseUuid(Gpu(gpu).uuid, bytes);
+    }
     std::memcpy(uuid->bytes, bytes, 16);
     return CUDA_SUCCESS;
   });
@@ -754,7 +809,7 @@ CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
     LOCKED;
     int gpu;
     if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
-    *bytes = Gpu(gpu).total_bytes;
+    *bytes = DeviceTotalBytes(gpu);
     return CUDA_SUCCESS;
   });
 }
@@ -815,9 +870,16 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
       case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
         v = 1;
         break;
-      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: {
         v = static_cast<int>(g.sm_count);
+        if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
+          // The compute instance's share of its GPU instance's SMs.
+          const MigProfile* p = FindMigProfileById(*m, gi->profile_id);
+          const ComputeInstanceRecord& ci = gi->cis[R().gpu_ci[gpu]];
+          if (p != nullptr) v = static_cast<int>(p->sm_count * ci.size / p->compute_slices);
+        }
         break;
+      }
       case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
         v = 1;
         break;
@@ -1403,7 +1465,10 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
     Runtime& rt = R();
     StateLock lock(*rt.state);
     rt.state->ReclaimDeadLocked();
-    const uint64_t t = Gpu(gpu).total_bytes, used = rt.state->UsedBytesLocked(gpu);
+    const GpuInstanceRecord* gi = MigInstanceOf(gpu);
+    const uint64_t t = DeviceTotalBytes(gpu);
+    const uint64_t used =
+        gi != nullptr ? rt.state->UsedBytesInInstanceLocked(gpu, gi->id) : rt.state->UsedBytesLocked(gpu);
     if (free != nullptr) *free = used >= t ? 0 : t - used;
     if (total != nullptr) *total = t;
     return CUDA_SUCCESS;

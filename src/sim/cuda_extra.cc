@@ -64,8 +64,9 @@ CUresult LaunchGraphOn(CUgraphExec exec, CUstream s) {
     switch (n.kind) {
       case NodeKind::kKernel: {
         StateLock lock(*rt.state);
-        auto [start, end] = rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
-                                                       static_cast<int64_t>(n.duration_ns));
+        auto [start, end] =
+            rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
+                                       static_cast<int64_t>(n.duration_ns), rt.gpu_gi[s->ctx->gpu]);
         (void)start;
         s->last_end_ns = end;
         break;

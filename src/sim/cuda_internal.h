@@ -232,6 +232,10 @@ struct Runtime {
   std::unique_ptr<SimState> state;
   int pid = 0;
   std::vector<int> visible;  // CUdevice ordinal -> GPU index in the shared state
+  // Per GPU: the MIG GPU/compute instance slots this process uses it through
+  // (CUDA_VISIBLE_DEVICES=MIG-...), or -1 for the whole GPU.
+  int gpu_gi[kMaxGpus] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+  int gpu_ci[kMaxGpus] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
   DeviceHeap heaps[kMaxGpus];
   CUcontext primary[kMaxGpus] = {};
   int primary_refs[kMaxGpus] = {};
@@ -262,6 +266,10 @@ CUresult ResolveStream(CUstream h, bool ptds, CUstream* out);
 // When the work queued so far on `s` completes (including implicit legacy-stream order).
 int64_t StreamReadyNs(CUstream s);
 void SleepUntilNs(int64_t t);
+// The MIG GPU instance this process uses `gpu` through, or nullptr (whole GPU).
+const GpuInstanceRecord* MigInstanceOf(int gpu);
+// Memory of the device as this process sees it (the GPU, or its MIG instance).
+uint64_t DeviceTotalBytes(int gpu);
 // Device bytes: charge against the GPU's capacity (all processes), or give back.
 CUresult ChargeDevice(int gpu, uint64_t bytes);
 void UnchargeDevice(int gpu, uint64_t bytes);

@@ -117,16 +117,8 @@ const MigProfile* GiProfile(int gpu, const GpuInstanceRecord& gi) {
   return m ? FindMigProfileById(*m, gi.profile_id) : nullptr;
 }
 
-// The MIG device UUID: derived from the parent's and the instance ids.
 std::string MigUuid(int gpu, const GpuInstanceRecord& gi, const ComputeInstanceRecord& ci) {
-  std::string parent = G(gpu).uuid;  // GPU-xxxxxxxx-....
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), "MIG-%s", parent.c_str() + 4);
-  std::string u = buf;
-  char tail[16];
-  std::snprintf(tail, sizeof(tail), "%02x%02x", gi.id & 0xFF, ci.id & 0xFF);
-  u.replace(u.size() - 4, 4, tail);
-  return u;
+  return MigDeviceUuid(G(gpu), gi, ci);
 }
 
 }  // namespace
@@ -530,7 +522,7 @@ static void MemoryOf(const nvmlDevice_st* dv, uint64_t* total, uint64_t* used) {
     const GpuInstanceRecord& gi = G(gpu).gis[dv->gi];
     const MigProfile* p = GiProfile(gpu, gi);
     *total = p ? p->memory_mib << 20 : 0;
-    *used = 0;  // CUDA work is not placed in MIG instances by the simulator
+    *used = std::min(st.UsedBytesInInstanceLocked(gpu, gi.id), *total);
     return;
   }
   *total = G(gpu).total_bytes;
@@ -679,16 +671,16 @@ static nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCoun
                                      bool with_instances) {
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   DEVICE_BODY(device, {
-    if (dv->gi >= 0) {
-      *infoCount = 0;
-      return NVML_SUCCESS;
-    }
     SimState& st = *N().state;
     StateLock lock(st);
     st.ReclaimDeadLocked();
+    // On a MIG device handle: the processes in its GPU instance.
+    const uint32_t gi_id = dv->gi >= 0 ? G(gpu).gis[dv->gi].id : 0;
     std::vector<const ProcessRecord*> procs;
     for (const ProcessRecord& p : F()->processes) {
-      if (p.in_use && (p.contexts[gpu] > 0 || p.used_bytes[gpu] > 0)) procs.push_back(&p);
+      if (!p.in_use || (p.contexts[gpu] == 0 && p.used_bytes[gpu] == 0)) continue;
+      if (gi_id != 0 && p.gpu_instance[gpu] != gi_id) continue;
+      procs.push_back(&p);
     }
     if (infos == nullptr || *infoCount < procs.size()) {
       const bool empty_ok = procs.empty();
@@ -701,8 +693,9 @@ static nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCoun
       infos[i].usedGpuMemory = procs[i]->used_bytes[gpu];
       if constexpr (!std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
         (void)with_instances;
-        infos[i].gpuInstanceId = kNoInstance;
-        infos[i].computeInstanceId = kNoInstance;
+        const uint32_t gi = procs[i]->gpu_instance[gpu];
+        infos[i].gpuInstanceId = gi != 0 ? gi : kNoInstance;
+        infos[i].computeInstanceId = gi != 0 ? procs[i]->compute_instance[gpu] : kNoInstance;
       }
     }
     *infoCount = static_cast<unsigned>(procs.size());

@@ -31,7 +31,7 @@
 namespace tessera::sim {
 
 inline constexpr uint64_t kStateMagic = 0x3154535341524554ull;  // "TERASST1"
-inline constexpr uint32_t kStateVersion = 1;
+inline constexpr uint32_t kStateVersion = 2;
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxProcesses = 256;
 inline constexpr int kMaxIntervals = 4096;
@@ -43,8 +43,8 @@ inline constexpr uint32_t kNoInstance = 0xFFFFFFFFu;
 // A span of device time during which one process's kernels ran.
 struct BusyInterval {
   int32_t pid;
-  uint32_t reserved;
-  int64_t start_ns;  // CLOCK_MONOTONIC
+  uint32_t gpu_instance;  // GPU-instance id the kernels ran in; 0 = the whole GPU
+  int64_t start_ns;       // CLOCK_MONOTONIC
   int64_t end_ns;
 };
 
@@ -71,6 +71,7 @@ struct GpuInstanceRecord {
   uint32_t start;       // memory slice
   uint32_t size;        // memory slices
   uint32_t next_ci_id;
+  int64_t busy_until_ns;  // the instance's own timeline (MIG isolates compute)
   ComputeInstanceRecord cis[kMaxComputeInstances];
 };
 
@@ -103,8 +104,10 @@ struct ProcessRecord {
   uint32_t in_use;
   uint64_t start_time;  // /proc/<pid>/stat starttime, to survive pid reuse
   char name[64];
-  uint64_t used_bytes[kMaxGpus];  // device memory charged to the process, per GPU
-  uint32_t contexts[kMaxGpus];    // live contexts, per GPU
+  uint64_t used_bytes[kMaxGpus];    // device memory charged to the process, per GPU
+  uint32_t contexts[kMaxGpus];      // live contexts, per GPU
+  uint32_t gpu_instance[kMaxGpus];  // GPU-instance id its work on that GPU is in; 0 = whole GPU
+  uint32_t compute_instance[kMaxGpus];
 };
 
 struct StateFile {
@@ -133,6 +136,10 @@ static_assert(sizeof(XidRecord) == 24);
 int64_t MonotonicNs();
 // CLOCK_REALTIME now, in µs (NVML's timestamp unit).
 int64_t RealtimeUs();
+
+// The UUID of the MIG device a compute instance forms ("MIG-" + the parent's
+// digits with the last four replaced by the GI and CI ids).
+std::string MigDeviceUuid(const GpuRecord& gpu, const GpuInstanceRecord& gi, const ComputeInstanceRecord& ci);
 
 // /proc/<pid>/stat starttime, or 0 if the process does not exist.
 uint64_t ProcessStartTime(int pid);
@@ -182,16 +189,22 @@ class SimState {
   void ReclaimDeadLocked();
   // Device memory in use on `gpu` by all live processes.
   uint64_t UsedBytesLocked(int gpu) const;
+  // Device memory in use inside GPU instance `gi_id` of `gpu`.
+  uint64_t UsedBytesInInstanceLocked(int gpu, uint32_t gi_id) const;
   // The slot of process `pid` (registering it if `create`), or -1.
   int ProcessSlotLocked(int pid, bool create);
 
   // Books a kernel of `duration_ns` for `pid` on the GPU's timeline, starting no
   // earlier than `earliest_ns` (its stream's previous work) and after all work
   // booked so far; returns its [start, end).
-  std::pair<int64_t, int64_t> BookKernelLocked(int gpu, int pid, int64_t earliest_ns, int64_t duration_ns);
+  // `gi_slot` >= 0 books on that MIG GPU instance's own timeline.
+  std::pair<int64_t, int64_t> BookKernelLocked(int gpu, int pid, int64_t earliest_ns, int64_t duration_ns,
+                                               int gi_slot = -1);
 
-  // Device time (ns) each process's kernels occupied within [from_ns, to_ns).
-  std::map<int, int64_t> BusyByProcessLocked(int gpu, int64_t from_ns, int64_t to_ns) const;
+  // Device time (ns) each process's kernels occupied within [from_ns, to_ns);
+  // only in GPU instance `gi_id` when it is not 0.
+  std::map<int, int64_t> BusyByProcessLocked(int gpu, int64_t from_ns, int64_t to_ns,
+                                             uint32_t gi_id = 0) const;
 
   void AppendXidLocked(int gpu, uint64_t xid, uint32_t gi, uint32_t ci);
 
