@@ -1507,16 +1507,19 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (dptr == 0) return CUDA_SUCCESS;
-    // cuMemFree synchronises with the device: wait for work in flight.
-    CUcontext c = CurrentContext();
-    if (c != nullptr) {
-      int64_t t = 0;
-      for (CUstream s : c->streams) t = std::max(t, s->last_end_ns);
-      if (t > MonotonicNs()) SleepUntilNs(t);
+    int64_t t = 0;
+    {
+      LOCKED;
+      if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+      if (dptr == 0) return CUDA_SUCCESS;
+      if (R().allocs.find(dptr) == R().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+      // cuMemFree synchronises with the device: wait (unlocked) for work in flight.
+      if (CUcontext c = CurrentContext(); c != nullptr) {
+        for (CUstream s : c->streams) t = std::max(t, s->last_end_ns);
+      }
     }
+    if (t > MonotonicNs()) SleepUntilNs(t);
+    LOCKED;
     return FreeDevice(dptr);
   });
 }
