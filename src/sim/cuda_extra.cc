@@ -295,6 +295,36 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray m) {
   });
 }
 
+// What an array costs on the device: what the simulator charged for it.
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, CUdevice device) {
+  (void)device;
+  return Guard([&]() -> CUresult {
+    if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (CUresult r = ValidArray(a); r != CUDA_SUCCESS) return r;
+    std::memset(req, 0, sizeof(*req));
+    const Allocation* alloc = FindAllocation(a->storage);
+    req->size = alloc != nullptr && a->owned ? alloc->charged : ArrayBytes(*a);
+    req->alignment = 512;
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray m,
+                                               CUdevice device) {
+  (void)device;
+  return Guard([&]() -> CUresult {
+    if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (!IsLive(m) || m->magic != kMipmapMagic) return CUDA_ERROR_INVALID_HANDLE;
+    std::memset(req, 0, sizeof(*req));
+    const Allocation* alloc = FindAllocation(m->storage);
+    req->size = alloc != nullptr ? alloc->charged : 0;
+    req->alignment = 512;
+    return CUDA_SUCCESS;
+  });
+}
+
 // ----- virtual memory management -----
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
                                        CUmemAllocationGranularity_flags option) {

@@ -81,6 +81,11 @@ void Arrays() {
   CUarray a3;
   SIM_OK(cuArray3DCreate(&a3, &d3));
   SIM_CHECK(Used() >= base + 64 * 64 * 64 * 4);
+  CUdevice dev0;
+  SIM_OK(cuDeviceGet(&dev0, 0));
+  CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+  SIM_OK(cuArrayGetMemoryRequirements(&req, a3, dev0));
+  SIM_CHECK_EQ(req.size, Used() - base);  // what the array is charged
   CUDA_ARRAY3D_DESCRIPTOR d3b{};
   SIM_OK(cuArray3DGetDescriptor(&d3b, a3));
   SIM_CHECK_EQ(d3b.Depth, 64u);
