@@ -1,0 +1,244 @@
+// `tessera run` as a user runs it: the real CLI binary on the simulated GPU,
+// with libvgpu.so enforcing the slice.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "runner/ledger.h"
+
+namespace tessera::runner {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+class RunIntegration : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tessera-run-it-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ledger_ = dir_ + "/ledger";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Starts `tessera run --sim <spec> --ledger-dir <ledger> ARGS...` with
+  // stdout/stderr to files named after `tag`.
+  pid_t Start(const std::vector<std::string>& args, const std::string& tag,
+              const std::string& sim = "1xA100-40GB") {
+    std::vector<std::string> argv = {TESSERA_EXE, "run", "--sim", sim, "--ledger-dir", ledger_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const std::string out = dir_ + "/" + tag + ".out", err = dir_ + "/" + tag + ".err";
+    pid_t pid = fork();
+    if (pid == 0) {
+      setenv("TESSERA_SIM_STATE", (dir_ + "/sim").c_str(), 1);
+      freopen(out.c_str(), "w", stdout);
+      freopen(err.c_str(), "w", stderr);
+      std::vector<char*> cargv;
+      for (auto& a : argv) cargv.push_back(a.data());
+      cargv.push_back(nullptr);
+      execv(cargv[0], cargv.data());
+      _exit(126);
+    }
+    return pid;
+  }
+  int Wait(pid_t pid) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return status;
+  }
+  int Run(const std::vector<std::string>& args, const std::string& tag) { return Wait(Start(args, tag)); }
+  std::string Err(const std::string& tag) { return ReadFile(dir_ + "/" + tag + ".err"); }
+  std::string Out(const std::string& tag) { return ReadFile(dir_ + "/" + tag + ".out"); }
+
+  size_t LiveSlices() {
+    SliceLedger ledger(ledger_);
+    auto entries = ledger.List();
+    return entries.ok() ? entries->size() : 0;
+  }
+  bool WaitFor(const std::function<bool()>& cond) {
+    for (int i = 0; i < 3000; ++i) {  // generous: a loaded 2-core machine
+      if (cond()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return cond();
+  }
+
+  std::string dir_;
+  std::string ledger_;
+};
+
+TEST_F(RunIntegration, PassesTheExitCodeThrough) {
+  int status = Run({"--gpumem", "100", "--", "sh", "-c", "exit 7"}, "exit");
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7) << Err("exit");
+  EXPECT_EQ(LiveSlices(), 0u);
+}
+
+TEST_F(RunIntegration, PassesDeathBySignalThrough) {
+  int status = Run({"--gpumem", "100", "--", "sh", "-c", "kill -TERM $$"}, "sig");
+  ASSERT_TRUE(WIFSIGNALED(status)) << Err("sig");
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST_F(RunIntegration, RefusesWhatDoesNotFitWithReasonAndExit2) {
+  int status = Run({"--gpumem", "50000", "--", "true"}, "big");
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string err = Err("big");
+  EXPECT_NE(err.find("does not fit"), std::string::npos) << err;
+  EXPECT_NE(err.find("GPU-"), std::string::npos) << err;
+  EXPECT_NE(err.find("not enough memory: 50000 MiB asked, 40960 MiB free"), std::string::npos) << err;
+  int bad = Run({"--gpucores", "150", "--", "true"}, "bad");
+  ASSERT_TRUE(WIFEXITED(bad));
+  EXPECT_EQ(WEXITSTATUS(bad), 2);
+  EXPECT_NE(Err("bad").find("--gpucores"), std::string::npos) << Err("bad");
+}
+
+TEST_F(RunIntegration, ConcurrentInvocationsNeverOvercommitAGpu) {
+  // Six jobs of 10000 MiB race for one 40960 MiB GPU; they hold their slice
+  // until GO exists, so exactly four can be running at once.
+  const std::string go = dir_ + "/GO";
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 6; ++i) {
+    pids.push_back(
+        Start({"--gpumem", "10000", "--", "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.02; done"},
+              "job" + std::to_string(i)));
+  }
+  // Wait until every invocation has either taken a slice or been refused.
+  std::map<pid_t, int> refused;
+  ASSERT_TRUE(WaitFor([&] {
+    for (pid_t p : pids) {
+      int status = 0;
+      if (!refused.count(p) && waitpid(p, &status, WNOHANG) == p) refused[p] = status;
+    }
+    return LiveSlices() + refused.size() == 6;
+  }));
+  EXPECT_EQ(LiveSlices(), 4u);
+  ASSERT_EQ(refused.size(), 2u);
+  for (const auto& [p, status] : refused) {
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 2);
+  }
+  std::ofstream(go).put('\n');
+  for (pid_t p : pids) {
+    if (!refused.count(p)) {
+      int status = Wait(p);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  }
+  EXPECT_EQ(LiveSlices(), 0u);
+}
+
+TEST_F(RunIntegration, AKilledJobReleasesItsSlice) {
+  pid_t holder = Start({"--gpumem", "30000", "--", "sleep", "60"}, "holder");
+  ASSERT_TRUE(WaitFor([&] { return LiveSlices() == 1; })) << Err("holder");
+  int refused = Run({"--gpumem", "30000", "--", "true"}, "refused");
+  ASSERT_TRUE(WIFEXITED(refused));
+  EXPECT_EQ(WEXITSTATUS(refused), 2);
+  kill(holder, SIGKILL);
+  Wait(holder);
+  int status = Run({"--gpumem", "30000", "--", "true"}, "after");
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << Err("after");
+}
+
+TEST_F(RunIntegration, TheSliceIsEnforcedInsideTheJob) {
+  // The program asks for 3000 MiB of device memory; its slice is 1000 MiB.
+  int status = Run({"--gpumem", "1000", "--", TESSERA_DEMO_JOB, "--mem-mib", "3000", "--mem-step-mib", "100",
+                    "--duration-s", "0.2", "--report-ms", "100"},
+                   "mem");
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << Err("mem");
+  std::istringstream lines(Out("mem"));
+  std::string line, last;
+  while (std::getline(lines, line)) last = line;
+  EXPECT_NE(last.find("\"oom\":1"), std::string::npos) << last;
+  // It got what fits in 1000 MiB after the context's share, never more.
+  auto pos = last.find("\"mem_mib\":");
+  ASSERT_NE(pos, std::string::npos);
+  int mem = std::stoi(last.substr(pos + 10));
+  EXPECT_GT(mem, 0);
+  EXPECT_LE(mem, 1000);
+  EXPECT_NE(Err("mem").find("limit"), std::string::npos) << Err("mem");
+}
+
+}  // namespace
+}  // namespace tessera::runner
+
+namespace tessera::runner {
+namespace {
+
+struct SummaryRow {
+  std::string job;
+  int quota = 0;
+  double achieved = 0;
+  int limit_mib = 0;
+  int peak_mib = 0;
+  int oom = 0;
+  int exit = -1;
+};
+
+// Parses the demo's summary.txt (the table it prints).
+std::vector<SummaryRow> ParseSummary(const std::string& text) {
+  std::vector<SummaryRow> rows;
+  std::istringstream in(text);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    SummaryRow r;
+    std::string gpu, quota, achieved, max1s;
+    f >> r.job >> gpu >> quota >> achieved >> max1s >> r.limit_mib >> r.peak_mib >> r.oom >> r.exit;
+    if (!f) continue;
+    r.quota = std::stoi(quota);
+    r.achieved = std::stod(achieved);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+TEST(RunDemo, ProducesItsTableWithEveryJobWithinItsMemoryLimit) {
+  char tmpl[] = "/tmp/tessera-demo-it-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string out = std::string(tmpl) + "/out";
+  pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    execl(TESSERA_EXE, TESSERA_EXE, "demo", "--seconds", "4", "--no-live", "--out", out.c_str(), nullptr);
+    _exit(126);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  auto rows = ParseSummary(ReadFile(out + "/summary.txt"));
+  ASSERT_EQ(rows.size(), 4u) << ReadFile(out + "/summary.txt");
+  for (const auto& r : rows) {
+    EXPECT_EQ(r.exit, 0) << r.job;
+    EXPECT_GT(r.peak_mib, 0) << r.job;
+    EXPECT_LE(r.peak_mib, r.limit_mib) << r.job;
+    EXPECT_GT(r.achieved, 0) << r.job;
+    if (r.job == "memory-hog") {
+      EXPECT_GE(r.oom, 1);
+    }
+  }
+  EXPECT_TRUE(fs::exists(out + "/compute-share.svg"));
+  EXPECT_NE(ReadFile(out + "/compute-share.svg").find("<polyline"), std::string::npos);
+  fs::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace tessera::runner
