@@ -370,6 +370,22 @@ TEST_F(VgpuTest, IpcImportsAreNotCountedTwice) {
   EXPECT_EQ(importer.value("meminfo", 2, 1), 900 * kMiB) << importer.out;
 }
 
+TEST_F(VgpuTest, OversubscribedLimitIsReportedAndFailedSpillsGiveTheReservationBack) {
+  // 100 GiB granted on an 80 GiB device. The simulator charges managed memory
+  // to the device too, so an allocation past the physical size fails even as
+  // managed memory; what must hold is the view and the ledger.
+  ProbeRun r = run({"init", "ctx:0", "meminfo", "alloc:90000", "meminfo", "alloc:1000", "meminfo"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "100g"}, {"CUDA_OVERSUBSCRIBE", "true"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const uint64_t limit = 100ull * 1024 * kMiB;
+  EXPECT_EQ(r.value("meminfo", 3, 0), limit);
+  EXPECT_EQ(r.value("meminfo", 2, 0), limit - 300 * kMiB) << r.out;  // beyond the device's real free memory
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), limit - 300 * kMiB);  // nothing kept for the failed call
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS);
+  EXPECT_EQ(r.value("meminfo", 2, 2), limit - 1300 * kMiB);
+}
+
 TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
   ProbeRun r = run({"init", "ctx:0", "alloc:700", "meminfo", "totalmem:0", "totalmem:1", "nvml"},
                    {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3g"}});
