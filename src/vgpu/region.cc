@@ -402,25 +402,28 @@ int SharedRegion::reclaim_dead() {
   // Find candidates without the region lock (one fcntl each), then confirm
   // under it: a slot being claimed has its liveness lock taken before it is
   // marked active, so a confirmed unlocked active slot is truly orphaned.
-  uint32_t candidates[64];
-  uint32_t n = 0;
-  for (uint32_t i = 0; i < kRegionMaxProcesses && n < 64; ++i) {
-    if (region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive) continue;
-    if (!slot_owner_alive_locked(i)) candidates[n++] = i;
-  }
-  if (n == 0) return 0;
   int reclaimed = 0;
-  if (!lock()) return 0;
-  for (uint32_t k = 0; k < n; ++k) {
-    uint32_t i = candidates[k];
-    if (region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive) continue;
-    if (slot_owner_alive_locked(i)) continue;
-    uint32_t pid = region_->processes[i].pid;
-    free_slot_locked(i);
-    ++reclaimed;
-    log_event(LogLevel::kInfo, "reclaimed the memory of dead process %u (slot %u)", pid, i);
+  uint32_t next = 0;
+  while (next < kRegionMaxProcesses) {
+    uint32_t candidates[64];
+    uint32_t n = 0;
+    for (; next < kRegionMaxProcesses && n < 64; ++next) {
+      if (region_->processes[next].state.load(std::memory_order_relaxed) != kSlotActive) continue;
+      if (!slot_owner_alive_locked(next)) candidates[n++] = next;
+    }
+    if (n == 0) break;
+    if (!lock()) break;
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t i = candidates[k];
+      if (region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive) continue;
+      if (slot_owner_alive_locked(i)) continue;
+      uint32_t pid = region_->processes[i].pid;
+      free_slot_locked(i);
+      ++reclaimed;
+      log_event(LogLevel::kInfo, "reclaimed the memory of dead process %u (slot %u)", pid, i);
+    }
+    unlock();
   }
-  unlock();
   return reclaimed;
 }
 

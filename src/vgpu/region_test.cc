@@ -209,6 +209,31 @@ TEST_F(RegionTest, KilledProcessIsReclaimedButLiveOneIsNot) {
   close(pipefd[1]);
 }
 
+TEST_F(RegionTest, ManyDeadProcessesAreAllReclaimedAtOnce) {
+  {
+    SharedRegion r;
+    open(r);
+    ASSERT_EQ(r.find_or_add_device(kUuid, 0), 0);
+  }
+  constexpr int kDead = 100;  // more than one reclaim batch
+  for (int p = 0; p < kDead; ++p) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      SharedRegion c;
+      char err[256];
+      _exit(c.open_file(path_.c_str(), err, sizeof(err)) && c.reserve(0, kMiB).ok ? 0 : 2);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  SharedRegion r;
+  open(r);
+  EXPECT_EQ(r.memory_used(0), kDead * kMiB);
+  EXPECT_EQ(r.reclaim_dead(), kDead);
+  EXPECT_EQ(r.memory_used(0), 0u);
+}
+
 TEST_F(RegionTest, LockHolderDyingLeavesRecoverableLockAndCorrectSums) {
   SharedRegion r;
   open(r);
