@@ -180,8 +180,9 @@ ApiResult<Json> Client::Get(const ResourceType& type, const std::string& ns, con
 }
 
 ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& ns,
-                                   const ListOptions& options) {
+                                   const ListOptions& options, const std::atomic<bool>* cancel) {
   HttpRequest req;
+  req.cancel = cancel;
   req.method = "GET";
   req.path = type.CollectionPath(ns);
   if (!options.label_selector.empty()) AddQuery(&req.path, "labelSelector", options.label_selector);

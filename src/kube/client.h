@@ -87,8 +87,9 @@ class Client {
   // `timeout` of zero means the client's default.
   ApiResult<Json> Get(const ResourceType& type, const std::string& ns, const std::string& name,
                       std::chrono::milliseconds timeout = {});
-  ApiResult<ObjectList> List(const ResourceType& type, const std::string& ns,
-                             const ListOptions& options = {});
+  // `cancel`, when given, aborts the request once it becomes true (reason "Cancelled").
+  ApiResult<ObjectList> List(const ResourceType& type, const std::string& ns, const ListOptions& options = {},
+                             const std::atomic<bool>* cancel = nullptr);
   // POST to the collection. The object's kind/apiVersion are filled in when absent.
   ApiResult<Json> Create(const ResourceType& type, const std::string& ns, Json object,
                          std::chrono::milliseconds timeout = {});

@@ -94,6 +94,7 @@ void Informer::Run() {
     ApiStatus st = WatchOnce();
     if (stop_) break;
     if (st.ok()) {
+      consecutive_gone_ = 0;
       // The server ended the watch (timeoutSeconds): resume from the last
       // version. A stream that closes at once with nothing in it is treated
       // like a failure so a misbehaving server is not hammered.
@@ -106,9 +107,14 @@ void Informer::Run() {
     }
     RecordFailure(st.error());
     if (st.error().IsGone()) {
-      need_list = true;  // our version is compacted away: relist now
+      // Our version is compacted away: relist now. Only a server that keeps
+      // answering 410 to a fresh list's version gets backed off.
+      need_list = true;
+      consecutive_gone_ = events_in_watch_ == 0 ? consecutive_gone_ + 1 : 1;
+      if (consecutive_gone_ > 1) SleepBackoff();
       continue;
     }
+    consecutive_gone_ = 0;
     SleepBackoff();
   }
 }
@@ -117,7 +123,7 @@ bool Informer::ListAndReplace() {
   ListOptions lo;
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
-  auto list = client_->List(options_.type, options_.ns, lo);
+  auto list = client_->List(options_.type, options_.ns, lo, &stop_);
   if (!list.ok()) {
     RecordFailure(list.error());
     return false;

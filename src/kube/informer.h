@@ -102,6 +102,7 @@ class Informer {
   std::atomic<bool> stop_{false};
   std::chrono::milliseconds backoff_{0};  // informer thread only
   uint64_t events_in_watch_ = 0;          // informer thread only
+  int consecutive_gone_ = 0;              // informer thread only
   std::mt19937 rng_{std::random_device{}()};
   std::thread thread_;
 };

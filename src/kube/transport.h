@@ -31,8 +31,8 @@ struct HttpRequest {
   std::chrono::milliseconds timeout{0};
   // For streams: give up when no byte arrives for this long (0: never).
   std::chrono::milliseconds idle_timeout{0};
-  // For streams: polled while waiting; when it becomes true the stream stops
-  // and the request fails with reason "Cancelled".
+  // Polled while waiting (streams and ordinary requests); when it becomes
+  // true the request stops and fails with reason "Cancelled".
   const std::atomic<bool>* cancel = nullptr;
 };
 
