@@ -9,6 +9,7 @@
 // handle so the free returns exactly what was reserved.
 #include <cstring>
 
+#include "vgpu/compute/limiter.h"
 #include "vgpu/log.h"
 #include "vgpu/runtime.h"
 
@@ -601,14 +602,17 @@ TESSERA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray
 }
 
 // ---------------------------------------------------------------- launches
-// Pass-through today; the compute limiter (issue 5) charges GPU time here.
+// The compute limiter (issue 5, src/vgpu/compute) admits and charges each launch.
 
 TESSERA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
                                        CUstream s, void** params, void** extra) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchKernel == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, false);
+  CUresult rc = rt.cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -616,21 +620,32 @@ TESSERA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsig
                                             unsigned int shmem, CUstream s, void** params, void** extra) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchKernel_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, true);
+  CUresult rc = rt.cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
                                          void** extra) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchKernelEx == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchKernelEx(config, f, params, extra);
+  tessera::vgpu::compute::LaunchGate gate =
+      tessera::vgpu::compute::before_launch(rt, f, config != nullptr ? config->hStream : nullptr, false);
+  CUresult rc = rt.cuda.cuLaunchKernelEx(config, f, params, extra);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
                                               void** extra) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchKernelEx_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
+  tessera::vgpu::compute::LaunchGate gate =
+      tessera::vgpu::compute::before_launch(rt, f, config != nullptr ? config->hStream : nullptr, true);
+  CUresult rc = rt.cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -639,7 +654,10 @@ TESSERA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx,
                                                   void** params) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchCooperativeKernel == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, false);
+  CUresult rc = rt.cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -648,17 +666,26 @@ TESSERA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned in
                                                        void** params) {
   Runtime& rt = runtime();
   if (rt.cuda.cuLaunchCooperativeKernel_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, true);
+  CUresult rc = rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   Runtime& rt = runtime();
   if (rt.cuda.cuGraphLaunch == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuGraphLaunch(exec, s);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, false);
+  CUresult rc = rt.cuda.cuGraphLaunch(exec, s);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
 
 TESSERA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
   Runtime& rt = runtime();
   if (rt.cuda.cuGraphLaunch_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  return rt.cuda.cuGraphLaunch_ptsz(exec, s);
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, true);
+  CUresult rc = rt.cuda.cuGraphLaunch_ptsz(exec, s);
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
 }
