@@ -3,9 +3,11 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim_test_util.h"
@@ -237,6 +239,54 @@ void OutOfMemoryAtCapacity() {
   SIM_OK(cuDevicePrimaryCtxRelease(d1));
 }
 
+// Many threads of one process allocating, copying, launching and freeing at once.
+void Threads() {
+  CUdevice d0;
+  SIM_OK(cuDeviceGet(&d0, 0));
+  CUcontext ctx;
+  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d0));
+  SIM_OK(cuCtxSetCurrent(ctx));
+  size_t free_before = 0, total = 0;
+  SIM_OK(cuMemGetInfo(&free_before, &total));
+  CUmodule m;
+  SIM_OK(cuModuleLoadData(&m, "x"));
+  CUfunction f;
+  SIM_OK(cuModuleGetFunction(&f, m, "sim_busy_threads"));
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      if (cuCtxSetCurrent(ctx) != CUDA_SUCCESS) ++errors;
+      CUstream s;
+      if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) ++errors;
+      for (int i = 0; i < 50; ++i) {
+        CUdeviceptr p;
+        const size_t n = 4096 * static_cast<size_t>(1 + (i + t) % 7);
+        if (cuMemAlloc(&p, n) != CUDA_SUCCESS) {
+          ++errors;
+          continue;
+        }
+        std::vector<uint8_t> buf(n, static_cast<uint8_t>(t)), back(n);
+        if (cuMemcpyHtoDAsync(p, buf.data(), n, s) != CUDA_SUCCESS) ++errors;
+        uint64_t ns = 1000;
+        void* args[] = {&ns};
+        if (cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, args, nullptr) != CUDA_SUCCESS) ++errors;
+        if (cuMemcpyDtoHAsync(back.data(), p, n, s) != CUDA_SUCCESS) ++errors;
+        if (cuStreamSynchronize(s) != CUDA_SUCCESS || back != buf) ++errors;
+        if (cuMemFree(p) != CUDA_SUCCESS) ++errors;
+      }
+      if (cuStreamDestroy(s) != CUDA_SUCCESS) ++errors;
+    });
+  }
+  for (auto& th : threads) th.join();
+  SIM_CHECK_EQ(errors.load(), 0);
+  size_t free_after = 0;
+  SIM_OK(cuMemGetInfo(&free_after, &total));
+  SIM_CHECK_EQ(free_after, free_before);
+  SIM_OK(cuModuleUnload(m));
+  SIM_OK(cuDevicePrimaryCtxRelease(d0));
+}
+
 // cuGetProcAddress answers for every function the library exports.
 void ProcAddressCoversEveryExport() {
   Dl_info info{};
@@ -283,5 +333,6 @@ int main() {
   MemoryAndCopies();
   OutOfMemoryAtCapacity();
   ProcAddressCoversEveryExport();
+  Threads();
   return simtest::Finish("sim_device_test");
 }
