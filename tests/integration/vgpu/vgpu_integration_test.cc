@@ -623,6 +623,15 @@ TEST_F(VgpuTest, EveryAllocationPathIsCountedAndReleased) {
   check("array3d", 64 * 64 * 8 * 16);
   check("mipmap", 256 * 256 * 16);
   check("async", 100 * kMiB);
+  // Arrays are charged exactly what the driver says they occupy.
+  int meminfo_after_array = 8;  // index of the meminfo line right after "array"
+  for (const char* op : {"array", "array3d", "mipmap"}) {
+    auto w = r.line(op);
+    if (w.size() >= 3 && w[1] == "0" && w[2] != "0") {
+      EXPECT_EQ(r.value("meminfo", 2, meminfo_after_array), base - std::stoull(w[2])) << op << "\n" << r.out;
+    }
+    meminfo_after_array += 2;
+  }
   // At the limit, every path is refused.
   EXPECT_EQ(r.rc("alloc"), CUDA_SUCCESS);
   EXPECT_EQ(r.rc("managed", 1), CUDA_ERROR_OUT_OF_MEMORY);

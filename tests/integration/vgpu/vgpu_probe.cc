@@ -285,8 +285,14 @@ int run(const std::string& op_text) {
       d.NumChannels = 4;
       rc = cuArray3DCreate_v2(&arr, &d);
     }
+    // What the driver says the array occupies (0 when it cannot say).
+    auto req_fn = entry<decltype(&::cuArrayGetMemoryRequirements)>("cuArrayGetMemoryRequirements");
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+    CUdevice dev = 0;
+    cuCtxGetDevice(&dev);
+    if (rc != CUDA_SUCCESS || req_fn == nullptr || req_fn(&req, arr, dev) != CUDA_SUCCESS) req.size = 0;
     if (rc == CUDA_SUCCESS) g_arrays.push_back(arr);
-    printf("%s %d\n", op.c_str(), rc);
+    printf("%s %d %zu\n", op.c_str(), rc, req.size);
   } else if (op == "arrayfree") {
     ENTRY(cuArrayDestroy, "cuArrayDestroy")
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -304,8 +310,14 @@ int run(const std::string& op_text) {
     d.NumChannels = 4;
     CUmipmappedArray m = nullptr;
     CUresult rc = cuMipmappedArrayCreate(&m, &d, static_cast<unsigned>(num(a, 3)));
+    auto req_fn =
+        entry<decltype(&::cuMipmappedArrayGetMemoryRequirements)>("cuMipmappedArrayGetMemoryRequirements");
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+    CUdevice dev = 0;
+    cuCtxGetDevice(&dev);
+    if (rc != CUDA_SUCCESS || req_fn == nullptr || req_fn(&req, m, dev) != CUDA_SUCCESS) req.size = 0;
     if (rc == CUDA_SUCCESS) g_mipmaps.push_back(m);
-    printf("mipmap %d\n", rc);
+    printf("mipmap %d %zu\n", rc, req.size);
   } else if (op == "mipmapfree") {
     ENTRY(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy")
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
