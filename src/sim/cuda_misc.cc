@@ -229,4 +229,137 @@ CUresult cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLo
   });
 }
 
+// Peer copies: all memory is host-addressable here, so a peer copy is a copy.
+static CUDA_MEMCPY3D FromPeer(const CUDA_MEMCPY3D_PEER& p) {
+  CUDA_MEMCPY3D c{};
+  c.srcXInBytes = p.srcXInBytes;
+  c.srcY = p.srcY;
+  c.srcZ = p.srcZ;
+  c.srcLOD = p.srcLOD;
+  c.srcMemoryType = p.srcMemoryType;
+  c.srcHost = p.srcHost;
+  c.srcDevice = p.srcDevice;
+  c.srcArray = p.srcArray;
+  c.srcPitch = p.srcPitch;
+  c.srcHeight = p.srcHeight;
+  c.dstXInBytes = p.dstXInBytes;
+  c.dstY = p.dstY;
+  c.dstZ = p.dstZ;
+  c.dstLOD = p.dstLOD;
+  c.dstMemoryType = p.dstMemoryType;
+  c.dstHost = p.dstHost;
+  c.dstDevice = p.dstDevice;
+  c.dstArray = p.dstArray;
+  c.dstPitch = p.dstPitch;
+  c.dstHeight = p.dstHeight;
+  c.WidthInBytes = p.WidthInBytes;
+  c.Height = p.Height;
+  c.Depth = p.Depth;
+  return c;
+}
+CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY3D c = FromPeer(*p);
+  return cuMemcpy3D_v2(&c);
+}
+CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY3D c = FromPeer(*p);
+  return cuMemcpy3D_v2_ptds(&c);
+}
+CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY3D c = FromPeer(*p);
+  return cuMemcpy3DAsync_v2(&c, s);
+}
+CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_MEMCPY3D c = FromPeer(*p);
+  return cuMemcpy3DAsync_v2_ptsz(&c, s);
+}
+
+// Stream memory writes happen in stream order (at once: kernels touch no memory).
+// Waits are not simulated: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR and
+// CAN_USE_64_BIT_STREAM_MEM_OPS read 0, and a wait is CUDA_ERROR_NOT_SUPPORTED.
+static CUresult WriteValue(CUstream h, bool ptds, CUdeviceptr addr, uint64_t value, size_t size) {
+  LOCKED;
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  CUstream s;
+  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+  if (FindAllocation(addr, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (size == 4) {
+    const uint32_t v = static_cast<uint32_t>(value);
+    std::memcpy(reinterpret_cast<void*>(addr), &v, 4);
+  } else {
+    std::memcpy(reinterpret_cast<void*>(addr), &value, 8);
+  }
+  s->last_end_ns = std::max(StreamReadyNs(s), MonotonicNs());
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  (void)flags;
+  return Guard([&]() -> CUresult { return WriteValue(s, false, addr, value, 4); });
+}
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  (void)flags;
+  return Guard([&]() -> CUresult { return WriteValue(s, true, addr, value, 4); });
+}
+CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  (void)flags;
+  return Guard([&]() -> CUresult { return WriteValue(s, false, addr, value, 8); });
+}
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  (void)flags;
+  return Guard([&]() -> CUresult { return WriteValue(s, true, addr, value, 8); });
+}
+CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamWaitValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
+  (void)s, (void)addr, (void)value, (void)flags;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+// Capture dependencies of a capturing stream: replace (SET) or extend (ADD).
+static CUresult UpdateCaptureDeps(CUstream h, bool ptds, CUgraphNode* deps, size_t n, unsigned flags) {
+  LOCKED;
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  CUstream s;
+  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_ILLEGAL_STATE;
+  if (n > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES) s->capture_deps.clear();
+  for (size_t i = 0; i < n; ++i) {
+    if (!IsLive(deps[i]) || deps[i]->graph != s->capture_graph) return CUDA_ERROR_INVALID_VALUE;
+    s->capture_deps.push_back(deps[i]);
+  }
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamUpdateCaptureDependencies(CUstream s, CUgraphNode* deps, size_t n, unsigned int flags) {
+  return Guard([&]() -> CUresult { return UpdateCaptureDeps(s, false, deps, n, flags); });
+}
+CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream s, CUgraphNode* deps, size_t n, unsigned int flags) {
+  return Guard([&]() -> CUresult { return UpdateCaptureDeps(s, true, deps, n, flags); });
+}
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode* deps, const CUgraphEdgeData* edgeData,
+                                              size_t n, unsigned int flags) {
+  (void)edgeData;
+  return Guard([&]() -> CUresult { return UpdateCaptureDeps(s, false, deps, n, flags); });
+}
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream s, CUgraphNode* deps,
+                                                   const CUgraphEdgeData* edgeData, size_t n,
+                                                   unsigned int flags) {
+  (void)edgeData;
+  return Guard([&]() -> CUresult { return UpdateCaptureDeps(s, true, deps, n, flags); });
+}
+
 }  // extern "C"

@@ -189,6 +189,27 @@ void Pools() {
   SIM_OK(cuMemPoolTrimTo(pool, 0));
   SIM_CHECK_EQ(Used(), base);
   SIM_OK(cuMemPoolDestroy(pool));
+
+  // Stream memory writes and peer copies.
+  CUdeviceptr w;
+  SIM_OK(cuMemAlloc(&w, 4096));
+  SIM_OK(cuStreamWriteValue32(s, w, 0x1234ABCDu, CU_STREAM_WRITE_VALUE_DEFAULT));
+  SIM_OK(cuStreamWriteValue64(s, w + 8, 0x0102030405060708ull, CU_STREAM_WRITE_VALUE_DEFAULT));
+  CUDA_MEMCPY3D_PEER peer{};
+  peer.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  peer.srcDevice = w;
+  peer.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  peer.dstDevice = w + 1024;
+  peer.WidthInBytes = 16;
+  peer.Height = 1;
+  peer.Depth = 1;
+  SIM_OK(cuMemcpy3DPeerAsync(&peer, s));
+  uint64_t words[2] = {};
+  SIM_OK(cuMemcpyDtoHAsync(words, w + 1024, sizeof(words), s));
+  SIM_OK(cuStreamSynchronize(s));
+  SIM_CHECK_EQ(words[0] & 0xFFFFFFFFu, 0x1234ABCDu);
+  SIM_CHECK_EQ(words[1], 0x0102030405060708ull);
+  SIM_OK(cuMemFree(w));
   SIM_OK(cuStreamDestroy(s));
 }
 
