@@ -232,7 +232,7 @@ core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double cover
 }
 
 std::vector<std::string> TracePolicyNames() {
-  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera"};
+  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-online"};
 }
 
 Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
@@ -243,7 +243,14 @@ Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
   if (name == "packing") return std::unique_ptr<core::Policy>(new Packing());
   if (name == "bestfit") return std::unique_ptr<core::Policy>(new BestFit());
   if (name == "fgd") return std::unique_ptr<core::Policy>(new Fgd(TypicalTasks(tasks)));
-  if (name == "tessera") return core::MakePolicy("tessera");
+  if (name == "tessera") {
+    // The default policy learns its mix from the pods it sees; here it starts
+    // from the trace's own task counts, the same information FGD is given.
+    core::MixCounter prior;
+    for (const TraceTask& t : tasks) prior.Add(core::ShapeOf(ToPodRequest(t)));
+    return std::unique_ptr<core::Policy>(new core::FragmentationPolicy({}, std::move(prior)));
+  }
+  if (name == "tessera-online") return core::MakePolicy("tessera");
   // Experiments: "tessera:tol=40,pack=1,mem=0,cov=0.95,relearn=512".
   if (name.rfind("tessera:", 0) == 0) {
     core::FragmentationPolicy::Options o;
@@ -264,6 +271,22 @@ Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
         o.use_memory = v != 0;
       else if (k == "cov")
         o.coverage = v;
+      else if (k == "sig")
+        o.sigmoid_scale = v;
+      else if (k == "away")
+        o.cpu_only_away = v;
+      else if (k == "order")
+        o.order = v;
+      else if (k == "inner")
+        o.inner_exact = v != 0;
+      else if (k == "prior") {
+        if (v != 0) {
+          core::MixCounter prior;
+          for (const TraceTask& t : tasks) prior.Add(core::ShapeOf(ToPodRequest(t)));
+          return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, std::move(prior)));
+        }
+      } else if (k == "dw")
+        o.demand_weighted = v != 0;
       else if (k == "relearn")
         o.relearn_every = static_cast<int64_t>(v);
       else if (k == "fixed") {

@@ -21,8 +21,10 @@ namespace tessera::trace {
 // num_gpu, gpu_spec), most frequent first, the shortest prefix covering 95 %.
 core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double coverage = 0.95);
 
-// random, dotprod, clustering, packing, bestfit, fgd — and tessera (core's
-// default policy, which learns its mix online and never sees `tasks`).
+// random, dotprod, clustering, packing, bestfit, fgd; tessera (core's default
+// policy, its online mix starting from the counts of `tasks`, as FGD's typical
+// tasks do); tessera-online (no prior: learns from arrivals only). Names of the
+// form "tessera:k=v,..." build experiment variants (docs/placement.md).
 Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
                                                       const std::vector<TraceTask>& tasks);
 std::vector<std::string> TracePolicyNames();

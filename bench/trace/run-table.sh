@@ -6,7 +6,8 @@
 #
 # Writes one JSON per (trace, policy) to OUT_DIR (default BUILD_DIR/trace-table)
 # and prints the Markdown table (paper value and delta beside each mean).
-# POLICIES / TRACES / SEEDS may be overridden from the environment.
+# POLICIES / TRACES / SEEDS / TESSERA (the binary) may be overridden from the
+# environment; with RESUME=1, results already in OUT_DIR are kept.
 set -euo pipefail
 BUILD_DIR=${1:-build}
 DATA_DIR=${2:-/work/shared/data/alibaba-gpu-2023}
@@ -14,11 +15,12 @@ OUT_DIR=${3:-$BUILD_DIR/trace-table}
 POLICIES=${POLICIES:-"random dotprod clustering packing bestfit fgd tessera"}
 TRACES=${TRACES:-"default gpushare40 gpushare60 gpushare80 gpushare100 multigpu20 multigpu30 multigpu40 multigpu50"}
 SEEDS=${SEEDS:-42-51}
-TESSERA="$BUILD_DIR/bin/tessera"
+TESSERA=${TESSERA:-$BUILD_DIR/bin/tessera}
 [ -x "$TESSERA" ] || { echo "run-table: $TESSERA not built" >&2; exit 2; }
 mkdir -p "$OUT_DIR"
 for t in $TRACES; do
   for p in $POLICIES; do
+    if [ "${RESUME:-0}" = 1 ] && [ -s "$OUT_DIR/$t.$p.json" ]; then continue; fi
     "$TESSERA" simulate --nodes "$DATA_DIR/openb_node_list_gpu_node.csv" \
       --pods "$DATA_DIR/openb_pod_list_$t.csv" --policy "$p" --seeds "$SEEDS" --json \
       > "$OUT_DIR/$t.$p.json"

@@ -164,7 +164,8 @@ TEST(SmallTraceTest, ExactPlacementsPerPolicy) {
   EXPECT_EQ(Placements("bestfit"), "2:0 0:0 2:0 1:0:1 2 0:1 2:0 1:2 0:1 1:3 1:2 - - - 0 - - - - - ");
   EXPECT_EQ(Placements("fgd"), "0:0 0:1 0:0 1:0:1 0 1:2 0:0 1:3 1:2 2:0 1:3 - - - 0 - - - - - ");
   EXPECT_EQ(Placements("random"), "2:0 1:0 2:0 1:1:2 1 1:3 0:1 0:0 0:1 - 0:0 1:3 2:0 - 2 - 0:1 - - - ");
-  EXPECT_EQ(Placements("tessera"), "0:0 0:1 0:0 1:0:1 0 2:0 0:0 1:2 2:0 1:3 1:2 - - - 0 - - - - - ");
+  EXPECT_EQ(Placements("tessera"), "0:0 0:1 0:0 1:0:1 0 1:2 0:0 1:3 1:2 2:0 1:3 - - - 0 - - - - - ");
+  EXPECT_EQ(Placements("tessera-online"), "0:0 0:1 1:0 1:1:2 0 0:0 1:0 1:3 1:0 2:0 1:3 - - - 0 - - - - - ");
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ int MilliNeeded(const TaskShape& shape, const Gpu& gpu) {
 TaskShape ShapeOf(const PodRequest& pod) {
   TaskShape s;
   s.cpu_milli = pod.cpu_milli;
-  s.memory_mib = pod.host_memory_mib;
+  // Host memory is left out of the shape: it rarely binds where GPUs are the
+  // scarce resource, and keeping it would split the mix into many rare shapes.
   s.use_types = pod.filter.use_types;
   for (const ContainerRequest& c : pod.containers) {
     if (c.gpus <= 0) continue;
@@ -79,7 +80,8 @@ WorkloadMix MixCounter::Typical(double coverage) const {
   return mix;
 }
 
-FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory)
+FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
+                                       bool demand_weighted)
     : node_(node), mix_(mix), use_memory_(use_memory) {
   const auto& gpus = node.gpus();
   const size_t g_count = gpus.size();
@@ -90,13 +92,17 @@ FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix&
   }
   need_.assign(mix.size() * g_count, INT_MAX);
   per_.resize(mix.size());
+  weight_.resize(mix.size());
   for (size_t m = 0; m < mix.size(); ++m) {
     const TaskShape& shape = mix[m].shape;
     PerShape& p = per_[m];
+    weight_[m] = mix[m].weight;
+    int64_t demand = -1;
     for (size_t g = 0; g < g_count; ++g) {
       int need = INT_MAX;
       if (shape.gpus > 0 && gpus[g].gpu.healthy && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
         need = MilliNeeded(shape, gpus[g].gpu);
+        if (demand < 0) demand = int64_t{shape.gpus} * need;
       }
       need_[m * g_count + g] = need;
       if (free_[g] >= need) {
@@ -104,6 +110,11 @@ FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix&
       } else {
         p.small_free += free_[g];
       }
+    }
+    if (demand_weighted) {
+      // A shape no GPU here can serve weighs as its GPU count (its fragment is
+      // all free GPU whatever is placed; only the total matters).
+      weight_[m] *= static_cast<double>(demand < 0 ? int64_t{shape.gpus} * 1000 : demand) / 1000.0;
     }
   }
   current_ =
@@ -120,7 +131,7 @@ double FragmentationMeter::Sum(PerOf per_of, int64_t total_free, int64_t cpu_fre
     PerShape p = per_of(m);
     bool fits = s.gpus > 0 && p.fit_gpus >= s.gpus && !(cpu && cpu_free < s.cpu_milli) &&
                 !(mem && s.memory_mib > 0 && mem_free < s.memory_mib);
-    f += mix_[m].weight * static_cast<double>(fits ? p.small_free : total_free);
+    f += weight_[m] * static_cast<double>(fits ? p.small_free : total_free);
   }
   return f;
 }
@@ -184,6 +195,16 @@ FragmentationPolicy::FragmentationPolicy(Options options) : options_(options) {}
 FragmentationPolicy::FragmentationPolicy(Options options, WorkloadMix fixed_mix)
     : options_(options), learn_(false), mix_(std::move(fixed_mix)) {}
 
+FragmentationPolicy::FragmentationPolicy(Options options, MixCounter prior)
+    : options_(options), counter_(std::move(prior)) {
+  if (counter_.total() > 0) {
+    mix_ = counter_.Typical(options_.coverage);
+    ++epoch_;
+    next_relearn_ =
+        counter_.total() + std::max<int64_t>(1, options_.relearn_every > 0 ? options_.relearn_every : 512);
+  }
+}
+
 void FragmentationPolicy::Observe(const PodRequest& pod) {
   if (!learn_) return;
   counter_.Add(ShapeOf(pod));
@@ -231,6 +252,38 @@ void TakenPerGpu(const NodeState& node, const Placement& placement, std::vector<
 
 }  // namespace
 
+double FragmentationPolicy::Score(double growth, double util_after) const {
+  double base = 0;
+  if (options_.sigmoid_scale > 0) {
+    base = std::floor(100.0 / (1.0 + std::exp(growth / options_.sigmoid_scale)));
+  } else {
+    base = options_.tolerance > 0 ? -std::round(growth / options_.tolerance) * options_.tolerance : -growth;
+  }
+  return base + options_.pack_weight * util_after;
+}
+
+double FragmentationPolicy::NodeBias(const NodeState& node) const {
+  if (options_.order == 0) return 0;
+  double x = 0;
+  switch (static_cast<int>(std::abs(options_.order))) {
+    case 1:
+      x = static_cast<double>(node.gpus().size());
+      break;
+    case 2:
+      x = node.gpus().empty() ? 0
+                              : static_cast<double>(node.host_capacity().cpu_milli) / 1000.0 /
+                                    static_cast<double>(node.gpus().size());
+      break;
+    case 3:
+      x = static_cast<double>(node.idle_gpus());
+      break;
+    case 4:
+      x = static_cast<double>(node.free_cpu_milli()) / 1000.0;
+      break;
+  }
+  return (options_.order > 0 ? -1e-4 : 1e-4) * x;
+}
+
 std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, const PodRequest& pod) const {
   const HostResources host = HostDemandOf(pod);
   const int64_t capacity = std::max<int64_t>(1, node.milli_capacity());
@@ -255,20 +308,26 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     for (int m : milli) taken += m;
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
     if (mix_.empty()) return Candidate{util_after, std::move(fit.placement)};
-    FragmentationMeter meter(node, mix_, options_.use_memory);
+    FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
     double growth = meter.AfterMany(gpus, milli, host.cpu_milli, host.memory_mib) - meter.current();
-    double q = options_.tolerance > 0 ? std::round(growth / options_.tolerance) * options_.tolerance : growth;
-    return Candidate{-q + options_.pack_weight * util_after, std::move(fit.placement)};
+    double bias = NodeBias(node);
+    if (gpu_containers == 0 && options_.cpu_only_away > 0) {
+      // A pod without GPUs: among equal scores, the node with the least free
+      // GPU, where its CPU strands the least GPU later.
+      bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
+    }
+    return Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
   }
 
   if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
   if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
-  FragmentationMeter meter(node, mix_, options_.use_memory);
+  FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
   const auto& gpus = node.gpus();
   int best = -1;
   double best_score = 0;
   int best_free_after = 0;
   int64_t best_memory = 0;
+  double best_growth = 0;
   for (size_t g = 0; g < gpus.size(); ++g) {
     GpuCheck check = CheckGpu(gpus[g], *single, pod.filter);
     if (!check.fits()) continue;
@@ -276,13 +335,21 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     int taken = gpus[g].free_milli() - free_after;
     double growth =
         meter.AfterOne(static_cast<int>(g), taken, host.cpu_milli, host.memory_mib) - meter.current();
-    double q = options_.tolerance > 0 ? std::round(growth / options_.tolerance) * options_.tolerance : growth;
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
-    double score = -q + options_.pack_weight * util_after;
-    // Inside the node: lowest score loses; equal scores go to the fuller GPU,
-    // then the lower index.
-    if (best < 0 || score > best_score || (score == best_score && free_after < best_free_after)) {
+    double score = Score(growth, util_after);
+    // Inside the node: the highest score wins; equal scores go to the smaller
+    // exact growth (when inner_exact), then the fuller GPU, then the lower index.
+    bool better = best < 0 || score > best_score;
+    if (!better && score == best_score) {
+      if (options_.inner_exact && growth != best_growth) {
+        better = growth < best_growth;
+      } else {
+        better = free_after < best_free_after;
+      }
+    }
+    if (better) {
       best = static_cast<int>(g);
+      best_growth = growth;
       best_score = score;
       best_free_after = free_after;
       best_memory = check.memory_mib;
@@ -290,7 +357,7 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   }
   if (best < 0) return std::nullopt;
   Candidate c;
-  c.score = best_score;
+  c.score = best_score + NodeBias(node);
   int index = static_cast<int>(single - pod.containers.data());
   c.placement.containers.push_back({index, false, {{best, best_memory, single->cores}}});
   return c;

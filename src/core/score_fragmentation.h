@@ -69,7 +69,12 @@ class MixCounter {
 class FragmentationMeter {
  public:
   // `use_memory`: whether host memory counts when deciding if a shape fits.
-  FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory);
+  // `demand_weighted`: weigh each shape by its GPU demand on this node
+  // (popularity × gpus × milli / 1000) instead of its popularity alone, so a
+  // fragment counts by how much of the expected GPU demand cannot use it.
+  // Holds references to `node` and `mix`: they must outlive the meter.
+  FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
+                     bool demand_weighted = false);
 
   // Fragmentation of the node as it is.
   double current() const { return current_; }
@@ -96,29 +101,41 @@ class FragmentationMeter {
   std::vector<int> free_;  // per GPU free milli
   std::vector<int> need_;  // [shape * gpus + gpu]: milli needed, INT_MAX = cannot use
   std::vector<PerShape> per_;
+  std::vector<double> weight_;  // per shape
   int64_t total_free_ = 0;
   double current_ = 0;
 };
 
-// tessera's default policy; see docs/placement.md for the reasoning.
+// tessera's default policy; see docs/placement.md for the reasoning and the
+// measurements behind each choice.
 //
-// Score = minus the growth of fragmentation (exact, not truncated), with the
-// mix learned online from the pods observed so far; nodes whose growth is equal
-// within `tolerance` milli-GPU are ranked by how full they end up (packing).
-// Before any pod has been observed it packs (best fit).
+// Score = FGD's banded fragmentation gradient ⌊100·σ(−growth/1000)⌋ over a
+// workload mix learned online from the pods observed (optionally starting from
+// a prior count); equal bands go to the Placer's node order. GPU-less pods
+// prefer, among equal bands, nodes with less free GPU; inside a node equal
+// bands go to the smaller exact growth, then the fuller GPU, then the lower
+// index. Before any pod has been observed it packs (best fit).
 class FragmentationPolicy : public Policy {
  public:
   struct Options {
-    double coverage = 0.95;     // the typical shapes cover this share of pods
-    int64_t relearn_every = 0;  // recompute the mix after this many pods (0 = doubling then 500)
-    bool use_memory = true;
-    double tolerance = 0;
-    double pack_weight = 0;
+    double coverage = 0.95;       // the typical shapes cover this share of pods
+    int64_t relearn_every = 512;  // recompute the mix after this many pods
+    bool use_memory = false;      // host memory in a shape's fit (the pod's own fit always checks it)
+    double sigmoid_scale = 1000;  // > 0: score = floor(100 σ(−growth / scale)), FGD's bands
+    bool inner_exact = true;      // equal bands inside a node: smaller exact growth first
+    double cpu_only_away = 1;     // > 0: GPU-less pods prefer nodes with less free GPU among equal bands
+    // Experiments (docs/placement.md, "what did not work"); 0 = off.
+    double tolerance = 0;          // linear bands of this width instead of σ bands (sigmoid_scale = 0)
+    double pack_weight = 0;        // + weight × node utilisation after placement
+    bool demand_weighted = false;  // shape weight × its GPU demand
+    double order = 0;  // tie-break by a node property (1 GPUs, 2 CPU/GPU, 3 idle GPUs, 4 free CPU)
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
   // A fixed mix (nothing is learned).
   FragmentationPolicy(Options options, WorkloadMix fixed_mix);
+  // Learns online, starting from `prior` counts (e.g. the cluster's history).
+  FragmentationPolicy(Options options, MixCounter prior);
 
   std::string_view name() const override { return "tessera"; }
   std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override;
@@ -127,6 +144,9 @@ class FragmentationPolicy : public Policy {
   const WorkloadMix& mix() const { return mix_; }
 
  private:
+  double Score(double growth, double util_after) const;
+  double NodeBias(const NodeState& node) const;
+
   Options options_;
   bool learn_ = true;
   MixCounter counter_;
