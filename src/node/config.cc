@@ -259,7 +259,7 @@ Status ApplyNodeOverrides(NodeConfig& config) {
   try {
     YAML::Node root = YAML::Load(*text);
     if (root.IsNull()) return Status::Ok();
-    if (!root.IsMap() || (root["nodes"] && !root["nodes"].IsMap()) ||
+    if (!root.IsMap() || (root["nodes"] && !root["nodes"].IsMap() && !root["nodes"].IsNull()) ||
         root.size() != (root["nodes"] ? 1u : 0u)) {
       return Error{
           source +

@@ -68,6 +68,14 @@ TEST_F(ConfigTest, FileThenFlagsThenNodeEntry) {
   EXPECT_DOUBLE_EQ(parsed.config.memory_scaling, 3.0);
 }
 
+TEST_F(ConfigTest, AnEmptyOverridesFileChangesNothing) {
+  for (const char* text : {"", "nodes:\n", "nodes: {}\n"}) {
+    auto parsed = Parse({"--node-config-file", Write("nodes.yaml", text)}, "gpu-1");
+    ASSERT_FALSE(parsed.exit_now) << text << ": " << parsed.output;
+    EXPECT_EQ(parsed.config.split_count, 10);
+  }
+}
+
 TEST_F(ConfigTest, HelpDocumentsEveryKey) {
   auto parsed = Parse({"--help"});
   ASSERT_TRUE(parsed.exit_now);
