@@ -48,9 +48,14 @@ void Controller::refill(uint64_t now) {
   if (elapsed > kMaxRefillElapsedNs) elapsed = kMaxRefillElapsedNs;
   int64_t add = static_cast<int64_t>(elapsed * rate_permille_.load(std::memory_order_relaxed) / 1000);
   int64_t burst = static_cast<int64_t>(entry_->budget_burst_ns.load(std::memory_order_relaxed));
-  int64_t b = entry_->budget_ns.fetch_add(add, std::memory_order_acq_rel) + add;
-  while (b > burst && !entry_->budget_ns.compare_exchange_weak(b, burst, std::memory_order_acq_rel)) {
-  }
+  // The refill never takes the budget above the burst; a surplus already
+  // there (a refund of an over-charge) is kept until spent.
+  int64_t b = entry_->budget_ns.load(std::memory_order_relaxed);
+  int64_t next;
+  do {
+    int64_t cap = b > burst ? b : burst;
+    next = b + add > cap ? cap : b + add;
+  } while (!entry_->budget_ns.compare_exchange_weak(b, next, std::memory_order_acq_rel));
 }
 
 void Controller::charge(int64_t delta_ns) {
@@ -83,7 +88,7 @@ void Controller::update_rate(const Neighbours& n) {
   uint32_t rate = quota_percent_ * 10;
   if (low_priority_ && n.known && n.others > 0) {
     uint32_t left = n.others_percent >= 100 ? 0 : (100 - n.others_percent) * 10;
-    if (n.others_percent + n.own_percent >= 95) left = left > 50 ? left - 50 : 0;  // headroom to grow into
+    if (n.others_percent + n.own_percent >= 95) left = left > 100 ? left - 100 : 0;  // headroom to grow into
     if (left < rate) rate = left;
     if (rate < kMinRatePermille) rate = kMinRatePermille;
   }

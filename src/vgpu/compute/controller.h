@@ -28,7 +28,7 @@
 // rate to what the other tenants leave of the device, min(quota, 100 % -
 // their measured share), while they are active; a high-priority one (0, the
 // default) never yields. While the device is full (others + own >= 95 %) the
-// low one also leaves 5 pp of headroom, so that a high tenant held back by the
+// low one also leaves 10 pp of headroom, so that a high tenant held back by the
 // full device can grow into it. So when a high and a low tenant contend for
 // more than the device has, the high one gets its quota first.
 //

@@ -263,9 +263,9 @@ TEST(ControllerTest, HighPriorityGetsItsQuotaFirstWhenTheDeviceIsOversubscribed)
     }
     gpu.run_until(8 * kSec);
     EXPECT_NEAR(gpu.share(*high, 3 * kSec, 8 * kSec), 60.0, 4.0);
-    // The low one gets what is left, less the 5 pp of headroom it keeps free
-    // while the device is full.
-    EXPECT_NEAR(gpu.share(*low, 3 * kSec, 8 * kSec), 37.0, 5.0);
+    // The low one gets what is left, less the headroom it keeps free while
+    // the device is full (it oscillates between 30 and 40 %).
+    EXPECT_NEAR(gpu.share(*low, 3 * kSec, 8 * kSec), 33.0, 6.0);
     EXPECT_LT(low->controller.rate_permille(), 600u);
   }
 }

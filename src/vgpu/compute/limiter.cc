@@ -62,7 +62,10 @@ struct SampleSlot {
 constexpr int kSampleSlots = 8;
 constexpr uint64_t kPollIntervalNs = 200'000;
 constexpr uint64_t kNeighboursTtlNs = 200'000'000;
+constexpr uint64_t kNeighbourWindowUs = 500'000;  // who used the device in the last half second
 constexpr int kMaxProcessSamples = 128;
+constexpr uint64_t kReconcileIntervalNs = 100'000'000;
+constexpr uint64_t kMinChargeForScaleNs = 2'000'000;
 
 struct NeighbourCache {
   std::mutex mu;
@@ -72,6 +75,16 @@ struct NeighbourCache {
   bool handle_tried = false;
 };
 
+// Reconciliation with the driver's own accounting of this process's device
+// time (NVML per-process utilisation), per device. See reconcile().
+struct Reconciler {
+  std::mutex mu;
+  uint64_t last_us = 0;       // guarded by mu; CLOCK_REALTIME µs of the last reading, 0 = none
+  uint64_t last_charged = 0;  // guarded by mu; this process's charged total after that reading
+  std::atomic<uint64_t> next_ns{0};
+  std::atomic<uint32_t> scale_milli{1000};  // launch charges are estimate x scale / 1000
+};
+
 struct State {
   Runtime* rt = nullptr;
   Driver driver;
@@ -79,6 +92,10 @@ struct State {
   bool low_priority = false;
   Controller controllers[kMaxDevices];
   NeighbourCache neighbours[kMaxDevices];
+  Reconciler reconcilers[kMaxDevices];
+  // Whether NVML has shown this pid among a device's users: only then does it
+  // agree with our pid namespace, and only then is reconciliation trusted.
+  std::atomic<bool> nvml_sees_me{false};
   SampleSlot slots[kSampleSlots];
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> last_poll_ns{0};
@@ -133,12 +150,77 @@ void poll_samples(State& s, uint64_t now, bool force) {
     if (q == CUDA_SUCCESS && s.driver.event_elapsed(&ms, slot.start, slot.end) == CUDA_SUCCESS && ms >= 0) {
       int64_t correction =
           Estimates::on_sample(*slot.entry, static_cast<uint64_t>(static_cast<double>(ms) * 1e6));
-      s.controllers[slot.device].charge(correction);
-      charge_process(s, slot.device, correction);
+      // With the driver's accounting available, reconcile() corrects the
+      // totals; the samples then only weigh kernels against each other.
+      if (!s.nvml_sees_me.load(std::memory_order_relaxed)) {
+        s.controllers[slot.device].charge(correction);
+        charge_process(s, slot.device, correction);
+      }
     }
     Estimates::sample_done(*slot.entry);
     slot.state.store(kSlotFree, std::memory_order_release);
     s.in_flight.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+// Every kReconcileIntervalNs, compares what this process was charged on
+// `device` with the device time the driver accounted to it over the same
+// interval (NVML per-process utilisation, which counts only this process's
+// kernels, not the neighbours' work its kernels waited behind), charges the
+// difference, and moves the scale applied to launch estimates towards
+// measured / charged. Event samples alone over-charge when every kernel
+// queues behind another tenant's (lock-step tenants); this fixes that. Trusted
+// only once NVML has listed this pid (same pid namespace); otherwise the
+// event corrections stand alone.
+void reconcile(State& s, int device, uint64_t now) {
+  Reconciler& r = s.reconcilers[device];
+  if (!s.nvml_ok || now < r.next_ns.load(std::memory_order_relaxed)) return;
+  std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
+  if (!lock.owns_lock() || now < r.next_ns.load(std::memory_order_relaxed)) return;
+  r.next_ns.store(now + kReconcileIntervalNs, std::memory_order_relaxed);
+  nvmlDevice_t handle = s.neighbours[device].handle;
+  int slot = s.rt->region.slot_index();
+  if (handle == nullptr || slot < 0) return;
+  uint64_t charged_total =
+      s.rt->region.raw()->processes[slot].gpu_time_used_ns[device].load(std::memory_order_relaxed);
+  uint64_t cur_us = realtime_us();
+  uint64_t since_us = r.last_us;
+  r.last_us = cur_us;
+  uint64_t last_charged = r.last_charged;
+  r.last_charged = charged_total;
+  if (since_us == 0 || cur_us <= since_us) return;
+  nvmlProcessUtilizationSample_t samples[kMaxProcessSamples];
+  unsigned int count = kMaxProcessSamples;
+  nvmlReturn_t rc = s.process_utilization(handle, samples, &count, since_us);
+  if (rc == NVML_ERROR_NOT_FOUND) {
+    count = 0;
+  } else if (rc != NVML_SUCCESS) {
+    return;  // this interval is not reconciled
+  }
+  uint32_t me = static_cast<uint32_t>(getpid());
+  uint64_t sum = 0, n = 0;
+  for (unsigned int i = 0; i < count && i < kMaxProcessSamples; ++i) {
+    if (samples[i].pid != me) continue;
+    sum += samples[i].smUtil;
+    ++n;
+  }
+  if (n > 0) s.nvml_sees_me.store(true, std::memory_order_relaxed);
+  if (!s.nvml_sees_me.load(std::memory_order_relaxed)) return;
+  double window_ns = static_cast<double>(cur_us - since_us) * 1000.0;
+  int64_t measured =
+      n > 0 ? static_cast<int64_t>(static_cast<double>(sum) / static_cast<double>(n) / 100.0 * window_ns) : 0;
+  int64_t charged = static_cast<int64_t>(charged_total - last_charged);
+  int64_t correction = measured - charged;
+  s.controllers[device].charge(correction);
+  charge_process(s, device, correction);
+  r.last_charged = charged_total + static_cast<uint64_t>(correction);
+  if (charged > static_cast<int64_t>(kMinChargeForScaleNs)) {
+    // Damped: halfway towards the ratio each interval, within [1/20, 20].
+    double ratio = static_cast<double>(measured) / static_cast<double>(charged);
+    double scale = r.scale_milli.load(std::memory_order_relaxed) * (1.0 + ratio) / 2.0;
+    if (scale < 50) scale = 50;
+    if (scale > 20000) scale = 20000;
+    r.scale_milli.store(static_cast<uint32_t>(scale), std::memory_order_relaxed);
   }
 }
 
@@ -154,7 +236,7 @@ Neighbours query_neighbours(State& s, int device) {
   if (c.handle == nullptr) return Neighbours{};
   nvmlProcessUtilizationSample_t samples[kMaxProcessSamples];
   unsigned int count = kMaxProcessSamples;
-  uint64_t since = realtime_us() - 1'000'000;
+  uint64_t since = realtime_us() - kNeighbourWindowUs;
   nvmlReturn_t r = s.process_utilization(c.handle, samples, &count, since);
   if (r == NVML_ERROR_NOT_FOUND) {
     Neighbours n;
@@ -206,7 +288,11 @@ class RealEnvironment : public Environment {
     }
     return c.value;
   }
-  void idle_work() override { poll_samples(s_, monotonic_ns(), true); }
+  void idle_work() override {
+    uint64_t now = monotonic_ns();
+    poll_samples(s_, now, true);
+    reconcile(s_, device_, now);
+  }
 
  private:
   State& s_;
@@ -233,10 +319,10 @@ void resolve(void* lib, const char* name, T* out) {
   *out = lib != nullptr ? reinterpret_cast<T>(real_dlsym(lib, name)) : nullptr;
 }
 
-Runtime* g_init_runtime = nullptr;
+std::atomic<Runtime*> g_init_runtime{nullptr};  // handed to initialise() (pthread_once takes no argument)
 
 void initialise() {
-  Runtime& rt = *g_init_runtime;
+  Runtime& rt = *g_init_runtime.load(std::memory_order_acquire);
   auto* s = new (g_state_storage) State();
   s->rt = &rt;
   s->policy = parse_policy(rt.config.core_policy.c_str());
@@ -274,12 +360,19 @@ void initialise() {
   resolve(cuda, "cuStreamIsCapturing", &s->driver.stream_is_capturing);
   if (!s->driver.can_sample())
     log_event(LogLevel::kWarn, "compute: driver lacks event timing; launches are charged estimates only");
-  if (s->policy == Policy::kDefault || s->low_priority) {
+  {
     if (rt.load_nvml() && rt.nvml.nvmlInit_v2 != nullptr && rt.nvml.nvmlInit_v2() == NVML_SUCCESS &&
         rt.nvml.nvmlDeviceGetHandleByUUID != nullptr) {
       void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
       resolve(nvml, "nvmlDeviceGetProcessUtilization", &s->process_utilization);
       s->nvml_ok = s->process_utilization != nullptr;
+    }
+    for (int i = 0; i < kMaxDevices && s->nvml_ok; ++i) {
+      NeighbourCache& c = s->neighbours[i];
+      c.handle_tried = true;
+      if (!s->controllers[i].bound() ||
+          rt.nvml.nvmlDeviceGetHandleByUUID(region->devices[i].uuid, &c.handle) != NVML_SUCCESS)
+        c.handle = nullptr;
     }
     if (!s->nvml_ok)
       log_event(LogLevel::kInfo,
@@ -330,7 +423,7 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   if (mode == 1) return gate;
   if (mode == 0) {
     if (!rt.cuda_devices_ready.load(std::memory_order_acquire)) return gate;
-    g_init_runtime = &rt;
+    g_init_runtime.store(&rt, std::memory_order_release);
     pthread_once(&g_once, &initialise);
     if (g_mode.load(std::memory_order_acquire) != 2) return gate;
   }
@@ -341,8 +434,11 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   uint64_t k = reinterpret_cast<uint64_t>(key) ^ (static_cast<uint64_t>(dev) << 58);
   Estimates::Entry* e = s.estimates.find_or_add(k);
   uint64_t cost = e != nullptr ? Estimates::charge_for(*e) : Estimates::kUnknownEstimateNs;
+  cost = cost * s.reconcilers[dev].scale_milli.load(std::memory_order_relaxed) / 1000;
   RealEnvironment env(s, dev);
-  poll_samples(s, monotonic_ns(), false);
+  uint64_t now = monotonic_ns();
+  poll_samples(s, now, false);
+  reconcile(s, dev, now);
   s.controllers[dev].admit(env, cost);
   charge_process(s, dev, static_cast<int64_t>(cost));
   gate.device = dev;

@@ -246,7 +246,7 @@ TEST_F(ComputeTest, TwoTenantsWithDifferentQuotas) {
 
 TEST_F(ComputeTest, HighPriorityGetsItsQuotaFirst) {
   // 70 + 70 oversubscribes the device; the low-priority tenant yields.
-  const std::vector<std::string> args = {"kernel", "1000", "1", "2"};
+  const std::vector<std::string> args = {"kernel", "1000", "1.5", "2"};
   pid_t high = start(
       "high",
       {{"CUDA_DEVICE_SM_LIMIT", "70"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}, {"CUDA_TASK_PRIORITY", "0"}},
@@ -258,7 +258,7 @@ TEST_F(ComputeTest, HighPriorityGetsItsQuotaFirst) {
   Result rh = finish(high), rl = finish(low);
   ASSERT_EQ(rh.exit_code, 0) << rh.err;
   ASSERT_EQ(rl.exit_code, 0) << rl.err;
-  EXPECT_NEAR(rh.share, 70.0, 10.0) << rh.out;
+  EXPECT_NEAR(rh.share, 70.0, 10.0) << rh.out << rl.out;
   EXPECT_LT(rl.share, 35.0) << rl.out;
   EXPECT_EQ(read_region("high").priority, 1u);
   EXPECT_EQ(read_region("low").priority, 0u);
