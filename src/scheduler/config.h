@@ -1,0 +1,70 @@
+// SchedulerConfig: everything tessera-scheduler can be told, from one YAML file
+// plus command-line flags (flags win). Every key is listed by ConfigKeysHelp()
+// (printed by --help) and in docs/scheduler.md.
+//
+// Validation is strict: an unknown key, a value of the wrong type or out of
+// range fails with a message naming the key, and the binary exits with code 2.
+//
+// Thread-safety: a plain value.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "core/resource_config.h"
+#include "core/result.h"
+
+namespace tessera::scheduler {
+
+struct SchedulerConfig {
+  // Resource names and per-container defaults (core/resource_config.h).
+  core::ResourceConfig resources;
+  // schedulerName the webhook writes into pods that ask for tessera resources.
+  std::string scheduler_name = "tessera-scheduler";
+  // Placement policies used when a pod carries no override annotation.
+  std::string node_policy = "binpack";  // binpack | spread | tessera | gpu-binpack | gpu-spread
+  std::string gpu_policy = "spread";    // binpack | spread
+  // How long a bind's reservation is held when the API never shows the pod
+  // bound (bind failed silently, watch lagging). Must exceed api_timeout.
+  std::chrono::milliseconds reservation_timeout{60000};
+
+  // HTTP: extender, /mutate, /healthz, /readyz, /metrics on bind_address:port.
+  std::string bind_address = "0.0.0.0";
+  int port = 8888;
+  // Optional second listener for the webhook only (0 = none); HTTPS when
+  // tls_cert_file/tls_key_file are set (the API server calls webhooks over TLS).
+  int webhook_port = 0;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  int http_threads = 32;
+
+  // Kubernetes API.
+  std::string kubeconfig;  // "" = KUBECONFIG / in-cluster / ~/.kube/config
+  std::string api_server;  // overrides the server of the resolved config (plain http for tests)
+  double api_qps = 200;
+  int api_burst = 400;
+  std::chrono::milliseconds api_timeout{10000};
+
+  // Leader election (only the leader binds).
+  bool leader_elect = true;
+  std::string lease_namespace = "kube-system";
+  std::string lease_name = "tessera-scheduler";
+  std::string identity;  // "" = hostname
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+
+  std::string log_level = "info";  // trace|debug|info|warn|error
+
+  Status Validate() const;
+};
+
+// Applies the YAML text over `config` (keys absent from the file keep their
+// value). `origin` names the file in errors.
+Status ApplyConfigYaml(const std::string& yaml, const std::string& origin, SchedulerConfig& config);
+Status LoadConfigFile(const std::string& path, SchedulerConfig& config);
+
+// One line per key: "key (type, default): meaning".
+std::string ConfigKeysHelp();
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,103 @@
+// Extender: the kube-scheduler extender v1 verbs over ClusterState.
+//
+// Wire format is kube-scheduler's (k8s.io/kube-scheduler/extender/v1), whose Go
+// structs carry no json tags, so every field name is capitalised:
+//   filter:     ExtenderArgs {Pod, Nodes, NodeNames} ->
+//               ExtenderFilterResult {Nodes, NodeNames, FailedNodes, FailedAndUnresolvableNodes, Error}
+//   prioritize: ExtenderArgs -> HostPriorityList, a bare array of {Host, Score}, Score 0..10
+//   bind:       ExtenderBindingArgs {PodName, PodNamespace, PodUID, Node} -> ExtenderBindingResult {Error}
+// With nodeCacheCapable the scheduler sends NodeNames (Nodes is null) and
+// expects NodeNames back; when it sends a NodeList instead, the answer carries
+// the passing Node objects.
+//
+// Bind: only the leader binds. It derives the pod's request, reserves GPUs on
+// the node against the current state (ClusterState::Reserve, so concurrent
+// binds on one node never double-book), then POSTs one Binding carrying the
+// tessera.io/allocation annotation. A failed Binding gives the reservation
+// back when the API server definitely refused it (an HTTP 4xx); when the
+// outcome is unknown (timeout, connection lost, 5xx) the reservation is kept
+// until the pod shows up bound or the reservation times out, because the
+// Binding may have landed. No lock is held across the API call.
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/policy.h"
+#include "core/result.h"
+#include "kube/api_error.h"
+#include "scheduler/cluster_state.h"
+#include "scheduler/config.h"
+
+namespace tessera::scheduler {
+
+// Pod annotations that override the configured policies (HAMi's names are aliases).
+inline constexpr std::string_view kNodePolicyAnnotation = "tessera.io/node-policy";
+inline constexpr std::string_view kGpuPolicyAnnotation = "tessera.io/gpu-policy";
+inline constexpr std::string_view kHamiNodePolicyAnnotation = "hami.io/node-scheduler-policy";
+inline constexpr std::string_view kHamiGpuPolicyAnnotation = "hami.io/gpu-scheduler-policy";
+
+// The seams to the outside world.
+struct ExtenderDeps {
+  ClusterState* state = nullptr;
+  SchedulerConfig config;
+  // True when this process may bind (the leader, or leader election is off).
+  std::function<bool()> is_leader;
+  // Who leads, for the follower's error message ("" = unknown).
+  std::function<std::string()> leader_identity;
+  // The pod as the API server has it (informer cache, else a GET).
+  std::function<Result<nlohmann::json>(const std::string& ns, const std::string& name)> get_pod;
+  // POST pods/<name>/binding with the annotations in the Binding's metadata.
+  std::function<kube::ApiStatus(const std::string& ns, const std::string& name, const std::string& node,
+                                const std::map<std::string, std::string>& annotations)>
+      bind;
+};
+
+struct ExtenderCounters {
+  std::atomic<uint64_t> filter_requests{0};
+  std::atomic<uint64_t> filter_errors{0};
+  std::atomic<uint64_t> prioritize_requests{0};
+  std::atomic<uint64_t> bind_requests{0};
+  std::atomic<uint64_t> binds{0};
+  std::atomic<uint64_t> bind_errors{0};
+  std::atomic<uint64_t> bind_not_leader{0};
+  std::atomic<uint64_t> filter_micros{0};
+  std::atomic<uint64_t> prioritize_micros{0};
+  std::atomic<uint64_t> bind_micros{0};
+};
+
+class Extender {
+ public:
+  explicit Extender(ExtenderDeps deps);
+
+  // Each takes the request body as parsed JSON and returns {HTTP status, body}.
+  std::pair<int, nlohmann::json> Filter(const nlohmann::json& args);
+  std::pair<int, nlohmann::json> Prioritize(const nlohmann::json& args);
+  std::pair<int, nlohmann::json> Bind(const nlohmann::json& args);
+
+  const ExtenderCounters& counters() const { return counters_; }
+
+  struct Policies {
+    const core::Policy* node = nullptr;
+    core::GpuOrder gpu = core::GpuOrder::kSpread;
+  };
+  // The policies for `pod` (annotations, else config); error names the annotation.
+  Result<Policies> PoliciesFor(const nlohmann::json& pod) const;
+
+ private:
+  Result<const core::Policy*> NodePolicy(const std::string& value) const;
+
+  ExtenderDeps deps_;
+  std::map<std::string, std::unique_ptr<core::Policy>> policies_;  // immutable after construction
+  ExtenderCounters counters_;
+};
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,142 @@
+// tessera-scheduler: scheduler extender + mutating webhook + cluster state.
+// Exit codes: 0 clean stop, 1 runtime failure (cannot listen, no API config),
+// 2 invalid configuration or flags.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "kube/config.h"
+#include "scheduler/config.h"
+#include "scheduler/scheduler.h"
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) {
+  g_stop = 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using tessera::scheduler::SchedulerConfig;
+  CLI::App app{
+      "tessera-scheduler: kube-scheduler extender (filter/prioritize/bind), mutating webhook (/mutate)\n"
+      "and GPU cluster state for tessera. Settings come from --config (YAML), then --set, then the\n"
+      "dedicated flags below (later wins)."};
+  std::string config_file;
+  std::vector<std::string> sets;
+  std::optional<std::string> kubeconfig, api_server, scheduler_name, identity, node_policy, gpu_policy,
+      log_level;
+  std::optional<int> port, webhook_port;
+  std::optional<std::string> tls_cert, tls_key;
+  std::optional<bool> leader_elect;
+  app.add_option("--config", config_file, "YAML configuration file (keys below)");
+  app.add_option("--set", sets, "KEY=VALUE for any key below (repeatable), e.g. --set defaults.cores=20");
+  app.add_option("--kubeconfig", kubeconfig, "= kube.kubeconfig");
+  app.add_option("--api-server", api_server, "= kube.server");
+  app.add_option("--scheduler-name", scheduler_name, "= schedulerName");
+  app.add_option("--port", port, "= server.port");
+  app.add_option("--webhook-port", webhook_port, "= server.webhookPort");
+  app.add_option("--tls-cert-file", tls_cert, "= server.tlsCertFile");
+  app.add_option("--tls-key-file", tls_key, "= server.tlsKeyFile");
+  app.add_option("--leader-elect", leader_elect, "= leaderElection.enabled (true/false)");
+  app.add_option("--identity", identity, "= leaderElection.identity");
+  app.add_option("--node-policy", node_policy, "= policy.node");
+  app.add_option("--gpu-policy", gpu_policy, "= policy.gpu");
+  app.add_option("--log-level", log_level, "= logLevel");
+  app.footer("Configuration keys (YAML: nested mappings, e.g. server:\\n  port: 8888):\n" +
+             tessera::scheduler::ConfigKeysHelp());
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+
+  SchedulerConfig config;
+  auto invalid = [](const std::string& message) {
+    std::cerr << "tessera-scheduler: invalid configuration: " << message << "\n";
+    return 2;
+  };
+  if (!config_file.empty()) {
+    if (auto s = tessera::scheduler::LoadConfigFile(config_file, config); !s)
+      return invalid(s.error().message);
+  }
+  for (const std::string& kv : sets) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return invalid("--set " + kv + ": expected KEY=VALUE");
+    // A dotted key becomes nested YAML; the value stays a YAML scalar.
+    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
+    std::string yaml, indent;
+    std::stringstream parts(key);
+    std::string part;
+    std::vector<std::string> names;
+    while (std::getline(parts, part, '.')) names.push_back(part);
+    for (size_t i = 0; i < names.size(); ++i) {
+      yaml += indent + names[i] + ":" + (i + 1 == names.size() ? " '" + value + "'" : "") + "\n";
+      indent += "  ";
+    }
+    if (auto s = tessera::scheduler::ApplyConfigYaml(yaml, "--set " + key, config); !s) {
+      return invalid(s.error().message);
+    }
+  }
+  if (kubeconfig) config.kubeconfig = *kubeconfig;
+  if (api_server) config.api_server = *api_server;
+  if (scheduler_name) config.scheduler_name = *scheduler_name;
+  if (port) config.port = *port;
+  if (webhook_port) config.webhook_port = *webhook_port;
+  if (tls_cert) config.tls_cert_file = *tls_cert;
+  if (tls_key) config.tls_key_file = *tls_key;
+  if (leader_elect) config.leader_elect = *leader_elect;
+  if (identity) config.identity = *identity;
+  if (node_policy) config.node_policy = *node_policy;
+  if (gpu_policy) config.gpu_policy = *gpu_policy;
+  if (log_level) config.log_level = *log_level;
+  if (config.identity.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    config.identity = std::string(host) + "-" + std::to_string(getpid());
+  }
+  if (auto s = config.Validate(); !s) return invalid(s.error().message);
+
+  tessera::kube::ClientConfig client_config;
+  if (!config.api_server.empty() && config.kubeconfig.empty()) {
+    client_config.server = config.api_server;
+    client_config.source = "--api-server";
+  } else {
+    tessera::kube::ResolveOptions resolve;
+    resolve.kubeconfig = config.kubeconfig;
+    auto resolved = tessera::kube::ResolveConfig(resolve);
+    if (!resolved.ok()) {
+      std::cerr << "tessera-scheduler: no Kubernetes API configuration: " << resolved.error().message << "\n";
+      return 1;
+    }
+    client_config = std::move(resolved).value();
+    if (!config.api_server.empty()) client_config.server = config.api_server;
+  }
+  tessera::kube::ClientOptions client_options;
+  client_options.qps = config.api_qps;
+  client_options.burst = config.api_burst;
+  client_options.timeout = config.api_timeout;
+  std::shared_ptr<tessera::kube::Client> client = tessera::kube::MakeClient(client_config, client_options);
+
+  tessera::scheduler::Scheduler scheduler(config, client);
+  if (auto s = scheduler.Start(); !s) {
+    std::cerr << "tessera-scheduler: " << s.error().message << "\n";
+    return 1;
+  }
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  std::cerr << "tessera-scheduler " << config.identity << " listening on " << config.bind_address << ":"
+            << scheduler.port() << " (API " << client_config.server << ")\n";
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  scheduler.Stop();
+  return 0;
+}

@@ -1,0 +1,271 @@
+#include "scheduler/scheduler.h"
+
+#include <httplib.h>
+
+#include <sstream>
+
+#include "kube/typed_api.h"
+#include "scheduler/webhook.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+void Reply(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+// Parses the body as JSON; on failure answers 400 with `on_error(message)`.
+bool ParseBody(const httplib::Request& req, httplib::Response& res, Json& out,
+               const std::function<Json(const std::string&)>& on_error) {
+  out = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) {
+    Reply(res, 400, on_error("request body is not valid JSON"));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> client)
+    : config_(std::move(config)), client_(std::move(client)) {
+  kube::InformerOptions node_options;
+  node_options.type = kube::resources::kNodes;
+  nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);
+  nodes_->AddHandler({[this](const Json& n) { state_.UpsertNode(n); },
+                      [this](const Json&, const Json& n) { state_.UpsertNode(n); },
+                      [this](const Json& n) { state_.DeleteNode(n); }});
+  kube::InformerOptions pod_options;
+  pod_options.type = kube::resources::kPods;
+  pods_ = std::make_unique<kube::Informer>(client_.get(), pod_options);
+  pods_->AddHandler({[this](const Json& p) { state_.UpsertPod(p); },
+                     [this](const Json&, const Json& p) { state_.UpsertPod(p); },
+                     [this](const Json& p) { state_.DeletePod(p); }});
+
+  if (config_.leader_elect) {
+    lease_store_ = std::make_unique<kube::ApiLeaseStore>(client_.get(), config_.renew_deadline);
+    kube::LeaderElectionConfig le;
+    le.lease_namespace = config_.lease_namespace;
+    le.lease_name = config_.lease_name;
+    le.identity = config_.identity;
+    le.lease_duration = config_.lease_duration;
+    le.renew_deadline = config_.renew_deadline;
+    le.retry_period = config_.retry_period;
+    elector_ = std::make_unique<kube::LeaderElector>(lease_store_.get(), le);
+  }
+
+  ExtenderDeps deps;
+  deps.state = &state_;
+  deps.config = config_;
+  deps.is_leader = [this] { return IsLeader(); };
+  deps.leader_identity = [this] { return elector_ ? elector_->Holder() : config_.identity; };
+  deps.get_pod = [this](const std::string& ns, const std::string& name) { return GetPod(ns, name); };
+  deps.bind = [this](const std::string& ns, const std::string& name, const std::string& node,
+                     const std::map<std::string, std::string>& annotations) {
+    return kube::PodsApi(client_.get()).Bind(ns, name, node, annotations);
+  };
+  extender_ = std::make_unique<Extender>(std::move(deps));
+}
+
+Scheduler::~Scheduler() {
+  Stop();
+}
+
+bool Scheduler::IsLeader() const {
+  return !elector_ || elector_->IsLeader();
+}
+
+bool Scheduler::Ready() const {
+  return nodes_->HasSynced() && pods_->HasSynced();
+}
+
+Result<Json> Scheduler::GetPod(const std::string& ns, const std::string& name) {
+  if (auto cached = pods_->Get(ns + "/" + name)) return *cached;
+  ++pod_gets_;
+  auto pod = kube::PodsApi(client_.get()).Get(ns, name);
+  if (!pod.ok()) return pod.error().ToError();
+  return std::move(pod).value();
+}
+
+Status Scheduler::Start() {
+  {
+    std::lock_guard lock(mu_);
+    if (started_) return Status::Ok();
+    started_ = true;
+    stopping_ = false;
+  }
+  auto install = [this](httplib::Server& s, bool webhook_only) {
+    const int threads = config_.http_threads;
+    s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    s.set_payload_max_length(64u << 20);
+    s.Get("/healthz",
+          [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      if (Ready()) {
+        res.set_content("ok", "text/plain");
+      } else {
+        res.status = 503;
+        res.set_content("informers have not listed nodes and pods yet", "text/plain");
+      }
+    });
+    s.Post("/mutate", [this](const httplib::Request& req, httplib::Response& res) {
+      ++mutate_requests_;
+      Json review;
+      if (!ParseBody(req, res, review, [](const std::string& m) {
+            return Json{
+                {"apiVersion", "admission.k8s.io/v1"},
+                {"kind", "AdmissionReview"},
+                {"response", {{"uid", ""}, {"allowed", false}, {"status", {{"code", 400}, {"message", m}}}}}};
+          })) {
+        ++mutate_denied_;
+        return;
+      }
+      Json answer = Mutate(review, config_, state_.LargestGpuMemoryMiB());
+      if (!answer["response"].value("allowed", true)) ++mutate_denied_;
+      Reply(res, 200, answer);
+    });
+    if (webhook_only) return;
+    auto verb = [this](auto method, const std::function<Json(const std::string&)>& on_error) {
+      return [this, method, on_error](const httplib::Request& req, httplib::Response& res) {
+        Json args;
+        if (!ParseBody(req, res, args, on_error)) return;
+        auto [status, body] = ((*extender_).*method)(args);
+        Reply(res, status, body);
+      };
+    };
+    s.Post("/filter", verb(&Extender::Filter, [](const std::string& m) {
+             return Json{{"Nodes", nullptr},
+                         {"NodeNames", nullptr},
+                         {"FailedNodes", Json::object()},
+                         {"FailedAndUnresolvableNodes", Json::object()},
+                         {"Error", m}};
+           }));
+    s.Post("/prioritize", verb(&Extender::Prioritize, [](const std::string&) { return Json::array(); }));
+    s.Post("/bind", verb(&Extender::Bind, [](const std::string& m) { return Json{{"Error", m}}; }));
+    s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(MetricsText(), "text/plain; version=0.0.4");
+    });
+  };
+
+  http_ = std::make_unique<httplib::Server>();
+  install(*http_, false);
+  if (config_.port == 0 || !http_->bind_to_port(config_.bind_address.c_str(), config_.port)) {
+    // Port 0 is for tests: any free port.
+    port_ = config_.port == 0 ? http_->bind_to_any_port(config_.bind_address.c_str()) : -1;
+    if (port_ <= 0) {
+      return Error{"cannot listen on " + config_.bind_address + ":" + std::to_string(config_.port)};
+    }
+  } else {
+    port_ = config_.port;
+  }
+  if (config_.webhook_port != 0) {
+    if (!config_.tls_cert_file.empty()) {
+      auto ssl =
+          std::make_unique<httplib::SSLServer>(config_.tls_cert_file.c_str(), config_.tls_key_file.c_str());
+      if (!ssl->is_valid()) {
+        return Error{"cannot load TLS certificate " + config_.tls_cert_file + " / key " +
+                     config_.tls_key_file};
+      }
+      webhook_http_ = std::move(ssl);
+    } else {
+      webhook_http_ = std::make_unique<httplib::Server>();
+    }
+    install(*webhook_http_, true);
+    if (!webhook_http_->bind_to_port(config_.bind_address.c_str(), config_.webhook_port)) {
+      return Error{"cannot listen on " + config_.bind_address + ":" + std::to_string(config_.webhook_port)};
+    }
+    webhook_port_ = config_.webhook_port;
+    webhook_thread_ = std::thread([this] { webhook_http_->listen_after_bind(); });
+  }
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+
+  nodes_->Start();
+  pods_->Start();
+  if (elector_) elector_->Start();
+  expiry_thread_ = std::thread([this] { ExpiryLoop(); });
+  return Status::Ok();
+}
+
+void Scheduler::ExpiryLoop() {
+  const auto period = std::max(std::chrono::milliseconds(50),
+                               std::min(std::chrono::milliseconds(1000), config_.reservation_timeout / 4));
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, period);
+    if (stopping_) break;
+    lock.unlock();
+    state_.ExpireReservations();
+    lock.lock();
+  }
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (!started_) return;
+    started_ = false;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (http_) http_->stop();
+  if (webhook_http_) webhook_http_->stop();
+  if (http_thread_.joinable()) http_thread_.join();
+  if (webhook_thread_.joinable()) webhook_thread_.join();
+  if (expiry_thread_.joinable()) expiry_thread_.join();
+  if (elector_) elector_->Stop();
+  pods_->Stop();
+  nodes_->Stop();
+}
+
+std::string Scheduler::MetricsText() const {
+  const ClusterStats s = state_.Stats();
+  const ExtenderCounters& c = extender_->counters();
+  std::ostringstream out;
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
+        << name << " " << value << "\n";
+  };
+  metric("tessera_scheduler_ready", "gauge", "1 once nodes and pods have been listed", Ready() ? 1 : 0);
+  metric("tessera_scheduler_leader", "gauge", "1 when this process holds the lease (may bind)",
+         IsLeader() ? 1 : 0);
+  metric("tessera_scheduler_nodes", "gauge", "nodes with a usable GPU inventory", double(s.nodes));
+  metric("tessera_scheduler_nodes_without_inventory", "gauge", "nodes without a usable GPU inventory",
+         double(s.nodes_without_inventory));
+  metric("tessera_scheduler_gpus", "gauge", "GPUs in the cluster view", double(s.gpus));
+  metric("tessera_scheduler_pods", "gauge", "pods accounted from their allocation annotation",
+         double(s.pods));
+  metric("tessera_scheduler_reservations", "gauge", "binds reserved but not yet seen bound",
+         double(s.reservations));
+  metric("tessera_scheduler_reservations_expired_total", "counter", "reservations dropped after the timeout",
+         double(s.reservations_expired));
+  metric("tessera_scheduler_inconsistent_annotations_total", "counter",
+         "allocation annotations that could not be accounted (unreadable, unknown GPU, over capacity)",
+         double(s.inconsistent));
+  metric("tessera_scheduler_filter_requests_total", "counter", "extender filter calls",
+         double(c.filter_requests));
+  metric("tessera_scheduler_filter_errors_total", "counter", "filter calls answered with an Error",
+         double(c.filter_errors));
+  metric("tessera_scheduler_filter_seconds_total", "counter", "time spent in filter", c.filter_micros / 1e6);
+  metric("tessera_scheduler_prioritize_requests_total", "counter", "extender prioritize calls",
+         double(c.prioritize_requests));
+  metric("tessera_scheduler_prioritize_seconds_total", "counter", "time spent in prioritize",
+         c.prioritize_micros / 1e6);
+  metric("tessera_scheduler_bind_requests_total", "counter", "extender bind calls", double(c.bind_requests));
+  metric("tessera_scheduler_binds_total", "counter", "successful bindings", double(c.binds));
+  metric("tessera_scheduler_bind_errors_total", "counter", "bind calls answered with an Error",
+         double(c.bind_errors));
+  metric("tessera_scheduler_bind_not_leader_total", "counter",
+         "bind calls refused because this is a follower", double(c.bind_not_leader));
+  metric("tessera_scheduler_bind_seconds_total", "counter", "time spent in bind (API call included)",
+         c.bind_micros / 1e6);
+  metric("tessera_scheduler_mutate_requests_total", "counter", "admission reviews",
+         double(mutate_requests_.load()));
+  metric("tessera_scheduler_mutate_denied_total", "counter", "admission reviews denied",
+         double(mutate_denied_.load()));
+  return out.str();
+}
+
+}  // namespace tessera::scheduler

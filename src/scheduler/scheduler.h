@@ -1,0 +1,86 @@
+// Scheduler: the tessera-scheduler process wired together — informers on
+// nodes and pods feeding ClusterState, leader election, the reservation
+// expiry loop, and the HTTP listeners (extender verbs, /mutate, /healthz,
+// /readyz, /metrics).
+//
+// Readiness: /readyz answers 200 once both informers have listed (so a
+// restarted scheduler decides nothing before its state is rebuilt from the
+// API); followers are ready too — they filter and prioritise, only binding is
+// the leader's.
+//
+// Thread-safety: Start/Stop from one thread; the accessors from any.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/result.h"
+#include "kube/client.h"
+#include "kube/informer.h"
+#include "kube/leader_election.h"
+#include "scheduler/cluster_state.h"
+#include "scheduler/config.h"
+#include "scheduler/extender.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tessera::scheduler {
+
+class Scheduler {
+ public:
+  // `client` talks to the API server; `config` must have passed Validate().
+  Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> client);
+  ~Scheduler();  // stops
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Binds the listeners and starts the informers and the election. Fails when
+  // a port cannot be bound or a TLS file cannot be loaded.
+  Status Start();
+  void Stop();
+
+  int port() const { return port_; }
+  int webhook_port() const { return webhook_port_; }
+  bool Ready() const;
+  bool IsLeader() const;
+
+  ClusterState& state() { return state_; }
+  Extender& extender() { return *extender_; }
+  std::string MetricsText() const;
+
+ private:
+  Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name);
+  void ExpiryLoop();
+
+  const SchedulerConfig config_;
+  std::shared_ptr<kube::Client> client_;
+  ClusterState state_;
+  std::unique_ptr<kube::Informer> nodes_;
+  std::unique_ptr<kube::Informer> pods_;
+  std::unique_ptr<kube::ApiLeaseStore> lease_store_;
+  std::unique_ptr<kube::LeaderElector> elector_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<httplib::Server> webhook_http_;
+  std::thread http_thread_;
+  std::thread webhook_thread_;
+  std::thread expiry_thread_;
+  int port_ = 0;
+  int webhook_port_ = 0;
+  std::atomic<uint64_t> mutate_requests_{0};
+  std::atomic<uint64_t> mutate_denied_{0};
+  std::atomic<uint64_t> pod_gets_{0};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  bool started_ = false;   // guarded by mu_
+};
+
+}  // namespace tessera::scheduler

@@ -1,0 +1,190 @@
+#include "scheduler/webhook.h"
+
+#include <set>
+
+#include "core/allocation_codec.h"
+#include "core/pod_request.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+bool HasEnv(const Json& container, std::string_view name) {
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) return false;
+  for (const Json& e : *env) {
+    if (e.is_object() && e.value("name", "") == name) return true;
+  }
+  return false;
+}
+
+Json AllocationEnv() {
+  return {{"name", std::string(core::kAllocationEnvVar)},
+          {"valueFrom",
+           {{"fieldRef",
+             {{"apiVersion", "v1"},
+              {"fieldPath", "metadata.annotations['" + std::string(core::kAllocationAnnotation) + "']"}}}}}};
+}
+
+void WireEnv(const Json& container, const std::string& base, Json& patch) {
+  Json missing = Json::array();
+  if (!HasEnv(container, core::kAllocationEnvVar)) missing.push_back(AllocationEnv());
+  if (!HasEnv(container, core::kContainerNameEnvVar)) {
+    missing.push_back(
+        {{"name", std::string(core::kContainerNameEnvVar)}, {"value", container.value("name", "")}});
+  }
+  if (missing.empty()) return;
+  auto env = container.find("env");
+  if (env == container.end() || !env->is_array()) {
+    patch.push_back({{"op", "add"}, {"path", base + "/env"}, {"value", missing}});
+    return;
+  }
+  for (Json& e : missing)
+    patch.push_back({{"op", "add"}, {"path", base + "/env/-"}, {"value", std::move(e)}});
+}
+
+Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers,
+                           const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  if (largest_gpu_mib <= 0) return Status::Ok();
+  for (const auto& c : containers) {
+    if (c.memory_mib > largest_gpu_mib) {
+      return Error{"container \"" + c.name + "\": " + config.resources.gpu_memory_name + " is " +
+                   std::to_string(c.memory_mib) + " MiB, more than the largest GPU in the cluster (" +
+                   std::to_string(largest_gpu_mib) + " MiB)"};
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string EscapeJsonPointer(std::string_view token) {
+  std::string out;
+  for (char c : token) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Base64Encode(std::string_view data) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < data.size(); i += 3) {
+    uint32_t v = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8) | uint8_t(data[i + 2]);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  if (i + 1 == data.size()) {
+    uint32_t v = uint8_t(data[i]) << 16;
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == data.size()) {
+    uint32_t v = (uint8_t(data[i]) << 16) | (uint8_t(data[i + 1]) << 8);
+    out += kAlphabet[(v >> 18) & 63];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  Json patch = Json::array();
+  if (!pod.is_object() || !core::AsksForTesseraResources(pod, config.resources)) return patch;
+  auto request = core::DerivePodRequest(pod, config.resources);
+  if (!request.ok()) return request.error();
+  if (Status s = CheckAgainstCluster(request->containers, config, largest_gpu_mib); !s) return s.error();
+  if (Status s = CheckAgainstCluster(request->init_containers, config, largest_gpu_mib); !s) return s.error();
+  auto defaults = core::DefaultedLimits(pod, config.resources);
+  if (!defaults.ok()) return defaults.error();
+
+  const Json& spec = pod.at("spec");
+  if (spec.value("schedulerName", "") != config.scheduler_name) {
+    patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
+  }
+  for (const core::ContainerDefaults& d : *defaults) {
+    const char* list = d.init_container ? "initContainers" : "containers";
+    const Json& container = spec.at(list).at(d.index);
+    std::string base = "/spec/" + std::string(list) + "/" + std::to_string(d.index);
+    Json limits = Json::object();
+    for (const auto& [name, value] : d.limits_to_add) limits[name] = value;
+    auto res = container.find("resources");
+    if (res == container.end() || !res->is_object()) {
+      patch.push_back({{"op", "add"}, {"path", base + "/resources"}, {"value", {{"limits", limits}}}});
+    } else if (!res->contains("limits") || !(*res)["limits"].is_object()) {
+      patch.push_back({{"op", "add"}, {"path", base + "/resources/limits"}, {"value", limits}});
+    } else {
+      for (const auto& [name, value] : d.limits_to_add) {
+        patch.push_back({{"op", "add"},
+                         {"path", base + "/resources/limits/" + EscapeJsonPointer(name)},
+                         {"value", value}});
+      }
+    }
+  }
+  for (const char* list : {"initContainers", "containers"}) {
+    const bool init = std::string_view(list) == "initContainers";
+    std::set<std::string> gpu_names;
+    for (const auto& c : init ? request->init_containers : request->containers) gpu_names.insert(c.name);
+    auto arr = spec.find(list);
+    if (arr == spec.end() || !arr->is_array()) continue;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      const Json& container = (*arr)[i];
+      if (!container.is_object() || !gpu_names.count(container.value("name", ""))) continue;
+      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), patch);
+    }
+  }
+  return patch;
+}
+
+Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  Json response = {{"uid", ""}, {"allowed", true}};
+  auto deny = [&](int code, const std::string& message) {
+    response["allowed"] = false;
+    response["status"] = {
+        {"code", code}, {"reason", code == 400 ? "BadRequest" : "Invalid"}, {"message", message}};
+  };
+  const Json* request = nullptr;
+  if (review.is_object() && review.contains("request") && review["request"].is_object()) {
+    request = &review["request"];
+  }
+  if (!request) {
+    deny(400, "AdmissionReview has no request");
+  } else {
+    response["uid"] = request->value("uid", "");
+    auto kind = request->find("kind");
+    bool is_pod = kind == request->end() || !kind->is_object() || kind->value("kind", "Pod") == "Pod";
+    auto object = request->find("object");
+    if (!is_pod) {
+      // Not a pod: nothing to do.
+    } else if (object == request->end() || !object->is_object()) {
+      deny(400, "AdmissionReview request carries no pod object");
+    } else {
+      auto patch = MutationPatch(*object, config, largest_gpu_mib);
+      if (!patch.ok()) {
+        deny(422, "tessera: " + patch.error().message);
+      } else if (!patch->empty()) {
+        response["patchType"] = "JSONPatch";
+        response["patch"] = Base64Encode(patch->dump());
+      }
+    }
+  }
+  std::string api_version = "admission.k8s.io/v1";
+  if (review.is_object() && review.contains("apiVersion") && review["apiVersion"].is_string()) {
+    api_version = review["apiVersion"].get<std::string>();
+  }
+  return {{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}};
+}
+
+}  // namespace tessera::scheduler

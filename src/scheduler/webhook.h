@@ -1,0 +1,45 @@
+// The mutating admission webhook (POST /mutate, AdmissionReview v1).
+//
+// Only pods asking for tessera resources (core::AsksForTesseraResources) are
+// touched; every other object is allowed without a patch. For a GPU pod the
+// JSONPatch:
+//  - sets spec.schedulerName to the configured scheduler;
+//  - writes the defaults derivation filled (core::DefaultedLimits) under each
+//    container's resources.limits, so the pod shows what it will get;
+//  - wires the scheduler's decision into each GPU container through the
+//    Downward API: TESSERA_ALLOCATION from
+//    fieldRef metadata.annotations['tessera.io/allocation'] and a literal
+//    TESSERA_CONTAINER_NAME=<container name>.
+// Applying the patched pod again yields an empty patch (idempotent).
+// Malformed or impossible requests are denied with a message naming the
+// container and field (core's derivation errors, plus memory above the largest
+// GPU the cluster has).
+//
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.h"
+#include "scheduler/config.h"
+
+namespace tessera::scheduler {
+
+// The JSONPatch (an array, possibly empty) for `pod`, or the reason to deny it.
+// `largest_gpu_mib` 0 = unknown (skip that check).
+Result<nlohmann::json> MutationPatch(const nlohmann::json& pod, const SchedulerConfig& config,
+                                     int64_t largest_gpu_mib);
+
+// Answers an AdmissionReview v1 request with an AdmissionReview carrying the
+// response (same uid). A review that cannot be read is denied with a reason.
+nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& config, int64_t largest_gpu_mib);
+
+// RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
+std::string EscapeJsonPointer(std::string_view token);
+std::string Base64Encode(std::string_view data);
+
+}  // namespace tessera::scheduler
