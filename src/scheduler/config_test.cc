@@ -1,0 +1,66 @@
+#include "scheduler/config.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::scheduler {
+namespace {
+
+TEST(ConfigTest, DefaultsAreValidAndHelpListsEveryGroup) {
+  EXPECT_TRUE(SchedulerConfig{}.Validate().ok());
+  std::string help = ConfigKeysHelp();
+  for (const char* key :
+       {"schedulerName", "resources.gpuMemory", "defaults.cores", "policy.node", "reservationTimeoutSeconds",
+        "server.webhookPort", "kube.qps", "leaderElection.enabled"}) {
+    EXPECT_NE(help.find(key), std::string::npos) << key;
+  }
+}
+
+TEST(ConfigTest, YamlSetsNestedKeys) {
+  SchedulerConfig c;
+  ASSERT_TRUE(ApplyConfigYaml("schedulerName: s2\n"
+                              "resources:\n  gpuMemory: example.com/vmem\n"
+                              "defaults:\n  cores: 25\n  memoryPercentage: 50\n"
+                              "policy:\n  node: spread\n  gpu: binpack\n"
+                              "reservationTimeoutSeconds: 30\n"
+                              "leaderElection:\n  enabled: false\n",
+                              "test.yaml", c)
+                  .ok());
+  EXPECT_EQ(c.scheduler_name, "s2");
+  EXPECT_EQ(c.resources.gpu_memory_name, "example.com/vmem");
+  EXPECT_EQ(c.resources.default_cores, 25);
+  EXPECT_EQ(c.resources.default_memory_percent, 50);
+  EXPECT_EQ(c.node_policy, "spread");
+  EXPECT_EQ(c.gpu_policy, "binpack");
+  EXPECT_EQ(c.reservation_timeout, std::chrono::seconds(30));
+  EXPECT_FALSE(c.leader_elect);
+  EXPECT_TRUE(c.Validate().ok());
+}
+
+TEST(ConfigTest, BadInputNamesTheKey) {
+  SchedulerConfig c;
+  auto s = ApplyConfigYaml("server:\n  prot: 1\n", "f.yaml", c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("server.prot"), std::string::npos) << s.error().message;
+  s = ApplyConfigYaml("defaults:\n  cores: lots\n", "f.yaml", c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("defaults.cores"), std::string::npos);
+  s = ApplyConfigYaml("{{{", "f.yaml", c);
+  EXPECT_FALSE(s.ok());
+
+  SchedulerConfig v;
+  v.resources.default_cores = 150;
+  EXPECT_FALSE(v.Validate().ok());
+  v = SchedulerConfig{};
+  v.gpu_policy = "random";
+  ASSERT_FALSE(v.Validate().ok());
+  EXPECT_NE(v.Validate().error().message.find("policy.gpu"), std::string::npos);
+  v = SchedulerConfig{};
+  v.reservation_timeout = std::chrono::seconds(5);  // below the 10 s API timeout
+  EXPECT_FALSE(v.Validate().ok());
+  v = SchedulerConfig{};
+  v.tls_cert_file = "c.pem";
+  EXPECT_FALSE(v.Validate().ok());
+}
+
+}  // namespace
+}  // namespace tessera::scheduler

@@ -1,0 +1,61 @@
+// Test helpers shared by the scheduler's unit and integration tests: Node
+// objects carrying a valid tessera.io/gpu-inventory annotation, and GPU pods.
+// Header-only; not part of the library's interface.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/inventory_codec.h"
+
+namespace tessera::scheduler::testing {
+
+inline std::string GpuUuid(int node, int gpu) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "GPU-%08x-0000-4000-8000-%012x", node, gpu);
+  return buf;
+}
+
+// A Node with `gpus` GPUs of `memory_mib` each, `slots` vGPU slots per GPU.
+inline nlohmann::json NodeWithGpus(const std::string& name, int node_id, int gpus, int64_t memory_mib,
+                                   int slots = 10, const std::string& model = "NVIDIA A100-SXM4-80GB") {
+  core::NodeInventory inv;
+  inv.node = name;
+  inv.heartbeat = "2026-11-22T02:31:53Z";
+  for (int i = 0; i < gpus; ++i) {
+    core::Gpu g;
+    g.uuid = GpuUuid(node_id, i);
+    g.index = i;
+    g.model = model;
+    g.memory_mib = memory_mib;
+    g.sm_count = 108;
+    g.numa_node = 0;
+    g.slots = slots;
+    inv.gpus.push_back(g);
+  }
+  auto text = core::EncodeInventory(inv);
+  return {{"apiVersion", "v1"},
+          {"kind", "Node"},
+          {"metadata",
+           {{"name", name},
+            {"annotations", {{std::string(core::kInventoryAnnotation), text.ok() ? *text : ""}}}}},
+          {"spec", nlohmann::json::object()}};
+}
+
+// A pod with one container asking for `gpus` vGPUs of `memory_mib` MiB and `cores` %.
+inline nlohmann::json GpuPod(const std::string& ns, const std::string& name, int gpus, int64_t memory_mib,
+                             int cores, const nlohmann::json& annotations = nlohmann::json::object()) {
+  nlohmann::json limits = {{"nvidia.com/gpu", std::to_string(gpus)},
+                           {"nvidia.com/gpumem", std::to_string(memory_mib)},
+                           {"nvidia.com/gpucores", std::to_string(cores)}};
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", name}, {"namespace", ns}, {"annotations", annotations}}},
+          {"spec",
+           {{"schedulerName", "tessera-scheduler"},
+            {"containers", {{{"name", "app"}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+}  // namespace tessera::scheduler::testing

@@ -1,0 +1,143 @@
+#include "scheduler/webhook.h"
+
+#include <gtest/gtest.h>
+
+#include "scheduler/testing.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+
+Json PodWithLimits(const Json& limits, const std::string& name = "app") {
+  return {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+      {"spec", {{"containers", {{{"name", name}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+Json Review(const Json& pod) {
+  return {{"apiVersion", "admission.k8s.io/v1"},
+          {"kind", "AdmissionReview"},
+          {"request",
+           {{"uid", "705ab4f5-6393-11e8-b7cc-42010a800002"},
+            {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+            {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+            {"namespace", "default"},
+            {"operation", "CREATE"},
+            {"object", pod},
+            {"oldObject", nullptr},
+            {"dryRun", false}}}};
+}
+
+std::string PatchError(const Json& pod, int64_t largest = 0) {
+  auto r = MutationPatch(pod, SchedulerConfig{}, largest);
+  return r.ok() ? std::string("(accepted)") : r.error().message;
+}
+
+TEST(WebhookTest, Base64AndPointerEscaping) {
+  EXPECT_EQ(Base64Encode("hello"), "aGVsbG8=");
+  EXPECT_EQ(Base64Encode("hell"), "aGVsbA==");
+  EXPECT_EQ(Base64Encode("hel"), "aGVs");
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(EscapeJsonPointer("nvidia.com/gpu"), "nvidia.com~1gpu");
+  EXPECT_EQ(EscapeJsonPointer("a~b/c"), "a~0b~1c");
+}
+
+TEST(WebhookTest, NonGpuPodIsAllowedUntouched) {
+  Json pod = PodWithLimits({{"cpu", "1"}});
+  Json answer = Mutate(Review(pod), SchedulerConfig{}, 0);
+  EXPECT_EQ(answer["kind"], "AdmissionReview");
+  EXPECT_EQ(answer["apiVersion"], "admission.k8s.io/v1");
+  EXPECT_EQ(answer["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  EXPECT_EQ(answer["response"]["allowed"], true);
+  EXPECT_FALSE(answer["response"].contains("patch"));
+  EXPECT_FALSE(answer["response"].contains("patchType"));
+}
+
+TEST(WebhookTest, GpuPodGetsSchedulerDefaultsAndEnvAndIsIdempotent) {
+  SchedulerConfig config;
+  config.resources.default_cores = 20;
+  Json pod = PodWithLimits({{"nvidia.com/gpumem", "3000"}});
+  auto patch = MutationPatch(pod, config, 81920);
+  ASSERT_TRUE(patch.ok()) << patch.error().message;
+  // Every limit path is escaped: the resource names contain '/'.
+  bool escaped = false;
+  for (const Json& op : *patch) {
+    std::string path = op["path"];
+    if (path.find("nvidia.com~1") != std::string::npos) escaped = true;
+    EXPECT_EQ(path.find("nvidia.com/"), std::string::npos) << path;
+  }
+  EXPECT_TRUE(escaped) << patch->dump();
+  Json mutated = pod.patch(*patch);
+  EXPECT_EQ(mutated["spec"]["schedulerName"], "tessera-scheduler");
+  const Json& c = mutated["spec"]["containers"][0];
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpucores"], "20");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpumem"], "3000");
+  ASSERT_TRUE(c["env"].is_array());
+  ASSERT_EQ(c["env"].size(), 2u);
+  EXPECT_EQ(c["env"][0]["name"], "TESSERA_ALLOCATION");
+  EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.annotations['tessera.io/allocation']");
+  EXPECT_EQ(c["env"][1]["name"], "TESSERA_CONTAINER_NAME");
+  EXPECT_EQ(c["env"][1]["value"], "app");
+  // Applied twice: nothing more to do.
+  auto again = MutationPatch(mutated, config, 81920);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+}
+
+TEST(WebhookTest, EnvAppendsToExistingListAndLeavesOtherContainersAlone) {
+  Json pod =
+      PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpucores", "10"}});
+  pod["spec"]["containers"][0]["env"] = Json::array({{{"name", "X"}, {"value", "1"}}});
+  pod["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "busybox"}});
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 0);
+  ASSERT_TRUE(patch.ok());
+  Json mutated = pod.patch(*patch);
+  EXPECT_EQ(mutated["spec"]["containers"][0]["env"].size(), 3u);
+  EXPECT_EQ(mutated["spec"]["containers"][0]["env"][0]["name"], "X");
+  EXPECT_FALSE(mutated["spec"]["containers"][1].contains("env"));
+}
+
+TEST(WebhookTest, ResponseCarriesBase64JsonPatch) {
+  Json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
+  Json answer = Mutate(Review(pod), SchedulerConfig{}, 0);
+  ASSERT_EQ(answer["response"]["allowed"], true);
+  EXPECT_EQ(answer["response"]["patchType"], "JSONPatch");
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 0);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_EQ(answer["response"]["patch"], Base64Encode(patch->dump()));
+}
+
+TEST(WebhookTest, RejectionsNameTheField) {
+  EXPECT_NE(PatchError(PodWithLimits({{"nvidia.com/gpucores", "150"}})).find("nvidia.com/gpucores"),
+            std::string::npos);
+  EXPECT_NE(PatchError(PodWithLimits({{"nvidia.com/gpumem", "abc"}})).find("nvidia.com/gpumem"),
+            std::string::npos);
+  EXPECT_NE(PatchError(PodWithLimits({{"nvidia.com/gpumem", "-5"}})).find("nvidia.com/gpumem"),
+            std::string::npos);
+  std::string both =
+      PatchError(PodWithLimits({{"nvidia.com/gpumem", "1000"}, {"nvidia.com/gpumem-percentage", "50"}}));
+  EXPECT_NE(both.find("gpumem-percentage"), std::string::npos) << both;
+  std::string too_big = PatchError(PodWithLimits({{"nvidia.com/gpumem", "90000"}}), 81920);
+  EXPECT_NE(too_big.find("largest GPU"), std::string::npos) << too_big;
+  EXPECT_NE(too_big.find("\"app\""), std::string::npos) << too_big;
+  // Unknown cluster: the size check is skipped, the pod is accepted.
+  EXPECT_EQ(PatchError(PodWithLimits({{"nvidia.com/gpumem", "90000"}}), 0), "(accepted)");
+}
+
+TEST(WebhookTest, DeniedReviewSaysWhy) {
+  Json answer = Mutate(Review(PodWithLimits({{"nvidia.com/gpucores", "101"}})), SchedulerConfig{}, 0);
+  EXPECT_EQ(answer["response"]["allowed"], false);
+  EXPECT_EQ(answer["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+  std::string message = answer["response"]["status"]["message"];
+  EXPECT_NE(message.find("nvidia.com/gpucores"), std::string::npos) << message;
+  Json broken = Mutate(Json{{"kind", "AdmissionReview"}}, SchedulerConfig{}, 0);
+  EXPECT_EQ(broken["response"]["allowed"], false);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
