@@ -17,15 +17,15 @@ trap 'rm -rf "$WORK"' EXIT
 WL=$BUILD/bin/compute_share_workload
 export TESSERA_SIM_GPUS=2xA100-80GB TESSERA_SIM_STATE=$WORK/sim LD_LIBRARY_PATH=$BUILD/lib/sim
 PRELOAD=$BUILD/lib/libvgpu.so
-n=0
 
 # tenant LABEL QUOTA POLICY KERNEL_US DURATION_S WINDOW_MS [extra env...]: one
 # preloaded tenant in its own container (region); output to $OUT/LABEL.txt.
 tenant() {
   local label=$1 quota=$2 policy=$3 kernel=$4 dur=$5 win=$6
   shift 6
-  n=$((n + 1))
-  env TESSERA_REGION="$WORK/region-$n/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT="$quota" \
+  # One region per label: the tenants of a group run in the background
+  # (subshells), so nothing counted here could tell them apart.
+  env TESSERA_REGION="$WORK/region-$label/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT="$quota" \
     GPU_CORE_UTILIZATION_POLICY="$policy" "$@" "$WL" "$label" "$kernel" "$dur" "$win" > "$OUT/$label.txt"
 }
 
@@ -93,6 +93,16 @@ group() {
 group two-10-90 10 90
 group two-30-70 30 70
 group four-25 25 25 25 25
+echo "== one container (one region, one budget), four processes, quota 25: their sum"
+pids=()
+for i in 1 2 3 4; do
+  env TESSERA_REGION="$WORK/region-shared/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT=25 \
+    GPU_CORE_UTILIZATION_POLICY=force "$WL" "shared-$i" 1000 6 1000 > "$OUT/shared-$i.txt" &
+  pids+=($!)
+done
+wait "${pids[@]}"
+paste "$OUT"/shared-[1-4].txt | awk '{ print "shared", $2, $3 + $6 + $9 + $12 }' > "$OUT/shared-sum.txt"
+printf "%-10s %5s %s\n" "sum of 4" 25 "$(stats "$OUT/shared-sum.txt" 25 1)"
 tenant "alone-25" 25 force 1000 6 1000
 printf "%-10s %5s %s\n" "alone" 25 "$(stats "$OUT/alone-25.txt" 25 1)"
 
