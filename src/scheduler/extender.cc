@@ -206,6 +206,10 @@ std::pair<int, Json> Extender::Bind(const Json& args) {
     return fail(200, "bind " + key + ": pod UID is " + pod_uid + ", the scheduler asked for " + uid +
                          " (the pod was recreated)");
   }
+  if (pod->contains("spec") && (*pod)["spec"].is_object()) {
+    const std::string bound_to = (*pod)["spec"].value("nodeName", "");
+    if (!bound_to.empty()) return fail(200, "bind " + key + ": the pod is already bound to node " + bound_to);
+  }
   auto request = core::DerivePodRequest(*pod, deps_.config.resources);
   if (!request.ok()) return fail(200, "bind " + key + ": " + request.error().message);
   std::map<std::string, std::string> annotations;

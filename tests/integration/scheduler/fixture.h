@@ -77,7 +77,12 @@ inline Attempt ScheduleOnce(int port, const Json& pod, const std::vector<std::st
   if (!bind) return {Outcome::kError, "bind: no answer"};
   Json br = Json::parse(bind->body, nullptr, false);
   if (br.is_discarded()) return {Outcome::kError, "bind: " + bind->body};
-  if (br.value("Error", "") != "") return {Outcome::kError, "bind: " + br["Error"].get<std::string>()};
+  if (br.value("Error", "") != "") {
+    std::string error = br["Error"];
+    // A retried pod whose earlier Binding landed although its answer was lost.
+    if (error.find("already bound") != std::string::npos) return {Outcome::kBound, error};
+    return {Outcome::kError, "bind: " + error};
+  }
   return {Outcome::kBound, best};
 }
 
