@@ -312,6 +312,14 @@ void atfork_child() {
   g_state->in_flight.store(0, std::memory_order_relaxed);
   new (&g_state->poll_mu) std::mutex();
   for (NeighbourCache& c : g_state->neighbours) new (&c.mu) std::mutex();
+  // The child is another pid: its own charges, its own readings.
+  for (Reconciler& r : g_state->reconcilers) {
+    new (&r.mu) std::mutex();
+    r.last_us = 0;
+    r.last_charged = 0;
+    r.next_ns.store(0, std::memory_order_relaxed);
+  }
+  g_state->nvml_sees_me.store(false, std::memory_order_relaxed);
 }
 
 template <typename T>

@@ -4,8 +4,8 @@
 //   compute_probe MODE KERNEL_US WARMUP_S MEASURE_S
 //
 // MODE: kernel | ex | coop | ptsz | graph. Each round launches two kernels of
-// KERNEL_US (a graph of two chained kernel nodes for `graph`) and waits for
-// them. After WARMUP_S it counts the device time its finished work took over
+// KERNEL_US (a graph of two chained kernel nodes for `graph`); three rounds
+// are kept in flight. After WARMUP_S it counts the device time its finished work took over
 // MEASURE_S of wall time and prints
 //   share <percent of the device> busy_ms <device ms> wall_ms <ms> rounds <n>
 // followed by "samples" lines: the share of every 500 ms window.
@@ -86,6 +86,12 @@ int main(int argc, char** argv) {
     return cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr);
   };
 
+  // Three rounds in flight, each followed by an event: the device never waits
+  // for the host, however late the host wakes up on a loaded machine.
+  constexpr int kDepth = 3;
+  CUstream sync_stream = std::strcmp(mode, "ptsz") == 0 ? CU_STREAM_PER_THREAD : stream;
+  CUevent done[kDepth];
+  for (CUevent& e : done) CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto measure_from =
@@ -93,24 +99,28 @@ int main(int argc, char** argv) {
   const auto end =
       measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(measure_s));
   const uint64_t round_ns = 2 * ns;
-  uint64_t rounds = 0;
+  uint64_t rounds = 0, launched = 0, finished = 0;
+  bool stop = false;
   std::vector<double> windows;
   auto window_start = measure_from;
   uint64_t window_rounds = 0;
-  for (;;) {
-    if (exec != nullptr) {
-      CHECK(cuGraphLaunch(exec, stream));
-    } else {
-      CHECK(launch());
-      CHECK(launch());
+  while (!stop || finished < launched) {
+    if (!stop && launched - finished < kDepth) {
+      if (exec != nullptr) {
+        CHECK(cuGraphLaunch(exec, stream));
+      } else {
+        CHECK(launch());
+        CHECK(launch());
+      }
+      CHECK(cuEventRecord(done[launched % kDepth], sync_stream));
+      ++launched;
+      stop = Clock::now() >= end;
+      continue;
     }
-    if (std::strcmp(mode, "ptsz") == 0)
-      CHECK(cuStreamSynchronize(CU_STREAM_PER_THREAD));
-    else
-      CHECK(cuStreamSynchronize(stream));
+    CHECK(cuEventSynchronize(done[finished % kDepth]));
+    ++finished;
     auto now = Clock::now();
-    if (now >= end) break;
-    if (now < measure_from) continue;
+    if (now < measure_from || now >= end) continue;
     ++rounds;
     ++window_rounds;
     if (now - window_start >= std::chrono::milliseconds(500)) {
