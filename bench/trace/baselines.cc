@@ -168,6 +168,11 @@ class Fgd : public core::Policy {
       if (node.free_cpu_milli() < pod.cpu_milli || node.free_host_memory_mib() < pod.host_memory_mib) {
         return std::nullopt;
       }
+      bool any = false;
+      for (size_t g = 0; g < node.gpus().size() && !any; ++g) {
+        any = core::CheckGpu(node.gpus()[g], *t.container, pod.filter).fits();
+      }
+      if (!any) return std::nullopt;
       core::FragmentationMeter meter(node, mix_, /*use_memory=*/false);
       int best = -1;
       int best_score = -1;

@@ -100,7 +100,11 @@ FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix&
     int64_t demand = -1;
     for (size_t g = 0; g < g_count; ++g) {
       int need = INT_MAX;
-      if (shape.gpus > 0 && gpus[g].gpu.healthy && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
+      if (g > 0 && gpus[g].gpu.healthy == gpus[g - 1].gpu.healthy &&
+          gpus[g].gpu.memory_mib == gpus[g - 1].gpu.memory_mib &&
+          gpus[g].gpu.model == gpus[g - 1].gpu.model) {
+        need = need_[m * g_count + g - 1];  // same kind of GPU as the previous one
+      } else if (shape.gpus > 0 && gpus[g].gpu.healthy && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
         need = MilliNeeded(shape, gpus[g].gpu);
         if (demand < 0) demand = int64_t{shape.gpus} * need;
       }
@@ -297,6 +301,20 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
       single = &c;
     }
   }
+  bool init_gpus = false;
+  for (const ContainerRequest& c : pod.init_containers) init_gpus = init_gpus || c.gpus > 0;
+  if (gpu_containers == 0 && !init_gpus && !mix_.empty()) {
+    // No GPU asked: only the host resources change; no placement to choose.
+    if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
+    if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
+    FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
+    double growth = meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
+    double util = static_cast<double>(capacity - node.free_milli_total()) / static_cast<double>(capacity);
+    double bias = NodeBias(node);
+    if (options_.cpu_only_away > 0)
+      bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
+    return Candidate{Score(growth, util) + bias, {}};
+  }
   bool simple = gpu_containers == 1 && single->gpus == 1 && pod.init_containers.empty();
   if (!simple || mix_.empty()) {
     FitResult fit = FitNode(node, pod, GpuOrder::kBinpack);
@@ -321,8 +339,12 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
 
   if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
   if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
-  FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
   const auto& gpus = node.gpus();
+  // Most nodes of a busy cluster have no room: find out before building the meter.
+  bool any = false;
+  for (size_t g = 0; g < gpus.size() && !any; ++g) any = CheckGpu(gpus[g], *single, pod.filter).fits();
+  if (!any) return std::nullopt;
+  FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
   int best = -1;
   double best_score = 0;
   int best_free_after = 0;

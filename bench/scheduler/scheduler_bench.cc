@@ -1,0 +1,196 @@
+// scheduler_bench: two measurements of tessera-scheduler.
+//
+//   scheduler_bench latency [--nodes 5000 --gpus 8 --pods 40000 --iterations 300]
+//     One kube-scheduler cycle's extender work, in process: parse the
+//     ExtenderArgs body (NodeNames = every node), Filter, serialise; parse,
+//     Prioritize, serialise. Prints p50/p99/max over the iterations.
+//   scheduler_bench e2e [--nodes 100 --pods 2000 --workers 8]
+//     Pods bound per second end to end: the API-server stand-in, the real
+//     Scheduler (informers, HTTP listener, libcurl client), and `workers`
+//     threads playing kube-scheduler over HTTP (filter -> prioritize -> bind).
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apiserver/fake_apiserver.h"
+#include "core/allocation_codec.h"
+#include "core/pod_request.h"
+#include "kube/curl_transport.h"
+#include "scheduler/extender.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/testing.h"
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace ts = tessera::scheduler;
+
+namespace {
+
+int Arg(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+  }
+  return fallback;
+}
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+int Latency(int argc, char** argv) {
+  const int nodes = Arg(argc, argv, "--nodes", 5000);
+  const int gpus = Arg(argc, argv, "--gpus", 8);
+  const int pods = Arg(argc, argv, "--pods", 40000);
+  const int iterations = Arg(argc, argv, "--iterations", 300);
+  ts::ClusterState state;
+  std::vector<std::string> names;
+  for (int n = 0; n < nodes; ++n) {
+    names.push_back("node-" + std::to_string(n));
+    state.UpsertNode(ts::testing::NodeWithGpus(names.back(), n + 1, gpus, 81920, 10));
+  }
+  // Running pods, accounted from their annotations as the informer would.
+  for (int p = 0; p < pods; ++p) {
+    const int64_t mem = 2000 + (p % 7) * 1000;
+    const int cores = 5 + (p % 4) * 5;
+    Json pod = ts::testing::GpuPod("bench", "run-" + std::to_string(p), 1 + (p % 9 == 0), mem, cores);
+    auto request = tessera::core::DerivePodRequest(pod, {});
+    auto alloc = state.Reserve("bench/run-" + std::to_string(p), *request, names[p % nodes],
+                               tessera::core::GpuOrder::kSpread, std::chrono::hours(1));
+    if (!alloc.ok()) continue;
+    pod["metadata"]["annotations"]["tessera.io/allocation"] = *tessera::core::EncodeAllocation(*alloc);
+    pod["status"]["phase"] = "Running";
+    state.UpsertPod(pod);
+  }
+  ts::ExtenderDeps deps;
+  deps.state = &state;
+  ts::Extender extender(std::move(deps));
+  Json args = {
+      {"Pod", ts::testing::GpuPod("default", "new", 1, 8000, 20)}, {"Nodes", nullptr}, {"NodeNames", names}};
+  const std::string body = args.dump();
+  std::vector<double> samples;
+  size_t feasible = 0;
+  for (int i = 0; i < iterations; ++i) {
+    auto start = Clock::now();
+    Json in = Json::parse(body);
+    auto t1 = Clock::now();
+    auto [fs, filtered] = extender.Filter(in);
+    auto t2 = Clock::now();
+    std::string filter_out = filtered.dump();
+    if (std::getenv("BENCH_STAGES")) std::printf("parse %.2f filter %.2f\n", Ms(t1 - start), Ms(t2 - t1));
+    Json pin = {{"Pod", in["Pod"]}, {"Nodes", nullptr}, {"NodeNames", filtered["NodeNames"]}};
+    std::string prio_body = pin.dump();
+    Json pin2 = Json::parse(prio_body);
+    auto [ps, list] = extender.Prioritize(pin2);
+    std::string prio_out = list.dump();
+    samples.push_back(Ms(Clock::now() - start));
+    feasible = filtered["NodeNames"].size();
+  }
+  std::sort(samples.begin(), samples.end());
+  auto pct = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
+  auto stats = state.Stats();
+  std::printf(
+      "latency: %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize (JSON in/out) over %d "
+      "iterations: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+      nodes, gpus, stats.pods, feasible, iterations, pct(0.50), pct(0.99), samples.back());
+  return 0;
+}
+
+bool ScheduleOnce(httplib::Client& http, const Json& pod, const Json& nodes) {
+  Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}};
+  auto filter = http.Post("/filter", args.dump(), "application/json");
+  if (!filter) return false;
+  Json fr = Json::parse(filter->body, nullptr, false);
+  if (fr.is_discarded() || !fr["NodeNames"].is_array() || fr["NodeNames"].empty()) return false;
+  Json pargs = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", fr["NodeNames"]}};
+  auto prio = http.Post("/prioritize", pargs.dump(), "application/json");
+  if (!prio) return false;
+  Json list = Json::parse(prio->body, nullptr, false);
+  if (!list.is_array() || list.empty()) return false;
+  std::string best;
+  int best_score = -1;
+  for (const Json& h : list) {
+    if (h["Score"].get<int>() > best_score) {
+      best_score = h["Score"];
+      best = h["Host"];
+    }
+  }
+  Json bargs = {
+      {"PodName", pod["metadata"]["name"]}, {"PodNamespace", "default"}, {"PodUID", ""}, {"Node", best}};
+  auto bind = http.Post("/bind", bargs.dump(), "application/json");
+  if (!bind) return false;
+  Json br = Json::parse(bind->body, nullptr, false);
+  return !br.is_discarded() && br.value("Error", "x").empty();
+}
+
+int EndToEnd(int argc, char** argv) {
+  const int nodes = Arg(argc, argv, "--nodes", 100);
+  const int pods = Arg(argc, argv, "--pods", 2000);
+  const int workers = Arg(argc, argv, "--workers", 8);
+  tessera::testing::FakeApiServerOptions so;
+  so.threads = 128;
+  tessera::testing::FakeApiServer server(so);
+  if (!server.Start().ok()) return 1;
+  Json names = Json::array();
+  for (int n = 0; n < nodes; ++n) {
+    names.push_back("node-" + std::to_string(n));
+    (void)server.CreateObject("nodes", ts::testing::NodeWithGpus(names.back(), n + 1, 8, 81920, 10));
+  }
+  std::vector<Json> created;
+  for (int p = 0; p < pods; ++p) {
+    auto r =
+        server.CreateObject("pods", ts::testing::GpuPod("default", "pod-" + std::to_string(p), 1, 4000, 10));
+    if (r.ok()) created.push_back(*r);
+  }
+  ts::SchedulerConfig config;
+  config.port = 0;
+  config.bind_address = "127.0.0.1";
+  config.leader_elect = false;
+  config.http_threads = workers * 2;
+  tessera::kube::CurlTransportOptions t;
+  t.server = server.url();
+  tessera::kube::ClientOptions o;
+  o.qps = 0;
+  auto client = std::make_shared<tessera::kube::Client>(std::make_shared<tessera::kube::CurlTransport>(t), o);
+  ts::Scheduler scheduler(config, client);
+  if (!scheduler.Start().ok()) return 1;
+  while (!scheduler.Ready() || scheduler.state().Stats().nodes < size_t(nodes)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::atomic<size_t> next{0};
+  std::atomic<int> bound{0};
+  auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&] {
+      httplib::Client http("127.0.0.1", scheduler.port());
+      http.set_keep_alive(true);
+      for (size_t i = next++; i < created.size(); i = next++) {
+        if (ScheduleOnce(http, created[i], names)) ++bound;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  double seconds = Ms(Clock::now() - start) / 1000.0;
+  std::printf("e2e: %d pods over %d nodes x 8 GPUs, %d workers: %d bound in %.2f s = %.0f pods/s\n", pods,
+              nodes, workers, bound.load(), seconds, bound.load() / seconds);
+  scheduler.Stop();
+  server.Stop();
+  return bound.load() == pods ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "latency") == 0) return Latency(argc, argv);
+  if (argc >= 2 && std::strcmp(argv[1], "e2e") == 0) return EndToEnd(argc, argv);
+  std::fprintf(stderr, "usage: scheduler_bench latency|e2e [options]\n");
+  return 2;
+}
