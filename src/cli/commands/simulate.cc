@@ -158,7 +158,9 @@ const CommandRegistration kSimulate{
            ->required();
        cmd->add_option(
               "--policy", options->policy,
-              "random, dotprod, clustering, packing, bestfit, fgd (the paper's baselines) or tessera")
+              "random, dotprod, clustering, packing, bestfit, fgd (the paper's baselines), tessera (the "
+              "default: its mix starts from the trace's task counts, as FGD's does) or tessera-online "
+              "(learns the mix from arrivals only)")
            ->capture_default_str();
        cmd->add_option("--seeds", options->seeds, "Seeds: 42-51, 42,43 or 42")->capture_default_str();
        cmd->add_option("--tune", options->tune, "Inflate (or trim) the GPU demand to this factor of capacity")
