@@ -105,7 +105,9 @@ void BM_PlaceOne(benchmark::State& state, const std::string& policy_name) {
   std::sort(micros.begin(), micros.end());
   if (!micros.empty()) {
     state.counters["p50_us"] = micros[micros.size() / 2];
+    state.counters["p90_us"] = micros[micros.size() * 90 / 100];
     state.counters["p99_us"] = micros[std::min(micros.size() - 1, micros.size() * 99 / 100)];
+    state.counters["max_us"] = micros.back();
   }
 }
 
