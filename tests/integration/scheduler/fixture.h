@@ -49,6 +49,7 @@ struct Attempt {
 inline Attempt ScheduleOnce(int port, const Json& pod, const std::vector<std::string>& nodes) {
   httplib::Client http("127.0.0.1", port);
   http.set_connection_timeout(5);
+  http.set_tcp_nodelay(true);
   http.set_read_timeout(60);
   Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}};
   auto filter = http.Post("/filter", args.dump(), "application/json");
