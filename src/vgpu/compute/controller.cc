@@ -17,7 +17,7 @@ Policy parse_policy(const char* text) {
 }
 
 uint64_t burst_for_quota(uint32_t quota_percent) {
-  uint64_t burst = static_cast<uint64_t>(quota_percent) * 500'000;  // q % of 50 ms
+  uint64_t burst = static_cast<uint64_t>(quota_percent) * 300'000;  // q % of 30 ms
   return burst < 1'000'000 ? 1'000'000 : burst;
 }
 
@@ -36,6 +36,11 @@ void Controller::bind(DeviceEntry* entry, Policy policy, bool low_priority, uint
     entry->budget_ns.store(static_cast<int64_t>(burst), std::memory_order_relaxed);
     entry->budget_refill_at_ns.store(now, std::memory_order_release);
   }
+}
+
+int64_t Controller::wake_target() const {
+  int64_t quarter = static_cast<int64_t>(entry_->budget_burst_ns.load(std::memory_order_relaxed) / 4);
+  return quarter < static_cast<int64_t>(kMaxWakeTargetNs) ? quarter : static_cast<int64_t>(kMaxWakeTargetNs);
 }
 
 void Controller::refill(uint64_t now) {
@@ -122,6 +127,7 @@ uint64_t Controller::admit(Environment& env, uint64_t cost_ns) {
 
 uint64_t Controller::admit_slow(Environment& env, uint64_t cost_ns, uint64_t now) {
   const uint64_t start = now;
+  bool slept = false;
   const uint64_t ticket = entry_->launch_ticket_next.fetch_add(1, std::memory_order_acq_rel);
   uint64_t last_seen = entry_->launch_ticket_serving.load(std::memory_order_acquire);
   uint64_t last_change = now;
@@ -136,7 +142,12 @@ uint64_t Controller::admit_slow(Environment& env, uint64_t cost_ns, uint64_t now
       Neighbours n = env.neighbours(now);
       update_rate(n);
       refill(now);
-      bool go = entry_->budget_ns.load(std::memory_order_acquire) > 0;
+      // Once it has had to sleep, the head waits for wake_target() rather than
+      // for the first positive nanosecond: fewer, longer sleeps, so a host
+      // that wakes up late costs the container less (the refill accrues
+      // during any oversleep, up to the burst).
+      int64_t need = slept ? wake_target() : 1;
+      bool go = entry_->budget_ns.load(std::memory_order_acquire) >= need;
       if (!go && lone(n)) {
         lone_until_ns_.store(now + kLoneHoldNs, std::memory_order_relaxed);
         go = true;
@@ -155,11 +166,13 @@ uint64_t Controller::admit_slow(Environment& env, uint64_t cost_ns, uint64_t now
       }
       // Sleep until the refill makes the budget positive (bounded, so that a
       // change of neighbours or a correction is seen soon).
-      int64_t deficit = 1 - entry_->budget_ns.load(std::memory_order_acquire);
+      int64_t deficit = wake_target() - entry_->budget_ns.load(std::memory_order_acquire);
+      if (deficit < 1) deficit = 1;
       uint32_t rate = rate_permille_.load(std::memory_order_relaxed);
       uint64_t wait = static_cast<uint64_t>(deficit) * 1000 / (rate ? rate : 1) + kMinRefillStepNs;
       if (wait > kMaxSleepNs) wait = kMaxSleepNs;
       env.sleep_until_ns(now + wait);
+      slept = true;
       env.idle_work();
       now = env.now_ns();
       last_change = now;

@@ -75,18 +75,20 @@ class Environment {
   virtual void idle_work() {}
 };
 
-// Burst bound: q % of 50 ms of device time (5 ms at q = 10), at least 1 ms. A
-// lone burst beyond the quota therefore lasts at most that long.
+// Burst bound: q % of 30 ms of device time (3 ms at q = 10, 27 ms at q = 90),
+// at least 1 ms. A burst beyond the quota (after idling, or after the host
+// stalled the application) therefore adds at most 2.7 pp to a 1-s window.
 uint64_t burst_for_quota(uint32_t quota_percent);
 
 class Controller {
  public:
-  static constexpr uint64_t kMaxSleepNs = 20'000'000;    // a waiter re-checks at least this often
-  static constexpr uint64_t kStallNs = 3'000'000'000;    // a queue head silent this long is skipped
-  static constexpr uint64_t kLoneHoldNs = 200'000'000;   // a "lone tenant" verdict holds this long
-  static constexpr uint64_t kMinRefillStepNs = 20'000;   // refills coarser than this save atomics
-  static constexpr uint32_t kMinRatePermille = 10;       // a yielding tenant keeps 1 % of the device
-  static constexpr uint64_t kRateCheckNs = 100'000'000;  // a low-priority tenant re-reads its neighbours
+  static constexpr uint64_t kMaxSleepNs = 20'000'000;      // a waiter re-checks at least this often
+  static constexpr uint64_t kStallNs = 3'000'000'000;      // a queue head silent this long is skipped
+  static constexpr uint64_t kLoneHoldNs = 200'000'000;     // a "lone tenant" verdict holds this long
+  static constexpr uint64_t kMinRefillStepNs = 20'000;     // refills coarser than this save atomics
+  static constexpr uint32_t kMinRatePermille = 10;         // a yielding tenant keeps 1 % of the device
+  static constexpr uint64_t kRateCheckNs = 100'000'000;    // a low-priority tenant re-reads its neighbours
+  static constexpr uint64_t kMaxWakeTargetNs = 2'000'000;  // see wake_target()
 
   Controller() = default;
 
@@ -117,6 +119,7 @@ class Controller {
   void update_rate(const Neighbours& n);
   bool lone(const Neighbours& n) const;
   void charge_bounded(uint64_t cost_ns);  // charge, but keep the debt within one burst
+  int64_t wake_target() const;  // budget a sleeping head waits for: burst / 4, at most kMaxWakeTargetNs
 
   DeviceEntry* entry_ = nullptr;
   Policy policy_ = Policy::kForce;
