@@ -5,6 +5,7 @@
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
+#include "scheduler/webhook.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -226,6 +227,19 @@ std::pair<int, Json> Extender::Bind(const Json& args) {
       return fail(500, "bind " + key + ": " + text.error().message);
     }
     annotations[std::string(core::kAllocationAnnotation)] = *text;
+    // Per container, the GPUs the runtime should expose (wired by the webhook
+    // into NVIDIA_VISIBLE_DEVICES through the Downward API).
+    for (const core::ContainerAllocation& c : allocation->containers) {
+      const char* list = c.init ? "initContainers" : "containers";
+      const Json& spec = (*pod)["spec"];
+      if (!spec.contains(list) || !spec[list].is_array()) continue;
+      for (size_t i = 0; i < spec[list].size(); ++i) {
+        if (!spec[list][i].is_object() || spec[list][i].value("name", "") != c.container) continue;
+        std::string uuids;
+        for (const core::DeviceSlice& d : c.devices) uuids += (uuids.empty() ? "" : ",") + d.uuid;
+        annotations[VisibleDevicesAnnotation(c.init, i)] = uuids;
+      }
+    }
   }
   kube::ApiStatus bound = deps_.bind(ns, name, node, annotations);
   if (!bound.ok()) {

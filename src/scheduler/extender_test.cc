@@ -161,6 +161,8 @@ TEST_F(ExtenderTest, BindWritesAllocationWithTheBinding) {
   EXPECT_EQ(allocation->containers[0].container, "app");
   EXPECT_EQ(allocation->containers[0].devices[0].memory_mib, 30000);
   EXPECT_EQ(allocation->containers[0].devices[0].cores, 30);
+  EXPECT_EQ(binds_[0].annotations.at("tessera.io/visible-devices.0"),
+            allocation->containers[0].devices[0].uuid);
   // Held until the informer shows the pod bound.
   EXPECT_EQ(state_.Stats().reservations, 1u);
   Json bound = pods_["default/p1"];

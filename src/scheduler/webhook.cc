@@ -27,9 +27,17 @@ Json AllocationEnv() {
               {"fieldPath", "metadata.annotations['" + std::string(core::kAllocationAnnotation) + "']"}}}}}};
 }
 
-void WireEnv(const Json& container, const std::string& base, Json& patch) {
+void WireEnv(const Json& container, const std::string& base, bool init, size_t index, Json& patch) {
   Json missing = Json::array();
   if (!HasEnv(container, core::kAllocationEnvVar)) missing.push_back(AllocationEnv());
+  if (!HasEnv(container, kVisibleDevicesEnvVar)) {
+    missing.push_back(
+        {{"name", std::string(kVisibleDevicesEnvVar)},
+         {"valueFrom",
+          {{"fieldRef",
+            {{"apiVersion", "v1"},
+             {"fieldPath", "metadata.annotations['" + VisibleDevicesAnnotation(init, index) + "']"}}}}}});
+  }
   if (!HasEnv(container, core::kContainerNameEnvVar)) {
     missing.push_back(
         {{"name", std::string(core::kContainerNameEnvVar)}, {"value", container.value("name", "")}});
@@ -58,6 +66,10 @@ Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers
 }
 
 }  // namespace
+
+std::string VisibleDevicesAnnotation(bool init_container, size_t index) {
+  return std::string("tessera.io/visible-devices.") + (init_container ? "init-" : "") + std::to_string(index);
+}
 
 std::string EscapeJsonPointer(std::string_view token) {
   std::string out;
@@ -142,7 +154,7 @@ Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, int64
     for (size_t i = 0; i < arr->size(); ++i) {
       const Json& container = (*arr)[i];
       if (!container.is_object() || !gpu_names.count(container.value("name", ""))) continue;
-      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), patch);
+      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, patch);
     }
   }
   return patch;

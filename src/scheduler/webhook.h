@@ -9,7 +9,11 @@
 //  - wires the scheduler's decision into each GPU container through the
 //    Downward API: TESSERA_ALLOCATION from
 //    fieldRef metadata.annotations['tessera.io/allocation'] and a literal
-//    TESSERA_CONTAINER_NAME=<container name>.
+//    TESSERA_CONTAINER_NAME=<container name>, and NVIDIA_VISIBLE_DEVICES from
+//    the per-container annotation VisibleDevicesAnnotation() that bind writes
+//    beside the allocation (the node agent's default visible_devices: webhook
+//    leaves that variable to us). Variables the container already sets are
+//    left alone.
 // Applying the patched pod again yields an empty patch (idempotent).
 // Malformed or impossible requests are denied with a message naming the
 // container and field (core's derivation errors, plus memory above the largest
@@ -37,6 +41,13 @@ Result<nlohmann::json> MutationPatch(const nlohmann::json& pod, const SchedulerC
 // Answers an AdmissionReview v1 request with an AdmissionReview carrying the
 // response (same uid). A review that cannot be read is denied with a reason.
 nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& config, int64_t largest_gpu_mib);
+
+// The pod annotation carrying the comma-separated GPU UUIDs of one container,
+// keyed by its position (container names can be too long for an annotation
+// key): "tessera.io/visible-devices.0", init containers
+// "tessera.io/visible-devices.init-0".
+std::string VisibleDevicesAnnotation(bool init_container, size_t index);
+inline constexpr std::string_view kVisibleDevicesEnvVar = "NVIDIA_VISIBLE_DEVICES";
 
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapeJsonPointer(std::string_view token);

@@ -77,12 +77,15 @@ TEST(WebhookTest, GpuPodGetsSchedulerDefaultsAndEnvAndIsIdempotent) {
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpucores"], "20");
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpumem"], "3000");
   ASSERT_TRUE(c["env"].is_array());
-  ASSERT_EQ(c["env"].size(), 2u);
+  ASSERT_EQ(c["env"].size(), 3u);
   EXPECT_EQ(c["env"][0]["name"], "TESSERA_ALLOCATION");
   EXPECT_EQ(c["env"][0]["valueFrom"]["fieldRef"]["fieldPath"],
             "metadata.annotations['tessera.io/allocation']");
-  EXPECT_EQ(c["env"][1]["name"], "TESSERA_CONTAINER_NAME");
-  EXPECT_EQ(c["env"][1]["value"], "app");
+  EXPECT_EQ(c["env"][1]["name"], "NVIDIA_VISIBLE_DEVICES");
+  EXPECT_EQ(c["env"][1]["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.annotations['tessera.io/visible-devices.0']");
+  EXPECT_EQ(c["env"][2]["name"], "TESSERA_CONTAINER_NAME");
+  EXPECT_EQ(c["env"][2]["value"], "app");
   // Applied twice: nothing more to do.
   auto again = MutationPatch(mutated, config, 81920);
   ASSERT_TRUE(again.ok());
@@ -97,7 +100,7 @@ TEST(WebhookTest, EnvAppendsToExistingListAndLeavesOtherContainersAlone) {
   auto patch = MutationPatch(pod, SchedulerConfig{}, 0);
   ASSERT_TRUE(patch.ok());
   Json mutated = pod.patch(*patch);
-  EXPECT_EQ(mutated["spec"]["containers"][0]["env"].size(), 3u);
+  EXPECT_EQ(mutated["spec"]["containers"][0]["env"].size(), 4u);
   EXPECT_EQ(mutated["spec"]["containers"][0]["env"][0]["name"], "X");
   EXPECT_FALSE(mutated["spec"]["containers"][1].contains("env"));
 }
