@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   app.add_option("--node-policy", node_policy, "= policy.node");
   app.add_option("--gpu-policy", gpu_policy, "= policy.gpu");
   app.add_option("--log-level", log_level, "= logLevel");
-  app.footer("Configuration keys (YAML: nested mappings, e.g. server:\\n  port: 8888):\n" +
+  app.footer("Configuration keys (YAML nested mappings: \"server.port\" is written server: {port: 8888}):\n" +
              tessera::scheduler::ConfigKeysHelp());
   try {
     app.parse(argc, argv);
