@@ -74,10 +74,21 @@ int Latency(int argc, char** argv) {
   ts::Extender extender(std::move(deps));
   Json args = {
       {"Pod", ts::testing::GpuPod("default", "new", 1, 8000, 20)}, {"Nodes", nullptr}, {"NodeNames", names}};
-  const std::string body = args.dump();
+  const bool cold = std::getenv("BENCH_COLD") != nullptr;
+  std::string body = args.dump();
   std::vector<double> samples;
   size_t feasible = 0;
+  auto churn_request = tessera::core::DerivePodRequest(ts::testing::GpuPod("bench", "churn", 1, 1000, 5), {});
   for (int i = 0; i < iterations; ++i) {
+    // Between cycles the cluster changes as it would: the previous cycle's
+    // pod was bound on some node (here: one reservation moves each cycle).
+    state.Unreserve("bench/churn");
+    (void)state.Reserve("bench/churn", *churn_request, names[(i * 7919) % nodes],
+                        tessera::core::GpuOrder::kSpread, std::chrono::hours(1));
+    if (cold) {  // every cycle a pod shape not seen before: nothing cached
+      args["Pod"] = ts::testing::GpuPod("default", "new", 1, 8000 + i, 20);
+      body = args.dump();
+    }
     auto start = Clock::now();
     Json in = Json::parse(body);
     auto t1 = Clock::now();
@@ -97,9 +108,11 @@ int Latency(int argc, char** argv) {
   auto pct = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
   auto stats = state.Stats();
   std::printf(
-      "latency: %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize (JSON in/out) over %d "
+      "latency (%s): %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize (JSON in/out) over "
+      "%d "
       "iterations: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-      nodes, gpus, stats.pods, feasible, iterations, pct(0.50), pct(0.99), samples.back());
+      cold ? "new pod shape every cycle" : "same shape, one node changed per cycle", nodes, gpus, stats.pods,
+      feasible, iterations, pct(0.50), pct(0.99), samples.back());
   return 0;
 }
 

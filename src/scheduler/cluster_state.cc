@@ -124,6 +124,9 @@ void ClusterState::UpsertNode(const Json& node) {
   if (it != nodes_.end() && it->second.inventory_text == text) return;
   NodeEntry& entry = nodes_[name];
   entry = std::move(fresh);
+  auto slot = slots_.try_emplace(name, slots_.size()).first;
+  entry.slot = slot->second;
+  entry.epoch = ++next_epoch_;
   RebuildNodeLocked(entry);
 }
 
@@ -227,15 +230,53 @@ void ForRange(size_t n, const std::function<void(size_t, size_t)>& body) {
   helper.join();
 }
 
+// Everything FitNode and the policies read from a request (container names
+// appear in fit messages).
+std::string ShapeKey(const core::PodRequest& pod) {
+  std::string key;
+  auto add = [&key](const core::ContainerRequest& c) {
+    key += c.name + ":" + std::to_string(c.gpus) + "," + std::to_string(c.memory_mib) + "," +
+           std::to_string(c.memory_percent.value_or(-1)) + "," + std::to_string(c.cores) + "," +
+           std::to_string(c.priority) + ";";
+  };
+  for (const auto& c : pod.containers) add(c);
+  key += "|";
+  for (const auto& c : pod.init_containers) add(c);
+  auto list = [&key](const std::vector<std::string>& v) {
+    key += "|";
+    for (const auto& x : v) key += x + ",";
+  };
+  list(pod.filter.use_types);
+  list(pod.filter.nouse_types);
+  list(pod.filter.use_uuids);
+  list(pod.filter.nouse_uuids);
+  key += "|" + std::to_string(pod.cpu_milli) + "," + std::to_string(pod.host_memory_mib);
+  return key;
+}
+
 }  // namespace
+
+std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::string& key) const {
+  constexpr size_t kMaxShapes = 256;
+  std::lock_guard lock(caches_mu_);
+  auto it = caches_.find(key);
+  if (it != caches_.end()) return it->second;
+  if (caches_.size() >= kMaxShapes) caches_.clear();  // requests in flight keep theirs alive
+  auto cache = std::make_shared<EvalCache>();
+  caches_[key] = cache;
+  return cache;
+}
 
 ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
                                                  const std::vector<std::string>& nodes) const {
   // Per node: empty = fits, else the reason.
   std::vector<std::string> reasons(nodes.size());
   std::vector<char> fits(nodes.size(), 0);
+  auto cache = CacheFor("fit|" + ShapeKey(pod));
   {
+    std::lock_guard cache_lock(cache->mu);
     std::shared_lock lock(mu_);
+    if (cache->entries.size() < slots_.size()) cache->entries.resize(slots_.size());
     ForRange(nodes.size(), [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         const std::string& name = nodes[i];
@@ -246,11 +287,18 @@ ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
         } else if (!n->second.error.empty()) {
           reasons[i] = n->second.error;
         } else {
-          core::FitResult fit = core::FitNode(n->second.state, pod);
-          if (fit.fits) {
+          CachedEval& e = cache->entries[n->second.slot];
+          if (e.epoch != n->second.epoch || e.version != n->second.state.version()) {
+            core::FitResult fit = core::FitNode(n->second.state, pod);
+            e.epoch = n->second.epoch;
+            e.version = n->second.state.version();
+            e.fits = fit.fits;
+            e.reason = fit.fits ? "" : (fit.message.empty() ? "does not fit" : std::move(fit.message));
+          }
+          if (e.fits) {
             fits[i] = 1;
           } else {
-            reasons[i] = fit.message.empty() ? "does not fit" : std::move(fit.message);
+            reasons[i] = e.reason;
           }
         }
       }
@@ -270,14 +318,24 @@ ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
 std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                                           const std::vector<std::string>& nodes) const {
   std::vector<std::optional<double>> scores(nodes.size());
+  auto cache =
+      CacheFor(std::string(policy.name()) + "@" + std::to_string(policy.epoch()) + "|" + ShapeKey(pod));
   {
+    std::lock_guard cache_lock(cache->mu);
     std::shared_lock lock(mu_);
+    if (cache->entries.size() < slots_.size()) cache->entries.resize(slots_.size());
     ForRange(nodes.size(), [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         auto n = nodes_.find(nodes[i]);
         if (n == nodes_.end() || !n->second.error.empty()) continue;
-        auto c = policy.Evaluate(n->second.state, pod);
-        if (c) scores[i] = c->score;
+        CachedEval& e = cache->entries[n->second.slot];
+        if (e.epoch != n->second.epoch || e.version != n->second.state.version()) {
+          auto c = policy.Evaluate(n->second.state, pod);
+          e.epoch = n->second.epoch;
+          e.version = n->second.state.version();
+          e.score = c ? std::optional<double>(c->score) : std::nullopt;
+        }
+        scores[i] = e.score;
       }
     });
   }

@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <shared_mutex>
@@ -102,7 +104,27 @@ class ClusterState {
     core::NodeState state;
     std::string inventory_text;  // raw annotation; unchanged text skips a rebuild
     std::string error;           // non-empty: no usable inventory (reason)
+    // With state.version(), identifies the node's content for the
+    // evaluation caches: a fresh epoch on every rebuild.
+    uint64_t epoch = 0;
+    size_t slot = 0;  // index into the evaluation caches; fixed per node name
   };
+  // Filter/prioritize results of one pod shape per node, valid while the
+  // node's (epoch, version) is unchanged: kube-scheduler asks filter and then
+  // prioritize for the same pod, and consecutive pods of the same shape, over
+  // nodes of which only the last bound one has changed.
+  struct CachedEval {
+    uint64_t epoch = 0;  // 0 = empty
+    uint64_t version = 0;
+    bool fits = false;
+    std::optional<double> score;
+    std::string reason;
+  };
+  struct EvalCache {
+    std::mutex mu;                    // held for a whole request of this shape
+    std::vector<CachedEval> entries;  // guarded by mu; by NodeEntry::slot
+  };
+  std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
   struct PodEntry {
     core::PodAllocation allocation;
     bool applied = false;  // accounted into its node
@@ -123,9 +145,13 @@ class ClusterState {
   std::unordered_map<std::string, PodEntry> pods_;             // guarded by mu_
   std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
-      keys_by_node_;           // guarded by mu_; pods + reservations
-  uint64_t expired_ = 0;       // guarded by mu_
-  uint64_t inconsistent_ = 0;  // guarded by mu_
+      keys_by_node_;                               // guarded by mu_; pods + reservations
+  uint64_t expired_ = 0;                           // guarded by mu_
+  uint64_t inconsistent_ = 0;                      // guarded by mu_
+  std::unordered_map<std::string, size_t> slots_;  // guarded by mu_; node name -> cache slot
+  uint64_t next_epoch_ = 0;                        // guarded by mu_
+  mutable std::mutex caches_mu_;                   // taken after EvalCache::mu and mu_, never before
+  mutable std::unordered_map<std::string, std::shared_ptr<EvalCache>> caches_;  // guarded by caches_mu_
 };
 
 // "namespace/name" of a pod object.

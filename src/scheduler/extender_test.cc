@@ -295,3 +295,39 @@ TEST(ClusterStateTest, ScoresScaleOntoZeroToTen) {
 
 }  // namespace
 }  // namespace tessera::scheduler
+
+namespace tessera::scheduler {
+namespace {
+
+TEST(ClusterStateTest, CachedEvaluationsFollowEveryChange) {
+  ClusterState state;
+  state.UpsertNode(testing::NodeWithGpus("n", 1, 1, 10000));
+  auto request = core::DerivePodRequest(testing::GpuPod("d", "a", 1, 6000, 0), {});
+  ASSERT_TRUE(request.ok());
+  auto policy = core::MakePolicy("node-binpack");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 1u);
+  EXPECT_EQ(state.Prioritize(*request, **policy, {"n"}), std::vector<int>{10});
+  // Usage changes: the same shape is evaluated afresh.
+  ASSERT_TRUE(state.Reserve("d/a", *request, "n", core::GpuOrder::kBinpack, std::chrono::hours(1)).ok());
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 0u);
+  EXPECT_EQ(state.Prioritize(*request, **policy, {"n"}), std::vector<int>{0});
+  state.Unreserve("d/a");
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 1u);
+  // The inventory changes (a rebuilt node starts at version 0 again).
+  state.UpsertNode(testing::NodeWithGpus("n", 1, 1, 4000));
+  auto out = state.Filter(*request, {"n"});
+  EXPECT_EQ(out.feasible.size(), 0u);
+  EXPECT_NE(out.failed["n"].find("memory"), std::string::npos) << out.failed["n"];
+  EXPECT_EQ(state.Prioritize(*request, **policy, {"n"}), std::vector<int>{0});
+  state.UpsertNode(testing::NodeWithGpus("n", 1, 1, 10000));
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 1u);
+  // A node deleted and added back.
+  state.DeleteNode(testing::NodeWithGpus("n", 1, 1, 10000));
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 0u);
+  state.UpsertNode(testing::NodeWithGpus("n", 1, 1, 10000));
+  EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 1u);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
