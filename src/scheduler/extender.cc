@@ -116,7 +116,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   return out;
 }
 
-std::pair<int, Json> Extender::Filter(const Json& args) {
+std::pair<int, Json> Extender::FilterUnchecked(const Json& args) {
   ++counters_.filter_requests;
   Timer timer(counters_.filter_micros);
   Json result = {{"Nodes", nullptr},
@@ -133,7 +133,10 @@ std::pair<int, Json> Extender::Filter(const Json& args) {
   auto names = NodeNamesOf(args);
   if (!names.ok()) return fail(400, names.error().message);
   auto request = RequestOf(args, deps_.config);
-  if (!request.ok()) return fail(200, "pod " + PodKey(args["Pod"]) + ": " + request.error().message);
+  if (!request.ok()) {
+    const Json pod = args.contains("Pod") ? args["Pod"] : Json::object();
+    return fail(200, "pod " + PodKey(pod) + ": " + request.error().message);
+  }
   if (auto policies = PoliciesFor(args["Pod"]); !policies.ok()) {
     return fail(200, "pod " + PodKey(args["Pod"]) + ": " + policies.error().message);
   }
@@ -160,7 +163,7 @@ std::pair<int, Json> Extender::Filter(const Json& args) {
   return {200, result};
 }
 
-std::pair<int, Json> Extender::Prioritize(const Json& args) {
+std::pair<int, Json> Extender::PrioritizeUnchecked(const Json& args) {
   ++counters_.prioritize_requests;
   Timer timer(counters_.prioritize_micros);
   if (!args.is_object()) return {400, Json::array()};
@@ -179,7 +182,7 @@ std::pair<int, Json> Extender::Prioritize(const Json& args) {
   return {200, list};
 }
 
-std::pair<int, Json> Extender::Bind(const Json& args) {
+std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   ++counters_.bind_requests;
   Timer timer(counters_.bind_micros);
   auto fail = [&](int code, const std::string& message) {
@@ -251,6 +254,38 @@ std::pair<int, Json> Extender::Bind(const Json& args) {
   ++counters_.binds;
   // The reservation stays until the pod informer shows the annotation.
   return {200, Json{{"Error", ""}}};
+}
+
+// Arguments shaped unlike kube-scheduler's (a number where a string belongs)
+// make nlohmann::json throw; the caller gets an answer with the reason instead.
+std::pair<int, Json> Extender::Filter(const Json& args) {
+  try {
+    return FilterUnchecked(args);
+  } catch (const std::exception& e) {
+    ++counters_.filter_errors;
+    return {400, Json{{"Nodes", nullptr},
+                      {"NodeNames", nullptr},
+                      {"FailedNodes", Json::object()},
+                      {"FailedAndUnresolvableNodes", Json::object()},
+                      {"Error", std::string("malformed ExtenderArgs: ") + e.what()}}};
+  }
+}
+
+std::pair<int, Json> Extender::Prioritize(const Json& args) {
+  try {
+    return PrioritizeUnchecked(args);
+  } catch (const std::exception&) {
+    return {400, Json::array()};
+  }
+}
+
+std::pair<int, Json> Extender::Bind(const Json& args) {
+  try {
+    return BindUnchecked(args);
+  } catch (const std::exception& e) {
+    ++counters_.bind_errors;
+    return {400, Json{{"Error", std::string("malformed ExtenderBindingArgs: ") + e.what()}}};
+  }
 }
 
 }  // namespace tessera::scheduler

@@ -94,6 +94,9 @@ class Extender {
 
  private:
   Result<const core::Policy*> NodePolicy(const std::string& value) const;
+  std::pair<int, nlohmann::json> FilterUnchecked(const nlohmann::json& args);
+  std::pair<int, nlohmann::json> PrioritizeUnchecked(const nlohmann::json& args);
+  std::pair<int, nlohmann::json> BindUnchecked(const nlohmann::json& args);
 
   ExtenderDeps deps_;
   std::map<std::string, std::unique_ptr<core::Policy>> policies_;  // immutable after construction

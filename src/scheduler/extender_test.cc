@@ -89,6 +89,17 @@ TEST_F(ExtenderTest, FilterAnswersInKubeSchedulerShape) {
   EXPECT_NE(c.find("tessera.io/gpu-inventory"), std::string::npos) << c;
 }
 
+TEST_F(ExtenderTest, MalformedArgsGetAnError) {
+  auto [status, result] = extender_->Filter(Json{{"NodeNames", {"node-a"}}});
+  EXPECT_NE(result["Error"].get<std::string>().find("no Pod"), std::string::npos) << result.dump();
+  std::tie(status, result) = extender_->Filter(Json::array());
+  EXPECT_EQ(status, 400);
+  std::tie(status, result) = extender_->Prioritize(Json{{"Pod", 5}, {"NodeNames", {"node-a"}}});
+  EXPECT_EQ(result, Json::parse(R"([{"Host":"node-a","Score":0}])"));
+  std::tie(status, result) = extender_->Bind(Json{{"PodName", 3}});
+  EXPECT_FALSE(result["Error"].get<std::string>().empty());
+}
+
 TEST_F(ExtenderTest, FilterWithNodeListReturnsNodeObjects) {
   Json args = Json::parse(kFilterArgs);
   args["NodeNames"] = nullptr;

@@ -112,7 +112,22 @@ std::string Base64Encode(std::string_view data) {
   return out;
 }
 
+namespace {
+Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib);
+}  // namespace
+
 Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  // A pod shaped unlike any the API server would send must not take the
+  // webhook down: JSON type errors become a denial.
+  try {
+    return MutationPatchUnchecked(pod, config, largest_gpu_mib);
+  } catch (const std::exception& e) {
+    return Error{std::string("malformed pod: ") + e.what()};
+  }
+}
+
+namespace {
+Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
   Json patch = Json::array();
   if (!pod.is_object() || !core::AsksForTesseraResources(pod, config.resources)) return patch;
   auto request = core::DerivePodRequest(pod, config.resources);
@@ -159,6 +174,7 @@ Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, int64
   }
   return patch;
 }
+}  // namespace
 
 Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_gpu_mib) {
   Json response = {{"uid", ""}, {"allowed", true}};
