@@ -1,10 +1,9 @@
-// The tessera-scheduler binary's start-up contract, and the webhook over TLS.
+// The tessera-scheduler binary's start-up contract.
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <optional>
 
 #include "fixture.h"
 
@@ -49,45 +48,6 @@ TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
   BinaryRun missing = RunBinary("--config /nonexistent/tessera.yaml");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("/nonexistent/tessera.yaml"), std::string::npos) << missing.output;
-}
-
-TEST_F(SchedulerIntegrationTest, WebhookServesAdmissionReviewsOverTls) {
-  const std::string dir = ::testing::TempDir();
-  const std::string cert = dir + "/sched-webhook.crt", key = dir + "/sched-webhook.key";
-  std::string gen = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=tessera-scheduler -keyout " +
-                    key + " -out " + cert + " >/dev/null 2>&1";
-  ASSERT_EQ(std::system(gen.c_str()), 0);
-  SchedulerConfig config = Config();
-  // Any free port: bind to 0 is not offered for the webhook listener, so probe one.
-  httplib::Server probe;
-  int webhook_port = probe.bind_to_any_port("127.0.0.1");
-  probe.stop();
-  ASSERT_GT(webhook_port, 0);
-  config.webhook_port = webhook_port;
-  config.tls_cert_file = cert;
-  config.tls_key_file = key;
-  scheduler_ = StartScheduler(config);
-  httplib::SSLClient https("127.0.0.1", webhook_port);
-  https.enable_server_certificate_verification(false);
-  Json review = {
-      {"apiVersion", "admission.k8s.io/v1"},
-      {"kind", "AdmissionReview"},
-      {"request", {{"uid", "tls-1"}, {"object", scheduler::testing::GpuPod("default", "p", 1, 1000, 10)}}}};
-  std::optional<httplib::Response> answer;
-  ASSERT_TRUE(WaitFor([&] {
-    auto r = https.Post("/mutate", review.dump(), "application/json");
-    if (r) answer = *r;
-    return answer.has_value();
-  }));
-  EXPECT_EQ(answer->status, 200);
-  Json body = Json::parse(answer->body);
-  EXPECT_EQ(body["response"]["uid"], "tls-1");
-  EXPECT_EQ(body["response"]["allowed"], true);
-  EXPECT_EQ(body["response"]["patchType"], "JSONPatch");
-  // The webhook listener serves only the webhook and health.
-  auto filter = https.Post("/filter", "{}", "application/json");
-  ASSERT_TRUE(filter);
-  EXPECT_EQ(filter->status, 404);
 }
 
 }  // namespace
