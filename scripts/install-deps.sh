@@ -10,6 +10,7 @@ PACKAGES=(
   libcurl4-openssl-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  prometheus  # /usr/bin/prometheus and promtool for the metrics integration tests (~22 MB download, ~330 MB installed)
 )
 
 missing=()
@@ -30,6 +31,18 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
     exit 1
   fi
+fi
+
+# The prometheus package's postinst starts its daemon (invoke-rc.d / systemd), which tests do not
+# want: they run their own. Without systemd the init script may also fail and take the install
+# with it. A policy-rc.d that refuses every start holds for this install only; one the machine
+# already has (Docker images ship one) is left alone.
+POLICY_RC_D=/usr/sbin/policy-rc.d
+if [ ! -e "$POLICY_RC_D" ]; then
+  trap '$SUDO rm -f "$POLICY_RC_D"' EXIT
+  printf '#!/bin/sh\n# written by tessera scripts/install-deps.sh for one apt-get install\nexit 101\n' |
+    $SUDO tee "$POLICY_RC_D" >/dev/null
+  $SUDO chmod 755 "$POLICY_RC_D"
 fi
 
 echo "install-deps: installing ${missing[*]}"
