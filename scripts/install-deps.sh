@@ -9,9 +9,27 @@ PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libcurl4-openssl-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  python3 clang-format  # clang-format: `make format`
   prometheus  # /usr/bin/prometheus and promtool for the metrics integration tests (~22 MB download, ~330 MB installed)
 )
+
+# The CUDA toolkit's cuda.h (the driver API's published declarations) is needed to build the simulated
+# driver and libvgpu. It is not a Debian main package (Debian's nvidia-cuda-dev is in non-free, and older),
+# so it is checked for, not installed: NVIDIA's CUDA toolkit installs it in /usr/local/cuda/include.
+CUDA_INCLUDE_DIR=${TESSERA_CUDA_INCLUDE_DIR:-/usr/local/cuda/include}
+check_cuda_header() {
+  if [ -f "$CUDA_INCLUDE_DIR/cuda.h" ]; then return 0; fi
+  cat >&2 <<MSG
+install-deps: $CUDA_INCLUDE_DIR/cuda.h not found.
+  tessera compiles its simulated driver and libvgpu against the CUDA toolkit's cuda.h (headers only; no GPU
+  or driver needed). Install NVIDIA's CUDA toolkit (https://developer.nvidia.com/cuda-downloads; it puts
+  the headers in /usr/local/cuda/include), or point the build at a directory holding cuda.h:
+    this check:  TESSERA_CUDA_INCLUDE_DIR=/path/to/include $0
+    the build:   cmake -DTESSERA_CUDA_INCLUDE_DIR=/path/to/include ...
+                 or: make test CMAKE_FLAGS=-DTESSERA_CUDA_INCLUDE_DIR=/path/to/include
+MSG
+  return 1
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -22,6 +40,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  check_cuda_header || exit 1
   exit 0
 fi
 
@@ -49,3 +68,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+check_cuda_header || exit 1
