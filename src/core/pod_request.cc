@@ -1,8 +1,10 @@
 #include "core/pod_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "core/codec.h"
 #include "core/quantity.h"
@@ -148,9 +150,15 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
     if (!n) return n.error();
     if (*n == 0) {
       if (has_slice || priority->has_value()) {
-        return Error{where + ": " + config.gpu_count_name +
-                     " is \"0\" but the container also sets GPU memory, cores or priority; set " +
-                     config.gpu_count_name + " to 1 or more, or remove the other GPU resources"};
+        std::string others;
+        for (const auto& [set, name] : {std::pair{out.has_memory, &config.gpu_memory_name},
+                                        std::pair{out.has_percent, &config.gpu_memory_percent_name},
+                                        std::pair{out.has_cores, &config.gpu_cores_name},
+                                        std::pair{priority->has_value(), &config.gpu_priority_name}}) {
+          if (set) others += (others.empty() ? "" : ", ") + *name;
+        }
+        return Error{where + ": " + config.gpu_count_name + " is \"0\" but the container also sets " +
+                     others + "; set " + config.gpu_count_name + " to 1 or more, or remove " + others};
       }
       return out;  // "nvidia.com/gpu: 0" alone asks for nothing
     }
@@ -170,8 +178,11 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
         "whole MiB per vGPU from 0 (whole GPU) to " + std::to_string(kMaxGpuMemoryMiB) + ", e.g. \"3000\"";
     // A binary suffix is almost always meant as bytes ("8Gi"); say what to write instead.
     if (m.text.ends_with("i") && m.value.IsInteger() && !m.value.IsNegative()) {
-      accepted += " (" + config.gpu_memory_name + " counts MiB: for " + m.text + " of memory write \"" +
-                  std::to_string(*m.value.ToInteger() / (int64_t{1} << 20)) + "\")";
+      const int64_t mib = *m.value.ToInteger() / (int64_t{1} << 20);
+      accepted += " (" + config.gpu_memory_name + " counts MiB: " +
+                  (mib >= 1 && mib <= kMaxGpuMemoryMiB
+                       ? "for " + m.text + " of memory write \"" + std::to_string(mib) + "\")"
+                       : m.text + " of memory is " + std::to_string(mib) + " MiB, outside that range)");
     }
     auto v = WholeInRange(m, config.gpu_memory_name, where, 0, kMaxGpuMemoryMiB, accepted);
     if (!v) return v.error();
@@ -200,7 +211,7 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
   }
   if (priority->has_value()) {
     auto v = WholeInRange(**priority, config.gpu_priority_name, where, 0, INT32_MAX,
-                          "a whole number from 0, e.g. \"0\" or \"1\"");
+                          "a whole number from 0 to 2147483647, e.g. \"0\" or \"1\"");
     if (!v) return v.error();
     req.priority = static_cast<int>(*v);
   }
@@ -295,8 +306,16 @@ Result<GpuFilter> ParseFilter(const json& pod) {
   }
   auto contradict = [](const std::vector<std::string>& use, const std::vector<std::string>& nouse,
                        std::string_view use_key, std::string_view nouse_key) -> Status {
+    // Case does not make another GPU: types match case-insensitively in fit,
+    // and a UUID's hex digits may be written in either case.
+    auto same = [](std::string_view a, std::string_view b) {
+      return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+             });
+    };
     for (const std::string& u : use) {
-      if (std::find(nouse.begin(), nouse.end(), u) != nouse.end()) {
+      if (std::any_of(nouse.begin(), nouse.end(), [&](const std::string& n) { return same(u, n); })) {
         return Error{"annotations " + std::string(use_key) + " and " + std::string(nouse_key) +
                      " both name " + Quote(u) +
                      "; a GPU cannot be both required and excluded, remove it from one of them"};
