@@ -1,8 +1,10 @@
 #include "trace/baselines.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include "core/fit.h"
@@ -218,6 +220,110 @@ class Fgd : public core::Policy {
   core::WorkloadMix mix_;
 };
 
+// One option of the experiment variants: its key, what it means, and the
+// values it accepts (checked before the policy is built).
+struct ExperimentOption {
+  std::string_view key;
+  std::string_view accepts;  // for the error message
+  double min;
+  double max;
+  bool whole;  // integers only
+};
+
+constexpr ExperimentOption kExperimentOptions[] = {
+    {"sig", "a number >= 0 (0 = no sigmoid bands)", 0, 1e12, false},
+    {"tol", "a number >= 0 (band width of linear bands when sig=0)", 0, 1e12, false},
+    {"pack", "a number (packing weight)", -1e12, 1e12, false},
+    {"dw", "0 or 1", 0, 1, true},
+    {"cov", "a number in (0, 1], e.g. 0.95", 1e-9, 1, false},
+    {"relearn", "a whole number >= 1 (pods between mix updates)", 1, 1e12, true},
+    {"prior", "0 or 1", 0, 1, true},
+    {"fixed", "0 or 1", 0, 1, true},
+    {"inner", "0 or 1", 0, 1, true},
+    {"away", "a number >= 0 (0 = off)", 0, 1e12, false},
+    {"order", "a whole number from -4 to 4 (0 = off)", -4, 4, true},
+    {"mem", "0 or 1", 0, 1, true},
+};
+
+std::string ExperimentOptionList() {
+  std::string keys;
+  for (const ExperimentOption& o : kExperimentOptions)
+    keys += (keys.empty() ? "" : ", ") + std::string(o.key);
+  return keys;
+}
+
+// "tessera:k=v,...": every option is parsed and checked (a later option is
+// never ignored); errors name the policy text and the option.
+Result<std::unique_ptr<core::Policy>> MakeExperimentPolicy(std::string_view name,
+                                                           const std::vector<TraceTask>& tasks) {
+  const std::string text(name);
+  auto bad = [&](const std::string& why) {
+    return Error{"policy '" + text + "': " + why + " (options: " + ExperimentOptionList() +
+                 "; e.g. tessera:sig=1000,prior=1; see docs/placement.md)"};
+  };
+  const std::string_view rest = name.substr(std::string_view("tessera:").size());
+  if (rest.empty()) return bad("no options after 'tessera:'");
+  std::map<std::string, double, std::less<>> given;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = rest.find(',', start);
+    const std::string_view item =
+        rest.substr(start, comma == std::string_view::npos ? rest.npos : comma - start);
+    const size_t eq = item.find('=');
+    if (item.empty()) return bad("empty option (two commas, or a trailing comma?)");
+    if (eq == std::string_view::npos) return bad("option '" + std::string(item) + "' is not key=value");
+    const std::string_view key = item.substr(0, eq);
+    const std::string_view value = item.substr(eq + 1);
+    const ExperimentOption* spec = nullptr;
+    for (const ExperimentOption& o : kExperimentOptions) {
+      if (o.key == key) spec = &o;
+    }
+    if (spec == nullptr) return bad("unknown option '" + std::string(key) + "'");
+    if (given.count(key)) return bad("option " + std::string(key) + " is given twice");
+    double v = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    const std::string quoted = "'" + std::string(value) + "'";
+    if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || !std::isfinite(v)) {
+      return bad("option " + std::string(key) + ": " + quoted + " is not a number; expected " +
+                 std::string(spec->accepts));
+    }
+    if (v < spec->min || v > spec->max || (spec->whole && v != std::floor(v))) {
+      return bad("option " + std::string(key) + ": " + quoted + " is out of range; expected " +
+                 std::string(spec->accepts));
+    }
+    given.emplace(std::string(key), v);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+
+  core::FragmentationPolicy::Options o;
+  auto option = [&](std::string_view key) -> std::optional<double> {
+    auto it = given.find(key);
+    return it == given.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  if (auto v = option("tol")) o.tolerance = *v;
+  if (auto v = option("pack")) o.pack_weight = *v;
+  if (auto v = option("mem")) o.use_memory = *v != 0;
+  if (auto v = option("cov")) o.coverage = *v;
+  if (auto v = option("sig")) o.sigmoid_scale = *v;
+  if (auto v = option("away")) o.cpu_only_away = *v;
+  if (auto v = option("order")) o.order = *v;
+  if (auto v = option("inner")) o.inner_exact = *v != 0;
+  if (auto v = option("dw")) o.demand_weighted = *v != 0;
+  if (auto v = option("relearn")) o.relearn_every = static_cast<int64_t>(*v);
+  const bool prior = option("prior").value_or(0) != 0;
+  const bool fixed = option("fixed").value_or(0) != 0;
+  if (prior && fixed) return bad("prior=1 and fixed=1 exclude each other (a fixed mix learns nothing)");
+  if (fixed)
+    return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, TypicalTasks(tasks, o.coverage)));
+  if (prior) {
+    core::MixCounter counts;
+    for (const TraceTask& t : tasks) counts.Add(core::ShapeOf(ToPodRequest(t)));
+    return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, std::move(counts)));
+  }
+  return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o));
+}
+
 }  // namespace
 
 core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double coverage) {
@@ -256,54 +362,8 @@ Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
     return std::unique_ptr<core::Policy>(new core::FragmentationPolicy({}, std::move(prior)));
   }
   if (name == "tessera-online") return core::MakePolicy("tessera");
-  // Experiments: "tessera:tol=40,pack=1,mem=0,cov=0.95,relearn=512".
-  if (name.rfind("tessera:", 0) == 0) {
-    core::FragmentationPolicy::Options o;
-    std::string rest(name.substr(8));
-    size_t start = 0;
-    while (start < rest.size()) {
-      size_t comma = rest.find(',', start);
-      std::string kv = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos) return Error{"bad option '" + kv + "'"};
-      std::string k = kv.substr(0, eq);
-      double v = std::stod(kv.substr(eq + 1));
-      if (k == "tol")
-        o.tolerance = v;
-      else if (k == "pack")
-        o.pack_weight = v;
-      else if (k == "mem")
-        o.use_memory = v != 0;
-      else if (k == "cov")
-        o.coverage = v;
-      else if (k == "sig")
-        o.sigmoid_scale = v;
-      else if (k == "away")
-        o.cpu_only_away = v;
-      else if (k == "order")
-        o.order = v;
-      else if (k == "inner")
-        o.inner_exact = v != 0;
-      else if (k == "prior") {
-        if (v != 0) {
-          core::MixCounter prior;
-          for (const TraceTask& t : tasks) prior.Add(core::ShapeOf(ToPodRequest(t)));
-          return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, std::move(prior)));
-        }
-      } else if (k == "dw")
-        o.demand_weighted = v != 0;
-      else if (k == "relearn")
-        o.relearn_every = static_cast<int64_t>(v);
-      else if (k == "fixed") {
-        if (v != 0)
-          return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o, TypicalTasks(tasks)));
-      } else
-        return Error{"unknown option '" + k + "'"};
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    return std::unique_ptr<core::Policy>(new core::FragmentationPolicy(o));
-  }
+  // Experiments: "tessera:sig=1000,inner=1,away=1,prior=1" (docs/placement.md).
+  if (name.rfind("tessera:", 0) == 0) return MakeExperimentPolicy(name, tasks);
   std::string all;
   for (const std::string& n : TracePolicyNames()) all += (all.empty() ? "" : ", ") + n;
   return Error{"unknown policy '" + std::string(name) + "' (valid: " + all + ")"};

@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "trace/baselines.h"
 #include "trace/replay.h"
 #include "trace/rng.h"
+#include "trace/run_options.h"
 
 namespace tessera::trace {
 namespace {
@@ -166,6 +168,165 @@ TEST(SmallTraceTest, ExactPlacementsPerPolicy) {
   EXPECT_EQ(Placements("random"), "2:0 1:0 2:0 1:1:2 1 1:3 0:1 0:0 0:1 - 0:0 1:3 2:0 - 2 - 0:1 - - - ");
   EXPECT_EQ(Placements("tessera"), "0:0 0:1 0:0 1:0:1 0 1:2 0:0 1:3 1:2 2:0 1:3 - - - 0 - - - - - ");
   EXPECT_EQ(Placements("tessera-online"), "0:0 0:1 1:0 1:1:2 0 0:0 1:0 1:3 1:0 2:0 1:3 - - - 0 - - - - - ");
+}
+
+// "tessera:..." experiment variants: the documented spelling of the default
+// is the default, option order does not matter, and options written after
+// prior=1 / fixed=1 are read (they used to be ignored).
+TEST(SmallTraceTest, ExperimentOptionsAreAllRead) {
+  const std::string tessera = Placements("tessera");
+  EXPECT_EQ(Placements("tessera:sig=1000,inner=1,away=1,prior=1"), tessera);
+  EXPECT_EQ(Placements("tessera:prior=1,sig=1000,inner=1,away=1"), tessera);
+  // sig=0 without tol scores by exact growth: other placements than FGD's bands,
+  // whether it comes before or after prior=1.
+  EXPECT_NE(Placements("tessera:prior=1,sig=0"), tessera);
+  EXPECT_EQ(Placements("tessera:prior=1,sig=0"), Placements("tessera:sig=0,prior=1"));
+}
+
+TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
+  const std::vector<TraceTask> tasks = SmallTasks();
+  struct Case {
+    std::string policy;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"tessera:sig=abc", "option sig: 'abc' is not a number"},
+      {"tessera:sig=", "option sig: '' is not a number"},
+      {"tessera:sig=1e3x", "option sig: '1e3x' is not a number"},
+      {"tessera:sig=nan", "option sig: 'nan' is not a number"},
+      {"tessera:sig=-1", "option sig: '-1' is out of range"},
+      {"tessera:cov=0", "option cov: '0' is out of range; expected a number in (0, 1]"},
+      {"tessera:cov=1.5", "option cov: '1.5' is out of range"},
+      {"tessera:relearn=0", "option relearn: '0' is out of range"},
+      {"tessera:relearn=2.5", "option relearn: '2.5' is out of range"},
+      {"tessera:order=5", "option order: '5' is out of range"},
+      {"tessera:inner=2", "option inner: '2' is out of range; expected 0 or 1"},
+      {"tessera:prior=1,bogus=1", "unknown option 'bogus'"},
+      {"tessera:fixed=1,sig=abc", "option sig: 'abc' is not a number"},
+      {"tessera:prior=1,fixed=1", "prior=1 and fixed=1 exclude each other"},
+      {"tessera:sig=1000,sig=500", "option sig is given twice"},
+      {"tessera:sig", "option 'sig' is not key=value"},
+      {"tessera:sig=1000,", "empty option"},
+      {"tessera:", "no options after 'tessera:'"},
+  };
+  for (const Case& c : cases) {
+    auto policy = MakeTracePolicy(c.policy, tasks);
+    ASSERT_FALSE(policy.ok()) << c.policy << " was accepted";
+    EXPECT_THAT(policy.error().message, HasSubstr("policy '" + c.policy + "'")) << c.policy;
+    EXPECT_THAT(policy.error().message, HasSubstr(c.says)) << c.policy;
+    EXPECT_THAT(policy.error().message, HasSubstr("options: sig, tol")) << c.policy;
+  }
+  auto unknown = MakeTracePolicy("fdg", tasks);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(unknown.error().message, HasSubstr("unknown policy 'fdg' (valid: random, dotprod"));
+  for (const char* good : {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
+                           "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0"}) {
+    EXPECT_TRUE(MakeTracePolicy(good, tasks).ok()) << good;
+  }
+}
+
+TEST(RunOptionsTest, SeedLists) {
+  auto seeds = ParseSeeds("42-51");
+  ASSERT_TRUE(seeds.ok()) << seeds.error().message;
+  EXPECT_EQ(seeds->size(), 10u);
+  EXPECT_EQ(seeds->front(), 42u);
+  EXPECT_EQ(seeds->back(), 51u);
+  EXPECT_EQ(*ParseSeeds("42"), std::vector<uint64_t>{42});
+  EXPECT_EQ(*ParseSeeds("40-42,50"), (std::vector<uint64_t>{40, 41, 42, 50}));
+  EXPECT_EQ(*ParseSeeds("7-7"), std::vector<uint64_t>{7});
+  EXPECT_EQ(ParseSeeds("0-9999")->size(), 10000u);
+}
+
+TEST(RunOptionsTest, BadSeedListsAreErrorsThatQuoteTheText) {
+  struct Case {
+    std::string text;
+    std::string says;
+  };
+  const Case cases[] = {
+      {"42-", "'42-' is not a range"},
+      {"-42", "'-42' is not a range"},
+      {"a-b", "'a-b' is not a range"},
+      {"51-42", "range '51-42' ends before it starts"},
+      {"x", "'x' is not a seed"},
+      {"", "an empty seed"},
+      {"42,", "an empty seed"},
+      {"42,,43", "an empty seed"},
+      {" 42", "' 42' is not a seed"},
+      {"1-2-3", "'1-2-3' is not a range"},
+      {"1234567890123456789", "is not a seed"},
+      {"0-10000", "more than 10000 seeds"},
+      {"0-9999,1", "more than 10000 seeds"},
+  };
+  for (const Case& c : cases) {
+    auto seeds = ParseSeeds(c.text);
+    ASSERT_FALSE(seeds.ok()) << "'" << c.text << "' was accepted";
+    EXPECT_THAT(seeds.error().message, HasSubstr("--seeds '" + c.text + "': ")) << c.text;
+    EXPECT_THAT(seeds.error().message, HasSubstr(c.says)) << c.text;
+    EXPECT_THAT(seeds.error().message, HasSubstr("examples: 42-51")) << c.text;
+  }
+}
+
+TEST(RunOptionsTest, TuneMustGoPastFullCapacity) {
+  EXPECT_TRUE(CheckTune(1.3).ok());
+  EXPECT_TRUE(CheckTune(1.01).ok());
+  EXPECT_TRUE(CheckTune(100).ok());
+  for (double bad : {0.9, 1.0, 1.004, 0.0, -1.3, 101.0, std::numeric_limits<double>::quiet_NaN(),
+                     std::numeric_limits<double>::infinity()}) {
+    Status s = CheckTune(bad);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_THAT(s.error().message, HasSubstr("must be from 1.01 to 100")) << bad;
+  }
+  EXPECT_EQ(EndPointKey(1.3), "130");
+  EXPECT_EQ(EndPointKey(1.01), "101");
+}
+
+// A cluster small enough to replay by hand: the unallocated % at arrived =
+// 100 % and at the end, exactly.
+TEST(SmallTraceTest, UnallocatedPercentByHand) {
+  Cluster cluster;
+  // Rank order A, B. Capacity 3 GPUs = 3000 milli.
+  cluster.nodes = {{"A", 8000, 65536, 2, "T4"}, {"B", 4000, 65536, 1, "T4"}};
+  auto task = [](const std::string& name, int gpus, int milli) {
+    TraceTask t;
+    t.name = name;
+    t.cpu_milli = 1000;
+    t.memory_mib = 1024;
+    t.num_gpu = gpus;
+    t.gpu_milli = milli;
+    return t;
+  };
+  cluster.tasks = {task("t1", 1, 500), task("t2", 1, 700), task("t3", 2, 1000), task("t4", 1, 400),
+                   task("t5", 1, 1000)};
+  Workload w;
+  w.arrivals = {0, 1, 2, 3, 4};
+  w.node_order = {0, 1};
+  auto policy = MakeTracePolicy("bestfit", cluster.tasks);
+  ASSERT_TRUE(policy.ok());
+  ReplayResult r = Replay(cluster, w, **policy, 42, true);
+  // Best-fit: s = 0.5 (C − c)/128000 + 0.5 (L − r)/8000, score ⌊(1 − s) 100⌋.
+  // t1 (500): A: s = 0.5·7000/128000 + 0.5·1500/8000 = 0.1211 → 87;
+  //           B: s = 0.5·3000/128000 + 0.5·500/8000 = 0.0430 → 95. B, GPU 0 (500 left).
+  // t2 (700): B has 500 left, does not fit; A, GPU 0 (lowest of two equal) → 300 left.
+  // t3 (2 whole GPUs): A has one free GPU, B none → fails.
+  //   Arrived demand 500 + 700 + 2000 = 3200 ≥ 3000: the 100 % point. Allocated 1200
+  //   → unallocated 100 − 100·1200/3000 = 60 %.
+  // t4 (400): A (GPU 1): s = 0.5·6000/128000 + 0.5·900/8000 = 0.0797 → 92;
+  //           B: s = 0.5·2000/128000 + 0.5·100/8000 = 0.0141 → 98. B, GPU 0 (100 left).
+  // t5 (1000): only A's GPU 1 is whole. A.
+  //   End: allocated 500 + 700 + 400 + 1000 = 2600 → unallocated 100 − 100·2600/3000 = 13.33 %.
+  ASSERT_EQ(r.placements.size(), 5u);
+  EXPECT_EQ(r.placements[0].node, "B");
+  EXPECT_EQ(r.placements[1].node, "A");
+  EXPECT_EQ(r.placements[1].gpus, std::vector<int>{0});
+  EXPECT_EQ(r.placements[2].node, "");
+  EXPECT_EQ(r.placements[3].node, "B");
+  EXPECT_EQ(r.placements[4].node, "A");
+  EXPECT_EQ(r.placements[4].gpus, std::vector<int>{1});
+  EXPECT_DOUBLE_EQ(r.unallocated_at_100, 60.0);
+  EXPECT_DOUBLE_EQ(r.unallocated_at_end, 100.0 - 100.0 * 2600.0 / 3000.0);
+  EXPECT_DOUBLE_EQ(r.arrived_at_end, 100.0 * 4600.0 / 3000.0);
+  EXPECT_EQ(r.failed, 1);
+  EXPECT_EQ(r.arrivals, 5);
 }
 
 }  // namespace
