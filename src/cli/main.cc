@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command_registry.h"
+#include "cli/version.h"
 
 namespace tessera::cli {
 
@@ -16,22 +17,33 @@ namespace {
 int g_exit_code = 0;
 }  // namespace
 
-void SetExitCode(int code) { g_exit_code = code; }
-int ExitCode() { return g_exit_code; }
+void SetExitCode(int code) {
+  g_exit_code = code;
+}
+int ExitCode() {
+  return g_exit_code;
+}
 
 }  // namespace tessera::cli
 
 int main(int argc, char** argv) {
   using namespace tessera::cli;
   CLI::App app{
-      "tessera: enforced GPU slices (memory MiB + compute %) for Kubernetes pods and local jobs.\n"
-      "\n"
-      "Examples:\n"
-      "  tessera version\n"
-      "  tessera simulate --nodes nodes.csv --pods pods.csv --policy tessera --seeds 42-51\n"
-      "\n"
-      "Run 'tessera <command> --help' for the options of one command.",
+      "tessera shares NVIDIA GPUs between Kubernetes pods and between jobs on one machine: each gets a\n"
+      "slice of a GPU (MiB of device memory + % of its compute), enforced inside the process by\n"
+      "libvgpu.so and placed by a fragmentation-aware scheduler. No GPU? A simulated one is built in.\n",
       "tessera"};
+  app.set_version_flag("--version", VersionLine(), "Print tessera's version and build revision");
+  app.footer(
+      "Examples:\n"
+      "  tessera demo                                     jobs sharing a simulated 2-GPU machine\n"
+      "  tessera run --gpumem 2000 --gpucores 30 -- CMD   run CMD on a 2000 MiB, 30 % slice\n"
+      "  tessera simulate --nodes N.csv --pods P.csv --policy tessera --seeds 42-51\n"
+      "\n"
+      "Run 'tessera <command> --help' for the options of one command.\n"
+      "Documentation: docs/ in the source tree (docs/run.md: run, ps, smi, demo; docs/sim.md: the\n"
+      "simulated GPU; docs/placement.md and docs/benchmarks.md: simulate; docs/scheduler.md, docs/node.md:\n"
+      "Kubernetes).");
   app.require_subcommand(1);
   app.fallthrough(false);
 

@@ -2,11 +2,13 @@
 //   tessera sim status                      nvidia-smi-like view of the shared state
 //   tessera sim inject-xid --gpu N --xid 79 deliver an XID error event to NVML clients
 //   tessera sim reset [--force]             delete the state (devices, MIG layout, events)
-// All take --state DIR (default $TESSERA_SIM_STATE, else /dev/shm/tessera-sim-<uid>).
+// All take --state DIR, before or after the action (default $TESSERA_SIM_STATE, else
+// /dev/shm/tessera-sim-<uid>).
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -124,30 +126,62 @@ int Reset(const std::string& dir, bool force) {
   return 0;
 }
 
+// --state is accepted both before the action (`tessera sim --state D status`)
+// and after it (`tessera sim status --state D`); giving two different
+// directories is an error rather than a silent pick.
+struct StateFlags {
+  std::string parent;
+  std::string leaf;
+};
+
+int WithStateDir(const StateFlags& flags, const char* action,
+                 const std::function<int(const std::string&)>& fn) {
+  if (!flags.parent.empty() && !flags.leaf.empty() && flags.parent != flags.leaf) {
+    std::cerr << "tessera sim " << action << ": --state given twice (" << flags.parent << ", " << flags.leaf
+              << "); give it once\n";
+    return 2;
+  }
+  const std::string& dir = !flags.leaf.empty() ? flags.leaf : flags.parent;
+  return fn(dir.empty() ? SimState::DefaultDir() : dir);
+}
+
+constexpr const char* kStateHelp =
+    "State directory (default $TESSERA_SIM_STATE or /dev/shm/tessera-sim-<uid>)";
+
 const CommandRegistration kSim{
     {"sim", 60, [](CLI::App& root) {
        auto* cmd = root.add_subcommand("sim", "Inspect and drive the simulated GPUs (libcuda/NVML sim)");
+       cmd->footer(
+           "\nSee docs/sim.md for the simulated GPU's model and configuration (TESSERA_SIM_GPUS,\n"
+           "TESSERA_SIM_CONFIG).");
        cmd->require_subcommand(1);
-       static std::string dir;
-       cmd->add_option("--state", dir,
-                       "State directory (default $TESSERA_SIM_STATE or /dev/shm/tessera-sim-<uid>)");
+       static StateFlags state;
+       cmd->add_option("--state", state.parent, kStateHelp);
 
        auto* status =
            cmd->add_subcommand("status", "nvidia-smi-like view: devices, memory, utilisation, processes");
-       status->callback([] { SetExitCode(Status(dir.empty() ? SimState::DefaultDir() : dir)); });
+       status->add_option("--state", state.leaf, kStateHelp);
+       status->callback([] { SetExitCode(WithStateDir(state, "status", Status)); });
 
        static int gpu = 0;
        static uint64_t xid = 0;
        auto* inject = cmd->add_subcommand("inject-xid", "Deliver an XID error event to NVML event sets");
        inject->add_option("--gpu", gpu, "GPU index")->required();
        inject->add_option("--xid", xid, "XID number (e.g. 79: GPU fallen off the bus)")->required();
-       inject->callback([] { SetExitCode(InjectXid(dir.empty() ? SimState::DefaultDir() : dir, gpu, xid)); });
+       inject->add_option("--state", state.leaf, kStateHelp);
+       inject->callback([] {
+         SetExitCode(WithStateDir(state, "inject-xid",
+                                  [](const std::string& dir) { return InjectXid(dir, gpu, xid); }));
+       });
 
        static bool force = false;
        auto* reset =
            cmd->add_subcommand("reset", "Delete the simulator state (devices are re-created on next use)");
        reset->add_flag("--force", force, "Reset even while processes use the simulated GPUs");
-       reset->callback([] { SetExitCode(Reset(dir.empty() ? SimState::DefaultDir() : dir, force)); });
+       reset->add_option("--state", state.leaf, kStateHelp);
+       reset->callback([] {
+         SetExitCode(WithStateDir(state, "reset", [](const std::string& dir) { return Reset(dir, force); }));
+       });
      }}};
 
 }  // namespace

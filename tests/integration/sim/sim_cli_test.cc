@@ -1,10 +1,12 @@
 // `tessera sim status|inject-xid|reset` against a live simulated GPU: the
 // status view shows this process and its memory, an injected XID reaches an
-// NVML event set, and reset refuses while a process is attached.
+// NVML event set, reset refuses while a process is attached, and --state is
+// accepted before or after the action.
 #include <cuda.h>
 #include <nvml.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "sim_test_util.h"
@@ -13,8 +15,9 @@ namespace {
 
 std::string tessera_bin;
 
-int Run(const std::string& args, std::string* out) {
-  const std::string cmd = tessera_bin + " " + args + " 2>&1";
+// Runs `tessera ARGS` through the shell; `env` ("NAME=value ") prefixes it.
+int Run(const std::string& args, std::string* out, const std::string& env = "") {
+  const std::string cmd = env + tessera_bin + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return -1;
   char buf[512];
@@ -51,6 +54,19 @@ int main(int argc, char** argv) {
   SIM_CHECK(out.find("1000MiB / 81920MiB") != std::string::npos);  // 300 context + 700
   SIM_CHECK(out.find(std::to_string(getpid())) != std::string::npos);
 
+  // --state DIR names the state whatever $TESSERA_SIM_STATE says, before or
+  // after the action (docs/sim.md); two different directories are refused.
+  const std::string dir = getenv("TESSERA_SIM_STATE");
+  const std::string elsewhere = "TESSERA_SIM_STATE=/nonexistent/tessera-sim ";
+  SIM_CHECK_EQ(Run("sim status", &out, elsewhere), 1);
+  SIM_CHECK_EQ(Run("sim status --state " + dir, &out, elsewhere), 0);
+  SIM_CHECK(out.find("1000MiB / 81920MiB") != std::string::npos);
+  SIM_CHECK_EQ(Run("sim --state " + dir + " status", &out, elsewhere), 0);
+  SIM_CHECK(out.find("1000MiB / 81920MiB") != std::string::npos);
+  SIM_CHECK_EQ(Run("sim --state " + dir + " status --state " + dir, &out, elsewhere), 0);
+  SIM_CHECK_EQ(Run("sim --state " + dir + " status --state /tmp/other", &out), 2);
+  SIM_CHECK(out.find("--state given twice") != std::string::npos);
+
   SIM_OK(nvmlInit());
   nvmlDevice_t dev;
   SIM_OK(nvmlDeviceGetHandleByIndex(1, &dev));
@@ -61,6 +77,9 @@ int main(int argc, char** argv) {
   nvmlEventData_t data{};
   SIM_OK(nvmlEventSetWait(set, &data, 2000));
   SIM_CHECK(data.device == dev && data.eventData == 79);
+  SIM_CHECK_EQ(Run("sim inject-xid --gpu 1 --xid 48 --state " + dir, &out, elsewhere), 0);
+  SIM_OK(nvmlEventSetWait(set, &data, 2000));
+  SIM_CHECK(data.device == dev && data.eventData == 48);
   SIM_CHECK(Run("sim inject-xid --gpu 7 --xid 79", &out) != 0);
   SIM_OK(nvmlEventSetFree(set));
 
@@ -68,7 +87,8 @@ int main(int argc, char** argv) {
   SIM_CHECK(out.find("--force") != std::string::npos);
   SIM_OK(cuMemFree(p));
   SIM_OK(nvmlShutdown());
-  SIM_CHECK_EQ(Run("sim reset --force", &out), 0);
+  SIM_CHECK_EQ(Run("sim reset --force --state " + dir, &out, elsewhere), 0);
+  SIM_CHECK(out.find("removed") != std::string::npos);
   SIM_CHECK_EQ(Run("sim status", &out), 1);
   return simtest::Finish("sim_cli_test");
 }
