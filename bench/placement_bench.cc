@@ -6,8 +6,9 @@
 // Per-iteration thread CPU times are recorded to report the median and p99
 // (counters p50_us, p99_us) beside Google Benchmark's mean wall and CPU time.
 //
-//   build-place/bin/placement_bench --benchmark_repetitions=3
-// Trace folder: $TESSERA_TRACE_DIR or the default below.
+//   build/bin/placement_bench --benchmark_repetitions=3
+// Trace folder: $TESSERA_TRACE_DIR, else ../shared/data/alibaba-gpu-2023 beside
+// the repository (TESSERA_TRACE_DIR compile definition, bench/CMakeLists.txt).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -71,7 +72,8 @@ const Fixture& Data() {
 void BM_PlaceOne(benchmark::State& state, const std::string& policy_name) {
   const Fixture& f = Data();
   if (!f.ok) {
-    state.SkipWithError("trace files not found");
+    static const std::string message = "trace files not found in " + TraceDir() + " (set TESSERA_TRACE_DIR)";
+    state.SkipWithError(message.c_str());
     return;
   }
   auto policy = trace::MakeTracePolicy(policy_name, f.cluster.tasks);

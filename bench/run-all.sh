@@ -9,7 +9,9 @@
 # Results and the exact commands are recorded in docs/benchmarks.md.
 set -euo pipefail
 BUILD_DIR=${1:-build}
-DATA_DIR=${TESSERA_TRACE_DIR:-/work/shared/data/alibaba-gpu-2023}
+# The trace data: $TESSERA_TRACE_DIR, else ../shared/data/alibaba-gpu-2023 beside the repository.
+REPO_DIR=$(cd "$(dirname "$0")/.." && pwd)
+DATA_DIR=${TESSERA_TRACE_DIR:-$REPO_DIR/../shared/data/alibaba-gpu-2023}
 export TESSERA_TRACE_DIR="$DATA_DIR"
 
 echo "== scheduling: one placement over the trace cluster (placement_bench)"

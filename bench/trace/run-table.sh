@@ -4,13 +4,16 @@
 #
 #   bench/trace/run-table.sh [BUILD_DIR] [DATA_DIR] [OUT_DIR]
 #
+# DATA_DIR defaults to $TESSERA_TRACE_DIR, else ../shared/data/alibaba-gpu-2023
+# beside the repository.
 # Writes one JSON per (trace, policy) to OUT_DIR (default BUILD_DIR/trace-table)
 # and prints the Markdown table (paper value and delta beside each mean).
 # POLICIES / TRACES / SEEDS / TESSERA (the binary) may be overridden from the
 # environment; with RESUME=1, results already in OUT_DIR are kept.
 set -euo pipefail
 BUILD_DIR=${1:-build}
-DATA_DIR=${2:-/work/shared/data/alibaba-gpu-2023}
+REPO_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+DATA_DIR=${2:-${TESSERA_TRACE_DIR:-$REPO_DIR/../shared/data/alibaba-gpu-2023}}
 OUT_DIR=${3:-$BUILD_DIR/trace-table}
 POLICIES=${POLICIES:-"random dotprod clustering packing bestfit fgd tessera"}
 TRACES=${TRACES:-"default gpushare40 gpushare60 gpushare80 gpushare100 multigpu20 multigpu30 multigpu40 multigpu50"}

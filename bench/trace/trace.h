@@ -2,7 +2,7 @@
 // per-seed workload of the benchmark protocol, and the mapping of its nodes
 // and tasks onto tessera's model (NodeState, PodRequest).
 //
-// See /work/shared/data/alibaba-gpu-2023/README.md (the protocol) and
+// See ../shared/data/alibaba-gpu-2023/README.md beside the repository (the protocol) and
 // docs/benchmarks.md (results).
 #pragma once
 
