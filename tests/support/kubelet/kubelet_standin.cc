@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace tessera::testing {
@@ -67,7 +68,67 @@ class KubeletStandIn::RegistrationService final : public v1beta1::Registration::
   KubeletStandIn& owner_;
 };
 
-KubeletStandIn::KubeletStandIn(std::string dir) : dir_(std::move(dir)) {}
+// The PodResources API as a kubelet serves it, over the stand-in's table.
+class KubeletStandIn::PodResourcesService final : public v1::PodResourcesLister::Service {
+ public:
+  explicit PodResourcesService(KubeletStandIn& owner) : owner_(owner) {}
+
+  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
+                    v1::ListPodResourcesResponse* response) override {
+    std::lock_guard lock(owner_.mu_);
+    for (const auto& pod : owner_.pods_) owner_.FillPodLocked(pod, response->add_pod_resources());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Get(grpc::ServerContext*, const v1::GetPodResourcesRequest* request,
+                   v1::GetPodResourcesResponse* response) override {
+    std::lock_guard lock(owner_.mu_);
+    const AdmittedPod* pod = owner_.FindPodLocked(request->pod_namespace(), request->pod_name());
+    if (pod == nullptr) {
+      // A kubelet returns a plain Go error here, which gRPC sends as UNKNOWN.
+      return grpc::Status(grpc::StatusCode::UNKNOWN, "pod " + request->pod_name() + " in namespace " +
+                                                         request->pod_namespace() + " not found");
+    }
+    owner_.FillPodLocked(*pod, response->mutable_pod_resources());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetAllocatableResources(grpc::ServerContext*, const v1::AllocatableResourcesRequest*,
+                                       v1::AllocatableResourcesResponse* response) override {
+    std::lock_guard lock(owner_.mu_);
+    for (const auto& device : owner_.devices_) {
+      if (device.health() != "Healthy") continue;
+      std::vector<int64_t> nodes;
+      for (const auto& node : device.topology().nodes()) nodes.push_back(node.id());
+      AddDeviceEntries(owner_.last_resource_name_, device.id(), nodes, response->mutable_devices());
+    }
+    return grpc::Status::OK;
+  }
+
+  // One ContainerDevices per device and NUMA node, as a kubelet reports them.
+  static void AddDeviceEntries(const std::string& resource, const std::string& id,
+                               const std::vector<int64_t>& numa_nodes,
+                               google::protobuf::RepeatedPtrField<v1::ContainerDevices>* out) {
+    if (numa_nodes.empty()) {
+      auto* entry = out->Add();
+      entry->set_resource_name(resource);
+      entry->add_device_ids(id);
+      return;
+    }
+    for (int64_t node : numa_nodes) {
+      auto* entry = out->Add();
+      entry->set_resource_name(resource);
+      entry->add_device_ids(id);
+      entry->mutable_topology()->add_nodes()->set_id(node);
+    }
+  }
+
+ private:
+  KubeletStandIn& owner_;
+};
+
+KubeletStandIn::KubeletStandIn(std::string dir, std::string pod_resources_socket)
+    : dir_(std::move(dir)), pod_resources_socket_(std::move(pod_resources_socket)) {}
 
 KubeletStandIn::~KubeletStandIn() {
   Stop();
@@ -83,6 +144,21 @@ bool KubeletStandIn::Start() {
   server_ = builder.BuildAndStart();
   if (!server_) return false;
   service_ = std::move(service);
+  return StartPodResourcesServer();
+}
+
+bool KubeletStandIn::StartPodResourcesServer() {
+  if (pod_resources_socket_.empty() || pod_resources_server_) return true;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(pod_resources_socket_).parent_path(), ec);
+  ::unlink(pod_resources_socket_.c_str());
+  auto service = std::make_unique<PodResourcesService>(*this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + pod_resources_socket_, grpc::InsecureServerCredentials());
+  builder.RegisterService(service.get());
+  pod_resources_server_ = builder.BuildAndStart();
+  if (!pod_resources_server_) return false;
+  pod_resources_service_ = std::move(service);
   return true;
 }
 
@@ -93,8 +169,15 @@ void KubeletStandIn::Stop() {
     server_.reset();
     service_.reset();
   }
+  if (pod_resources_server_) {
+    pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    pod_resources_server_->Wait();
+    pod_resources_server_.reset();
+    pod_resources_service_.reset();
+  }
   StopWatch();
   ::unlink(socket_path().c_str());
+  if (!pod_resources_socket_.empty()) ::unlink(pod_resources_socket_.c_str());
 }
 
 bool KubeletStandIn::Restart(bool wipe_plugin_sockets) {
@@ -106,6 +189,7 @@ bool KubeletStandIn::Restart(bool wipe_plugin_sockets) {
   {
     std::lock_guard lock(mu_);
     plugin_endpoint_path_.clear();
+    plugin_resource_name_.clear();
   }
   return Start();
 }
@@ -123,6 +207,8 @@ void KubeletStandIn::OnRegister(const v1beta1::RegisterRequest& request, Registr
   {
     std::lock_guard lock(mu_);
     plugin_endpoint_path_ = endpoint_path;
+    plugin_resource_name_ = request.resource_name();
+    last_resource_name_ = request.resource_name();
   }
   StartWatch(endpoint_path);
 }
@@ -238,6 +324,112 @@ grpc::Status KubeletStandIn::PreStartContainer(const v1beta1::PreStartContainerR
   SetDeadline(context, kCallTimeout);
   v1beta1::PreStartContainerResponse response;
   return stub->PreStartContainer(&context, request, &response);
+}
+
+KubeletStandIn::AdmittedPod* KubeletStandIn::FindPodLocked(const std::string& ns, const std::string& pod) {
+  for (auto& admitted : pods_) {
+    if (admitted.ns == ns && admitted.name == pod) return &admitted;
+  }
+  return nullptr;
+}
+
+void KubeletStandIn::FillPodLocked(const AdmittedPod& pod, v1::PodResources* out) const {
+  out->set_name(pod.name);
+  out->set_namespace_(pod.ns);
+  for (const auto& container : pod.containers) {
+    auto* listed = out->add_containers();
+    listed->set_name(container.name);
+    for (const auto& device : container.devices) {
+      PodResourcesService::AddDeviceEntries(container.resource_name, device.id, device.numa_nodes,
+                                            listed->mutable_devices());
+    }
+  }
+}
+
+grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::string& pod,
+                                            const std::string& container,
+                                            const std::vector<std::string>& device_ids,
+                                            v1beta1::ContainerAllocateResponse* response) {
+  // Devices already held by another container are never handed out again.
+  auto held_elsewhere = [&]() -> std::string {
+    for (const auto& admitted : pods_) {
+      for (const auto& other : admitted.containers) {
+        if (admitted.ns == ns && admitted.name == pod && other.name == container) continue;
+        for (const auto& device : other.devices) {
+          if (std::find(device_ids.begin(), device_ids.end(), device.id) != device_ids.end()) {
+            return "device " + device.id + " is already allocated to " + admitted.ns + "/" + admitted.name +
+                   "/" + other.name;
+          }
+        }
+      }
+    }
+    return "";
+  };
+
+  std::string resource_name;
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> stub;
+  if (!device_ids.empty()) {
+    std::string path;
+    {
+      std::lock_guard lock(mu_);
+      if (std::string conflict = held_elsewhere(); !conflict.empty()) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, conflict);
+      }
+      path = plugin_endpoint_path_;
+      resource_name = plugin_resource_name_;
+    }
+    if (path.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
+    stub = v1beta1::DevicePlugin::NewStub(UnixChannel(path));
+
+    v1beta1::AllocateRequest request;
+    auto* wanted = request.add_container_requests();
+    for (const auto& id : device_ids) wanted->add_devices_ids(id);
+    v1beta1::AllocateResponse allocated;
+    grpc::ClientContext context;
+    SetDeadline(context, kCallTimeout);
+    grpc::Status status = stub->Allocate(&context, request, &allocated);
+    if (!status.ok()) return status;
+    if (allocated.container_responses_size() != 1) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          "the plugin answered " + std::to_string(allocated.container_responses_size()) +
+                              " container responses for 1 container request");
+    }
+    if (response != nullptr) *response = allocated.container_responses(0);
+  }
+
+  std::lock_guard lock(mu_);
+  // Checked again: another admission may have taken a device meanwhile.
+  if (std::string conflict = held_elsewhere(); !conflict.empty()) {
+    return grpc::Status(grpc::StatusCode::ABORTED, conflict);
+  }
+  AdmittedContainer record{container, resource_name, {}};
+  for (const auto& id : device_ids) {
+    AssignedDevice device{id, {}};
+    for (const auto& advertised : devices_) {
+      if (advertised.id() != id) continue;
+      for (const auto& node : advertised.topology().nodes()) device.numa_nodes.push_back(node.id());
+    }
+    record.devices.push_back(std::move(device));
+  }
+  AdmittedPod* admitted = FindPodLocked(ns, pod);
+  if (admitted == nullptr) {
+    pods_.push_back(AdmittedPod{ns, pod, {}});
+    admitted = &pods_.back();
+  }
+  auto existing = std::find_if(admitted->containers.begin(), admitted->containers.end(),
+                               [&](const AdmittedContainer& c) { return c.name == container; });
+  if (existing != admitted->containers.end()) {
+    *existing = std::move(record);
+  } else {
+    admitted->containers.push_back(std::move(record));
+  }
+  return grpc::Status::OK;
+}
+
+void KubeletStandIn::RemovePod(const std::string& ns, const std::string& pod) {
+  std::lock_guard lock(mu_);
+  std::erase_if(pods_,
+                [&](const AdmittedPod& admitted) { return admitted.ns == ns && admitted.name == pod; });
 }
 
 }  // namespace tessera::testing

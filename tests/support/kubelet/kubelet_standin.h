@@ -12,6 +12,20 @@
 //  - Restart(): stops serving, deletes kubelet.sock and every other socket in
 //    the dir (as a starting kubelet clears its plugin dir) and serves again.
 //
+// With a pod-resources socket path it also serves the PodResources API v1
+// (v1.PodResourcesLister) there, as a kubelet does on
+// /var/lib/kubelet/pod-resources/kubelet.sock:
+//  - AdmitContainer() plays the kubelet admitting a container that requests
+//    some devices: it calls the plugin's Allocate with them and, when that
+//    succeeds, assigns them to the container (resource = the registered
+//    plugin's resource name). RemovePod() is the pod being deleted;
+//  - List reports every admitted pod with, per container, one ContainerDevices
+//    per device and NUMA node of the device (as a kubelet does); Get one pod
+//    (an unknown pod is an error with the kubelet's code and wording);
+//    GetAllocatableResources the healthy devices of the latest ListAndWatch list;
+//  - Restart() deletes and recreates this socket too, and keeps the pods (a
+//    kubelet restores assignments from its checkpoint).
+//
 // Thread-safety: all public members are safe from any thread.
 #pragma once
 
@@ -28,6 +42,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "podresources/v1/api.grpc.pb.h"
 
 namespace tessera::testing {
 
@@ -42,21 +57,26 @@ class KubeletStandIn {
   };
 
   // `dir` is the plugin directory (must exist; keep it short: unix socket
-  // paths are limited to 107 bytes).
-  explicit KubeletStandIn(std::string dir);
+  // paths are limited to 107 bytes). `pod_resources_socket`, when not empty,
+  // is where the PodResources API is served (its directory is created).
+  explicit KubeletStandIn(std::string dir, std::string pod_resources_socket = "");
   ~KubeletStandIn();
   KubeletStandIn(const KubeletStandIn&) = delete;
   KubeletStandIn& operator=(const KubeletStandIn&) = delete;
 
-  // Serves Registration on <dir>/kubelet.sock. Returns false if binding failed.
+  // Serves Registration on <dir>/kubelet.sock (and the PodResources API when
+  // configured). Returns false if binding failed.
   bool Start();
-  // Stops serving and closes the stream to the plugin; kubelet.sock is removed.
+  // Stops serving and closes the stream to the plugin; kubelet.sock and the
+  // pod-resources socket are removed.
   void Stop();
   // A kubelet restart: Stop, delete every socket in the dir (as a starting
-  // kubelet does; `wipe_plugin_sockets` false keeps the others), Start.
+  // kubelet does; `wipe_plugin_sockets` false keeps the others), Start. The
+  // admitted pods are kept.
   bool Restart(bool wipe_plugin_sockets = true);
 
   std::string socket_path() const { return dir_ + "/kubelet.sock"; }
+  const std::string& pod_resources_socket_path() const { return pod_resources_socket_; }
 
   std::vector<Registration> registrations() const;
   // Waits until at least `count` registrations were recorded.
@@ -77,8 +97,44 @@ class KubeletStandIn {
                                       v1beta1::PreferredAllocationResponse* response);
   grpc::Status PreStartContainer(const v1beta1::PreStartContainerRequest& request);
 
+  // The kubelet admitting container `container` of pod `ns`/`pod` with the
+  // devices `device_ids` of the registered plugin: Allocate is called with
+  // them and, if it succeeds, the devices are the container's (List reports
+  // them) and the plugin's answer is copied to `response` (may be null). A
+  // failed Allocate records nothing. No devices: the container is recorded
+  // without calling the plugin, as a kubelet does for containers that request
+  // none. Devices held by another container are refused (FAILED_PRECONDITION),
+  // as a kubelet never hands out a device twice. Admitting a container again
+  // replaces its devices.
+  grpc::Status AdmitContainer(const std::string& ns, const std::string& pod, const std::string& container,
+                              const std::vector<std::string>& device_ids,
+                              v1beta1::ContainerAllocateResponse* response);
+  // The pod was deleted: it is no longer listed and its devices are free.
+  void RemovePod(const std::string& ns, const std::string& pod);
+
  private:
   class RegistrationService;
+  class PodResourcesService;
+
+  struct AssignedDevice {
+    std::string id;
+    std::vector<int64_t> numa_nodes;  // from the device list at admission
+  };
+  struct AdmittedContainer {
+    std::string name;
+    std::string resource_name;  // empty when it holds no devices
+    std::vector<AssignedDevice> devices;
+  };
+  struct AdmittedPod {
+    std::string ns;
+    std::string name;
+    std::vector<AdmittedContainer> containers;  // in admission order
+  };
+
+  // Callers hold mu_.
+  AdmittedPod* FindPodLocked(const std::string& ns, const std::string& pod);
+  void FillPodLocked(const AdmittedPod& pod, v1::PodResources* out) const;
+  bool StartPodResourcesServer();
 
   void OnRegister(const v1beta1::RegisterRequest& request, Registration& record);
   void StartWatch(const std::string& endpoint_path);
@@ -86,13 +142,19 @@ class KubeletStandIn {
   std::unique_ptr<v1beta1::DevicePlugin::Stub> PluginStub() const;
 
   const std::string dir_;
+  const std::string pod_resources_socket_;
   std::unique_ptr<RegistrationService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<PodResourcesService> pod_resources_service_;
+  std::unique_ptr<grpc::Server> pod_resources_server_;
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::vector<Registration> registrations_;             // guarded by mu_
   std::string plugin_endpoint_path_;                    // guarded by mu_
+  std::string plugin_resource_name_;                    // guarded by mu_; of the plugin at that endpoint
+  std::string last_resource_name_;                      // guarded by mu_; kept across restarts
+  std::vector<AdmittedPod> pods_;                       // guarded by mu_; in admission order
   std::vector<v1beta1::Device> devices_;                // guarded by mu_
   uint64_t lists_received_ = 0;                         // guarded by mu_
   std::shared_ptr<grpc::ClientContext> watch_context_;  // guarded by mu_
