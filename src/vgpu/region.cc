@@ -12,6 +12,7 @@
 #include <cstring>
 #include <new>
 
+#include "vgpu/host_pid.h"
 #include "vgpu/log.h"
 
 namespace tessera::vgpu {
@@ -242,6 +243,7 @@ void SharedRegion::free_slot_locked(uint32_t index) {
     s.gpu_time_used_ns[d].store(0, std::memory_order_relaxed);
   }
   s.pid = 0;
+  s.host_pid.store(0, std::memory_order_relaxed);
   s.state.store(kSlotFree, std::memory_order_release);
   region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
 }
@@ -274,6 +276,8 @@ bool SharedRegion::claim_slot() {
         free_slot_locked(i);  // we hold its liveness lock, so its owner is dead
       }
       s.pid = static_cast<uint32_t>(getpid());
+      // Known only in the host's pid namespace; otherwise the node agent fills it in.
+      s.host_pid.store(host_pid_of_self(), std::memory_order_relaxed);
       s.generation += 1;
       s.started_ns = now_ns(CLOCK_REALTIME);
       s.state.store(kSlotActive, std::memory_order_release);
@@ -379,6 +383,38 @@ void SharedRegion::note_spilled_bytes(int device, int64_t delta) {
                                                              std::memory_order_relaxed);
   region_->devices[device].memory_spilled.fetch_add(static_cast<uint64_t>(delta), std::memory_order_relaxed);
   unlock();
+}
+
+uint32_t SharedRegion::slot_driver_pid(uint32_t index) const {
+  if (region_ == nullptr || index >= kRegionMaxProcesses) return 0;
+  const ProcessSlot& s = region_->processes[index];
+  if (s.state.load(std::memory_order_acquire) != kSlotActive) return 0;
+  uint64_t host = s.host_pid.load(std::memory_order_relaxed);
+  return host != 0 ? static_cast<uint32_t>(host) : s.pid;
+}
+
+uint32_t SharedRegion::own_driver_pid() const {
+  int slot = slot_.load(std::memory_order_acquire);
+  if (region_ != nullptr && slot >= 0) {
+    uint64_t host = region_->processes[slot].host_pid.load(std::memory_order_relaxed);
+    if (host != 0) return static_cast<uint32_t>(host);
+  }
+  return static_cast<uint32_t>(getpid());
+}
+
+int SharedRegion::slot_for_driver_pid(uint32_t pid) const {
+  if (region_ == nullptr || pid == 0) return -1;
+  int own = slot_.load(std::memory_order_acquire);
+  if (own >= 0 && own_driver_pid() == pid) return own;
+  for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+    if (static_cast<int>(i) != own && slot_driver_pid(i) == pid) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+bool SharedRegion::slot_owner_alive(uint32_t index) {
+  if (region_ == nullptr || index >= kRegionMaxProcesses) return false;
+  return slot_owner_alive_locked(index);  // needs no region lock: one fcntl
 }
 
 uint64_t SharedRegion::memory_limit(int device) const {

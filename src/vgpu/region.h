@@ -75,6 +75,21 @@ class SharedRegion {
   void note_context_bytes(int device, int64_t delta);
   void note_spilled_bytes(int device, int64_t delta);
 
+  // Matching NVML's per-process data (which names processes by their pid in
+  // the driver's, i.e. the host's, pid namespace) to the region's slots:
+  // a slot's process is reported under its host_pid when that is known
+  // (non-zero), else under its container pid (right only when the container
+  // shares the host's pid namespace).
+  //
+  // The pid NVML reports for slot `index`'s process (0 for a free slot).
+  uint32_t slot_driver_pid(uint32_t index) const;
+  // The pid NVML reports for the calling process: its slot's host_pid, else getpid().
+  uint32_t own_driver_pid() const;
+  // The active slot whose process NVML reports as `pid`, or -1.
+  int slot_for_driver_pid(uint32_t pid) const;
+  // Whether the process owning slot `index` is alive (its liveness lock is held).
+  bool slot_owner_alive(uint32_t index);
+
   uint64_t memory_limit(int device) const;
   uint64_t memory_used(int device) const;
   uint64_t process_memory_used(int device) const;  // this process's share

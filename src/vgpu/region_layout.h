@@ -76,16 +76,27 @@ static_assert(offsetof(DeviceEntry, gpu_time_used_ns) == 112);
 // `ProcessSlot index` of the region file for its lifetime (see docs/region.md).
 struct alignas(64) ProcessSlot {
   std::atomic<uint32_t> state;  // kSlotFree / kSlotActive
-  uint32_t pid;                 // as seen inside the container (display only)
+  uint32_t pid;                 // as seen inside the container (getpid())
   uint64_t generation;          // bumped at every claim
   uint64_t started_ns;          // CLOCK_REALTIME at claim
-  uint64_t reserved0[5];
+  // The process's pid in the driver's (the host's) pid namespace, the pid NVML
+  // reports for it; 0 = not known yet. Zeroed when the slot is claimed or
+  // freed. libvgpu writes it itself when it can tell the host pid (its pid
+  // namespace is the initial one, or /proc shows the initial namespace's
+  // pids); otherwise the node agent writes it (compare-exchange from 0, then
+  // re-check `generation`; see docs/region.md). Readers matching NVML's
+  // per-process data use it when non-zero, else `pid`.
+  std::atomic<uint64_t> host_pid;
+  uint64_t reserved0[4];
   std::atomic<uint64_t> memory_used[kRegionMaxDevices];       // bytes, included in DeviceEntry::memory_used
   std::atomic<uint64_t> memory_spilled[kRegionMaxDevices];    // part of memory_used held as managed memory
   std::atomic<uint64_t> context_bytes[kRegionMaxDevices];     // part of memory_used charged for contexts
   std::atomic<uint64_t> gpu_time_used_ns[kRegionMaxDevices];  // issue 5
 };
 static_assert(sizeof(ProcessSlot) == 64 + 4 * 8 * kRegionMaxDevices);
+static_assert(offsetof(ProcessSlot, pid) == 4);
+static_assert(offsetof(ProcessSlot, generation) == 8);
+static_assert(offsetof(ProcessSlot, host_pid) == 24);  // was reserved0[0]: version 1 files hold 0 there
 static_assert(offsetof(ProcessSlot, memory_used) == 64);
 
 inline constexpr size_t kRegionLockBytes = 64;

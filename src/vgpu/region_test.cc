@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "vgpu/host_pid.h"
+
 namespace tessera::vgpu {
 namespace {
 
@@ -207,6 +209,64 @@ TEST_F(RegionTest, KilledProcessIsReclaimedButLiveOneIsNot) {
   waitpid(live, nullptr, 0);
   close(pipefd[0]);
   close(pipefd[1]);
+}
+
+TEST_F(RegionTest, HostPidIsSetInTheHostNamespaceWrittenByTheAgentOtherwiseAndClearedOnReclaim) {
+  SharedRegion r;
+  open(r);
+  ASSERT_TRUE(r.claim_slot());
+  const ProcessSlot& mine = r.raw()->processes[r.slot_index()];
+  // The tests run in the initial pid namespace or in a container: libvgpu
+  // knows its host pid only in the former.
+  uint32_t expected = in_initial_pid_namespace() ? static_cast<uint32_t>(getpid()) : 0u;
+  EXPECT_EQ(mine.host_pid.load(), expected);
+  EXPECT_EQ(r.own_driver_pid(), static_cast<uint32_t>(getpid()));  // known or not: getpid() either way here
+  EXPECT_EQ(r.slot_for_driver_pid(static_cast<uint32_t>(getpid())), r.slot_index());
+
+  // Another process of the container, whose host pid the node agent writes.
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    SharedRegion c;
+    char err[256], b = 1;
+    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.claim_slot()) _exit(2);
+    ProcessSlot& s = c.raw()->processes[c.slot_index()];
+    s.host_pid.store(0);  // as in a container, whatever this test's namespace
+    if (write(ready[1], &b, 1) != 1) _exit(3);
+    if (read(go[0], &b, 1) != 1) _exit(4);
+    // The agent's value is what the process itself now reports to NVML matching.
+    _exit(c.own_driver_pid() == 777777u ? 0 : 5);
+  }
+  char b;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  int slot = -1;
+  for (uint32_t i = 0; i < kRegionMaxProcesses; ++i)
+    if (r.raw()->processes[i].state.load() == kSlotActive &&
+        r.raw()->processes[i].pid == static_cast<uint32_t>(child))
+      slot = static_cast<int>(i);
+  ASSERT_GE(slot, 0);
+  ProcessSlot& theirs = r.raw()->processes[slot];
+  EXPECT_EQ(r.slot_driver_pid(static_cast<uint32_t>(slot)),
+            static_cast<uint32_t>(child));  // fallback: its pid
+  // The node agent's write: compare-exchange from 0 at the generation it resolved.
+  uint64_t generation = theirs.generation;
+  uint64_t zero = 0;
+  ASSERT_TRUE(theirs.host_pid.compare_exchange_strong(zero, 777777));
+  ASSERT_EQ(theirs.generation, generation);
+  EXPECT_EQ(r.slot_driver_pid(static_cast<uint32_t>(slot)), 777777u);
+  EXPECT_EQ(r.slot_for_driver_pid(777777), slot);
+  EXPECT_EQ(r.slot_for_driver_pid(static_cast<uint32_t>(child)),
+            -1);  // no longer matched by its container pid
+  ASSERT_EQ(write(go[1], &b, 1), 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(r.reclaim_dead(), 1);
+  EXPECT_EQ(theirs.host_pid.load(), 0u);  // a freed slot forgets it
+  EXPECT_EQ(r.slot_for_driver_pid(777777), -1);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) close(fd);
 }
 
 TEST_F(RegionTest, ManyDeadProcessesAreAllReclaimedAtOnce) {

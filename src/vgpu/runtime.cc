@@ -316,8 +316,8 @@ bool Runtime::charge_context(int device) {
 
 uint64_t Runtime::measure_context_bytes(int device) {
   // NVML's per-process figure for us, minus what we have accounted ourselves:
-  // the rest is the driver's context. Needs NVML and a pid namespace NVML
-  // agrees with; otherwise 0 (unknown).
+  // the rest is the driver's context. Needs NVML and our pid as NVML reports
+  // it (the slot's host_pid, else getpid()); otherwise 0 (unknown).
   if (!load_nvml() || nvml.nvmlDeviceGetHandleByUUID == nullptr ||
       nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr || nvml.nvmlInit_v2() != NVML_SUCCESS)
     return 0;
@@ -327,7 +327,7 @@ uint64_t Runtime::measure_context_bytes(int device) {
     nvmlProcessInfo_t infos[64];
     unsigned int count = 64;
     if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
-      unsigned int me = static_cast<unsigned int>(getpid());
+      unsigned int me = region.own_driver_pid();
       for (unsigned int i = 0; i < count && i < 64; ++i) {
         if (infos[i].pid != me ||
             infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE))
@@ -384,14 +384,12 @@ void Runtime::oom_check(int device) {
     unsigned int count = 256;
     if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
       measured = true;
-      unsigned int me = static_cast<unsigned int>(getpid());
+      // NVML names processes by their host pid: matched through the slots'
+      // host_pid (their container pid while that is unknown).
+      unsigned int me = region.own_driver_pid();
       for (unsigned int i = 0; i < count && i < 256; ++i) {
         if (infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) continue;
-        bool ours = infos[i].pid == me;
-        for (uint32_t s = 0; !ours && s < kRegionMaxProcesses; ++s) {
-          ours = r->processes[s].state.load(std::memory_order_relaxed) == kSlotActive &&
-                 r->processes[s].pid == infos[i].pid;
-        }
+        bool ours = infos[i].pid == me || region.slot_for_driver_pid(infos[i].pid) >= 0;
         if (!ours) continue;
         container_real += infos[i].usedGpuMemory;
         if (infos[i].pid == me) mine_real = infos[i].usedGpuMemory;

@@ -93,8 +93,9 @@ struct State {
   Controller controllers[kMaxDevices];
   NeighbourCache neighbours[kMaxDevices];
   Reconciler reconcilers[kMaxDevices];
-  // Whether NVML has shown this pid among a device's users: only then does it
-  // agree with our pid namespace, and only then is reconciliation trusted.
+  // Whether NVML has shown our pid (as it names us: the slot's host_pid when
+  // known, else getpid()) among a device's users: only then is
+  // reconciliation trusted.
   std::atomic<bool> nvml_sees_me{false};
   SampleSlot slots[kSampleSlots];
   std::atomic<int> in_flight{0};
@@ -170,7 +171,7 @@ void poll_samples(State& s, uint64_t now, bool force) {
 // difference, and moves the scale applied to launch estimates towards
 // measured / charged. Event samples alone over-charge when every kernel
 // queues behind another tenant's (lock-step tenants); this fixes that. Trusted
-// only once NVML has listed this pid (same pid namespace); otherwise the
+// only once NVML has listed our pid (host_pid, see region_layout.h); otherwise the
 // event corrections stand alone.
 void reconcile(State& s, int device, uint64_t now) {
   Reconciler& r = s.reconcilers[device];
@@ -197,7 +198,7 @@ void reconcile(State& s, int device, uint64_t now) {
   } else if (rc != NVML_SUCCESS) {
     return;  // this interval is not reconciled
   }
-  uint32_t me = static_cast<uint32_t>(getpid());
+  uint32_t me = s.rt->region.own_driver_pid();  // NVML's name for us: the host pid when known
   uint64_t sum = 0, n = 0;
   for (unsigned int i = 0; i < count && i < kMaxProcessSamples; ++i) {
     if (samples[i].pid != me) continue;
@@ -253,7 +254,7 @@ Neighbours query_neighbours(State& s, int device) {
   Region* region = rt.region.raw();
   for (uint32_t i = 0; i < kRegionMaxProcesses && n_own < 256; ++i) {
     if (region->processes[i].state.load(std::memory_order_acquire) == kSlotActive)
-      own[n_own++] = region->processes[i].pid;
+      own[n_own++] = rt.region.slot_driver_pid(i);  // host pid when known, as NVML reports it
   }
   return summarise_neighbours(shares, n_shares, own, n_own);
 }
