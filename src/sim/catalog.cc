@@ -14,19 +14,27 @@ constexpr uint32_t k1Slice = 0x0, k2Slice = 0x1, k3Slice = 0x2, k4Slice = 0x3, k
 
 // Profiles of a 7-compute/8-memory-slice part (A100, H100, H200), from the MIG
 // user guide: name suffixes and memory sizes differ by product, geometry does not.
+// SMs per profile: `sm1` for the 1g profiles, `sm1_wide` for the 1g profile with
+// two memory slices (the A100's 14, but 26 on the GH100, as nvidia-smi mig
+// -lgip reports on an H100 80GB). Media engines (copy engines, NVDEC, JPEG, OFA):
+// the A100's are in the guide's A100 table; GH100 instances carry one NVDEC and
+// one JPEG per compute slice and the 7g has 8 copy engines (-lgip on an H100).
+enum class Media { kAmpere, kHopper };
 std::vector<MigProfile> SevenSliceProfiles(const char* mem1, const char* mem2, const char* mem4,
                                            const char* mem8, uint64_t mib1, uint64_t mib2, uint64_t mib4,
-                                           uint64_t mib8, uint32_t sm1, uint32_t sm2, uint32_t sm3,
-                                           uint32_t sm4, uint32_t sm7) {
+                                           uint64_t mib8, uint32_t sm1, uint32_t sm1_wide, uint32_t sm2,
+                                           uint32_t sm3, uint32_t sm4, uint32_t sm7, Media media) {
   auto n = [](const char* g, const char* m) { return std::string(g) + "." + m; };
+  const bool h = media == Media::kHopper;
+  // {copy engines, decoders, jpegs, ofas} per profile.
   return {
-      {k1Slice, 19, n("1g", mem1), 1, 1, 7, sm1, mib1, 1, 0, 0, 0, {0, 1, 2, 3, 4, 5, 6}},
+      {k1Slice, 19, n("1g", mem1), 1, 1, 7, sm1, mib1, 1, h ? 1u : 0u, h ? 1u : 0u, 0, {0, 1, 2, 3, 4, 5, 6}},
       {k1SliceRev1, 20, n("1g", mem1) + "+me", 1, 1, 1, sm1, mib1, 1, 1, 1, 1, {0, 1, 2, 3, 4, 5, 6}},
-      {k1SliceRev2, 15, n("1g", mem2), 1, 2, 4, sm1, mib2, 1, 1, 0, 0, {0, 2, 4, 6}},
-      {k2Slice, 14, n("2g", mem2), 2, 2, 3, sm2, mib2, 2, 1, 0, 0, {0, 2, 4}},
-      {k3Slice, 9, n("3g", mem4), 3, 4, 2, sm3, mib4, 3, 2, 0, 0, {0, 4}},
-      {k4Slice, 5, n("4g", mem4), 4, 4, 1, sm4, mib4, 4, 2, 0, 0, {0}},
-      {k7Slice, 0, n("7g", mem8), 7, 8, 1, sm7, mib8, 7, 5, 1, 1, {0}},
+      {k1SliceRev2, 15, n("1g", mem2), 1, 2, 4, sm1_wide, mib2, 1, 1, h ? 1u : 0u, 0, {0, 2, 4, 6}},
+      {k2Slice, 14, n("2g", mem2), 2, 2, 3, sm2, mib2, 2, h ? 2u : 1u, h ? 2u : 0u, 0, {0, 2, 4}},
+      {k3Slice, 9, n("3g", mem4), 3, 4, 2, sm3, mib4, 3, h ? 3u : 2u, h ? 3u : 0u, 0, {0, 4}},
+      {k4Slice, 5, n("4g", mem4), 4, 4, 1, sm4, mib4, 4, h ? 4u : 2u, h ? 4u : 0u, 0, {0}},
+      {k7Slice, 0, n("7g", mem8), 7, 8, 1, sm7, mib8, h ? 8u : 7u, h ? 7u : 5u, h ? 7u : 1u, 1, {0}},
   };
 }
 
@@ -34,78 +42,78 @@ std::vector<GpuModel> BuildCatalog() {
   std::vector<GpuModel> c;
   // key, name, MiB, SMs, cc, thr/SM, blk/SM, smem/blk optin, smem/SM, regs/SM, L2, bus, clk, memclk,
   // power W, PCI id, arch, async engines, NVLinks, MIG memory slices, MIG compute slices.
-  c.push_back(
-      {"A100-40GB",
-       "NVIDIA A100-SXM4-40GB",
-       40960,
-       108,
-       8,
-       0,
-       2048,
-       32,
-       166912,
-       167936,
-       65536,
-       41943040,
-       5120,
-       1410,
-       1215,
-       400,
-       0x20B010DE,
-       kArchAmpere,
-       3,
-       12,
-       8,
-       7,
-       SevenSliceProfiles("5gb", "10gb", "20gb", "40gb", 4864, 9856, 19968, 40192, 14, 28, 42, 56, 98)});
-  c.push_back(
-      {"A100-80GB",
-       "NVIDIA A100-SXM4-80GB",
-       81920,
-       108,
-       8,
-       0,
-       2048,
-       32,
-       166912,
-       167936,
-       65536,
-       41943040,
-       5120,
-       1410,
-       1593,
-       400,
-       0x20B210DE,
-       kArchAmpere,
-       3,
-       12,
-       8,
-       7,
-       SevenSliceProfiles("10gb", "20gb", "40gb", "80gb", 9728, 19968, 39424, 80384, 14, 28, 42, 56, 98)});
-  c.push_back(
-      {"H100-80GB",
-       "NVIDIA H100 80GB HBM3",
-       81559,
-       132,
-       9,
-       0,
-       2048,
-       32,
-       232448,
-       233472,
-       65536,
-       52428800,
-       5120,
-       1980,
-       2619,
-       700,
-       0x233010DE,
-       kArchHopper,
-       3,
-       18,
-       8,
-       7,
-       SevenSliceProfiles("10gb", "20gb", "40gb", "80gb", 9984, 20096, 40448, 81152, 16, 32, 60, 64, 132)});
+  c.push_back({"A100-40GB",
+               "NVIDIA A100-SXM4-40GB",
+               40960,
+               108,
+               8,
+               0,
+               2048,
+               32,
+               166912,
+               167936,
+               65536,
+               41943040,
+               5120,
+               1410,
+               1215,
+               400,
+               0x20B010DE,
+               kArchAmpere,
+               3,
+               12,
+               8,
+               7,
+               SevenSliceProfiles("5gb", "10gb", "20gb", "40gb", 4864, 9856, 19968, 40192, 14, 14, 28, 42, 56,
+                                  98, Media::kAmpere)});
+  c.push_back({"A100-80GB",
+               "NVIDIA A100-SXM4-80GB",
+               81920,
+               108,
+               8,
+               0,
+               2048,
+               32,
+               166912,
+               167936,
+               65536,
+               41943040,
+               5120,
+               1410,
+               1593,
+               400,
+               0x20B210DE,
+               kArchAmpere,
+               3,
+               12,
+               8,
+               7,
+               SevenSliceProfiles("10gb", "20gb", "40gb", "80gb", 9728, 19968, 40448, 80384, 14, 14, 28, 42,
+                                  56, 98, Media::kAmpere)});
+  c.push_back({"H100-80GB",
+               "NVIDIA H100 80GB HBM3",
+               81559,
+               132,
+               9,
+               0,
+               2048,
+               32,
+               232448,
+               233472,
+               65536,
+               52428800,
+               5120,
+               1980,
+               2619,
+               700,
+               0x233010DE,
+               kArchHopper,
+               3,
+               18,
+               8,
+               7,
+               SevenSliceProfiles("10gb", "20gb", "40gb", "80gb", 9984, 20096, 40448, 81152, 16, 26, 32, 60,
+                                  64, 132, Media::kHopper)});
   c.push_back({"H200-141GB",
                "NVIDIA H200",
                143771,
@@ -128,8 +136,8 @@ std::vector<GpuModel> BuildCatalog() {
                18,
                8,
                7,
-               SevenSliceProfiles("18gb", "35gb", "71gb", "141gb", 17920, 34816, 70400, 140544, 16, 32, 60,
-                                  64, 132)});
+               SevenSliceProfiles("18gb", "35gb", "71gb", "141gb", 17920, 34816, 70400, 140544, 16, 26, 32,
+                                  60, 64, 132, Media::kHopper)});
   GpuModel a30{"A30",      "NVIDIA A30", 24576, 56,       8,    0,    2048, 32,
                166912,     167936,       65536, 25165824, 3072, 1440, 1215, 165,
                0x20B710DE, kArchAmpere,  2,     4,        4,    4,    {}};
@@ -204,6 +212,15 @@ const MigProfile* FindMigProfileById(const GpuModel& model, uint32_t id) {
     if (p.id == id) return &p;
   }
   return nullptr;
+}
+
+uint32_t ComputeInstanceSmCount(const GpuModel& model, const MigProfile& gpu_instance, uint32_t slices) {
+  if (slices >= gpu_instance.compute_slices) return gpu_instance.sm_count;
+  // The first (plain) GPU-instance profile with that many compute slices.
+  for (const MigProfile& p : model.mig_profiles) {
+    if (p.compute_slices == slices) return std::min(p.sm_count, gpu_instance.sm_count);
+  }
+  return gpu_instance.sm_count * slices / gpu_instance.compute_slices;
 }
 
 }  // namespace tessera::sim

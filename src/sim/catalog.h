@@ -65,4 +65,10 @@ std::vector<std::string> ModelKeys();
 const MigProfile* FindMigProfileByEnum(const GpuModel& model, uint32_t nvml_profile);
 const MigProfile* FindMigProfileById(const GpuModel& model, uint32_t id);
 
+// SMs of a compute instance of `slices` compute slices inside a GPU instance of
+// profile `gpu_instance`: the whole instance's when it spans it, else those of
+// the model's GPU-instance profile of that size (1c = 1g, 2c = 2g, ...), as the
+// real driver reports them (on an H100: 16, 32, 60, 64 SMs; not 132 × slices / 7).
+uint32_t ComputeInstanceSmCount(const GpuModel& model, const MigProfile& gpu_instance, uint32_t slices);
+
 }  // namespace tessera::sim

@@ -876,7 +876,7 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
           // The compute instance's share of its GPU instance's SMs.
           const MigProfile* p = FindMigProfileById(*m, gi->profile_id);
           const ComputeInstanceRecord& ci = gi->cis[R().gpu_ci[gpu]];
-          if (p != nullptr) v = static_cast<int>(p->sm_count * ci.size / p->compute_slices);
+          if (p != nullptr) v = static_cast<int>(ComputeInstanceSmCount(*m, *p, ci.size));
         }
         break;
       }

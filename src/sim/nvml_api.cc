@@ -1452,7 +1452,7 @@ static nvmlReturn_t CiProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned profil
   *id = profile;
   *slices = static_cast<unsigned>(s);
   *count = static_cast<unsigned>(gs / s);
-  *sms = gp->sm_count * static_cast<unsigned>(s) / static_cast<unsigned>(gs);
+  *sms = ComputeInstanceSmCount(ModelOf(gpuInstance->gpu), *gp, static_cast<uint32_t>(s));
   *ce = gp->copy_engines;
   *dec = gp->decoders;
   *enc = 0;
