@@ -70,21 +70,26 @@
   X(cuCtxPopCurrent_v2)
 
 // NVML: X(symbol). Types are checked against nvml.h the same way.
-#define TESSERA_NVML_HOOKS(X)         \
-  X(nvmlInit)                         \
-  X(nvmlInit_v2)                      \
-  X(nvmlDeviceGetCount)               \
-  X(nvmlDeviceGetHandleByIndex)       \
-  X(nvmlInitWithFlags)                \
-  X(nvmlDeviceGetCount_v2)            \
-  X(nvmlDeviceGetHandleByIndex_v2)    \
-  X(nvmlDeviceGetHandleByUUID)        \
-  X(nvmlDeviceGetHandleByPciBusId_v2) \
-  X(nvmlDeviceGetIndex)               \
-  X(nvmlDeviceGetMemoryInfo)          \
-  X(nvmlDeviceGetMemoryInfo_v2)
+#define TESSERA_NVML_HOOKS(X)                 \
+  X(nvmlInit)                                 \
+  X(nvmlInit_v2)                              \
+  X(nvmlDeviceGetCount)                       \
+  X(nvmlDeviceGetHandleByIndex)               \
+  X(nvmlInitWithFlags)                        \
+  X(nvmlDeviceGetCount_v2)                    \
+  X(nvmlDeviceGetHandleByIndex_v2)            \
+  X(nvmlDeviceGetHandleByUUID)                \
+  X(nvmlDeviceGetHandleByPciBusId_v2)         \
+  X(nvmlDeviceGetIndex)                       \
+  X(nvmlDeviceGetMemoryInfo)                  \
+  X(nvmlDeviceGetMemoryInfo_v2)               \
+  X(nvmlDeviceGetComputeRunningProcesses)     \
+  X(nvmlDeviceGetComputeRunningProcesses_v2)  \
+  X(nvmlDeviceGetComputeRunningProcesses_v3)  \
+  X(nvmlDeviceGetGraphicsRunningProcesses)    \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v2) \
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3)
 
 #define TESSERA_NVML_USED(X) \
   X(nvmlDeviceGetUUID)       \
-  X(nvmlShutdown)            \
-  X(nvmlDeviceGetComputeRunningProcesses_v3)
+  X(nvmlShutdown)

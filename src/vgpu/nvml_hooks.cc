@@ -1,6 +1,8 @@
 // The NVML entry points libvgpu intercepts, so that nvidia-smi and monitoring
-// inside the container see the slice: only granted devices, and memory totals
-// equal to the limit with the container's usage.
+// inside the container see the slice: only granted devices, memory totals
+// equal to the limit with the container's usage, and only the container's own
+// processes.
+#include <cstdlib>
 #include <cstring>
 
 #include "vgpu/runtime.h"
@@ -75,7 +77,83 @@ nvmlReturn_t only_visible(Runtime& rt, nvmlReturn_t rc, nvmlDevice_t* device) {
   return rc;
 }
 
+// The running-process lists (compute or graphics, any ABI version `Info`):
+// the driver's list reduced to this container's own processes — those with a
+// live slot in the region, matched by the pid NVML reports (the slot's
+// host_pid, else its container pid) — on granted devices, each reported with
+// the memory the region accounts to it when the device has a limit, so the
+// list adds up to the `used` of the memory view. NVML's buffer protocol is
+// kept: with `infos` NULL or `*infoCount` too small, *infoCount is set to the
+// number of (own) entries and NVML_ERROR_INSUFFICIENT_SIZE is returned (or
+// NVML_SUCCESS when there are none).
+template <typename Info>
+nvmlReturn_t own_processes(Runtime& rt, nvmlDevice_t device, unsigned int* infoCount, Info* infos,
+                           nvmlReturn_t (*real)(nvmlDevice_t, unsigned int*, Info*)) {
+  if (real == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (!rt.accounting || infoCount == nullptr) return real(device, infoCount, infos);
+  rt.on_nvml_initialised();
+  // The caller sized its buffer for its own processes: ask the driver for the
+  // whole list into ours.
+  constexpr unsigned int kOnStack = 128;
+  Info on_stack[kOnStack];
+  Info* all = on_stack;
+  Info* heap = nullptr;
+  unsigned int n = kOnStack;
+  nvmlReturn_t rc = real(device, &n, all);
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    unsigned int capacity = n + 32;  // processes may start between the calls
+    free(heap);
+    heap = static_cast<Info*>(malloc(sizeof(Info) * capacity));
+    if (heap == nullptr) return NVML_ERROR_MEMORY;
+    all = heap;
+    n = capacity;
+    rc = real(device, &n, all);
+  }
+  if (rc != NVML_SUCCESS) {
+    free(heap);
+    return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_UNKNOWN : rc;
+  }
+  int e =
+      rt.nvml_entry(device);  // -1: a handle libvgpu does not list (e.g. a MIG device): filtered all the same
+  bool granted = e < 0 || rt.nvml_devices[e].visible;
+  int region_dev = e >= 0 ? rt.nvml_devices[e].region_index : -1;
+  bool sliced = rt.region.memory_limit(region_dev) != 0;
+  unsigned int kept = 0;
+  for (unsigned int i = 0; granted && i < n; ++i) {
+    int slot = rt.region.slot_for_driver_pid(all[i].pid);
+    // A slot whose owner died may still name a pid the kernel gave to someone else.
+    if (slot < 0 || !rt.region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
+    if (sliced)
+      all[i].usedGpuMemory =
+          rt.region.raw()->processes[slot].memory_used[region_dev].load(std::memory_order_relaxed);
+    all[kept++] = all[i];
+  }
+  if (infos == nullptr || *infoCount < kept) {
+    *infoCount = kept;
+    rc = kept == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+  } else {
+    memcpy(static_cast<void*>(infos), all, sizeof(Info) * kept);
+    *infoCount = kept;
+  }
+  free(heap);
+  return rc;
+}
+
 }  // namespace
+
+#define TESSERA_PROCESS_LIST(name, Info)                                                        \
+  TESSERA_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* infoCount, Info* infos) { \
+    Runtime* rt = nvml_runtime();                                                               \
+    if (rt == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;                                     \
+    return own_processes(*rt, device, infoCount, infos, rt->nvml.name);                         \
+  }
+TESSERA_PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses, nvmlProcessInfo_v1_t)
+TESSERA_PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v2, nvmlProcessInfo_v2_t)
+TESSERA_PROCESS_LIST(nvmlDeviceGetComputeRunningProcesses_v3, nvmlProcessInfo_t)
+TESSERA_PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses, nvmlProcessInfo_v1_t)
+TESSERA_PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v2, nvmlProcessInfo_v2_t)
+TESSERA_PROCESS_LIST(nvmlDeviceGetGraphicsRunningProcesses_v3, nvmlProcessInfo_t)
+#undef TESSERA_PROCESS_LIST
 
 TESSERA_EXPORT nvmlReturn_t nvmlInit_v2(void) {
   Runtime* rt = nvml_runtime();

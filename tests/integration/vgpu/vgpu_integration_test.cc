@@ -407,6 +407,73 @@ TEST_F(VgpuTest, ViewsReportTheSliceInCudaAndNvml) {
   EXPECT_EQ(r.value("nvmlmem", 4, 1), 80ull * 1024 * kMiB);
 }
 
+// The entries of an "nvmlprocs" line as pid -> usedGpuMemory.
+std::map<uint64_t, uint64_t> process_list(const std::vector<std::string>& line) {
+  std::map<uint64_t, uint64_t> out;
+  for (size_t i = 3; i < line.size(); ++i) {
+    size_t eq = line[i].find('=');
+    out[std::stoull(line[i].substr(0, eq))] = std::stoull(line[i].substr(eq + 1));
+  }
+  return out;
+}
+
+TEST_F(VgpuTest, ProcessListsShowOnlyTheContainersOwnProcessesWithTheMemoryTheSliceAccounts) {
+  // Another container on the same GPU (its own region): 300 MiB context + 3000.
+  Held& other =
+      start_holding({"init", "ctx:0", "alloc:3000"},
+                    {{"CUDA_DEVICE_MEMORY_LIMIT", "5000m"}, {"TESSERA_REGION", dir_ + "/other/vgpu.region"}});
+  ASSERT_NE(other.out.find("alloc 0"), std::string::npos) << other.out << held_err();
+  const uint64_t other_pid = static_cast<uint64_t>(other.pid);  // `other` dangles once more probes are held
+  // This container: one process holding 300 + 500 MiB, and the one asking (300 + 100).
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "2000m"}};
+  Held& mine = start_holding({"init", "ctx:0", "alloc:500"}, env);
+  ASSERT_NE(mine.out.find("alloc 0"), std::string::npos) << mine.out << held_err();
+  const uint64_t mine_pid = static_cast<uint64_t>(mine.pid);
+  ProbeRun bare = run({"init", "nvmlprocs:c3:0:16"}, {}, false);
+  EXPECT_EQ(process_list(bare.line("nvmlprocs")).size(), 2u) << bare.out;  // the driver lists both containers
+  EXPECT_EQ(process_list(bare.line("nvmlprocs"))[other_pid], 3300 * kMiB) << bare.out;
+
+  ProbeRun r =
+      run({"init", "ctx:0", "alloc:100", "pid", "nvmlprocs:c3:0:16", "nvmlprocs:c2:0:16", "nvmlprocs:c1:0:16",
+           "nvmlprocs:c3:0:null", "nvmlprocs:c2:0:1", "nvmlprocs:c3:0:2", "nvmlprocs:g3:0:16",
+           "nvmlprocs:g2:0:null", "nvmlprocs:g1:0:4", "nvmlprocs:c3:1:16", "nvml"},
+          env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const uint64_t me = r.value("pid", 1);
+  const std::map<uint64_t, uint64_t> expected{{mine_pid, 800 * kMiB}, {me, 400 * kMiB}};
+  for (int v = 0; v < 3; ++v) {  // _v3, _v2 and v1 alike
+    SCOPED_TRACE(v);
+    auto line = r.line("nvmlprocs", v);
+    ASSERT_GE(line.size(), 3u) << r.out;
+    EXPECT_EQ(line[1], "0") << r.out;
+    EXPECT_EQ(process_list(line), expected) << r.out;
+  }
+  // The list adds up to the memory view's "used".
+  EXPECT_EQ(r.value("nvmlmem", 6, 0), 1200 * kMiB) << r.out;
+  // NVML's buffer protocol, with the container's count.
+  EXPECT_EQ(r.rc("nvmlprocs", 3), NVML_ERROR_INSUFFICIENT_SIZE) << r.out;
+  EXPECT_EQ(r.value("nvmlprocs", 2, 3), 2u);
+  EXPECT_EQ(r.rc("nvmlprocs", 4), NVML_ERROR_INSUFFICIENT_SIZE) << r.out;
+  EXPECT_EQ(r.value("nvmlprocs", 2, 4), 2u);
+  EXPECT_EQ(r.rc("nvmlprocs", 5), NVML_SUCCESS) << r.out;  // exactly big enough
+  EXPECT_EQ(process_list(r.line("nvmlprocs", 5)), expected);
+  // Graphics lists go through the same filter (the simulator has no graphics contexts).
+  for (int i = 6; i <= 8; ++i) {
+    EXPECT_EQ(r.rc("nvmlprocs", i), NVML_SUCCESS) << r.out;
+    EXPECT_EQ(r.value("nvmlprocs", 2, i), 0u) << r.out;
+  }
+  EXPECT_EQ(r.rc("nvmlprocs", 9), NVML_SUCCESS) << r.out;  // a device the container does not use
+  EXPECT_EQ(r.value("nvmlprocs", 2, 9), 0u) << r.out;
+  // The other container sees its own process only, with its own accounting.
+  ProbeRun theirs = run({"init", "nvmlprocs:c3:0:16"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "5000m"},
+                                                        {"TESSERA_REGION", dir_ + "/other/vgpu.region"}});
+  EXPECT_EQ(process_list(theirs.line("nvmlprocs")), (std::map<uint64_t, uint64_t>{{other_pid, 3300 * kMiB}}))
+      << theirs.out << theirs.err;
+  // With control disabled the driver's list is passed through.
+  ProbeRun off = run({"init", "nvmlprocs:c3:0:16"}, {{"CUDA_DISABLE_CONTROL", "true"}});
+  EXPECT_EQ(process_list(off.line("nvmlprocs")).size(), 2u) << off.out;
+}
+
 TEST_F(VgpuTest, AllocationAnnotationSelectsDevicesByUuid) {
   std::string b = uuid(1);
   std::string json = R"({"version":1,"node":"n","containers":[{"name":"other","devices":[]},)"

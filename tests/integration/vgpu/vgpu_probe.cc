@@ -431,6 +431,48 @@ int run(const std::string& op_text) {
     nvmlDevice_t h = nullptr;
     if (n != nullptr) n->init();
     printf("nvmluuid %d\n", n != nullptr ? n->by_uuid(a[1].c_str(), &h) : -1);
+  } else if (op == "nvmlprocs") {
+    // nvmlprocs:<api>:<index>:<capacity|null>: a running-process list of NVML device <index>
+    // (api: c1/c2/c3 = nvmlDeviceGetComputeRunningProcesses[_v2|_v3], g1/g2/g3 the graphics ones),
+    // looked up by name in libnvidia-ml as monitoring code does; prints
+    // "nvmlprocs <rc> <count> <pid>=<usedGpuMemory> ..."
+    Nvml* n = nvml();
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    const std::string& api = a[1];
+    std::string name = std::string(api[0] == 'g' ? "nvmlDeviceGetGraphicsRunningProcesses"
+                                                 : "nvmlDeviceGetComputeRunningProcesses") +
+                       (api[1] == '1'   ? ""
+                        : api[1] == '2' ? "_v2"
+                                        : "_v3");
+    void* fn = lib != nullptr ? dlsym(lib, name.c_str()) : nullptr;
+    nvmlDevice_t h = nullptr;
+    nvmlReturn_t rc = n == nullptr || fn == nullptr ? NVML_ERROR_FUNCTION_NOT_FOUND : n->init();
+    if (rc == NVML_SUCCESS) rc = n->by_index(static_cast<unsigned>(num(a, 2)), &h);
+    bool null_buffer = a[3] == "null";
+    unsigned count = null_buffer ? 0 : static_cast<unsigned>(num(a, 3));
+    std::vector<std::pair<unsigned, unsigned long long>> got;
+    if (rc == NVML_SUCCESS && api[1] == '1') {
+      using Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_v1_t*);
+      std::vector<nvmlProcessInfo_v1_t> buf(count + 1);
+      rc = reinterpret_cast<Fn>(fn)(h, &count, null_buffer ? nullptr : buf.data());
+      for (unsigned i = 0; rc == NVML_SUCCESS && i < count; ++i)
+        got.emplace_back(buf[i].pid, buf[i].usedGpuMemory);
+    } else if (rc == NVML_SUCCESS && api[1] == '2') {
+      using Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_v2_t*);
+      std::vector<nvmlProcessInfo_v2_t> buf(count + 1);
+      rc = reinterpret_cast<Fn>(fn)(h, &count, null_buffer ? nullptr : buf.data());
+      for (unsigned i = 0; rc == NVML_SUCCESS && i < count; ++i)
+        got.emplace_back(buf[i].pid, buf[i].usedGpuMemory);
+    } else if (rc == NVML_SUCCESS) {
+      using Fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*);
+      std::vector<nvmlProcessInfo_t> buf(count + 1);
+      rc = reinterpret_cast<Fn>(fn)(h, &count, null_buffer ? nullptr : buf.data());
+      for (unsigned i = 0; rc == NVML_SUCCESS && i < count; ++i)
+        got.emplace_back(buf[i].pid, buf[i].usedGpuMemory);
+    }
+    printf("nvmlprocs %d %u", rc, count);
+    for (auto& [pid, mem] : got) printf(" %u=%llu", pid, mem);
+    printf("\n");
   } else if (op == "procaddrlegacy") {
     // the CUDA 11.3-11.8 entry point, without symbolStatus
     using Legacy = CUresult (*)(const char*, void**, int, cuuint64_t);
@@ -484,6 +526,8 @@ int run(const std::string& op_text) {
   } else if (op == "waitfile") {
     // waitfile:<path>: blocks until the file exists (a start barrier the test opens)
     while (access(a[1].c_str(), F_OK) != 0) usleep(1000);
+  } else if (op == "pid") {
+    printf("pid %d\n", static_cast<int>(getpid()));
   } else if (op == "ready") {
     printf("ready\n");
   } else if (op == "hold") {
