@@ -15,8 +15,8 @@
 namespace tessera::cli {
 
 struct CommandSpec {
-  std::string name;   // for ordering in --help
-  int order = 100;    // lower appears first in --help
+  std::string name;  // for ordering in --help
+  int order = 100;   // lower appears first in --help
   std::function<void(CLI::App& root)> setup;
 };
 

@@ -23,14 +23,14 @@ struct GpuLink {
 };
 
 struct Gpu {
-  std::string uuid;          // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
-  int index = 0;             // NVML index on the node (display only)
-  std::string model;         // product name, e.g. "NVIDIA A100-SXM4-80GB"
-  int64_t memory_mib = 0;    // total device memory offered for sharing (after memory scaling)
+  std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
+  int index = 0;           // NVML index on the node (display only)
+  std::string model;       // product name, e.g. "NVIDIA A100-SXM4-80GB"
+  int64_t memory_mib = 0;  // total device memory offered for sharing (after memory scaling)
   int sm_count = 0;
-  int numa_node = -1;        // -1 = unknown
+  int numa_node = -1;  // -1 = unknown
   bool healthy = true;
-  int slots = 10;            // how many vGPUs may share it (split count)
+  int slots = 10;  // how many vGPUs may share it (split count)
   bool mig_capable = false;
   std::vector<GpuLink> links;
   bool operator==(const Gpu&) const = default;

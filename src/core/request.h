@@ -14,11 +14,11 @@ namespace tessera::core {
 // each on a different physical GPU of the same node.
 struct ContainerRequest {
   std::string name;
-  int gpus = 0;                             // number of vGPUs
-  int64_t memory_mib = 0;                   // per vGPU; 0 with memory_percent unset = whole GPU
-  std::optional<int> memory_percent;        // per vGPU, percent of the chosen GPU's memory
-  int cores = 0;                            // percent per vGPU; 100 = exclusive
-  int priority = 0;                         // nvidia.com/priority (higher = more important)
+  int gpus = 0;                       // number of vGPUs
+  int64_t memory_mib = 0;             // per vGPU; 0 with memory_percent unset = whole GPU
+  std::optional<int> memory_percent;  // per vGPU, percent of the chosen GPU's memory
+  int cores = 0;                      // percent per vGPU; 100 = exclusive
+  int priority = 0;                   // nvidia.com/priority (higher = more important)
   bool operator==(const ContainerRequest&) const = default;
 };
 
@@ -32,7 +32,7 @@ struct GpuFilter {
 };
 
 struct PodRequest {
-  std::vector<ContainerRequest> containers;       // app containers that ask for GPUs
+  std::vector<ContainerRequest> containers;  // app containers that ask for GPUs
   // Init containers that ask for GPUs. They run one at a time before the app
   // containers, so each is placed on its own and does not add to them.
   std::vector<ContainerRequest> init_containers;
