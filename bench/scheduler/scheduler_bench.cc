@@ -69,13 +69,11 @@ std::string Summary(std::vector<double> samples) {
 
 // The extender's work on one request body, as the HTTP handler does it.
 std::pair<int, std::string> FilterCall(ts::Extender& extender, const std::string& body) {
-  auto [status, out] = extender.Filter(Json::parse(body));
-  return {status, out.dump()};
+  return extender.FilterBody(body);
 }
 
 std::pair<int, std::string> PrioritizeCall(ts::Extender& extender, const std::string& body) {
-  auto [status, out] = extender.Prioritize(Json::parse(body));
-  return {status, out.dump()};
+  return extender.PrioritizeBody(body);
 }
 
 int Latency(int argc, char** argv) {
@@ -83,11 +81,18 @@ int Latency(int argc, char** argv) {
   const int gpus = Arg(argc, argv, "--gpus", 8);
   const int pods = Arg(argc, argv, "--pods", 40000);
   const int iterations = Arg(argc, argv, "--iterations", 300);
-  ts::ClusterState state;
+  // Heartbeat staleness is checked on every request as in production, against
+  // a wall clock held at the inventories' heartbeat however long the run takes.
+  const auto start = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+  const std::string heartbeat = ts::testing::Heartbeat(start);
+  ts::ClusterStateOptions options;
+  options.wall_now = [start] { return start + std::chrono::seconds(30); };
+  ts::ClusterState state(options);
   std::vector<std::string> names;
   for (int n = 0; n < nodes; ++n) {
     names.push_back("node-" + std::to_string(n));
-    state.UpsertNode(ts::testing::NodeWithGpus(names.back(), n + 1, gpus, 81920, 10));
+    state.UpsertNode(
+        ts::testing::NodeWithGpus(names.back(), n + 1, gpus, 81920, 10, "NVIDIA A100-SXM4-80GB", heartbeat));
   }
   // Running pods, accounted from their annotations as the informer would.
   for (int p = 0; p < pods; ++p) {

@@ -7,6 +7,7 @@
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
+#include "kube/typed_api.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -72,8 +73,34 @@ std::vector<int> ScaleToExtenderScores(const std::vector<std::optional<double>>&
   return out;
 }
 
-ClusterState::ClusterState(SteadyNow now) : now_(std::move(now)) {
+ClusterState::ClusterState(SteadyNow now) : ClusterState(ClusterStateOptions{std::move(now), nullptr}) {}
+
+ClusterState::ClusterState(ClusterStateOptions options)
+    : now_(std::move(options.now)),
+      wall_now_(std::move(options.wall_now)),
+      stale_after_(options.inventory_stale_after) {
   if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
+  if (!wall_now_) wall_now_ = [] { return std::chrono::system_clock::now(); };
+}
+
+const ClusterState::NodeEntry* ClusterState::FindLocked(std::string_view name) const {
+  auto it = slots_.find(name);
+  return it == slots_.end() ? nullptr : &nodes_[it->second];
+}
+
+ClusterState::NodeEntry* ClusterState::FindLocked(std::string_view name) {
+  auto it = slots_.find(name);
+  return it == slots_.end() ? nullptr : &nodes_[it->second];
+}
+
+std::string ClusterState::StaleReason(const NodeEntry& entry,
+                                      std::chrono::system_clock::time_point now) const {
+  if (!IsStale(entry, now)) return "";
+  const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - entry.heartbeat).count();
+  const auto limit = std::chrono::duration_cast<std::chrono::seconds>(stale_after_).count();
+  return "node " + entry.state.name() + ": GPU inventory is stale: last heartbeat " + entry.heartbeat_text +
+         ", " + std::to_string(age) + " s ago (inventoryStaleSeconds is " + std::to_string(limit) +
+         "; is tessera-node running on this node?)";
 }
 
 void ClusterState::RebuildNodeLocked(NodeEntry& entry) {
@@ -101,31 +128,58 @@ void ClusterState::UpsertNode(const Json& node) {
   std::string text = AnnotationOf(node, core::kInventoryAnnotation);
   // Decode outside the lock.
   NodeEntry fresh;
+  fresh.present = true;
   fresh.inventory_text = text;
+  std::vector<core::Gpu> gpus;
   if (text.empty()) {
     fresh.error = "node " + name + " publishes no " + std::string(core::kInventoryAnnotation) +
                   " annotation (is the tessera node agent running there?)";
-    fresh.state = core::NodeState(name, {});
   } else {
     auto inv = core::DecodeInventory(text);
     if (!inv.ok()) {
       fresh.error = "node " + name + ": unreadable " + std::string(core::kInventoryAnnotation) + ": " +
                     inv.error().message;
-      fresh.state = core::NodeState(name, {});
     } else if (inv->node != name) {
       fresh.error = "node " + name + ": its inventory names node '" + inv->node + "'";
-      fresh.state = core::NodeState(name, {});
+    } else if (auto heartbeat = kube::ParseMicroTime(inv->heartbeat); !heartbeat.ok()) {
+      fresh.error = "node " + name + ": " + std::string(core::kInventoryAnnotation) +
+                    ": heartbeat: " + heartbeat.error().message;
     } else {
-      fresh.state = core::NodeState(name, inv->gpus);
+      fresh.heartbeat = *heartbeat;
+      fresh.heartbeat_text = inv->heartbeat;
+      gpus = std::move(inv->gpus);
     }
   }
+  fresh.state = core::NodeState(name, std::move(gpus));  // no GPUs when the inventory is unusable
   std::unique_lock lock(mu_);
-  auto it = nodes_.find(name);
-  if (it != nodes_.end() && it->second.inventory_text == text) return;
-  NodeEntry& entry = nodes_[name];
+  NodeEntry* current = FindLocked(name);
+  if (current && current->inventory_text == text) return;
+  const auto& now_gpus = current ? current->state.gpus() : fresh.state.gpus();
+  if (current && current->error.empty() && fresh.error.empty() &&
+      now_gpus.size() == fresh.state.gpus().size() &&
+      std::equal(now_gpus.begin(), now_gpus.end(), fresh.state.gpus().begin(),
+                 [](const core::GpuState& a, const core::GpuState& b) { return a.gpu == b.gpu; })) {
+    // Only the heartbeat (or the text's formatting) changed: the node's GPUs
+    // and usage stay, and so do the cached evaluations.
+    current->inventory_text = std::move(fresh.inventory_text);
+    current->heartbeat = fresh.heartbeat;
+    current->heartbeat_text = std::move(fresh.heartbeat_text);
+    return;
+  }
+  uint32_t slot = 0;
+  if (auto it = slots_.find(name); it != slots_.end()) {
+    slot = it->second;
+  } else if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_.emplace(name, slot);
+  } else {
+    slot = static_cast<uint32_t>(nodes_.size());
+    nodes_.emplace_back();
+    slots_.emplace(name, slot);
+  }
+  NodeEntry& entry = nodes_[slot];
   entry = std::move(fresh);
-  auto slot = slots_.try_emplace(name, slots_.size()).first;
-  entry.slot = slot->second;
   entry.epoch = ++next_epoch_;
   RebuildNodeLocked(entry);
 }
@@ -133,7 +187,11 @@ void ClusterState::UpsertNode(const Json& node) {
 void ClusterState::DeleteNode(const Json& node) {
   const std::string name = NameOf(node);
   std::unique_lock lock(mu_);
-  nodes_.erase(name);
+  if (auto it = slots_.find(name); it != slots_.end()) {
+    nodes_[it->second] = NodeEntry{};
+    free_slots_.push_back(it->second);
+    slots_.erase(it);
+  }
   auto keys = keys_by_node_.find(name);
   if (keys == keys_by_node_.end()) return;
   std::vector<std::string> reserved;
@@ -152,7 +210,7 @@ void ClusterState::ForgetPodLocked(const std::string& key) {
   if (p == pods_.end()) return;
   const std::string& node = p->second.allocation.node;
   if (p->second.applied) {
-    if (auto n = nodes_.find(node); n != nodes_.end()) (void)n->second.state.Release(p->second.allocation);
+    if (NodeEntry* n = FindLocked(node)) (void)n->state.Release(p->second.allocation);
   }
   if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) keys->second.erase(key);
   pods_.erase(p);
@@ -162,7 +220,7 @@ void ClusterState::ReleaseReservationLocked(const std::string& key) {
   auto r = reservations_.find(key);
   if (r == reservations_.end()) return;
   const std::string& node = r->second.allocation.node;
-  if (auto n = nodes_.find(node); n != nodes_.end()) (void)n->second.state.Release(r->second.allocation);
+  if (NodeEntry* n = FindLocked(node)) (void)n->state.Release(r->second.allocation);
   if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) keys->second.erase(key);
   reservations_.erase(r);
 }
@@ -199,8 +257,8 @@ void ClusterState::UpsertPod(const Json& pod) {
   ReleaseReservationLocked(key);
   PodEntry entry;
   entry.allocation = std::move(*allocation);
-  if (auto n = nodes_.find(entry.allocation.node); n != nodes_.end() && n->second.error.empty()) {
-    entry.applied = n->second.state.Apply(entry.allocation).ok();
+  if (NodeEntry* n = FindLocked(entry.allocation.node); n && n->error.empty()) {
+    entry.applied = n->state.Apply(entry.allocation).ok();
     if (!entry.applied) ++inconsistent_;
   }
   keys_by_node_[entry.allocation.node].insert(key);
@@ -216,17 +274,22 @@ void ClusterState::DeletePod(const Json& pod) {
 
 namespace {
 
-// Runs body(begin, end) over [0, n), split in two halves on two threads when
-// the list is long enough to pay for a thread (kube-scheduler runs one
-// scheduling cycle at a time, so a request may use the idle core).
-void ForRange(size_t n, const std::function<void(size_t, size_t)>& body) {
-  constexpr size_t kParallelFrom = 512;
+// Runs body(k) for k in [0, n), split in two halves on two threads when
+// there are enough items to pay for a thread (kube-scheduler runs one
+// scheduling cycle at a time, so a request may use the idle core). Only the
+// nodes a request must evaluate afresh come here: a warm request, whose nodes
+// are nearly all cached, starts no thread.
+template <typename Body>
+void ForEachSplit(size_t n, const Body& body) {
+  constexpr size_t kParallelFrom = 256;
   if (n < kParallelFrom) {
-    body(0, n);
+    for (size_t k = 0; k < n; ++k) body(k);
     return;
   }
-  std::thread helper([&] { body(n / 2, n); });
-  body(0, n / 2);
+  std::thread helper([&] {
+    for (size_t k = n / 2; k < n; ++k) body(k);
+  });
+  for (size_t k = 0; k < n / 2; ++k) body(k);
   helper.join();
 }
 
@@ -267,79 +330,124 @@ std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::strin
   return cache;
 }
 
-ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
-                                                 const std::vector<std::string>& nodes) const {
-  // Per node: empty = fits, else the reason.
-  std::vector<std::string> reasons(nodes.size());
-  std::vector<char> fits(nodes.size(), 0);
-  auto cache = CacheFor("fit|" + ShapeKey(pod));
-  {
-    std::lock_guard cache_lock(cache->mu);
-    std::shared_lock lock(mu_);
-    if (cache->entries.size() < slots_.size()) cache->entries.resize(slots_.size());
-    ForRange(nodes.size(), [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const std::string& name = nodes[i];
-        auto n = nodes_.find(name);
-        if (n == nodes_.end()) {
-          reasons[i] = "node " + name + " is unknown to tessera or publishes no " +
-                       std::string(core::kInventoryAnnotation) + " annotation";
-        } else if (!n->second.error.empty()) {
-          reasons[i] = n->second.error;
-        } else {
-          CachedEval& e = cache->entries[n->second.slot];
-          if (e.epoch != n->second.epoch || e.version != n->second.state.version()) {
-            core::FitResult fit = core::FitNode(n->second.state, pod);
-            e.epoch = n->second.epoch;
-            e.version = n->second.state.version();
-            e.fits = fit.fits;
-            e.reason = fit.fits ? "" : (fit.message.empty() ? "does not fit" : std::move(fit.message));
-          }
-          if (e.fits) {
-            fits[i] = 1;
-          } else {
-            reasons[i] = e.reason;
-          }
-        }
-      }
-    });
-  }
-  FilterOutcome out;
+std::vector<uint32_t> ClusterState::ResolveLocked(
+    std::span<const std::string_view> nodes, std::chrono::system_clock::time_point now,
+    std::vector<std::pair<uint32_t, std::string>>* early) const {
+  std::vector<uint32_t> slot_at(nodes.size(), kNoSlot);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (fits[i]) {
-      out.feasible.push_back(nodes[i]);
-    } else {
-      out.failed[nodes[i]] = std::move(reasons[i]);
+    auto it = slots_.find(nodes[i]);
+    const NodeEntry* n = it == slots_.end() ? nullptr : &nodes_[it->second];
+    if (n && n->error.empty() && !IsStale(*n, now)) {
+      slot_at[i] = it->second;
+    } else if (early) {
+      const auto position = static_cast<uint32_t>(i);
+      if (!n) {
+        early->emplace_back(position, "node " + std::string(nodes[i]) +
+                                          " is unknown to tessera or publishes no " +
+                                          std::string(core::kInventoryAnnotation) + " annotation");
+      } else if (!n->error.empty()) {
+        early->emplace_back(position, n->error);
+      } else {
+        early->emplace_back(position, StaleReason(*n, now));
+      }
     }
   }
-  return out;
+  return slot_at;
 }
 
-std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
-                                          const std::vector<std::string>& nodes) const {
+template <typename Evaluate>
+void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& slot_at,
+                                 const Evaluate& evaluate) const {
+  if (cache.entries.size() < nodes_.size()) cache.entries.resize(nodes_.size());
+  std::vector<uint32_t> misses;
+  std::vector<char> queued;
+  for (uint32_t slot : slot_at) {
+    if (slot == kNoSlot) continue;
+    const NodeEntry& n = nodes_[slot];
+    const CachedEval& e = cache.entries[slot];
+    if (e.epoch == n.epoch && e.version == n.state.version()) continue;
+    if (queued.empty()) queued.resize(nodes_.size(), 0);
+    if (queued[slot]) continue;  // listed twice in one request
+    queued[slot] = 1;
+    misses.push_back(slot);
+  }
+  ForEachSplit(misses.size(), [&](size_t k) {
+    const NodeEntry& n = nodes_[misses[k]];
+    CachedEval& e = cache.entries[misses[k]];
+    evaluate(n.state, e);
+    e.epoch = n.epoch;
+    e.version = n.state.version();
+  });
+}
+
+void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes,
+                          NodeVerdicts& out) const {
+  out.feasible.clear();
+  out.failed.clear();
+  const auto now = wall_now_();
+  auto cache = CacheFor("fit|" + ShapeKey(pod));
+  std::lock_guard cache_lock(cache->mu);
+  std::shared_lock lock(mu_);
+  std::vector<std::pair<uint32_t, std::string>> early;  // not evaluated: unknown, no inventory, stale
+  const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, &early);
+  RefreshLocked(*cache, slot_at, [&pod](const core::NodeState& node, CachedEval& e) {
+    core::FitResult fit = core::FitNode(node, pod);
+    e.fits = fit.fits;
+    e.reason = fit.fits ? "" : (fit.message.empty() ? "does not fit" : std::move(fit.message));
+  });
+  size_t next_early = 0;
+  for (size_t i = 0; i < slot_at.size(); ++i) {
+    if (slot_at[i] == kNoSlot) {
+      out.failed.push_back(std::move(early[next_early++]));
+      continue;
+    }
+    const CachedEval& e = cache->entries[slot_at[i]];
+    if (e.fits) {
+      out.feasible.push_back(static_cast<uint32_t>(i));
+    } else {
+      out.failed.emplace_back(static_cast<uint32_t>(i), e.reason);
+    }
+  }
+}
+
+void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
+                              std::span<const std::string_view> nodes, std::vector<int>& out) const {
   std::vector<std::optional<double>> scores(nodes.size());
+  const auto now = wall_now_();
   auto cache =
       CacheFor(std::string(policy.name()) + "@" + std::to_string(policy.epoch()) + "|" + ShapeKey(pod));
   {
     std::lock_guard cache_lock(cache->mu);
     std::shared_lock lock(mu_);
-    if (cache->entries.size() < slots_.size()) cache->entries.resize(slots_.size());
-    ForRange(nodes.size(), [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        auto n = nodes_.find(nodes[i]);
-        if (n == nodes_.end() || !n->second.error.empty()) continue;
-        CachedEval& e = cache->entries[n->second.slot];
-        if (e.epoch != n->second.epoch || e.version != n->second.state.version()) {
-          auto c = policy.Evaluate(n->second.state, pod);
-          e.epoch = n->second.epoch;
-          e.version = n->second.state.version();
-          e.score = c ? std::optional<double>(c->score) : std::nullopt;
-        }
-        scores[i] = e.score;
-      }
+    const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, nullptr);
+    RefreshLocked(*cache, slot_at, [&](const core::NodeState& node, CachedEval& e) {
+      auto c = policy.Evaluate(node, pod);
+      e.score = c ? std::optional<double>(c->score) : std::nullopt;
     });
+    for (size_t i = 0; i < slot_at.size(); ++i) {
+      if (slot_at[i] != kNoSlot) scores[i] = cache->entries[slot_at[i]].score;
+    }
   }
-  return ScaleToExtenderScores(scores);
+  out = ScaleToExtenderScores(scores);
+}
+
+ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
+                                                 const std::vector<std::string>& nodes) const {
+  std::vector<std::string_view> views(nodes.begin(), nodes.end());
+  NodeVerdicts verdicts;
+  Filter(pod, views, verdicts);
+  FilterOutcome out;
+  for (uint32_t i : verdicts.feasible) out.feasible.push_back(nodes[i]);
+  for (auto& [i, reason] : verdicts.failed) out.failed[nodes[i]] = std::move(reason);
+  return out;
+}
+
+std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
+                                          const std::vector<std::string>& nodes) const {
+  std::vector<std::string_view> views(nodes.begin(), nodes.end());
+  std::vector<int> scores;
+  Prioritize(pod, policy, views, scores);
+  return scores;
 }
 
 Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, const core::PodRequest& pod,
@@ -350,13 +458,14 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
     return Error{"pod " + pod_key + " already has an allocation on node " + p->second.allocation.node};
   }
   ReleaseReservationLocked(pod_key);  // a retried bind replaces its earlier reservation
-  auto n = nodes_.find(node);
-  if (n == nodes_.end()) return Error{"node " + node + " is unknown to tessera (no GPU inventory seen)"};
-  if (!n->second.error.empty()) return Error{n->second.error};
-  core::FitResult fit = core::FitNode(n->second.state, pod, order);
+  NodeEntry* n = FindLocked(node);
+  if (!n) return Error{"node " + node + " is unknown to tessera (no GPU inventory seen)"};
+  if (!n->error.empty()) return Error{n->error};
+  if (std::string stale = StaleReason(*n, wall_now_()); !stale.empty()) return Error{stale};
+  core::FitResult fit = core::FitNode(n->state, pod, order);
   if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
-  core::PodAllocation allocation = core::ToAllocation(n->second.state, pod, fit.placement);
-  if (Status s = n->second.state.Apply(allocation); !s) return s.error().Wrap("node " + node);
+  core::PodAllocation allocation = core::ToAllocation(n->state, pod, fit.placement);
+  if (Status s = n->state.Apply(allocation); !s) return s.error().Wrap("node " + node);
   reservations_[pod_key] = Reservation{allocation, now_() + ttl};
   keys_by_node_[node].insert(pod_key);
   return allocation;
@@ -382,19 +491,23 @@ size_t ClusterState::ExpireReservations() {
 int64_t ClusterState::LargestGpuMemoryMiB() const {
   std::shared_lock lock(mu_);
   int64_t largest = 0;
-  for (const auto& [name, n] : nodes_) {
+  for (const NodeEntry& n : nodes_) {
+    if (!n.present) continue;
     for (const auto& g : n.state.gpus()) largest = std::max(largest, g.gpu.memory_mib);
   }
   return largest;
 }
 
 ClusterStats ClusterState::Stats() const {
+  const auto now = wall_now_();
   std::shared_lock lock(mu_);
   ClusterStats s;
-  for (const auto& [name, n] : nodes_) {
+  for (const NodeEntry& n : nodes_) {
+    if (!n.present) continue;
     if (n.error.empty()) {
       ++s.nodes;
       s.gpus += n.state.gpus().size();
+      if (IsStale(n, now)) ++s.nodes_stale;
     } else {
       ++s.nodes_without_inventory;
     }
@@ -408,9 +521,9 @@ ClusterStats ClusterState::Stats() const {
 
 std::optional<core::NodeState> ClusterState::Node(const std::string& name) const {
   std::shared_lock lock(mu_);
-  auto n = nodes_.find(name);
-  if (n == nodes_.end()) return std::nullopt;
-  return n->second.state;
+  const NodeEntry* n = FindLocked(name);
+  if (!n) return std::nullopt;
+  return n->state;
 }
 
 std::optional<core::PodAllocation> ClusterState::AllocationOf(const std::string& pod_key) const {

@@ -17,6 +17,15 @@
 // Fit and scoring are core's (FitNode, Policy::Evaluate); this class only keeps
 // the NodeStates current and serialises changes.
 //
+// Stale inventories: the node agent republishes the inventory with a fresh
+// "heartbeat" at least every heartbeat period. A node whose heartbeat is older
+// than `inventory_stale_after` at the moment of a filter, prioritize or
+// reserve does not fit (its agent is gone, its GPUs may be too), with a reason
+// naming the heartbeat. Staleness is checked against the wall clock on every
+// request, before and outside the evaluation caches, so a node turns stale
+// without any new event. An update that changes only the heartbeat refreshes
+// it without rebuilding the node (the caches stay valid).
+//
 // Thread-safety: all methods may be called concurrently. Readers (Filter,
 // Prioritize) share a reader lock; every change takes the writer lock for the
 // in-memory update only; no lock is held across I/O.
@@ -31,7 +40,9 @@
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -47,10 +58,20 @@ namespace tessera::scheduler {
 
 using Json = nlohmann::json;
 using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
+using WallNow = std::function<std::chrono::system_clock::time_point()>;
+
+struct ClusterStateOptions {
+  SteadyNow now;     // reservation expiry; default steady_clock
+  WallNow wall_now;  // inventory heartbeat age; default system_clock
+  // A node whose inventory heartbeat is older than this does not fit
+  // (0 = never stale).
+  std::chrono::milliseconds inventory_stale_after{120000};
+};
 
 struct ClusterStats {
-  size_t nodes = 0;  // nodes with a valid inventory
+  size_t nodes = 0;  // nodes with a valid inventory (stale ones included)
   size_t nodes_without_inventory = 0;
+  size_t nodes_stale = 0;  // valid inventory, heartbeat older than inventory_stale_after now
   size_t gpus = 0;
   size_t pods = 0;          // pods accounted from their annotation
   size_t reservations = 0;  // assumed, not yet seen bound
@@ -62,6 +83,7 @@ class ClusterState {
  public:
   // `now` is the seam for reservation expiry (default: steady_clock).
   explicit ClusterState(SteadyNow now = nullptr);
+  explicit ClusterState(ClusterStateOptions options);
 
   // Informer handlers. Objects are core/v1 Node / Pod JSON.
   void UpsertNode(const Json& node);
@@ -69,13 +91,23 @@ class ClusterState {
   void UpsertPod(const Json& pod);
   void DeletePod(const Json& pod);
 
+  // The verdict on each node of a request, by position in the request's list.
+  struct NodeVerdicts {
+    std::vector<uint32_t> feasible;                        // positions, ascending
+    std::vector<std::pair<uint32_t, std::string>> failed;  // position, reason a person can read; ascending
+  };
+  // Which of `nodes` `pod` fits on. The names need to live only for the call.
+  void Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes, NodeVerdicts& out) const;
+  // Scores 0..10 for `nodes` in order (best = 10; infeasible, stale or unknown = 0).
+  void Prioritize(const core::PodRequest& pod, const core::Policy& policy,
+                  std::span<const std::string_view> nodes, std::vector<int>& scores) const;
+
+  // The same with owned names (tests, small lists).
   struct FilterOutcome {
     std::vector<std::string> feasible;
     std::map<std::string, std::string> failed;  // node -> reason a person can read
   };
   FilterOutcome Filter(const core::PodRequest& pod, const std::vector<std::string>& nodes) const;
-
-  // Scores 0..10 for `nodes` in order (best = 10; infeasible or unknown = 0).
   std::vector<int> Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               const std::vector<std::string>& nodes) const;
 
@@ -101,13 +133,20 @@ class ClusterState {
 
  private:
   struct NodeEntry {
+    bool present = false;  // false: a free slot
     core::NodeState state;
-    std::string inventory_text;  // raw annotation; unchanged text skips a rebuild
-    std::string error;           // non-empty: no usable inventory (reason)
+    std::string inventory_text;                       // raw annotation; unchanged text skips a rebuild
+    std::string error;                                // non-empty: no usable inventory (reason)
+    std::string heartbeat_text;                       // as published, for messages
+    std::chrono::system_clock::time_point heartbeat;  // valid when error is empty
     // With state.version(), identifies the node's content for the
     // evaluation caches: a fresh epoch on every rebuild.
     uint64_t epoch = 0;
-    size_t slot = 0;  // index into the evaluation caches; fixed per node name
+  };
+  // Node names are looked up by string_view (request bodies are not copied).
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
   // Filter/prioritize results of one pod shape per node, valid while the
   // node's (epoch, version) is unchanged: kube-scheduler asks filter and then
@@ -125,6 +164,26 @@ class ClusterState {
     std::vector<CachedEval> entries;  // guarded by mu; by NodeEntry::slot
   };
   std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
+  // Per position of `nodes`, the slot of a node that can be evaluated, or
+  // kNoSlot (unknown, no usable inventory, stale at `now`: the reason goes to
+  // `early` when given, ascending by position). Needs mu_ (either mode).
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  std::vector<uint32_t> ResolveLocked(std::span<const std::string_view> nodes,
+                                      std::chrono::system_clock::time_point now,
+                                      std::vector<std::pair<uint32_t, std::string>>* early) const;
+  // Re-evaluates, with evaluate(NodeState, CachedEval&), the cache entries of
+  // the slots whose node changed since they were filled; many such nodes are
+  // split over two threads. Needs cache.mu and mu_ (either mode).
+  template <typename Evaluate>
+  void RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& slot_at, const Evaluate& evaluate) const;
+  // The entry of a present node, or nullptr. Needs mu_ (either mode).
+  const NodeEntry* FindLocked(std::string_view name) const;
+  NodeEntry* FindLocked(std::string_view name);
+  // Non-empty when the node's heartbeat is older than allowed at `now`.
+  std::string StaleReason(const NodeEntry& entry, std::chrono::system_clock::time_point now) const;
+  bool IsStale(const NodeEntry& entry, std::chrono::system_clock::time_point now) const {
+    return stale_after_.count() > 0 && entry.error.empty() && now - entry.heartbeat > stale_after_;
+  }
   struct PodEntry {
     core::PodAllocation allocation;
     bool applied = false;  // accounted into its node
@@ -140,17 +199,23 @@ class ClusterState {
   void ReleaseReservationLocked(const std::string& key);
 
   SteadyNow now_;
+  WallNow wall_now_;
+  const std::chrono::milliseconds stale_after_;
   mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, NodeEntry> nodes_;           // guarded by mu_
-  std::unordered_map<std::string, PodEntry> pods_;             // guarded by mu_
-  std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
+  // Each known node has a slot: its index in nodes_ and in every EvalCache.
+  // A deleted node's slot is reused by the next new node; cached evaluations
+  // cannot leak across because epochs are never reused.
+  std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> slots_;  // guarded by mu_
+  std::vector<NodeEntry> nodes_;                                                // guarded by mu_; by slot
+  std::vector<uint32_t> free_slots_;                                            // guarded by mu_
+  std::unordered_map<std::string, PodEntry> pods_;                              // guarded by mu_
+  std::unordered_map<std::string, Reservation> reservations_;                   // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
-      keys_by_node_;                               // guarded by mu_; pods + reservations
-  uint64_t expired_ = 0;                           // guarded by mu_
-  uint64_t inconsistent_ = 0;                      // guarded by mu_
-  std::unordered_map<std::string, size_t> slots_;  // guarded by mu_; node name -> cache slot
-  uint64_t next_epoch_ = 0;                        // guarded by mu_
-  mutable std::mutex caches_mu_;                   // taken after EvalCache::mu and mu_, never before
+      keys_by_node_;              // guarded by mu_; pods + reservations
+  uint64_t expired_ = 0;          // guarded by mu_
+  uint64_t inconsistent_ = 0;     // guarded by mu_
+  uint64_t next_epoch_ = 0;       // guarded by mu_
+  mutable std::mutex caches_mu_;  // taken after EvalCache::mu and mu_, never before
   mutable std::unordered_map<std::string, std::shared_ptr<EvalCache>> caches_;  // guarded by caches_mu_
 };
 

@@ -1,10 +1,12 @@
 #include "scheduler/extender.h"
 
 #include <chrono>
+#include <numeric>
 #include <set>
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
+#include "scheduler/extender_wire.h"
 #include "scheduler/webhook.h"
 
 namespace tessera::scheduler {
@@ -34,33 +36,76 @@ class Timer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// The node names of ExtenderArgs: NodeNames when given, else Nodes.items.
-Result<std::vector<std::string>> NodeNamesOf(const Json& args) {
-  std::vector<std::string> names;
-  auto nn = args.find("NodeNames");
-  if (nn != args.end() && nn->is_array()) {
+// ExtenderArgs as one request carries them: read by the fast reader when it
+// takes the body (extender_wire.h), else parsed in full. Not movable: `pod`
+// and `names` may point into the object itself.
+struct Args {
+  Args() = default;
+  Args(const Args&) = delete;
+  Args& operator=(const Args&) = delete;
+
+  Json tree;                       // the whole body, when parsed in full
+  Json pod_tree;                   // the Pod, when read fast
+  const Json* pod = nullptr;       // the Pod member; nullptr when absent
+  std::vector<std::string> owned;  // names taken from Nodes.items
+  std::vector<std::string_view> names;
+  bool node_list = false;  // the names came from Nodes: answer with Node objects
+};
+
+// Reads the body; an error is the 400 answer's message.
+Status ReadArgs(std::string_view body, Args& args) {
+  wire::ScannedArgs scanned;
+  if (wire::ScanExtenderArgs(body, scanned)) {
+    bool pod_ok = true;
+    if (!scanned.pod.empty()) {
+      args.pod_tree =
+          Json::parse(scanned.pod.begin(), scanned.pod.end(), nullptr, /*allow_exceptions=*/false);
+      pod_ok = !args.pod_tree.is_discarded();
+    }
+    if (pod_ok) {
+      args.pod = scanned.pod.empty() ? nullptr : &args.pod_tree;
+      args.names = std::move(scanned.node_names);
+      return Status::Ok();
+    }
+  }
+  args.tree = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (args.tree.is_discarded()) return Error{"request body is not valid JSON"};
+  if (!args.tree.is_object()) return Error{"request body is not an ExtenderArgs object"};
+  if (auto pod = args.tree.find("Pod"); pod != args.tree.end()) args.pod = &*pod;
+  auto nn = args.tree.find("NodeNames");
+  if (nn != args.tree.end() && nn->is_array()) {
     for (const Json& n : *nn) {
       if (!n.is_string()) return Error{"NodeNames must be an array of strings"};
-      names.push_back(n.get<std::string>());
+      args.names.push_back(n.get_ref<const std::string&>());
     }
-    return names;
+    return Status::Ok();
   }
-  auto nodes = args.find("Nodes");
-  if (nodes != args.end() && nodes->is_object() && nodes->contains("items") && (*nodes)["items"].is_array()) {
+  auto nodes = args.tree.find("Nodes");
+  if (nodes != args.tree.end() && nodes->is_object() && nodes->contains("items") &&
+      (*nodes)["items"].is_array()) {
     for (const Json& n : (*nodes)["items"]) {
       if (n.is_object() && n.contains("metadata") && n["metadata"].is_object()) {
-        names.push_back(n["metadata"].value("name", ""));
+        args.owned.push_back(n["metadata"].value("name", ""));
       }
     }
-    return names;
+    args.names.assign(args.owned.begin(), args.owned.end());
+    args.node_list = true;
+    return Status::Ok();
   }
   return Error{"ExtenderArgs carries neither NodeNames nor Nodes"};
 }
 
-Result<core::PodRequest> RequestOf(const Json& args, const SchedulerConfig& config) {
-  auto pod = args.find("Pod");
-  if (pod == args.end() || !pod->is_object()) return Error{"ExtenderArgs carries no Pod"};
-  return core::DerivePodRequest(*pod, config.resources);
+Json FilterResultJson(const std::string& error) {
+  return {{"Nodes", nullptr},
+          {"NodeNames", nullptr},
+          {"FailedNodes", Json::object()},
+          {"FailedAndUnresolvableNodes", Json::object()},
+          {"Error", error}};
+}
+
+// Error answers may quote request bytes: never throw on invalid UTF-8.
+std::string DumpLenient(const Json& j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -116,70 +161,62 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   return out;
 }
 
-std::pair<int, Json> Extender::FilterUnchecked(const Json& args) {
-  ++counters_.filter_requests;
-  Timer timer(counters_.filter_micros);
-  Json result = {{"Nodes", nullptr},
-                 {"NodeNames", nullptr},
-                 {"FailedNodes", Json::object()},
-                 {"FailedAndUnresolvableNodes", Json::object()},
-                 {"Error", ""}};
+std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   auto fail = [&](int code, const std::string& message) {
     ++counters_.filter_errors;
-    result["Error"] = message;
-    return std::pair<int, Json>{code, result};
+    return std::pair<int, std::string>{code, DumpLenient(FilterResultJson(message))};
   };
-  if (!args.is_object()) return fail(400, "request body is not an ExtenderArgs object");
-  auto names = NodeNamesOf(args);
-  if (!names.ok()) return fail(400, names.error().message);
-  auto request = RequestOf(args, deps_.config);
-  if (!request.ok()) {
-    const Json pod = args.contains("Pod") ? args["Pod"] : Json::object();
-    return fail(200, "pod " + PodKey(pod) + ": " + request.error().message);
+  Args args;
+  if (Status s = ReadArgs(body, args); !s) return fail(400, s.error().message);
+  const Json no_pod = Json::object();
+  const Json& pod = args.pod ? *args.pod : no_pod;
+  if (!args.pod || !pod.is_object()) return fail(200, "pod " + PodKey(pod) + ": ExtenderArgs carries no Pod");
+  auto request = core::DerivePodRequest(pod, deps_.config.resources);
+  if (!request.ok()) return fail(200, "pod " + PodKey(pod) + ": " + request.error().message);
+  if (auto policies = PoliciesFor(pod); !policies.ok()) {
+    return fail(200, "pod " + PodKey(pod) + ": " + policies.error().message);
   }
-  if (auto policies = PoliciesFor(args["Pod"]); !policies.ok()) {
-    return fail(200, "pod " + PodKey(args["Pod"]) + ": " + policies.error().message);
-  }
-  ClusterState::FilterOutcome outcome;
+  ClusterState::NodeVerdicts verdicts;
   if (request->containers.empty() && request->init_containers.empty()) {
-    outcome.feasible = *names;  // asks for no GPU: every node passes
+    verdicts.feasible.resize(args.names.size());  // asks for no GPU: every node passes
+    std::iota(verdicts.feasible.begin(), verdicts.feasible.end(), 0u);
   } else {
-    outcome = deps_.state->Filter(*request, *names);
+    deps_.state->Filter(*request, args.names, verdicts);
   }
-  for (auto& [node, reason] : outcome.failed) result["FailedNodes"][node] = reason;
-  const bool as_node_list = !args.contains("NodeNames") || !args["NodeNames"].is_array();
-  if (as_node_list) {
-    std::set<std::string> pass(outcome.feasible.begin(), outcome.feasible.end());
-    Json items = Json::array();
-    for (const Json& n : args["Nodes"]["items"]) {
-      if (n.is_object() && pass.count(n["metadata"].value("name", ""))) items.push_back(n);
+  if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
+  // A NodeList came in: the answer carries the passing Node objects.
+  Json result = FilterResultJson("");
+  for (const auto& [i, reason] : verdicts.failed) result["FailedNodes"][std::string(args.names[i])] = reason;
+  std::set<std::string_view> pass;
+  for (uint32_t i : verdicts.feasible) pass.insert(args.names[i]);
+  const Json& list = args.tree["Nodes"];
+  Json items = Json::array();
+  for (const Json& n : list["items"]) {
+    if (n.is_object() && n.contains("metadata") && n["metadata"].is_object() &&
+        pass.count(n["metadata"].value("name", ""))) {
+      items.push_back(n);
     }
-    Json list = args["Nodes"];
-    list["items"] = std::move(items);
-    result["Nodes"] = std::move(list);
-  } else {
-    result["NodeNames"] = outcome.feasible;
   }
-  return {200, result};
+  result["Nodes"] = list;
+  result["Nodes"]["items"] = std::move(items);
+  return {200, DumpLenient(result)};
 }
 
-std::pair<int, Json> Extender::PrioritizeUnchecked(const Json& args) {
-  ++counters_.prioritize_requests;
-  Timer timer(counters_.prioritize_micros);
-  if (!args.is_object()) return {400, Json::array()};
-  auto names = NodeNamesOf(args);
-  if (!names.ok()) return {400, Json::array()};
-  Json list = Json::array();
-  auto request = RequestOf(args, deps_.config);
-  auto policies = request.ok() ? PoliciesFor(args["Pod"]) : Result<Policies>(request.error());
-  if (!request.ok() || !policies.ok() || (request->containers.empty() && request->init_containers.empty())) {
-    // Filter already reported the error; here every node scores the same.
-    for (const std::string& n : *names) list.push_back({{"Host", n}, {"Score", 0}});
-    return {200, list};
+std::pair<int, std::string> Extender::PrioritizeUnchecked(std::string_view body) {
+  Args args;
+  if (!ReadArgs(body, args)) return {400, "[]"};
+  // A pod filter refused (malformed request, unknown policy) or one asking
+  // for no GPU: every node scores the same.
+  std::vector<int> scores(args.names.size(), 0);
+  if (args.pod && args.pod->is_object()) {
+    auto request = core::DerivePodRequest(*args.pod, deps_.config.resources);
+    auto policies = request.ok() ? PoliciesFor(*args.pod) : Result<Policies>(request.error());
+    if (request.ok() && policies.ok() &&
+        (!request->containers.empty() || !request->init_containers.empty())) {
+      deps_.state->Prioritize(*request, *policies->node, args.names, scores);
+    }
   }
-  std::vector<int> scores = deps_.state->Prioritize(*request, *policies->node, *names);
-  for (size_t i = 0; i < names->size(); ++i) list.push_back({{"Host", (*names)[i]}, {"Score", scores[i]}});
-  return {200, list};
+  return {200, wire::HostPriorityListText(args.names, scores)};
 }
 
 std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
@@ -258,25 +295,50 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
 
 // Arguments shaped unlike kube-scheduler's (a number where a string belongs)
 // make nlohmann::json throw; the caller gets an answer with the reason instead.
-std::pair<int, Json> Extender::Filter(const Json& args) {
+std::pair<int, std::string> Extender::FilterBody(std::string_view body) {
+  ++counters_.filter_requests;
+  Timer timer(counters_.filter_micros);
   try {
-    return FilterUnchecked(args);
+    return FilterUnchecked(body);
   } catch (const std::exception& e) {
     ++counters_.filter_errors;
-    return {400, Json{{"Nodes", nullptr},
-                      {"NodeNames", nullptr},
-                      {"FailedNodes", Json::object()},
-                      {"FailedAndUnresolvableNodes", Json::object()},
-                      {"Error", std::string("malformed ExtenderArgs: ") + e.what()}}};
+    return {400, DumpLenient(FilterResultJson(std::string("malformed ExtenderArgs: ") + e.what()))};
   }
 }
 
-std::pair<int, Json> Extender::Prioritize(const Json& args) {
+std::pair<int, std::string> Extender::PrioritizeBody(std::string_view body) {
+  ++counters_.prioritize_requests;
+  Timer timer(counters_.prioritize_micros);
   try {
-    return PrioritizeUnchecked(args);
+    return PrioritizeUnchecked(body);
   } catch (const std::exception&) {
+    return {400, "[]"};
+  }
+}
+
+std::pair<int, Json> Extender::Filter(const Json& args) {
+  std::string body;
+  try {
+    body = args.dump();
+  } catch (const std::exception& e) {  // strings that are not UTF-8
+    ++counters_.filter_requests;
+    ++counters_.filter_errors;
+    return {400, FilterResultJson(std::string("malformed ExtenderArgs: ") + e.what())};
+  }
+  auto [status, answer] = FilterBody(body);
+  return {status, Json::parse(answer)};
+}
+
+std::pair<int, Json> Extender::Prioritize(const Json& args) {
+  std::string body;
+  try {
+    body = args.dump();
+  } catch (const std::exception&) {
+    ++counters_.prioritize_requests;
     return {400, Json::array()};
   }
+  auto [status, answer] = PrioritizeBody(body);
+  return {status, Json::parse(answer)};
 }
 
 std::pair<int, Json> Extender::Bind(const Json& args) {

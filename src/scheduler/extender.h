@@ -10,6 +10,11 @@
 // expects NodeNames back; when it sends a NodeList instead, the answer carries
 // the passing Node objects.
 //
+// Filter and prioritize work on the request body: the common shape is read
+// and answered without a JSON tree of the node names (extender_wire.h), any
+// other shape goes through nlohmann::json as a whole, and both give the same
+// answers.
+//
 // Bind: only the leader binds. It derives the pod's request, reserves GPUs on
 // the node against the current state (ClusterState::Reserve, so concurrent
 // binds on one node never double-book), then POSTs one Binding carrying the
@@ -27,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -78,7 +84,14 @@ class Extender {
  public:
   explicit Extender(ExtenderDeps deps);
 
-  // Each takes the request body as parsed JSON and returns {HTTP status, body}.
+  // The verbs as the HTTP listener calls them: request body in, {HTTP
+  // status, answer body} out. A body that is not JSON gets 400 and the verb's
+  // result type (Error set for filter; [] for prioritize).
+  std::pair<int, std::string> FilterBody(std::string_view body);
+  std::pair<int, std::string> PrioritizeBody(std::string_view body);
+
+  // The same on parsed JSON (tests; Bind is only here). Filter and Prioritize
+  // serialise `args` and go through the body path.
   std::pair<int, nlohmann::json> Filter(const nlohmann::json& args);
   std::pair<int, nlohmann::json> Prioritize(const nlohmann::json& args);
   std::pair<int, nlohmann::json> Bind(const nlohmann::json& args);
@@ -94,8 +107,8 @@ class Extender {
 
  private:
   Result<const core::Policy*> NodePolicy(const std::string& value) const;
-  std::pair<int, nlohmann::json> FilterUnchecked(const nlohmann::json& args);
-  std::pair<int, nlohmann::json> PrioritizeUnchecked(const nlohmann::json& args);
+  std::pair<int, std::string> FilterUnchecked(std::string_view body);
+  std::pair<int, std::string> PrioritizeUnchecked(std::string_view body);
   std::pair<int, nlohmann::json> BindUnchecked(const nlohmann::json& args);
 
   ExtenderDeps deps_;

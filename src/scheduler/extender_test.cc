@@ -89,6 +89,35 @@ TEST_F(ExtenderTest, FilterAnswersInKubeSchedulerShape) {
   EXPECT_NE(c.find("tessera.io/gpu-inventory"), std::string::npos) << c;
 }
 
+TEST_F(ExtenderTest, BodiesReadFastAndBodiesParsedInFullGetTheSameAnswers) {
+  // The same request twice: as kube-scheduler writes it (read without a JSON
+  // tree) and with every name escaped (only the full parser takes it).
+  const std::string fast = kFilterArgs;
+  std::string slow = fast;
+  for (const char* name : {"node-a", "node-b", "node-c"}) {
+    const std::string plain = std::string("\"") + name + "\"";
+    const std::string escaped = std::string("\"") + std::string(name).replace(4, 1, "\\u002d") + "\"";
+    slow.replace(slow.find(plain), plain.size(), escaped);
+  }
+  ASSERT_NE(slow, fast);
+  ASSERT_EQ(Json::parse(slow), Json::parse(fast));
+  auto [fast_status, fast_filter] = extender_->FilterBody(fast);
+  auto [slow_status, slow_filter] = extender_->FilterBody(slow);
+  EXPECT_EQ(fast_status, 200);
+  EXPECT_EQ(slow_status, 200);
+  EXPECT_EQ(Json::parse(fast_filter), Json::parse(slow_filter));
+  EXPECT_EQ(Json::parse(fast_filter)["NodeNames"], Json::array({"node-a"}));
+  auto [fp, fast_prio] = extender_->PrioritizeBody(fast);
+  auto [sp, slow_prio] = extender_->PrioritizeBody(slow);
+  EXPECT_EQ(fast_prio, slow_prio);
+  EXPECT_EQ(Json::parse(fast_prio).size(), 3u);
+
+  auto [status, garbage] = extender_->FilterBody("{not json");
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(Json::parse(garbage)["Error"], "request body is not valid JSON");
+  EXPECT_EQ(extender_->PrioritizeBody("{not json"), (std::pair<int, std::string>{400, "[]"}));
+}
+
 TEST_F(ExtenderTest, MalformedArgsGetAnError) {
   auto [status, result] = extender_->Filter(Json{{"NodeNames", {"node-a"}}});
   EXPECT_NE(result["Error"].get<std::string>().find("no Pod"), std::string::npos) << result.dump();

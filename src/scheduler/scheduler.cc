@@ -17,6 +17,12 @@ void Reply(httplib::Response& res, int status, const Json& body) {
   res.set_content(body.dump(), "application/json");
 }
 
+void ReplyText(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.body = std::move(body);  // set_content would copy it
+  res.set_header("Content-Type", "application/json");
+}
+
 // Parses the body as JSON; on failure answers 400 with `on_error(message)`.
 bool ParseBody(const httplib::Request& req, httplib::Response& res, Json& out,
                const std::function<Json(const std::string&)>& on_error) {
@@ -131,23 +137,22 @@ Status Scheduler::Start() {
       Reply(res, 200, answer);
     });
     if (webhook_only) return;
-    auto verb = [this](auto method, const std::function<Json(const std::string&)>& on_error) {
-      return [this, method, on_error](const httplib::Request& req, httplib::Response& res) {
-        Json args;
-        if (!ParseBody(req, res, args, on_error)) return;
-        auto [status, body] = ((*extender_).*method)(args);
-        Reply(res, status, body);
-      };
-    };
-    s.Post("/filter", verb(&Extender::Filter, [](const std::string& m) {
-             return Json{{"Nodes", nullptr},
-                         {"NodeNames", nullptr},
-                         {"FailedNodes", Json::object()},
-                         {"FailedAndUnresolvableNodes", Json::object()},
-                         {"Error", m}};
-           }));
-    s.Post("/prioritize", verb(&Extender::Prioritize, [](const std::string&) { return Json::array(); }));
-    s.Post("/bind", verb(&Extender::Bind, [](const std::string& m) { return Json{{"Error", m}}; }));
+    // Filter and prioritize read the body themselves (no JSON tree of the
+    // node names on the common path) and answer 400 to one that is not JSON.
+    s.Post("/filter", [this](const httplib::Request& req, httplib::Response& res) {
+      auto [status, body] = extender_->FilterBody(req.body);
+      ReplyText(res, status, std::move(body));
+    });
+    s.Post("/prioritize", [this](const httplib::Request& req, httplib::Response& res) {
+      auto [status, body] = extender_->PrioritizeBody(req.body);
+      ReplyText(res, status, std::move(body));
+    });
+    s.Post("/bind", [this](const httplib::Request& req, httplib::Response& res) {
+      Json args;
+      if (!ParseBody(req, res, args, [](const std::string& m) { return Json{{"Error", m}}; })) return;
+      auto [status, body] = extender_->Bind(args);
+      Reply(res, status, body);
+    });
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(MetricsText(), "text/plain; version=0.0.4");
     });

@@ -1,14 +1,20 @@
 // Test helpers shared by the scheduler's unit and integration tests: Node
 // objects carrying a valid tessera.io/gpu-inventory annotation, and GPU pods.
 // Header-only; not part of the library's interface.
+//
+// Inventories carry a heartbeat of the current time unless told otherwise, so
+// a node made here counts as fresh for the default inventoryStaleSeconds
+// (120 s); tests of staleness pass their own heartbeat and clock.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "core/inventory_codec.h"
+#include "kube/typed_api.h"
 
 namespace tessera::scheduler::testing {
 
@@ -18,12 +24,19 @@ inline std::string GpuUuid(int node, int gpu) {
   return buf;
 }
 
-// A Node with `gpus` GPUs of `memory_mib` each, `slots` vGPU slots per GPU.
+// An RFC 3339 heartbeat in the node agent's format (whole seconds, UTC).
+inline std::string Heartbeat(std::chrono::system_clock::time_point t) {
+  return kube::FormatMicroTime(t).substr(0, 19) + "Z";
+}
+
+// A Node with `gpus` GPUs of `memory_mib` each, `slots` vGPU slots per GPU;
+// `heartbeat` "" = now.
 inline nlohmann::json NodeWithGpus(const std::string& name, int node_id, int gpus, int64_t memory_mib,
-                                   int slots = 10, const std::string& model = "NVIDIA A100-SXM4-80GB") {
+                                   int slots = 10, const std::string& model = "NVIDIA A100-SXM4-80GB",
+                                   const std::string& heartbeat = "") {
   core::NodeInventory inv;
   inv.node = name;
-  inv.heartbeat = "2026-11-22T02:31:53Z";
+  inv.heartbeat = heartbeat.empty() ? Heartbeat(std::chrono::system_clock::now()) : heartbeat;
   for (int i = 0; i < gpus; ++i) {
     core::Gpu g;
     g.uuid = GpuUuid(node_id, i);

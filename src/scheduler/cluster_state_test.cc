@@ -1,0 +1,180 @@
+#include "scheduler/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "core/pod_request.h"
+#include "scheduler/testing.h"
+
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+using std::chrono::seconds;
+using testing::GpuPod;
+using testing::Heartbeat;
+using testing::NodeWithGpus;
+using Wall = std::chrono::system_clock::time_point;
+
+constexpr const char* kModel = "NVIDIA A100-SXM4-80GB";
+
+// node-binpack, counting how often a node is evaluated afresh (cache misses).
+class CountingPolicy : public core::Policy {
+ public:
+  CountingPolicy() : inner_(std::move(core::MakePolicy("node-binpack")).value()) {}
+  std::string_view name() const override { return "counting"; }
+  std::optional<core::Candidate> Evaluate(const core::NodeState& node,
+                                          const core::PodRequest& pod) const override {
+    ++evaluations;
+    return inner_->Evaluate(node, pod);
+  }
+  mutable std::atomic<int> evaluations{0};
+
+ private:
+  std::unique_ptr<core::Policy> inner_;
+};
+
+// A ClusterState whose wall clock only moves when the test says so.
+class StaleInventoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(std::chrono::milliseconds(120000)); }
+
+  void Make(std::chrono::milliseconds stale_after) {
+    ClusterStateOptions options;
+    options.wall_now = [this] { return now_; };
+    options.inventory_stale_after = stale_after;
+    state_ = std::make_unique<ClusterState>(options);
+  }
+
+  // A node with one 10000-MiB GPU whose agent last wrote at `heartbeat`.
+  void AddNode(const std::string& name, Wall heartbeat, int id = 1) {
+    state_->UpsertNode(NodeWithGpus(name, id, 1, 10000, 10, kModel, Heartbeat(heartbeat)));
+  }
+
+  core::PodRequest Request(int64_t memory_mib) {
+    auto r = core::DerivePodRequest(GpuPod("d", "p", 1, memory_mib, 10), {});
+    EXPECT_TRUE(r.ok());
+    return *r;
+  }
+
+  const Wall t0_ = std::chrono::time_point_cast<seconds>(Wall{} + std::chrono::hours(24 * 365 * 57));
+  Wall now_ = t0_;
+  std::unique_ptr<ClusterState> state_;
+};
+
+TEST_F(StaleInventoryTest, StaleNodeDoesNotFitAndTheReasonSaysWhatToCheck) {
+  AddNode("fresh", t0_, 1);
+  AddNode("silent", t0_ - seconds(300), 2);
+  now_ = t0_ + seconds(10);
+  auto out = state_->Filter(Request(1000), {"fresh", "silent"});
+  EXPECT_EQ(out.feasible, std::vector<std::string>{"fresh"});
+  ASSERT_EQ(out.failed.count("silent"), 1u);
+  const std::string& reason = out.failed["silent"];
+  EXPECT_NE(reason.find("GPU inventory is stale"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("last heartbeat " + Heartbeat(t0_ - seconds(300))), std::string::npos) << reason;
+  EXPECT_NE(reason.find("310 s ago"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("tessera-node"), std::string::npos) << reason;
+
+  auto policy = core::MakePolicy("node-binpack");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_EQ(state_->Prioritize(Request(1000), **policy, {"fresh", "silent"}), (std::vector<int>{10, 0}));
+
+  auto reserved = state_->Reserve("d/p", Request(1000), "silent", core::GpuOrder::kBinpack, seconds(60));
+  ASSERT_FALSE(reserved.ok());
+  EXPECT_NE(reserved.error().message.find("GPU inventory is stale"), std::string::npos);
+  EXPECT_EQ(state_->Stats().nodes_stale, 1u);
+  EXPECT_EQ(state_->Stats().nodes, 2u);
+}
+
+TEST_F(StaleInventoryTest, NodeTurnsStaleAsTimePassesAndFreshAgainOnAHeartbeat) {
+  AddNode("n", t0_);
+  const core::PodRequest request = Request(6000);
+  // Fill the evaluation caches for this shape, and account a pod on the node.
+  EXPECT_EQ(state_->Filter(request, {"n"}).feasible.size(), 1u);
+  ASSERT_TRUE(
+      state_->Reserve("d/a", Request(6000), "n", core::GpuOrder::kBinpack, std::chrono::hours(1)).ok());
+  CountingPolicy policy;
+  EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{10});
+  EXPECT_EQ(policy.evaluations, 1);
+
+  now_ = t0_ + seconds(120);  // exactly the limit: still fresh
+  EXPECT_EQ(state_->Stats().nodes_stale, 0u);
+  auto out = state_->Filter(Request(1000), {"n"});
+  EXPECT_EQ(out.feasible.size(), 1u);
+
+  now_ = t0_ + seconds(121);  // no event at all, only time
+  out = state_->Filter(Request(1000), {"n"});
+  EXPECT_TRUE(out.feasible.empty());
+  EXPECT_NE(out.failed["n"].find("121 s ago"), std::string::npos) << out.failed["n"];
+  EXPECT_EQ(state_->Stats().nodes_stale, 1u);
+
+  EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{0});
+  EXPECT_EQ(policy.evaluations, 1);  // stale is decided before the cache, which stays
+
+  // The agent writes again: only the heartbeat changes. The node is not
+  // rebuilt (no evaluation afresh, the reservation still counts) and the
+  // cached verdicts stay right.
+  AddNode("n", now_);
+  EXPECT_EQ(state_->Stats().nodes_stale, 0u);
+  EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{10});
+  EXPECT_EQ(policy.evaluations, 1);
+  EXPECT_EQ(state_->Node("n")->gpus()[0].used.memory_mib, 6000);
+  out = state_->Filter(request, {"n"});
+  EXPECT_TRUE(out.feasible.empty());
+  EXPECT_NE(out.failed["n"].find("not enough memory"), std::string::npos) << out.failed["n"];
+  EXPECT_EQ(state_->Filter(Request(1000), {"n"}).feasible.size(), 1u);
+  state_->Unreserve("d/a");
+  EXPECT_EQ(state_->Filter(request, {"n"}).feasible.size(), 1u);
+  EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{10});
+  EXPECT_EQ(policy.evaluations, 2);  // usage changed: evaluated afresh
+}
+
+TEST_F(StaleInventoryTest, ZeroDisablesTheCheckAndAHeartbeatAheadOfTheClockIsFresh) {
+  Make(std::chrono::milliseconds(0));
+  AddNode("old", t0_ - std::chrono::hours(24 * 30));
+  EXPECT_EQ(state_->Filter(Request(1000), {"old"}).feasible.size(), 1u);
+  EXPECT_EQ(state_->Stats().nodes_stale, 0u);
+
+  Make(std::chrono::milliseconds(120000));
+  AddNode("ahead", t0_ + seconds(30));  // the node's clock runs ahead of ours
+  EXPECT_EQ(state_->Filter(Request(1000), {"ahead"}).feasible.size(), 1u);
+}
+
+TEST_F(StaleInventoryTest, InventoryChangeWithTheHeartbeatRebuildsTheNode) {
+  AddNode("n", t0_);
+  const core::PodRequest request = Request(8000);
+  EXPECT_EQ(state_->Filter(request, {"n"}).feasible.size(), 1u);
+  // The GPU now reports less memory: a real change, not only a heartbeat.
+  now_ = t0_ + seconds(30);
+  state_->UpsertNode(NodeWithGpus("n", 1, 1, 4000, 10, kModel, Heartbeat(now_)));
+  auto out = state_->Filter(request, {"n"});
+  EXPECT_TRUE(out.feasible.empty());
+  EXPECT_NE(out.failed["n"].find("not enough memory"), std::string::npos) << out.failed["n"];
+}
+
+TEST(ClusterStateNamesTest, DeletedNodesFreeTheirSlotAndRepeatedNamesAreAnsweredOnce) {
+  ClusterState state;
+  auto request = core::DerivePodRequest(GpuPod("d", "p", 1, 6000, 10), {});
+  ASSERT_TRUE(request.ok());
+  state.UpsertNode(NodeWithGpus("a", 1, 1, 10000));
+  state.UpsertNode(NodeWithGpus("b", 2, 1, 4000));
+  EXPECT_EQ(state.Filter(*request, {"a", "b"}).feasible, std::vector<std::string>{"a"});
+  // b goes away and c takes its slot: c's verdict is its own, not b's.
+  state.DeleteNode(NodeWithGpus("b", 2, 1, 4000));
+  state.UpsertNode(NodeWithGpus("c", 3, 1, 10000));
+  auto out = state.Filter(*request, {"a", "b", "c"});
+  EXPECT_EQ(out.feasible, (std::vector<std::string>{"a", "c"}));
+  EXPECT_NE(out.failed["b"].find("unknown"), std::string::npos) << out.failed["b"];
+  // A name listed twice gets the same verdict at both positions.
+  std::vector<std::string_view> names = {"c", "a", "c"};
+  ClusterState::NodeVerdicts verdicts;
+  state.Filter(*request, names, verdicts);
+  EXPECT_EQ(verdicts.feasible, (std::vector<uint32_t>{0, 1, 2}));
+  EXPECT_EQ(state.Stats().nodes, 2u);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
