@@ -25,11 +25,12 @@
 // or sample, count it in rejected() and keep the first reason in first_rejection(), so
 // that a metrics endpoint never takes the node agent down and the rest of the document
 // is still served. Two rejections depend on data, not only on code, so they never
-// assert, in any build: a label value that is not valid UTF-8 (Prometheus would fail
-// the whole scrape) and a sample whose label set repeats an earlier sample of the family,
-// compared regardless of label order (Prometheus would drop it and warn on every
-// scrape). Both skip the sample and count it. HELP text must be valid UTF-8 too; it is
-// code, so invalid HELP is a programming error.
+// assert, in any build: a label value that is not valid UTF-8 (Prometheus 2.42 fails
+// the whole scrape: "invalid UTF-8 label value") and a sample whose label set repeats an
+// earlier sample of the family, compared regardless of label order (Prometheus keeps the
+// first and silently drops the other). Both skip the sample and count it. HELP text must
+// be valid UTF-8 too (else the whole scrape fails as well); it is code, so invalid HELP
+// is a programming error.
 //
 // Not supported: histograms, summaries, timestamps, exemplars, OpenMetrics.
 //
