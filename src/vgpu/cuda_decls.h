@@ -1,15 +1,29 @@
-// cuda.h (the published driver-API contract) plus the few ABI entry points a
-// driver still exports but that CUDA 13's cuda.h no longer declares under
-// their own names (older cudart builds ask for them through cuGetProcAddress).
-// Written from the signatures documented for those CUDA versions.
+// cuda.h (the published driver-API contract) plus the ABI entry points a
+// driver still exports but that CUDA 13's cuda.h declares only for the
+// driver's own implementation (under __CUDA_API_VERSION_INTERNAL): older ABI
+// versions that older programs and older cudart builds reach by their exact
+// names or through cuGetProcAddress. Written from cuda.h's declarations of
+// them; cuda_decls_check.cc compiles this header after cuda.h's own
+// declarations, so any signature written differently is a compile error.
 #pragma once
 
 #include <cuda.h>
+
+#include <cstddef>
 
 // cuda.h maps these names to newer ABI versions with macros; libvgpu needs
 // the exact symbol names.
 #undef cuGetProcAddress
 #undef cuCtxCreate
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuDeviceTotalMem
+#undef cuMemGetInfo
+#undef cuMemAlloc
+#undef cuMemAllocPitch
+#undef cuArrayCreate
+#undef cuArray3DCreate
 
 extern "C" {
 // CUDA 11.3 - 11.8: no symbolStatus argument.
@@ -35,4 +49,48 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStre
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream);
+
+// Entry points whose signatures did not change when a newer ABI version was
+// added: before 3.2 (cuCtxCreate), 4.0 (cuCtxDestroy) and 11.0 (the primary
+// context's Release/Reset).
+CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxDestroy(CUcontext ctx);
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult cuDevicePrimaryCtxReset(CUdevice dev);
+
+// Before CUDA 3.2: 32-bit sizes, dimensions and device pointers.
+#ifndef __CUDA_API_VERSION_INTERNAL
+typedef unsigned int CUdeviceptr_v1;
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+  unsigned int Width;
+  unsigned int Height;
+  unsigned int Depth;
+  CUarray_format Format;
+  unsigned int NumChannels;
+  unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+#endif
+CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev);
+CUresult cuMemGetInfo(unsigned int* free, unsigned int* total);
+CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize);
+CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes,
+                         unsigned int Height, unsigned int ElementSizeBytes);
+CUresult cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* pAllocateArray);
+CUresult cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* pAllocateArray);
 }
+
+// The v1 descriptors' layout, as cuda.h has it (checked here against whichever
+// definition is in force: ours, or cuda.h's in cuda_decls_check.cc).
+static_assert(sizeof(CUdeviceptr_v1) == 4);
+static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR_v1) == 16);
+static_assert(offsetof(CUDA_ARRAY_DESCRIPTOR_v1, Format) == 8);
+static_assert(offsetof(CUDA_ARRAY_DESCRIPTOR_v1, NumChannels) == 12);
+static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR_v1) == 24);
+static_assert(offsetof(CUDA_ARRAY3D_DESCRIPTOR_v1, Format) == 12);
+static_assert(offsetof(CUDA_ARRAY3D_DESCRIPTOR_v1, Flags) == 20);

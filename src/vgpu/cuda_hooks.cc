@@ -69,6 +69,7 @@ CUresult alloc_common(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, const cha
                       CUresult (*call)(void*, CUdeviceptr*, size_t), void* ctx, bool managed_fallback) {
   if (!rt.accounting || dptr == nullptr || bytesize == 0) return call(ctx, dptr, bytesize);
   int dev = rt.current_device();
+  if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
   if (dev < 0) return call(ctx, dptr, bytesize);
   if (!rt.reserve(dev, bytesize, what)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = call(ctx, dptr, bytesize);
@@ -169,6 +170,7 @@ TESSERA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   CUresult rc = rt.cuda.cuMemGetInfo_v2(free, total);
   if (rc != CUDA_SUCCESS || !rt.accounting) return rc;
   int dev = rt.current_device();
+  if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
   uint64_t limit = rt.region.memory_limit(dev);
   if (limit == 0) return rc;
   rt.region.reclaim_dead_throttled(100'000'000);  // a dead neighbour's memory shows up as free within 100 ms
@@ -208,6 +210,11 @@ CUresult after_context_created(Runtime& rt, CUresult rc, CUcontext* pctx, int de
   int region_dev = rt.region_index_for_cuda_device(dev);              \
   if (!rt.charge_context(region_dev)) return CUDA_ERROR_OUT_OF_MEMORY;
 
+TESSERA_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
+  TESSERA_CONTEXT_PROLOGUE(cuCtxCreate)
+  return after_context_created(rt, rt.cuda.cuCtxCreate(pctx, flags, dev), pctx, region_dev);
+}
+
 TESSERA_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   TESSERA_CONTEXT_PROLOGUE(cuCtxCreate_v2)
   return after_context_created(rt, rt.cuda.cuCtxCreate_v2(pctx, flags, dev), pctx, region_dev);
@@ -226,18 +233,57 @@ TESSERA_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* param
   return after_context_created(rt, rt.cuda.cuCtxCreate_v4(pctx, params, flags, dev), pctx, region_dev);
 }
 
-TESSERA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuCtxDestroy_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+namespace {
+
+CUresult destroy_context(Runtime& rt, CUcontext ctx, CUresult (*real)(CUcontext)) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   AllocationRecord rec;
   bool known = ctx != nullptr && rt.contexts.take(reinterpret_cast<uint64_t>(ctx), &rec);
-  CUresult rc = rt.cuda.cuCtxDestroy_v2(ctx);
+  CUresult rc = real(ctx);
   if (!known) return rc;
   if (rc == CUDA_SUCCESS)
     rt.uncharge_context(rec.device);
   else
     rt.contexts.insert(reinterpret_cast<uint64_t>(ctx), rec);
   return rc;
+}
+
+CUresult release_primary(Runtime& rt, CUdevice dev, CUresult (*real)(CUdevice)) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = real(dev);
+  int region_dev = rt.region_index_for_cuda_device(dev);
+  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
+    int refs = rt.primary_refs[region_dev].load(std::memory_order_relaxed);
+    while (refs > 0 && !rt.primary_refs[region_dev].compare_exchange_weak(refs, refs - 1)) {
+    }
+    if (refs > 0) rt.uncharge_context(region_dev);
+  }
+  return rc;
+}
+
+CUresult reset_primary(Runtime& rt, CUdevice dev, CUresult (*real)(CUdevice)) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = real(dev);
+  int region_dev = rt.region_index_for_cuda_device(dev);
+  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
+    // Reset destroys the primary context whatever its reference count; its
+    // allocations go with it.
+    int refs = rt.primary_refs[region_dev].exchange(0);
+    for (int i = 0; i < refs; ++i) rt.uncharge_context(region_dev);
+  }
+  return rc;
+}
+
+}  // namespace
+
+TESSERA_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+  Runtime& rt = runtime();
+  return destroy_context(rt, ctx, rt.cuda.cuCtxDestroy);
+}
+
+TESSERA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  Runtime& rt = runtime();
+  return destroy_context(rt, ctx, rt.cuda.cuCtxDestroy_v2);
 }
 
 TESSERA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
@@ -255,32 +301,71 @@ TESSERA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) 
   return rc;
 }
 
+TESSERA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  Runtime& rt = runtime();
+  return release_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxRelease);
+}
+
 TESSERA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuDevicePrimaryCtxRelease_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = rt.cuda.cuDevicePrimaryCtxRelease_v2(dev);
-  int region_dev = rt.region_index_for_cuda_device(dev);
-  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
-    int refs = rt.primary_refs[region_dev].load(std::memory_order_relaxed);
-    while (refs > 0 && !rt.primary_refs[region_dev].compare_exchange_weak(refs, refs - 1)) {
-    }
-    if (refs > 0) rt.uncharge_context(region_dev);
-  }
-  return rc;
+  return release_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxRelease_v2);
+}
+
+TESSERA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  Runtime& rt = runtime();
+  return reset_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxReset);
 }
 
 TESSERA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuDevicePrimaryCtxReset_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = rt.cuda.cuDevicePrimaryCtxReset_v2(dev);
-  int region_dev = rt.region_index_for_cuda_device(dev);
-  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
-    // Reset destroys the primary context whatever its reference count; its
-    // allocations go with it.
-    int refs = rt.primary_refs[region_dev].exchange(0);
-    for (int i = 0; i < refs; ++i) rt.uncharge_context(region_dev);
-  }
-  return rc;
+  return reset_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxReset_v2);
+}
+
+// ---------------------------------------------------------------- before CUDA 3.2
+// The pre-3.2 entry points with 32-bit sizes, dimensions and device pointers
+// (still exported by drivers for binaries built against CUDA 3.1 and older).
+// Their results cannot be expressed for a 64-bit process on today's devices
+// (sizes above 4 GiB, device addresses above 4 GiB), and passing them through
+// would let memory and views escape the slice, so they are refused with
+// CUDA_ERROR_NOT_SUPPORTED (passed through only with CUDA_DISABLE_CONTROL).
+
+namespace {
+
+template <typename Fn, typename... Args>
+CUresult legacy_32bit(const char* name, Fn real, Args... args) {
+  Runtime& rt = runtime();
+  if (rt.config.control_disabled && real != nullptr) return real(args...);
+  tessera::vgpu::log_event(LogLevel::kWarn,
+                           "%s (pre-CUDA-3.2, 32-bit sizes) refused: not supported under libvgpu", name);
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace
+
+TESSERA_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
+  return legacy_32bit("cuDeviceTotalMem", runtime().cuda.cuDeviceTotalMem, bytes, dev);
+}
+
+TESSERA_EXPORT CUresult cuMemGetInfo(unsigned int* free, unsigned int* total) {
+  return legacy_32bit("cuMemGetInfo", runtime().cuda.cuMemGetInfo, free, total);
+}
+
+TESSERA_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1* dptr, unsigned int bytesize) {
+  return legacy_32bit("cuMemAlloc", runtime().cuda.cuMemAlloc, dptr, bytesize);
+}
+
+TESSERA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1* dptr, unsigned int* pPitch, unsigned int WidthInBytes,
+                                        unsigned int Height, unsigned int ElementSizeBytes) {
+  return legacy_32bit("cuMemAllocPitch", runtime().cuda.cuMemAllocPitch, dptr, pPitch, WidthInBytes, Height,
+                      ElementSizeBytes);
+}
+
+TESSERA_EXPORT CUresult cuArrayCreate(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
+  return legacy_32bit("cuArrayCreate", runtime().cuda.cuArrayCreate, pHandle, desc);
+}
+
+TESSERA_EXPORT CUresult cuArray3DCreate(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
+  return legacy_32bit("cuArray3DCreate", runtime().cuda.cuArray3DCreate, pHandle, desc);
 }
 
 // ---------------------------------------------------------------- linear memory
@@ -323,6 +408,7 @@ TESSERA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, si
   auto real = rt.cuda.cuMemAllocPitch_v2;
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   int dev = rt.accounting && dptr != nullptr && pPitch != nullptr ? rt.current_device() : -1;
+  if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
   if (dev < 0 || WidthInBytes == 0 || Height == 0)
     return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   uint64_t row =
@@ -355,6 +441,7 @@ CUresult async_alloc(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, uint64_t p
   if (!rt.accounting || dptr == nullptr || bytesize == 0) return call(ctx, dptr, bytesize);
   CUdevice handle = 0;
   int dev = rt.current_device(&handle);
+  if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
   if (dev < 0) return call(ctx, dptr, bytesize);
   if (pool == 0) {
     CUmemoryPool current = nullptr;
@@ -475,6 +562,7 @@ CUresult create_array(Runtime& rt, uint64_t estimate, const char* what, tessera:
                       Create create, Measure measure, Destroy destroy) {
   CUdevice handle = 0;
   int dev = rt.accounting ? rt.current_device(&handle) : -1;
+  if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
   if (dev < 0) return create(static_cast<uint64_t*>(nullptr));
   if (!rt.reserve(dev, estimate, what)) return CUDA_ERROR_OUT_OF_MEMORY;
   uint64_t key = 0;

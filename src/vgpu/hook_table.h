@@ -9,7 +9,10 @@
 //                this ABI version of `base`;
 //   ptsz         1 for the per-thread-default-stream variant.
 // Everything not listed passes straight to the driver (libvgpu does not even
-// see those calls).
+// see those calls). Entry points of older ABIs that a driver still exports
+// are listed too (their declarations: cuda_decls.h, checked against cuda.h by
+// cuda_decls_check.cc): otherwise dlsym(RTLD_NEXT, "cuCtxCreate") or
+// cuGetProcAddress("cuCtxCreate", 3000) would reach the driver's unsliced one.
 #pragma once
 
 #define TESSERA_CUDA_HOOKS(X)                                                                          \
@@ -19,16 +22,24 @@
   X(cuDeviceGetCount, cuDeviceGetCount, "cuDeviceGetCount", 2000, 0)                                   \
   X(cuDeviceGet, cuDeviceGet, "cuDeviceGet", 2000, 0)                                                  \
   X(cuDeviceGetByPCIBusId, cuDeviceGetByPCIBusId, "cuDeviceGetByPCIBusId", 4010, 0)                    \
+  X(cuDeviceTotalMem, cuDeviceTotalMem, "cuDeviceTotalMem", 2000, 0)                                   \
   X(cuDeviceTotalMem_v2, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0)                             \
+  X(cuMemGetInfo, cuMemGetInfo, "cuMemGetInfo", 2000, 0)                                               \
   X(cuMemGetInfo_v2, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0)                                         \
+  X(cuCtxCreate, cuCtxCreate, "cuCtxCreate", 2000, 0)                                                  \
   X(cuCtxCreate_v2, cuCtxCreate_v2, "cuCtxCreate", 3020, 0)                                            \
   X(cuCtxCreate_v3, cuCtxCreate_v3, "cuCtxCreate", 11040, 0)                                           \
   X(cuCtxCreate_v4, cuCtxCreate_v4, "cuCtxCreate", 12050, 0)                                           \
+  X(cuCtxDestroy, cuCtxDestroy, "cuCtxDestroy", 2000, 0)                                               \
   X(cuCtxDestroy_v2, cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0)                                         \
   X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000, 0)           \
+  X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0)        \
   X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0) \
+  X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0)              \
   X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0)       \
+  X(cuMemAlloc, cuMemAlloc, "cuMemAlloc", 2000, 0)                                                     \
   X(cuMemAlloc_v2, cuMemAlloc_v2, "cuMemAlloc", 3020, 0)                                               \
+  X(cuMemAllocPitch, cuMemAllocPitch, "cuMemAllocPitch", 2000, 0)                                      \
   X(cuMemAllocPitch_v2, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0)                                \
   X(cuMemAllocManaged, cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)                                \
   X(cuMemFree_v2, cuMemFree_v2, "cuMemFree", 3020, 0)                                                  \
@@ -40,7 +51,9 @@
   X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 1)        \
   X(cuMemFreeAsync, cuMemFreeAsync, "cuMemFreeAsync", 11020, 0)                                        \
   X(cuMemFreeAsync_ptsz, cuMemFreeAsync, "cuMemFreeAsync", 11020, 1)                                   \
+  X(cuArrayCreate, cuArrayCreate, "cuArrayCreate", 2000, 0)                                            \
   X(cuArrayCreate_v2, cuArrayCreate_v2, "cuArrayCreate", 3020, 0)                                      \
+  X(cuArray3DCreate, cuArray3DCreate, "cuArray3DCreate", 2000, 0)                                      \
   X(cuArray3DCreate_v2, cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0)                                \
   X(cuArrayDestroy, cuArrayDestroy, "cuArrayDestroy", 2000, 0)                                         \
   X(cuMipmappedArrayCreate, cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, 0)                 \
@@ -80,6 +93,8 @@
   X(nvmlDeviceGetHandleByIndex_v2)            \
   X(nvmlDeviceGetHandleByUUID)                \
   X(nvmlDeviceGetHandleByPciBusId_v2)         \
+  X(nvmlDeviceGetHandleByPciBusId)            \
+  X(nvmlDeviceGetHandleBySerial)              \
   X(nvmlDeviceGetIndex)                       \
   X(nvmlDeviceGetMemoryInfo)                  \
   X(nvmlDeviceGetMemoryInfo_v2)               \

@@ -214,6 +214,22 @@ TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pciBusI
   return only_visible(*rt, rt->nvml.nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device), device);
 }
 
+TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* pciBusId, nvmlDevice_t* device) {
+  Runtime* rt = nvml_runtime();
+  if (rt == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  auto real = rt->nvml.nvmlDeviceGetHandleByPciBusId != nullptr ? rt->nvml.nvmlDeviceGetHandleByPciBusId
+                                                                : rt->nvml.nvmlDeviceGetHandleByPciBusId_v2;
+  if (real == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  return only_visible(*rt, real(pciBusId, device), device);
+}
+
+TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
+  Runtime* rt = nvml_runtime();
+  if (rt == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  if (rt->nvml.nvmlDeviceGetHandleBySerial == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  return only_visible(*rt, rt->nvml.nvmlDeviceGetHandleBySerial(serial, device), device);
+}
+
 TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   Runtime* rt = nvml_runtime();
   if (rt == nullptr || rt->nvml.nvmlDeviceGetIndex == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;

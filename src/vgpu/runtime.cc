@@ -275,7 +275,9 @@ int Runtime::current_device(CUdevice* handle) {
   CUdevice dev = 0;
   if (cuda.cuCtxGetDevice == nullptr || cuda.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
   if (handle != nullptr) *handle = dev;
-  return region_index_for_cuda_device(dev);
+  int i = cuda_entry(dev);
+  if (i < 0) return -1;
+  return cuda_devices[i].visible ? cuda_devices[i].region_index : kHiddenDevice;
 }
 
 int Runtime::nvml_entry(nvmlDevice_t handle) {

@@ -92,7 +92,11 @@ class Runtime {
   bool load_nvml();
 
   // Region device index of the calling thread's current context; -1 if none
-  // or not accounted. Sets *handle to the real CUdevice when not null.
+  // or not accounted; kHiddenDevice if the context is on a device this
+  // container was not granted (no hooked path creates one; the allocation
+  // paths refuse to serve it all the same). Sets *handle to the real CUdevice
+  // when not null.
+  static constexpr int kHiddenDevice = -2;
   int current_device(CUdevice* handle = nullptr);
   int region_index_for_cuda_device(CUdevice dev) const;
   bool cuda_device_visible(CUdevice dev) const;

@@ -496,6 +496,111 @@ TEST_F(VgpuTest, AllocationAnnotationSelectsDevicesByUuid) {
   EXPECT_EQ(r.rc("nvmluuid", 1), NVML_SUCCESS);
 }
 
+TEST_F(VgpuTest, NvmlLookupsBySerialAndPciBusIdFindOnlyGrantedDevices) {
+  std::string b = uuid(1);
+  ProbeRun ident = run({"nvmlident:0", "nvmlident:1"}, {}, false);
+  auto hidden = ident.line("nvmlident", 0), granted = ident.line("nvmlident", 1);
+  ASSERT_EQ(hidden.size(), 4u) << ident.out;
+  ASSERT_EQ(granted.size(), 4u) << ident.out;
+  std::vector<std::string> ops;
+  for (const auto& d : {hidden, granted})
+    for (const std::string& op : {"nvmlserial:" + d[2], "nvmlpci:v1:" + d[3], "nvmlpci:v2:" + d[3]})
+      ops.push_back(op);
+  ProbeRun bare = run(ops, {}, false);
+  for (const char* op : {"nvmlserial", "nvmlpci"})
+    for (int i = 0; i < (op == std::string("nvmlpci") ? 4 : 2); ++i)
+      EXPECT_EQ(bare.rc(op, i), NVML_SUCCESS) << bare.out;
+  std::string json =
+      R"({"version":1,"containers":[{"name":"app","devices":[{"uuid":")" + b + R"(","memoryMiB":2000}]}]})";
+  ProbeRun r = run(ops, {{"TESSERA_ALLOCATION", json}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("nvmlserial", 0), NVML_ERROR_NOT_FOUND) << r.out;
+  EXPECT_EQ(r.rc("nvmlpci", 0), NVML_ERROR_NOT_FOUND) << r.out;  // the v1 name
+  EXPECT_EQ(r.rc("nvmlpci", 1), NVML_ERROR_NOT_FOUND) << r.out;  // _v2
+  EXPECT_EQ(r.rc("nvmlserial", 1), NVML_SUCCESS) << r.out;
+  EXPECT_EQ(r.rc("nvmlpci", 2), NVML_SUCCESS) << r.out;
+  EXPECT_EQ(r.rc("nvmlpci", 3), NVML_SUCCESS) << r.out;
+}
+
+TEST_F(VgpuTest, LegacyContextEntryPointsNeitherReachHiddenDevicesNorEscapeTheLimit) {
+  // Device 0 (CUdevice 0) is hidden; the container holds device 1 with 2000 MiB.
+  std::string json = R"({"version":1,"containers":[{"name":"app","devices":[{"uuid":")" + uuid(1) +
+                     R"(","memoryMiB":2000}]}]})";
+  Env env{{"TESSERA_ALLOCATION", json}};
+  // Without the library, the pre-3.2 cuCtxCreate reaches device 0 like any other.
+  ProbeRun bare = run({"init", "lctx:direct:0", "alloc:3000"}, {}, false);
+  EXPECT_EQ(bare.rc("lctx"), CUDA_SUCCESS) << bare.out;
+  EXPECT_EQ(bare.rc("alloc"), CUDA_SUCCESS) << bare.out;
+  for (const char* path : {"direct", "dlsym", "next", "procaddr"}) {
+    SCOPED_TRACE(path);
+    std::string p = path;
+    ProbeRun r =
+        run({"init", "lctx:" + p + ":0", "lctx:" + p + ":1", "meminfo", "alloc:1000", "alloc:1000"}, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.rc("lctx", 0), CUDA_ERROR_INVALID_DEVICE) << r.out;  // hidden
+    EXPECT_EQ(r.rc("lctx", 1), CUDA_SUCCESS) << r.out;
+    EXPECT_EQ(r.value("meminfo", 2), 1700 * kMiB) << r.out;  // the slice, its context charged
+    EXPECT_EQ(r.value("meminfo", 3), 2000 * kMiB) << r.out;
+    EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out;
+    EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  }
+  // cuGetProcAddress at the CUDA versions that had them answers with the hooks of exactly those entry points.
+  ProbeRun pa = run({"init", "procaddr:cuCtxCreate:3000:0", "procaddr:cuCtxDestroy:3000:0",
+                     "procaddr:cuDevicePrimaryCtxRelease:10000:0", "procaddr:cuDevicePrimaryCtxReset:10000:0",
+                     "procaddr:cuDevicePrimaryCtxReset:11000:0"},
+                    env);
+  int k = 0;
+  for (const char* sym : {"cuCtxCreate", "cuCtxDestroy", "cuDevicePrimaryCtxRelease",
+                          "cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"})
+    EXPECT_EQ(pa.line("procaddr", k++), (std::vector<std::string>{"procaddr", "0", "libvgpu.so", sym}))
+        << pa.out;
+  // Contexts destroyed or released through the old entry points give their charge back.
+  for (const char* path : {"direct", "dlsym", "next", "procaddr"}) {
+    SCOPED_TRACE(path);
+    std::string p = path;
+    std::vector<std::vector<std::string>> cases = {{"init", "lctx:" + p + ":1", "lctxdestroy:" + p},
+                                                   {"init", "ctx:0", "lprimary:" + p + ":release:1"},
+                                                   {"init", "ctx:0", "lprimary:" + p + ":reset:1"},
+                                                   {"init", "ctx:0"}};
+    for (size_t c = 0; c < cases.size(); ++c) {
+      size_t h = spawn_holding(cases[c], env);
+      Held& held = wait_for(h);
+      EXPECT_EQ(held.out.find(" missing"), std::string::npos) << held.out;
+      EXPECT_EQ(region_usage(uuid(1)).first, c + 1 < cases.size() ? 0 : 300 * kMiB) << c << "\n" << held.out;
+      kill9(held_[h]);
+    }
+  }
+}
+
+TEST_F(VgpuTest, PreCuda32EntryPointsWith32BitSizesAreRefused) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}};
+  const std::vector<std::string> names = {"cuMemAlloc",       "cuMemAllocPitch", "cuMemGetInfo",
+                                          "cuDeviceTotalMem", "cuArrayCreate",   "cuArray3DCreate"};
+  for (const char* path : {"direct", "dlsym", "next", "procaddr"}) {
+    SCOPED_TRACE(path);
+    std::vector<std::string> ops{"init", "ctx:0"};
+    for (const auto& n : names) ops.push_back(std::string("l32:") + path + ":" + n);
+    ops.push_back("meminfo");
+    ProbeRun r = run(ops, env);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto w = r.line("l32", static_cast<int>(i));
+      ASSERT_EQ(w.size(), 3u) << r.out;
+      EXPECT_EQ(w[1], names[i]);
+      // Refused wherever it is reachable; the simulator does not export these
+      // names, so a lookup through its handle or cuGetProcAddress finds nothing.
+      if (w[2] != "missing") {
+        EXPECT_EQ(w[2], std::to_string(CUDA_ERROR_NOT_SUPPORTED)) << r.out;
+      }
+    }
+    if (std::string(path) == "direct" || std::string(path) == "next") {
+      EXPECT_EQ(r.line("l32", 0).at(2), std::to_string(CUDA_ERROR_NOT_SUPPORTED))
+          << r.out;  // reached libvgpu
+    }
+    EXPECT_EQ(r.value("meminfo", 2), 700 * kMiB) << r.out;  // nothing was allocated
+  }
+}
+
 TEST_F(VgpuTest, MalformedAnnotationFallsBackToHamiVariablesWithOneLogLine) {
   ProbeRun r = run({"init", "ctx:0", "alloc:800", "alloc:1"},
                    {{"TESSERA_ALLOCATION", "{\"version\":1,"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1100m"}});

@@ -20,9 +20,66 @@
 #include <thread>
 #include <vector>
 
+// Entry points of ABIs older than cuda.h's current names, which drivers still
+// export for programs built against older CUDA versions. Declared weak: a
+// program built against an older libcuda would link them; here they resolve
+// at run time to whatever provides them (nothing, for names the simulator
+// does not export).
+#undef cuCtxCreate
+#undef cuCtxDestroy
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuDeviceTotalMem
+#undef cuMemGetInfo
+#undef cuMemAlloc
+#undef cuMemAllocPitch
+#undef cuArrayCreate
+#undef cuArray3DCreate
+struct ArrayDescriptorV1 {  // CUDA_ARRAY_DESCRIPTOR before CUDA 3.2
+  unsigned int Width, Height;
+  CUarray_format Format;
+  unsigned int NumChannels;
+};
+struct Array3DDescriptorV1 {
+  unsigned int Width, Height, Depth;
+  CUarray_format Format;
+  unsigned int NumChannels, Flags;
+};
+extern "C" {
+CUresult cuCtxCreate(CUcontext*, unsigned int, CUdevice) __attribute__((weak));
+CUresult cuCtxDestroy(CUcontext) __attribute__((weak));
+CUresult cuDevicePrimaryCtxRelease(CUdevice) __attribute__((weak));
+CUresult cuDevicePrimaryCtxReset(CUdevice) __attribute__((weak));
+CUresult cuDeviceTotalMem(unsigned int*, CUdevice) __attribute__((weak));
+CUresult cuMemGetInfo(unsigned int*, unsigned int*) __attribute__((weak));
+CUresult cuMemAlloc(unsigned int*, unsigned int) __attribute__((weak));
+CUresult cuMemAllocPitch(unsigned int*, unsigned int*, unsigned int, unsigned int, unsigned int)
+    __attribute__((weak));
+CUresult cuArrayCreate(CUarray*, const ArrayDescriptorV1*) __attribute__((weak));
+CUresult cuArray3DCreate(CUarray*, const Array3DDescriptorV1*) __attribute__((weak));
+}
+
 namespace {
 
 constexpr size_t kMiB = 1 << 20;
+
+// A legacy entry point reached one way: "direct" (the program's own linked
+// reference), "dlsym" (through a libcuda handle), "next" (dlsym RTLD_NEXT)
+// or "procaddr" (cuGetProcAddress at an old CUDA version).
+template <typename F>
+F legacy(const std::string& path, const char* name, F direct, int version) {
+  if (path == "direct") return direct;
+  if (path == "dlsym") {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW);
+    return lib != nullptr ? reinterpret_cast<F>(dlsym(lib, name)) : nullptr;
+  }
+  if (path == "next") return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  if (cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS)
+    return nullptr;
+  return reinterpret_cast<F>(p);
+}
 
 using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
 using FreeFn = CUresult (*)(CUdeviceptr);
@@ -431,6 +488,37 @@ int run(const std::string& op_text) {
     nvmlDevice_t h = nullptr;
     if (n != nullptr) n->init();
     printf("nvmluuid %d\n", n != nullptr ? n->by_uuid(a[1].c_str(), &h) : -1);
+  } else if (op == "nvmlident" || op == "nvmlserial" || op == "nvmlpci") {
+    // nvmlident:<index>: "nvmlident <rc> <serial> <busId>"; nvmlserial:<serial> and
+    // nvmlpci:<v1|v2>:<busId>: "<op> <rc>" of the handle lookup by serial / PCI bus id
+    Nvml* n = nvml();
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    auto sym = [&](const char* name) { return lib != nullptr ? dlsym(lib, name) : nullptr; };
+    nvmlReturn_t rc = n == nullptr ? NVML_ERROR_LIBRARY_NOT_FOUND : n->init();
+    nvmlDevice_t h = nullptr;
+    if (op == "nvmlident") {
+      using SerialFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned);
+      using PciFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+      auto serial_fn = reinterpret_cast<SerialFn>(sym("nvmlDeviceGetSerial"));
+      auto pci_fn = reinterpret_cast<PciFn>(sym("nvmlDeviceGetPciInfo_v3"));
+      char serial[64] = "-";
+      nvmlPciInfo_t pci{};
+      if (rc == NVML_SUCCESS) rc = n->by_index(static_cast<unsigned>(num(a, 1)), &h);
+      if (rc == NVML_SUCCESS)
+        rc = serial_fn != nullptr ? serial_fn(h, serial, sizeof(serial)) : NVML_ERROR_FUNCTION_NOT_FOUND;
+      if (rc == NVML_SUCCESS) rc = pci_fn != nullptr ? pci_fn(h, &pci) : NVML_ERROR_FUNCTION_NOT_FOUND;
+      printf("nvmlident %d %s %s\n", rc, serial, pci.busId[0] != '\0' ? pci.busId : "-");
+    } else {
+      using ByFn = nvmlReturn_t (*)(const char*, nvmlDevice_t*);
+      const char* name = op == "nvmlserial" ? "nvmlDeviceGetHandleBySerial"
+                         : a[1] == "v1"     ? "nvmlDeviceGetHandleByPciBusId"
+                                            : "nvmlDeviceGetHandleByPciBusId_v2";
+      auto by = reinterpret_cast<ByFn>(sym(name));
+      // a bus id holds ':' itself: everything after "nvmlpci:<v>:"
+      const std::string key = op == "nvmlserial" ? a[1] : op_text.substr(op.size() + a[1].size() + 2);
+      if (rc == NVML_SUCCESS) rc = by != nullptr ? by(key.c_str(), &h) : NVML_ERROR_FUNCTION_NOT_FOUND;
+      printf("%s %d\n", op.c_str(), rc);
+    }
   } else if (op == "nvmlprocs") {
     // nvmlprocs:<api>:<index>:<capacity|null>: a running-process list of NVML device <index>
     // (api: c1/c2/c3 = nvmlDeviceGetComputeRunningProcesses[_v2|_v3], g1/g2/g3 the graphics ones),
@@ -526,6 +614,65 @@ int run(const std::string& op_text) {
   } else if (op == "waitfile") {
     // waitfile:<path>: blocks until the file exists (a start barrier the test opens)
     while (access(a[1].c_str(), F_OK) != 0) usleep(1000);
+  } else if (op == "lctx") {
+    // lctx:<path>:<CUdevice>: legacy cuCtxCreate on a raw device handle (not a container ordinal)
+    auto fn = legacy(a[1], "cuCtxCreate", &cuCtxCreate, 3000);
+    if (fn == nullptr) {
+      printf("lctx missing\n");
+    } else {
+      printf("lctx %d\n", fn(&g_ctx, 0, static_cast<CUdevice>(num(a, 2))));
+    }
+  } else if (op == "lctxdestroy") {
+    auto fn = legacy(a[1], "cuCtxDestroy", &cuCtxDestroy, 3000);
+    if (fn == nullptr) {
+      printf("lctxdestroy missing\n");
+    } else {
+      printf("lctxdestroy %d\n", fn(g_ctx));
+    }
+  } else if (op == "lprimary") {
+    // lprimary:<path>:<release|reset>:<CUdevice>: the CUDA 7.0-10.2 primary-context entry points
+    auto fn = a[2] == "reset" ? legacy(a[1], "cuDevicePrimaryCtxReset", &cuDevicePrimaryCtxReset, 10000)
+                              : legacy(a[1], "cuDevicePrimaryCtxRelease", &cuDevicePrimaryCtxRelease, 10000);
+    if (fn == nullptr) {
+      printf("lprimary missing\n");
+    } else {
+      printf("lprimary %d\n", fn(static_cast<CUdevice>(num(a, 3))));
+    }
+  } else if (op == "l32") {
+    // l32:<path>:<name>: a pre-3.2 entry point with 32-bit sizes; "l32 <name> <rc|missing>"
+    const std::string& name = a[2];
+    unsigned int x = 0, y = 0;
+    CUarray arr = nullptr;
+    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    bool found = true;
+    CUdevice dev = 0;
+    cuCtxGetDevice(&dev);
+    if (name == "cuMemAlloc") {
+      auto fn = legacy(a[1], "cuMemAlloc", &cuMemAlloc, 3000);
+      if ((found = fn != nullptr)) rc = fn(&x, 64 << 20);
+    } else if (name == "cuMemAllocPitch") {
+      auto fn = legacy(a[1], "cuMemAllocPitch", &cuMemAllocPitch, 3000);
+      if ((found = fn != nullptr)) rc = fn(&x, &y, 4096, 4096, 4);
+    } else if (name == "cuMemGetInfo") {
+      auto fn = legacy(a[1], "cuMemGetInfo", &cuMemGetInfo, 3000);
+      if ((found = fn != nullptr)) rc = fn(&x, &y);
+    } else if (name == "cuDeviceTotalMem") {
+      auto fn = legacy(a[1], "cuDeviceTotalMem", &cuDeviceTotalMem, 3000);
+      if ((found = fn != nullptr)) rc = fn(&x, dev);
+    } else if (name == "cuArrayCreate") {
+      auto fn = legacy(a[1], "cuArrayCreate", &cuArrayCreate, 3000);
+      ArrayDescriptorV1 d{1024, 1024, CU_AD_FORMAT_FLOAT, 4};
+      if ((found = fn != nullptr)) rc = fn(&arr, &d);
+    } else if (name == "cuArray3DCreate") {
+      auto fn = legacy(a[1], "cuArray3DCreate", &cuArray3DCreate, 3000);
+      Array3DDescriptorV1 d{256, 256, 16, CU_AD_FORMAT_FLOAT, 4, 0};
+      if ((found = fn != nullptr)) rc = fn(&arr, &d);
+    }
+    if (found) {
+      printf("l32 %s %d\n", name.c_str(), rc);
+    } else {
+      printf("l32 %s missing\n", name.c_str());
+    }
   } else if (op == "pid") {
     printf("pid %d\n", static_cast<int>(getpid()));
   } else if (op == "ready") {
