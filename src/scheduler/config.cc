@@ -79,6 +79,15 @@ std::string AsSeconds(const YAML::Node& n, std::chrono::milliseconds& out) {
   return "";
 }
 
+// Like AsSeconds, 0 allowed (it switches something off).
+std::string AsSecondsOrZero(const YAML::Node& n, std::chrono::milliseconds& out) {
+  double v = 0;
+  if (std::string e = AsDouble(n, v); !e.empty()) return e + " (seconds)";
+  if (v < 0) return "must be 0 (off) or a positive number of seconds";
+  out = std::chrono::milliseconds(static_cast<int64_t>(std::llround(v * 1000)));
+  return "";
+}
+
 std::string Seconds(std::chrono::milliseconds d) {
   std::ostringstream s;
   s << static_cast<double>(d.count()) / 1000.0;
@@ -139,6 +148,11 @@ const std::vector<Key>& Keys() {
       SEC_KEY("reservationTimeoutSeconds", reservation_timeout,
               "how long a bind's reservation is held until the pod shows up bound; must exceed "
               "kube.timeoutSeconds"),
+      Key{"inventoryStaleSeconds", "seconds",
+          "a node whose tessera.io/gpu-inventory heartbeat is older than this does not fit (0 = never "
+          "stale); keep it well above tessera-node's heartbeat period (30 s by default)",
+          [](const YAML::Node& n, SchedulerConfig& c) { return AsSecondsOrZero(n, c.inventory_stale); },
+          [](const SchedulerConfig& c) { return Seconds(c.inventory_stale); }},
       STR_KEY("server.bindAddress", bind_address, "address the HTTP server listens on"),
       INT_KEY("server.port", port, "port of extender, /mutate, /healthz, /readyz, /metrics (plain HTTP)"),
       INT_KEY("server.webhookPort", webhook_port,

@@ -27,6 +27,10 @@ struct SchedulerConfig {
   // How long a bind's reservation is held when the API never shows the pod
   // bound (bind failed silently, watch lagging). Must exceed api_timeout.
   std::chrono::milliseconds reservation_timeout{60000};
+  // A node whose GPU inventory heartbeat (republished by tessera-node at least
+  // every heartbeat_seconds, 30 s by default) is older than this does not fit.
+  // 0 = never stale.
+  std::chrono::milliseconds inventory_stale{120000};
 
   // HTTP: extender, /mutate, /healthz, /readyz, /metrics on bind_address:port.
   std::string bind_address = "0.0.0.0";

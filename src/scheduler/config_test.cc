@@ -62,5 +62,22 @@ TEST(ConfigTest, BadInputNamesTheKey) {
   EXPECT_FALSE(v.Validate().ok());
 }
 
+TEST(ConfigTest, InventoryStaleSecondsDefaultsTo120AndZeroSwitchesItOff) {
+  SchedulerConfig c;
+  EXPECT_EQ(c.inventory_stale, std::chrono::seconds(120));
+  EXPECT_NE(ConfigKeysHelp().find("inventoryStaleSeconds (seconds, default 120)"), std::string::npos)
+      << ConfigKeysHelp();
+  ASSERT_TRUE(ApplyConfigYaml("inventoryStaleSeconds: 300\n", "f.yaml", c).ok());
+  EXPECT_EQ(c.inventory_stale, std::chrono::seconds(300));
+  ASSERT_TRUE(ApplyConfigYaml("inventoryStaleSeconds: 0\n", "f.yaml", c).ok());
+  EXPECT_EQ(c.inventory_stale, std::chrono::seconds(0));
+  EXPECT_TRUE(c.Validate().ok());
+  for (const char* bad : {"inventoryStaleSeconds: -5\n", "inventoryStaleSeconds: soon\n"}) {
+    auto s = ApplyConfigYaml(bad, "f.yaml", c);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.error().message.find("inventoryStaleSeconds"), std::string::npos) << s.error().message;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

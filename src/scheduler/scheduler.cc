@@ -37,7 +37,9 @@ bool ParseBody(const httplib::Request& req, httplib::Response& res, Json& out,
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> client)
-    : config_(std::move(config)), client_(std::move(client)) {
+    : config_(std::move(config)),
+      client_(std::move(client)),
+      state_(ClusterStateOptions{nullptr, nullptr, config_.inventory_stale}) {
   kube::InformerOptions node_options;
   node_options.type = kube::resources::kNodes;
   nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);
@@ -242,6 +244,9 @@ std::string Scheduler::MetricsText() const {
   metric("tessera_scheduler_nodes", "gauge", "nodes with a usable GPU inventory", double(s.nodes));
   metric("tessera_scheduler_nodes_without_inventory", "gauge", "nodes without a usable GPU inventory",
          double(s.nodes_without_inventory));
+  metric("tessera_scheduler_nodes_stale_inventory", "gauge",
+         "nodes whose GPU inventory heartbeat is older than inventoryStaleSeconds (they do not fit)",
+         double(s.nodes_stale));
   metric("tessera_scheduler_gpus", "gauge", "GPUs in the cluster view", double(s.gpus));
   metric("tessera_scheduler_pods", "gauge", "pods accounted from their allocation annotation",
          double(s.pods));

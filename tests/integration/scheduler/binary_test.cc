@@ -32,8 +32,8 @@ TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
   BinaryRun help = RunBinary("--help");
   EXPECT_EQ(help.exit_code, 0);
   for (const char* key : {"schedulerName", "resources.gpuCount", "defaults.memoryMiB", "policy.gpu",
-                          "reservationTimeoutSeconds", "server.tlsCertFile", "kube.timeoutSeconds",
-                          "leaderElection.renewDeadlineSeconds", "logLevel"}) {
+                          "reservationTimeoutSeconds", "inventoryStaleSeconds", "server.tlsCertFile",
+                          "kube.timeoutSeconds", "leaderElection.renewDeadlineSeconds", "logLevel"}) {
     EXPECT_NE(help.output.find(key), std::string::npos) << key;
   }
   std::string path = ::testing::TempDir() + "/bad-scheduler.yaml";

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "fixture.h"
+#include "kube/typed_api.h"
 #include "scheduler/webhook.h"
 
 extern char** environ;
@@ -147,6 +148,57 @@ TEST_F(SchedulerIntegrationTest, EndpointsAnswerOverHttp) {
   EXPECT_NE(metrics->body.find("tessera_scheduler_nodes 1"), std::string::npos);
 }
 
+TEST_F(SchedulerIntegrationTest, NodeWithAStaleInventoryIsRefusedUntilItsAgentWritesAgain) {
+  // node-1's agent last wrote ten minutes ago (the scheduler's default
+  // inventoryStaleSeconds is 120); node-0's inventory is fresh.
+  const auto old = std::chrono::system_clock::now() - std::chrono::minutes(10);
+  ASSERT_TRUE(server_->CreateObject("nodes", scheduler::testing::NodeWithGpus("node-0", 1, 1, 81920)).ok());
+  ASSERT_TRUE(server_
+                  ->CreateObject("nodes", scheduler::testing::NodeWithGpus(
+                                              "node-1", 2, 1, 81920, 10, "NVIDIA A100-SXM4-80GB",
+                                              scheduler::testing::Heartbeat(old)))
+                  .ok());
+  scheduler_ = StartScheduler(Config());
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().nodes == 2; }));
+  httplib::Client http("127.0.0.1", scheduler_->port());
+  const std::vector<std::string> nodes = {"node-0", "node-1"};
+  Json args = {{"Pod", scheduler::testing::GpuPod("default", "p", 1, 1000, 10)},
+               {"Nodes", nullptr},
+               {"NodeNames", nodes}};
+  auto filter = http.Post("/filter", args.dump(), "application/json");
+  ASSERT_TRUE(filter);
+  Json answer = Json::parse(filter->body);
+  EXPECT_EQ(answer["NodeNames"], Json::array({"node-0"}));
+  const std::string reason = answer["FailedNodes"].value("node-1", "");
+  EXPECT_NE(reason.find("GPU inventory is stale: last heartbeat " + scheduler::testing::Heartbeat(old)),
+            std::string::npos)
+      << filter->body;
+  EXPECT_NE(reason.find("is tessera-node running on this node?"), std::string::npos) << reason;
+  auto metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_scheduler_nodes_stale_inventory 1"), std::string::npos)
+      << metrics->body;
+
+  // The agent writes again (a fresh heartbeat, same GPUs): node-1 is back.
+  kube::CurlTransportOptions t;
+  t.server = server_->url();
+  kube::Client client(std::make_shared<kube::CurlTransport>(t), kube::ClientOptions{});
+  Json fresh = scheduler::testing::NodeWithGpus("node-1", 2, 1, 81920);
+  const std::string key(core::kInventoryAnnotation);
+  ASSERT_TRUE(
+      kube::NodesApi(&client)
+          .PatchAnnotations("node-1", {{key, fresh["metadata"]["annotations"][key].get<std::string>()}})
+          .ok());
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().nodes_stale == 0; }));
+  filter = http.Post("/filter", args.dump(), "application/json");
+  ASSERT_TRUE(filter);
+  EXPECT_EQ(Json::parse(filter->body)["NodeNames"], Json::array({"node-0", "node-1"})) << filter->body;
+  metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tessera_scheduler_nodes_stale_inventory 0"), std::string::npos)
+      << metrics->body;
+}
+
 TEST_F(SchedulerIntegrationTest, TwoHundredPodsOverTwentyNodesWithConcurrentBinds) {
   // 20 nodes x 2 GPUs (40000 MiB, 4 slots): room for fewer than 200 pods, so
   // the last binds race for the last slots.
@@ -254,7 +306,8 @@ TEST_F(SchedulerIntegrationTest, KilledSchedulerRestartsFromTheApiWithoutDoubleB
   std::vector<std::string> still_fits;
   for (const std::string& name : result.unbound) {
     auto pod = server_->GetObject("pods", "default", name);
-    if (pod && ScheduleOnce(second_port, *pod, nodes).outcome != Outcome::kUnschedulable) still_fits.push_back(name);
+    if (pod && ScheduleOnce(second_port, *pod, nodes).outcome != Outcome::kUnschedulable)
+      still_fits.push_back(name);
   }
   kill(second, SIGTERM);
   waitpid(second, &status, 0);
