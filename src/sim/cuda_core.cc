@@ -124,7 +124,7 @@ void AfterForkInChild() {
   Runtime& rt = R();
   new (&rt.mu) std::recursive_mutex();
   rt.initialized = false;
-  rt.pid = getpid();
+  rt.pid = SelfPid();
   rt.allocs.clear();
   rt.live.clear();
   rt.vmm_handles.clear();
@@ -191,7 +191,7 @@ CUresult DoInit() {
   Runtime& rt = R();
   if (rt.initialized) return rt.init_error;
   rt.initialized = true;
-  rt.pid = getpid();
+  rt.pid = SelfPid();
   bool is_explicit = false;
   auto config = ConfigFromEnvironment(&is_explicit);
   if (!config.ok()) {

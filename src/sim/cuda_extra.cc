@@ -846,8 +846,8 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsign
     if (p.magic != kIpcMagic) return CUDA_ERROR_INVALID_VALUE;
     if (p.pid == R().pid) return CUDA_ERROR_INVALID_CONTEXT;  // not in the exporting process
     if (!ProcessAlive(p.pid, p.start_time)) return CUDA_ERROR_INVALID_VALUE;
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%d/fd/%d", p.pid, p.fd);
+    char path[512];
+    std::snprintf(path, sizeof(path), "%s/%d/fd/%d", ProcRoot(), p.pid, p.fd);
     const int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return CUDA_ERROR_INVALID_VALUE;
     void* m = mmap(nullptr, p.heap_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd,

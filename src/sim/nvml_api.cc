@@ -271,8 +271,8 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* v) {
 nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int length) {
   return Guard([&]() -> nvmlReturn_t {
     if (name == nullptr || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
-    char path[64];
-    std::snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+    char path[512];
+    std::snprintf(path, sizeof(path), "%s/%u/comm", ProcRoot(), pid);
     FILE* f = std::fopen(path, "r");
     if (f == nullptr) return NVML_ERROR_NOT_FOUND;
     char buf[256] = {};

@@ -172,9 +172,27 @@ int64_t RealtimeUs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000LL + ts.tv_nsec / 1000;
 }
 
+const char* ProcRoot() {
+  static const std::string root = [] {
+    const char* env = std::getenv("TESSERA_SIM_PROC");
+    return std::string(env != nullptr && env[0] != '\0' ? env : "/proc");
+  }();
+  return root.c_str();
+}
+
+int SelfPid() {
+  char path[512], target[32];
+  std::snprintf(path, sizeof(path), "%s/self", ProcRoot());
+  const ssize_t n = readlink(path, target, sizeof(target) - 1);
+  if (n <= 0) return getpid();
+  target[n] = '\0';
+  const int pid = std::atoi(target);
+  return pid > 0 ? pid : getpid();
+}
+
 uint64_t ProcessStartTime(int pid) {
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  char path[512];
+  std::snprintf(path, sizeof(path), "%s/%d/stat", ProcRoot(), pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[1024];
@@ -199,7 +217,9 @@ uint64_t ProcessStartTime(int pid) {
 
 bool ProcessAlive(int pid, uint64_t start_time) {
   if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // kill() speaks the caller's pid namespace, which is not ProcRoot()'s when
+  // TESSERA_SIM_PROC names another one; the stat file alone decides then.
+  if (std::getenv("TESSERA_SIM_PROC") == nullptr && kill(pid, 0) != 0 && errno == ESRCH) return false;
   const uint64_t st = ProcessStartTime(pid);
   return st != 0 && st == start_time;
 }
@@ -384,8 +404,8 @@ int SimState::ProcessSlotLocked(int pid, bool create) {
   std::memset(static_cast<void*>(&p), 0, sizeof(p));
   p.pid = pid;
   p.start_time = ProcessStartTime(pid);
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+  char path[512];
+  std::snprintf(path, sizeof(path), "%s/%d/comm", ProcRoot(), pid);
   std::ifstream comm(path);
   std::string name;
   std::getline(comm, name);

@@ -141,7 +141,17 @@ int64_t RealtimeUs();
 // digits with the last four replaced by the GI and CI ids).
 std::string MigDeviceUuid(const GpuRecord& gpu, const GpuInstanceRecord& gi, const ComputeInstanceRecord& ci);
 
-// /proc/<pid>/stat starttime, or 0 if the process does not exist.
+// The procfs through which the simulated driver sees processes:
+// TESSERA_SIM_PROC, default "/proc". A kernel driver names every process by
+// its pid in the initial pid namespace; pointing TESSERA_SIM_PROC at a procfs
+// of the host's pid namespace (a bind mount of the host's /proc) makes the
+// simulator do the same for processes running in their own pid namespace.
+const char* ProcRoot();
+// The calling process's pid as the simulated driver names it: the target of
+// <ProcRoot()>/self (getpid() when that cannot be read).
+int SelfPid();
+
+// <ProcRoot()>/<pid>/stat starttime, or 0 if the process does not exist.
 uint64_t ProcessStartTime(int pid);
 // Whether `pid` is alive (not a zombie) and started at `start_time`.
 bool ProcessAlive(int pid, uint64_t start_time);
