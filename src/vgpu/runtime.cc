@@ -409,6 +409,12 @@ void Runtime::oom_check(int device) {
             static_cast<unsigned long long>(limit), static_cast<unsigned long long>(mine_real),
             static_cast<unsigned long long>(mine_accounted));
   kill(getpid(), SIGKILL);
+  // Still running: this process is pid 1 of its pid namespace (a container's
+  // init, often the application itself in a pod), and the kernel drops
+  // signals sent to it from inside its namespace that it has no handler for,
+  // SIGKILL from itself included. Ending it is then the only way to terminate
+  // it; as with SIGKILL, no atexit handler runs, and the parent sees 137.
+  _exit(128 + SIGKILL);
 }
 
 Runtime::PoolCharge* Runtime::find_pool_locked(uint64_t pool, int device) {

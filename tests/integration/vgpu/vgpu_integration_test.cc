@@ -97,9 +97,14 @@ class VgpuTest : public ::testing::Test {
     return out;
   }
 
-  pid_t spawn(const std::vector<std::string>& ops, const Env& extra, bool preload, int out_fd, int err_fd) {
+  // Runs the probe with `ops`; with `wrapper`, runs wrapper[0] with the rest
+  // of `wrapper`, then the probe's path and `ops`, as arguments.
+  pid_t spawn(const std::vector<std::string>& ops, const Env& extra, bool preload, int out_fd, int err_fd,
+              const std::vector<std::string>& wrapper = {}) {
     std::vector<std::string> env = make_env(extra, preload);
-    std::vector<char*> argv{const_cast<char*>(TESSERA_VGPU_PROBE)};
+    std::vector<char*> argv;
+    for (const auto& w : wrapper) argv.push_back(const_cast<char*>(w.c_str()));
+    argv.push_back(const_cast<char*>(TESSERA_VGPU_PROBE));
     for (const auto& o : ops) argv.push_back(const_cast<char*>(o.c_str()));
     argv.push_back(nullptr);
     std::vector<char*> envp;
@@ -136,13 +141,14 @@ class VgpuTest : public ::testing::Test {
   }
 
   // Starts a probe whose last operation is "hold" (without waiting for it).
-  size_t spawn_holding(std::vector<std::string> ops, const Env& extra = {}) {
+  size_t spawn_holding(std::vector<std::string> ops, const Env& extra = {},
+                       const std::vector<std::string>& wrapper = {}) {
     ops.push_back("hold");
     int p[2];
     EXPECT_EQ(pipe(p), 0);
     int err_fd = open((dir_ + "/held-err").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     Held h;
-    h.pid = spawn(ops, extra, true, p[1], err_fd);
+    h.pid = spawn(ops, extra, true, p[1], err_fd, wrapper);
     close(p[1]);
     close(err_fd);
     h.out_fd = p[0];
@@ -206,6 +212,19 @@ class VgpuTest : public ::testing::Test {
         return {raw->devices[i].memory_used.load(), raw->devices[i].memory_peak.load()};
     }
     return {0, 0};
+  }
+
+  // The process slot of the region at `path` whose (container) pid is `pid`: its host_pid, or -1.
+  int64_t slot_host_pid(const std::string& path, uint32_t pid) {
+    tessera::vgpu::SharedRegion r;
+    char err[256] = {};
+    if (!r.open_file(path.c_str(), err, sizeof(err), /*create=*/false)) return -1;
+    for (uint32_t i = 0; i < tessera::vgpu::kRegionMaxProcesses; ++i) {
+      const auto& s = r.raw()->processes[i];
+      if (s.state.load() == tessera::vgpu::kSlotActive && s.pid == pid)
+        return static_cast<int64_t>(s.host_pid.load());
+    }
+    return -1;
   }
 
   std::string dir_;
@@ -472,6 +491,147 @@ TEST_F(VgpuTest, ProcessListsShowOnlyTheContainersOwnProcessesWithTheMemoryTheSl
   // With control disabled the driver's list is passed through.
   ProbeRun off = run({"init", "nvmlprocs:c3:0:16"}, {{"CUDA_DISABLE_CONTROL", "true"}});
   EXPECT_EQ(process_list(off.line("nvmlprocs")).size(), 2u) << off.out;
+}
+
+// Reads a file (e.g. under /proc) whole; empty when it cannot be read.
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The last NSpid entry of a host process: its pid in its own pid namespace.
+uint32_t innermost_pid(pid_t host_pid) {
+  std::string status = read_file("/proc/" + std::to_string(host_pid) + "/status");
+  size_t at = status.find("NSpid:");
+  if (at == std::string::npos) return 0;
+  auto w = words(status.substr(at + 6, status.find('\n', at) - at - 6));
+  return w.empty() ? 0 : static_cast<uint32_t>(std::stoul(w.back()));
+}
+
+// A container's process in its own pid namespace with its own /proc (as in a
+// pod): getpid() is 1 there while the driver knows it by its host pid. The
+// simulator is pointed at a bind mount of the host's /proc (TESSERA_SIM_PROC,
+// docs/sim.md) so that, like a kernel driver, it names processes by host pid.
+class PidNamespaceTest : public VgpuTest {
+ protected:
+  void SetUp() override {
+    VgpuTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "pid namespaces need root here";
+    host_proc_ = dir_ + "/hostproc";
+    ASSERT_EQ(mkdir(host_proc_.c_str(), 0755), 0);
+  }
+
+  // Starts `ops` (then "hold") in a new pid and mount namespace; returns the
+  // held index. Chain: unshare --mount (private) -> sh binds the host's /proc
+  // at host_proc_ -> exec unshare --pid --fork --mount-proc -> the probe, pid 1.
+  size_t start_in_namespace(std::vector<std::string> ops, Env env) {
+    env["TESSERA_SIM_PROC"] = host_proc_;
+    return spawn_holding(
+        std::move(ops), env,
+        {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+         "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork --mount-proc \"$@\"", "sh"});
+  }
+
+  // The probe's host pid: the only child of the inner unshare (which kept the
+  // spawned pid through the execs).
+  pid_t probe_host_pid(const Held& h) {
+    auto w =
+        words(read_file("/proc/" + std::to_string(h.pid) + "/task/" + std::to_string(h.pid) + "/children"));
+    return w.size() == 1 ? static_cast<pid_t>(std::stol(w[0])) : -1;
+  }
+
+  // What the node agent does: find the slot of the container process whose
+  // host pid is `host`, by the pid it has in its namespace (the last NSpid
+  // entry), and write `host` into it (compare-exchange from 0, generation
+  // re-checked).
+  bool agent_writes_host_pid(const std::string& region, pid_t host) {
+    uint32_t inner = innermost_pid(host);
+    tessera::vgpu::SharedRegion r;
+    char err[256] = {};
+    if (inner == 0 || !r.open_file(region.c_str(), err, sizeof(err), /*create=*/false)) return false;
+    for (uint32_t i = 0; i < tessera::vgpu::kRegionMaxProcesses; ++i) {
+      auto& s = r.raw()->processes[i];
+      if (s.state.load() != tessera::vgpu::kSlotActive || s.pid != inner) continue;
+      uint64_t generation = s.generation, zero = 0;
+      if (!s.host_pid.compare_exchange_strong(zero, static_cast<uint64_t>(host))) return false;
+      if (s.generation != generation) {
+        uint64_t mine = static_cast<uint64_t>(host);
+        s.host_pid.compare_exchange_strong(mine, 0);
+        return false;
+      }
+      return true;
+    }
+    return false;
+  }
+
+  std::string host_proc_;
+};
+
+TEST_F(PidNamespaceTest, NvmlMatchingWorksOnceTheNodeAgentWritesTheHostPid) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "2000m"}};
+  for (bool agent : {false, true}) {
+    SCOPED_TRACE(agent ? "host pid written by the agent" : "host pid unknown");
+    std::string region = dir_ + (agent ? "/with-agent" : "/without-agent") + "/vgpu.region";
+    env["TESSERA_REGION"] = region;
+    std::string go = dir_ + (agent ? "/go-agent" : "/go");
+    size_t h = start_in_namespace(
+        {"init", "pid", "ready", "waitfile:" + go, "ctx:0", "alloc:500", "meminfo", "nvmlprocs:c3:0:16"},
+        env);
+    Held& ready = wait_for(h, "ready");
+    if (ready.out.find("ready") == std::string::npos) GTEST_SKIP() << "no pid namespace here: " << held_err();
+    EXPECT_NE(ready.out.find("pid 1\n"), std::string::npos) << ready.out;  // pid 1 of its namespace
+    pid_t host = probe_host_pid(held_[h]);
+    ASSERT_GT(host, 1);
+    EXPECT_EQ(slot_host_pid(region, 1), 0);  // libvgpu cannot know it from inside
+    if (agent) {
+      ASSERT_TRUE(agent_writes_host_pid(region, host));
+    }
+    { std::ofstream(go.c_str()) << "go"; }
+    Held& done = wait_for(h);
+    ASSERT_NE(done.out.find("holding"), std::string::npos) << done.out << held_err();
+    ProbeRun r;
+    r.out = done.out;
+    // The driver knows the process by its host pid only.
+    ProbeRun bare = run({"nvmlprocs:c3:0:16"}, {}, false);
+    EXPECT_EQ(process_list(bare.line("nvmlprocs")).count(static_cast<uint64_t>(host)), 1u) << bare.out;
+    if (!agent) {
+      // The silent failure this contract fixes: the context cannot be
+      // measured (not charged: 2000 - 500 free) and the process does not
+      // find itself in its own process list.
+      EXPECT_EQ(r.value("meminfo", 2), 1500 * kMiB) << r.out;
+      EXPECT_EQ(r.value("nvmlprocs", 2), 0u) << r.out;
+    } else {
+      EXPECT_EQ(r.value("meminfo", 2), 1200 * kMiB) << r.out;  // 300 MiB context measured and charged
+      EXPECT_EQ(process_list(r.line("nvmlprocs")),
+                (std::map<uint64_t, uint64_t>{{static_cast<uint64_t>(host), 800 * kMiB}}))
+          << r.out;
+    }
+    kill9(held_[h]);
+  }
+}
+
+TEST_F(PidNamespaceTest, ActiveOomKillerFindsAProcessByItsHostPidEvenAsPidOne) {
+  // As in ActiveOomKillerTerminatesAProcessOverTheLimitThroughAnUnseenPath,
+  // inside a pid namespace: the container's process is pid 1 there.
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "302m"},
+          {"ACTIVE_OOM_KILLER", "true"},
+          {"TESSERA_CONTEXT_OVERHEAD", "300m"}};
+  std::string go = dir_ + "/go";
+  size_t h = start_in_namespace(
+      {"init", "ready", "waitfile:" + go, "ctx:0", "alloc:1", "globals:1024", "meminfo"}, env);
+  Held& ready = wait_for(h, "ready");
+  if (ready.out.find("ready") == std::string::npos) GTEST_SKIP() << "no pid namespace here: " << held_err();
+  ASSERT_TRUE(agent_writes_host_pid(region_, probe_host_pid(held_[h])));
+  { std::ofstream(go.c_str()) << "go"; }
+  Held& done = wait_for(h);                                            // until it prints "holding" or ends
+  EXPECT_EQ(done.out.find("meminfo"), std::string::npos) << done.out;  // terminated at its next memory query
+  EXPECT_NE(held_err().find("ACTIVE_OOM_KILLER: the container uses"), std::string::npos) << held_err();
+  int status = 0;
+  ASSERT_EQ(waitpid(held_[h].pid, &status, 0), held_[h].pid);
+  held_[h].pid = -1;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGKILL) << status;
 }
 
 TEST_F(VgpuTest, AllocationAnnotationSelectsDevicesByUuid) {
