@@ -15,10 +15,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vgpu/region_layout.h"
@@ -55,8 +57,10 @@ class ComputeTest : public ::testing::Test {
   std::string region(const std::string& container) const { return dir_ + "/" + container + "/vgpu.region"; }
 
   // Starts compute_probe in `container` (its own region) with `extra` env.
+  // With `wrapper`, runs wrapper[0] with the rest of `wrapper`, then the
+  // probe's path and `args`, as arguments.
   pid_t start(const std::string& container, const Env& extra, const std::vector<std::string>& args,
-              bool preload = true) {
+              bool preload = true, const std::vector<std::string>& wrapper = {}) {
     Env env = {{"TESSERA_SIM_GPUS", "2xA100-80GB"},
                {"TESSERA_SIM_STATE", dir_ + "/sim"},
                {"TESSERA_REGION", region(container)},
@@ -75,7 +79,9 @@ class ComputeTest : public ::testing::Test {
       int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       dup2(o, 1);
       dup2(e, 2);
-      std::vector<char*> argv{const_cast<char*>(TESSERA_COMPUTE_PROBE)};
+      std::vector<char*> argv;
+      for (const auto& w : wrapper) argv.push_back(const_cast<char*>(w.c_str()));
+      argv.push_back(const_cast<char*>(TESSERA_COMPUTE_PROBE));
       for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
       argv.push_back(nullptr);
       std::vector<char*> envp;
@@ -277,6 +283,63 @@ TEST_F(ComputeTest, TwoProcessesOfOneContainerShareOneBudget) {
   EXPECT_NEAR(ra.share + rb.share, 40.0, 10.0) << ra.out << rb.out;
   EXPECT_GT(ra.share, 8.0);
   EXPECT_GT(rb.share, 8.0);
+}
+
+// A container's process in its own pid namespace with its own /proc, as in a
+// pod: NVML (the simulator, pointed at a bind mount of the host's /proc with
+// TESSERA_SIM_PROC, see docs/sim.md) reports it by its host pid, which the
+// process cannot know. `default` then cannot tell its own work from another
+// tenant's and holds the quota, until the node agent writes the host pid into
+// the region (ProcessSlot::host_pid, docs/region.md) — played here by the test.
+TEST_F(ComputeTest, DefaultPolicyInAPidNamespaceKnowsItIsAloneOnceItsHostPidIsKnown) {
+  if (geteuid() != 0) GTEST_SKIP() << "pid namespaces need root here";
+  for (bool agent : {false, true}) {
+    SCOPED_TRACE(agent ? "host pid written by the agent" : "host pid unknown");
+    std::string container = agent ? "with-agent" : "without-agent";
+    std::string host_proc = dir_ + "/hostproc-" + container;
+    ASSERT_EQ(mkdir(host_proc.c_str(), 0755), 0);
+    pid_t pid = start(
+        container, {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"TESSERA_SIM_PROC", host_proc}},
+        {"kernel", "2000", "1", "1.5"}, true,
+        {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+         "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork --mount-proc \"$@\"", "sh"});
+    if (agent) {
+      // The node agent: the probe is the inner unshare's child (host pid); its
+      // slot is the active one whose pid is 1 (its pid inside the namespace).
+      bool written = false;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!written && std::chrono::steady_clock::now() < deadline) {
+        std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+        long host = 0;
+        int fd = open(region(container).c_str(), O_RDWR);
+        if ((children >> host) && host > 1 && fd >= 0) {
+          void* p = mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+          struct stat st {};
+          fstat(fd, &st);
+          if (p != MAP_FAILED && static_cast<size_t>(st.st_size) == sizeof(tessera::vgpu::Region)) {
+            auto* r = static_cast<tessera::vgpu::Region*>(p);
+            for (auto& slot : r->processes) {
+              if (slot.state.load() != tessera::vgpu::kSlotActive || slot.pid != 1) continue;
+              uint64_t zero = 0;
+              written = slot.host_pid.compare_exchange_strong(zero, static_cast<uint64_t>(host));
+            }
+          }
+          if (p != MAP_FAILED) munmap(p, sizeof(tessera::vgpu::Region));
+        }
+        if (fd >= 0) close(fd);
+        if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      EXPECT_TRUE(written);
+    }
+    Result r = finish(pid);
+    if (r.exit_code != 0 && r.out.empty()) GTEST_SKIP() << "no pid namespace here: " << r.err;
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (agent) {
+      EXPECT_GT(r.share, 55.0) << r.out;  // alone: bursts into idle time
+    } else {
+      EXPECT_NEAR(r.share, 30.0, 10.0) << r.out;  // its own pid looks like another tenant's
+    }
+  }
 }
 
 }  // namespace
