@@ -10,12 +10,15 @@
 //   - read counters with relaxed atomic loads; take `lock` only to get a
 //     consistent snapshot across fields (and never hold it long: allocations in
 //     the container wait on it);
-//   - never write, except through libvgpu's own code.
+//   - never write, except through libvgpu's own code, and except
+//     ProcessSlot::host_pid, which the node agent fills in (see there).
 //
 // Versioning: any change to an existing field's meaning, offset or size bumps
-// kRegionVersion. Fields were reserved up front for compute isolation (issue 5:
-// per container+device quota, GPU time used, throttled time, a budget, launch
-// tickets) so that the limiter can land without a layout change.
+// kRegionVersion. A reserved word may become a field without a version change
+// when 0, what every version-1 file holds there, means "unknown" for it
+// (ProcessSlot::host_pid, DeviceEntry::context_overhead_state). The compute
+// isolation fields (per container+device quota, GPU time used, throttled time,
+// a budget, launch tickets) were reserved up front the same way.
 #pragma once
 
 #include <pthread.h>
@@ -50,7 +53,7 @@ struct alignas(64) DeviceEntry {
   std::atomic<uint64_t> memory_peak;     // high-water mark of memory_used
   std::atomic<uint64_t> memory_spilled;  // bytes of memory_used served as managed memory (oversubscription)
   std::atomic<uint64_t> oom_refusals;    // allocations refused for exceeding the limit
-  // Compute isolation (issue 5). Written by the limiter; zero until it exists.
+  // Compute isolation (src/vgpu/compute, docs/compute.md): written by the limiter.
   std::atomic<uint32_t> core_quota_percent;   // 0 or 100 = unlimited
   std::atomic<uint32_t> priority;             // higher = served first under contention
   std::atomic<uint64_t> gpu_time_used_ns;     // measured GPU time charged to this container
@@ -61,11 +64,28 @@ struct alignas(64) DeviceEntry {
   std::atomic<uint64_t> launch_ticket_next;   // FIFO release of waiting launches
   std::atomic<uint64_t> launch_ticket_serving;
   // Device memory a process's first context costs on this device, as measured
-  // by the first process of the container (0 = not known yet).
+  // by the first process of the container (valid when context_overhead_state
+  // is kContextOverheadMeasured; 0 otherwise).
   std::atomic<uint64_t> context_overhead_bytes;
-  uint64_t reserved[10];
+  // Whether that measurement was made (kContextOverhead*), so that later
+  // processes do not repeat an NVML query that cannot succeed. Was
+  // reserved[0]: version-1 files hold 0 (unknown) there.
+  std::atomic<uint64_t> context_overhead_state;
+  uint64_t reserved[9];
 };
 static_assert(sizeof(DeviceEntry) == 256);
+static_assert(offsetof(DeviceEntry, context_overhead_bytes) == 168);
+static_assert(offsetof(DeviceEntry, context_overhead_state) == 176);
+
+// DeviceEntry::context_overhead_state
+inline constexpr uint64_t kContextOverheadUnknown = 0;   // nobody has measured yet
+inline constexpr uint64_t kContextOverheadMeasured = 1;  // context_overhead_bytes holds it (maybe 0)
+// Not measurable in this container (NVML absent or failing, or its per-process
+// figure not available): not tried again.
+inline constexpr uint64_t kContextOverheadUnmeasurable = 2;
+// NVML did not list the measuring process, which did not know its host pid
+// (ProcessSlot::host_pid 0): tried again only by a process that knows its own.
+inline constexpr uint64_t kContextOverheadHostPidUnknown = 3;
 static_assert(offsetof(DeviceEntry, memory_limit) == 64);
 static_assert(offsetof(DeviceEntry, core_quota_percent) == 104);
 static_assert(offsetof(DeviceEntry, gpu_time_used_ns) == 112);
@@ -91,7 +111,7 @@ struct alignas(64) ProcessSlot {
   std::atomic<uint64_t> memory_used[kRegionMaxDevices];       // bytes, included in DeviceEntry::memory_used
   std::atomic<uint64_t> memory_spilled[kRegionMaxDevices];    // part of memory_used held as managed memory
   std::atomic<uint64_t> context_bytes[kRegionMaxDevices];     // part of memory_used charged for contexts
-  std::atomic<uint64_t> gpu_time_used_ns[kRegionMaxDevices];  // issue 5
+  std::atomic<uint64_t> gpu_time_used_ns[kRegionMaxDevices];  // charged by the compute limiter
 };
 static_assert(sizeof(ProcessSlot) == 64 + 4 * 8 * kRegionMaxDevices);
 static_assert(offsetof(ProcessSlot, pid) == 4);

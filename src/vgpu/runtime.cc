@@ -316,47 +316,78 @@ bool Runtime::charge_context(int device) {
   return true;
 }
 
-uint64_t Runtime::measure_context_bytes(int device) {
+Runtime::ContextMeasurement Runtime::measure_context_bytes(int device) {
   // NVML's per-process figure for us, minus what we have accounted ourselves:
   // the rest is the driver's context. Needs NVML and our pid as NVML reports
-  // it (the slot's host_pid, else getpid()); otherwise 0 (unknown).
+  // it (the slot's host_pid, else getpid()).
+  ContextMeasurement out;
+  out.state = kContextOverheadUnmeasurable;
   if (!load_nvml() || nvml.nvmlDeviceGetHandleByUUID == nullptr ||
       nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr || nvml.nvmlInit_v2() != NVML_SUCCESS)
-    return 0;
-  uint64_t measured = 0;
+    return out;
   nvmlDevice_t handle = nullptr;
   if (nvml.nvmlDeviceGetHandleByUUID(region.raw()->devices[device].uuid, &handle) == NVML_SUCCESS) {
-    nvmlProcessInfo_t infos[64];
-    unsigned int count = 64;
-    if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
+    nvmlProcessInfo_t infos[256];
+    unsigned int count = 256;
+    nvmlReturn_t rc = nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos);
+    if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+      out.state = kContextOverheadUnknown;  // a crowded device: the next process may try again
+    } else if (rc == NVML_SUCCESS) {
       unsigned int me = region.own_driver_pid();
-      for (unsigned int i = 0; i < count && i < 64; ++i) {
-        if (infos[i].pid != me ||
-            infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE))
-          continue;
+      bool listed = false;
+      for (unsigned int i = 0; i < count && i < 256; ++i) {
+        if (infos[i].pid != me) continue;
+        listed = true;
+        if (infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) break;
         uint64_t mine = region.process_memory_used(device);
-        measured = infos[i].usedGpuMemory > mine ? infos[i].usedGpuMemory - mine : 0;
+        out.state = kContextOverheadMeasured;
+        out.bytes = infos[i].usedGpuMemory > mine ? infos[i].usedGpuMemory - mine : 0;
       }
+      // Not listed: NVML names us by a host pid we do not know (a pid
+      // namespace), unless we do know it.
+      int slot = region.slot_index();
+      if (!listed && slot >= 0 && region.raw()->processes[slot].host_pid.load(std::memory_order_relaxed) == 0)
+        out.state = kContextOverheadHostPidUnknown;
     }
   }
   if (nvml.nvmlShutdown != nullptr) nvml.nvmlShutdown();
-  return measured;
+  return out;
 }
 
 bool Runtime::settle_context_charge(int device) {
   if (!accounting || device < 0 || device >= kMaxDevices || context_overhead_env >= 0) return true;
   std::lock_guard<std::mutex> guard(contexts_mu);
   if (contexts_on_device[device] != 1 || context_charge[device] != 0) return true;
-  uint64_t measured = measure_context_bytes(device);
-  if (measured == 0) {
-    log_event(LogLevel::kDebug, "context overhead on %s unknown; not charged",
-              region.raw()->devices[device].uuid);
+  DeviceEntry& entry = region.raw()->devices[device];
+  uint64_t state = entry.context_overhead_state.load(std::memory_order_acquire);
+  int slot = region.slot_index();
+  bool host_pid_known =
+      slot >= 0 && region.raw()->processes[slot].host_pid.load(std::memory_order_relaxed) != 0;
+  // Measured (charge_context reserved the figure; 0 = nothing to charge), or
+  // not measurable here: no NVML queries.
+  if (state == kContextOverheadMeasured || state == kContextOverheadUnmeasurable ||
+      (state == kContextOverheadHostPidUnknown && !host_pid_known))
     return true;
+  ContextMeasurement m = measure_context_bytes(device);
+  if (m.state == kContextOverheadMeasured) {
+    entry.context_overhead_bytes.store(m.bytes, std::memory_order_relaxed);
+    log_event(LogLevel::kInfo, "context overhead on %s measured: %llu bytes", entry.uuid,
+              static_cast<unsigned long long>(m.bytes));
+  } else {
+    log_event(LogLevel::kInfo,
+              "context overhead on %s not measurable here (%s); contexts are not charged (set "
+              "TESSERA_CONTEXT_OVERHEAD)",
+              entry.uuid,
+              m.state == kContextOverheadHostPidUnknown
+                  ? "NVML does not list this process's pid: host pid unknown"
+                  : "no NVML per-process figure");
   }
-  region.raw()->devices[device].context_overhead_bytes.store(measured, std::memory_order_relaxed);
-  if (!reserve(device, measured, "context creation")) return false;
-  context_charge[device] = measured;
-  region.note_context_bytes(device, static_cast<int64_t>(measured));
+  if (m.state != kContextOverheadUnknown)
+    entry.context_overhead_state.store(m.state, std::memory_order_release);
+  if (m.state != kContextOverheadMeasured || m.bytes == 0) return true;
+  if (!reserve(device, m.bytes, "context creation")) return false;
+  context_charge[device] = m.bytes;
+  region.note_context_bytes(device, static_cast<int64_t>(m.bytes));
   return true;
 }
 

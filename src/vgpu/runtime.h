@@ -112,9 +112,11 @@ class Runtime {
   // appears (before the driver creates it, when the size is known from
   // TESSERA_CONTEXT_OVERHEAD or an earlier measurement in the region), returned
   // when its last one goes. settle_context_charge() runs after the driver
-  // created it and, if the size was unknown, measures it (NVML per-process
-  // usage) and reserves it; false = it does not fit (the caller undoes the
-  // context and reports out of memory).
+  // created it and, if nobody has measured the size yet, measures it (NVML
+  // per-process usage), records the outcome in the region (measured, or not
+  // measurable here, so later processes skip the NVML queries) and reserves
+  // it; false = it does not fit (the caller undoes the context and reports
+  // out of memory).
   bool charge_context(int device);
   bool settle_context_charge(int device);
   void uncharge_context(int device);
@@ -161,7 +163,13 @@ class Runtime {
   bool reconcile_pool_locked(PoolCharge& pc);
   bool region_attempted_ = false;  // guarded by init_mu_
   void ensure_region_locked();
-  uint64_t measure_context_bytes(int device);
+  // The context overhead on `device` by NVML's per-process figure for this
+  // process: a kContextOverhead* state and, when measured, the bytes.
+  struct ContextMeasurement {
+    uint64_t state = kContextOverheadUnknown;
+    uint64_t bytes = 0;
+  };
+  ContextMeasurement measure_context_bytes(int device);
   void setup_region_device(DeviceView* view, int index);
 };
 

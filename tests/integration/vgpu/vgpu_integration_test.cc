@@ -214,6 +214,15 @@ class VgpuTest : public ::testing::Test {
     return {0, 0};
   }
 
+  // The context-overhead state and bytes the region at `path` records for device entry 0.
+  std::pair<uint64_t, uint64_t> context_overhead(const std::string& path) {
+    tessera::vgpu::SharedRegion r;
+    char err[256] = {};
+    if (!r.open_file(path.c_str(), err, sizeof(err), /*create=*/false)) return {~0ull, ~0ull};
+    return {r.raw()->devices[0].context_overhead_state.load(),
+            r.raw()->devices[0].context_overhead_bytes.load()};
+  }
+
   // The process slot of the region at `path` whose (container) pid is `pid`: its host_pid, or -1.
   int64_t slot_host_pid(const std::string& path, uint32_t pid) {
     tessera::vgpu::SharedRegion r;
@@ -322,6 +331,27 @@ TEST_F(VgpuTest, WorksWhenNvmlIsAbsent) {
   EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS);
   EXPECT_EQ(r.rc("alloc", 2), CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(r.value("meminfo", 2), 100 * kMiB);
+  // The region says so, and the container's next process does not try again.
+  EXPECT_EQ(context_overhead(region_),
+            std::make_pair(tessera::vgpu::kContextOverheadUnmeasurable, uint64_t{0}));
+  ProbeRun next =
+      run({"init", "ctx:0", "meminfo"},
+          {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}, {"LD_LIBRARY_PATH", libs}, {"LIBCUDA_LOG_LEVEL", "3"}});
+  EXPECT_EQ(next.value("meminfo", 2), 1000 * kMiB) << next.out;
+  EXPECT_EQ(next.err.find("context overhead on"), std::string::npos) << next.err;
+}
+
+TEST_F(VgpuTest, ContextOverheadIsMeasuredOnceAndTheFigureReusedByLaterProcesses) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}, {"LIBCUDA_LOG_LEVEL", "3"}};
+  ProbeRun first = run({"init", "ctx:0", "meminfo"}, env);
+  EXPECT_NE(first.err.find("context overhead on " + uuid(0) + " measured: 314572800 bytes"),
+            std::string::npos)
+      << first.err;
+  EXPECT_EQ(first.value("meminfo", 2), 700 * kMiB) << first.out;
+  EXPECT_EQ(context_overhead(region_), std::make_pair(tessera::vgpu::kContextOverheadMeasured, 300 * kMiB));
+  ProbeRun later = run({"init", "ctx:0", "meminfo"}, env);
+  EXPECT_EQ(later.err.find("context overhead on"), std::string::npos) << later.err;  // no NVML query
+  EXPECT_EQ(later.value("meminfo", 2), 700 * kMiB) << later.out;                     // charged all the same
 }
 
 TEST_F(VgpuTest, PoolsAreChargedWhatTheyHold) {
@@ -602,6 +632,15 @@ TEST_F(PidNamespaceTest, NvmlMatchingWorksOnceTheNodeAgentWritesTheHostPid) {
       // find itself in its own process list.
       EXPECT_EQ(r.value("meminfo", 2), 1500 * kMiB) << r.out;
       EXPECT_EQ(r.value("nvmlprocs", 2), 0u) << r.out;
+      // The region remembers why, so that only a process that knows its host
+      // pid tries again — as one in the host's namespace does.
+      EXPECT_EQ(context_overhead(region).first, tessera::vgpu::kContextOverheadHostPidUnknown);
+      Env host_env = env;
+      host_env["LIBCUDA_LOG_LEVEL"] = "3";
+      ProbeRun host_side = run({"init", "ctx:0", "meminfo"}, host_env);
+      EXPECT_NE(host_side.err.find("measured: 314572800 bytes"), std::string::npos) << host_side.err;
+      EXPECT_EQ(context_overhead(region),
+                std::make_pair(tessera::vgpu::kContextOverheadMeasured, 300 * kMiB));
     } else {
       EXPECT_EQ(r.value("meminfo", 2), 1200 * kMiB) << r.out;  // 300 MiB context measured and charged
       EXPECT_EQ(process_list(r.line("nvmlprocs")),
