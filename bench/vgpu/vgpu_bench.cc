@@ -4,10 +4,16 @@
 //
 //   BM_LaunchKernel      cuLaunchKernel of a no-op kernel (no compute limit set)
 //   BM_AllocFree         cuMemAlloc_v2 + cuMemFree_v2 of 1 MiB under a memory limit
-//   BM_ProcessStart      fork+exec of a process making its first CUDA calls,
-//                        plain vs preloaded (both in one run)
-//   BM_ConcurrentStart   N such processes started at once; reports the slowest
-//                        first-call time, plain vs preloaded
+//   BM_ProcessStart      fork+exec of a process making its first CUDA calls and
+//                        creating its first context, plain vs preloaded (all in
+//                        one run); preloaded twice: as a later process of a
+//                        container (the region already knows the context's
+//                        size) and as the first (a fresh region each time:
+//                        libvgpu measures the context through NVML)
+//   BM_ConcurrentStart   N processes making their first CUDA calls (no
+//                        context: N contexts would not fit the device) started
+//                        at once; reports the slowest first-call time, plain vs
+//                        preloaded
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <spawn.h>
@@ -81,24 +87,34 @@ void BM_AllocFree(benchmark::State& state) {
 }
 BENCHMARK(BM_AllocFree);
 
-std::vector<std::string> child_env(bool preload) {
+// The environment of a first-call process; with `region`, its TESSERA_REGION.
+std::vector<std::string> child_env(bool preload, const std::string& region = "") {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (strncmp(*e, "LD_PRELOAD=", 11) == 0) continue;
+    if (!region.empty() && strncmp(*e, "TESSERA_REGION=", 15) == 0) continue;
     env.emplace_back(*e);
   }
   if (preload) env.emplace_back(std::string("LD_PRELOAD=") + TESSERA_VGPU_LIB);
+  if (!region.empty()) env.emplace_back("TESSERA_REGION=" + region);
   return env;
 }
 
-// Starts `count` first-call processes at once; returns their reported
-// first-call times (ns), or an empty vector on failure.
-std::vector<long long> start_processes(int count, bool preload) {
-  std::vector<std::string> env = child_env(preload);
+struct FirstCall {
+  long long first_calls_ns = 0;  // cuInit, cuDeviceGet, cuDeviceTotalMem
+  long long context_ns = 0;      // the first context (0 without --context)
+};
+
+// Starts `count` first-call processes at once; returns what they reported, or
+// an empty vector on failure.
+std::vector<FirstCall> start_processes(int count, bool preload, bool context = false,
+                                       const std::string& region = "") {
+  std::vector<std::string> env = child_env(preload, region);
   std::vector<char*> envp;
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  char* argv[] = {const_cast<char*>(TESSERA_VGPU_FIRST_CALL), nullptr};
+  char context_flag[] = "--context";
+  char* argv[] = {const_cast<char*>(TESSERA_VGPU_FIRST_CALL), context ? context_flag : nullptr, nullptr};
   std::vector<pid_t> pids;
   std::vector<FILE*> outs;
   for (int i = 0; i < count; ++i) {
@@ -119,37 +135,57 @@ std::vector<long long> start_processes(int count, bool preload) {
     pids.push_back(pid);
     outs.push_back(fdopen(p[0], "r"));
   }
-  std::vector<long long> times;
+  std::vector<FirstCall> times;
   bool ok = static_cast<int>(pids.size()) == count;
   for (size_t i = 0; i < pids.size(); ++i) {
     int res = -1;
-    long long ns = 0;
-    if (fscanf(outs[i], "%d %lld", &res, &ns) != 2 || res != 0) ok = false;
+    FirstCall t;
+    if (fscanf(outs[i], "%d %lld %lld", &res, &t.first_calls_ns, &t.context_ns) != 3 || res != 0) ok = false;
     fclose(outs[i]);
     int status = 0;
     waitpid(pids[i], &status, 0);
-    times.push_back(ns);
+    times.push_back(t);
   }
   if (!ok) times.clear();
   return times;
 }
 
+// Arguments: preloaded (0/1), fresh region per process (0/1).
 void BM_ProcessStart(benchmark::State& state) {
-  bool preload = state.range(0) != 0;
-  long long first_call_total = 0;
+  bool preload = state.range(0) != 0, fresh = state.range(1) != 0;
+  long long first_calls = 0, contexts = 0;
+  int n = 0;
+  const char* base = getenv("TESSERA_REGION");
   for (auto _ : state) {
-    auto t = start_processes(1, preload);
+    // A fresh region: this process is its container's first and measures its context.
+    std::string region = fresh ? std::string(base != nullptr ? base : "/tmp/tessera/vgpu.region") + ".fresh" +
+                                     std::to_string(getpid()) + "-" + std::to_string(n++)
+                               : "";
+    auto t = start_processes(1, preload, /*context=*/true, region);
+    if (!region.empty()) unlink(region.c_str());
     if (t.empty()) {
       state.SkipWithError("first-call process failed");
       return;
     }
-    first_call_total += t[0];
+    first_calls += t[0].first_calls_ns;
+    contexts += t[0].context_ns;
   }
-  state.counters["first_call_us"] = benchmark::Counter(static_cast<double>(first_call_total) / 1000.0 /
-                                                       static_cast<double>(state.iterations()));
-  state.SetLabel(preload ? "preloaded" : "plain");
+  double iterations = static_cast<double>(state.iterations());
+  state.counters["first_calls_us"] =
+      benchmark::Counter(static_cast<double>(first_calls) / 1000.0 / iterations);
+  state.counters["context_us"] = benchmark::Counter(static_cast<double>(contexts) / 1000.0 / iterations);
+  state.counters["both_us"] =
+      benchmark::Counter(static_cast<double>(first_calls + contexts) / 1000.0 / iterations);
+  state.SetLabel(!preload ? "plain"
+                 : fresh  ? "preloaded, container's first process"
+                          : "preloaded, later process");
 }
-BENCHMARK(BM_ProcessStart)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_ProcessStart)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_ConcurrentStart(benchmark::State& state) {
   int count = static_cast<int>(state.range(0));
@@ -161,7 +197,7 @@ void BM_ConcurrentStart(benchmark::State& state) {
       state.SkipWithError("a first-call process failed");
       return;
     }
-    worst = std::max(worst, *std::max_element(t.begin(), t.end()));
+    for (const FirstCall& f : t) worst = std::max(worst, f.first_calls_ns);
   }
   state.counters["slowest_first_call_ms"] = benchmark::Counter(static_cast<double>(worst) / 1e6);
   state.SetLabel(preload ? "preloaded" : "plain");
