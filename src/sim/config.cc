@@ -55,6 +55,7 @@ std::string SimConfig::Canonical() const {
   for (const NvlinkPair& p : nvlinks) o << p.a << "-" << p.b << "x" << p.links << ",";
   o << ";ctx=" << context_overhead_mib << ";bw=" << copy_bandwidth_mb_per_s << ";kernel=" << default_kernel_ns
     << ";drv=" << driver_version;
+  if (managed_oversubscription) o << ";managed_oversubscription";  // absent when off: older states stay equal
   return o.str();
 }
 
@@ -155,6 +156,7 @@ Result<SimConfig> ParseYamlConfig(const std::string& yaml_text) {
       return Error{"TESSERA_SIM_CONFIG: copy_bandwidth_mb_per_s must be > 0"};
     }
     c.default_kernel_ns = root["default_kernel_us"].as<uint64_t>(c.default_kernel_ns / 1000) * 1000;
+    c.managed_oversubscription = root["managed_oversubscription"].as<bool>(false);
     ApplyDefaults(c, !explicit_links, !any_numa);
     return c;
   } catch (const std::exception& e) {

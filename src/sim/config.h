@@ -41,7 +41,10 @@ struct SimConfig {
   uint64_t context_overhead_mib = 300;       // device memory each process's first context costs
   uint64_t copy_bandwidth_mb_per_s = 25000;  // host<->device copies (PCIe-like)
   uint64_t default_kernel_ns = 10000;        // duration of kernels not named sim_busy*
-  uint32_t driver_version = 13000;           // cuDriverGetVersion
+  // Managed memory may exceed what the device has free: the part that does not
+  // fit stays in host memory (as unified memory oversubscription does on Linux).
+  bool managed_oversubscription = false;
+  uint32_t driver_version = 13000;  // cuDriverGetVersion
   std::string driver_version_string = "580.82.07";
 
   // A canonical one-line description; two configs are the same iff equal.

@@ -63,6 +63,16 @@ TEST(SimConfig, YamlRejectsMigOnModelsWithoutIt) {
   EXPECT_NE(c.error().message.find("MIG"), std::string::npos);
 }
 
+TEST(SimConfig, ManagedOversubscriptionIsOffUnlessAskedAndPartOfTheCanonicalForm) {
+  auto off = ParseYamlConfig("gpus:\n  - model: A100-80GB\n");
+  auto on = ParseYamlConfig("gpus:\n  - model: A100-80GB\nmanaged_oversubscription: true\n");
+  ASSERT_TRUE(off.ok() && on.ok());
+  EXPECT_FALSE(off->managed_oversubscription);
+  EXPECT_TRUE(on->managed_oversubscription);
+  EXPECT_NE(off->Canonical(), on->Canonical());
+  EXPECT_EQ(off->Canonical().find("managed"), std::string::npos);  // states made before the key still match
+}
+
 TEST(SimConfig, CanonicalFormDistinguishesConfigs) {
   EXPECT_EQ(ParseGpuList("2xA30")->Canonical(), ParseGpuList("A30,A30")->Canonical());
   EXPECT_NE(ParseGpuList("2xA30")->Canonical(), ParseGpuList("1xA30")->Canonical());

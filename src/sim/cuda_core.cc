@@ -321,7 +321,7 @@ int64_t StreamReadyNs(CUstream s) {
 // ---------------------------------------------------------------------------
 // Device memory accounting
 // ---------------------------------------------------------------------------
-CUresult ChargeDevice(int gpu, uint64_t bytes) {
+CUresult ChargeDevice(int gpu, uint64_t bytes, uint64_t* resident) {
   Runtime& rt = R();
   StateLock lock(*rt.state);
   const uint64_t total = rt.state->file()->gpus[gpu].total_bytes;
@@ -333,7 +333,18 @@ CUresult ChargeDevice(int gpu, uint64_t bytes) {
   };
   if (!fits()) {
     rt.state->ReclaimDeadLocked();  // a crashed process's memory comes back
-    if (!fits()) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!fits() && resident == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (resident != nullptr) {
+    // As much as is free, in whole 4 KiB pages.
+    const uint64_t used = rt.state->UsedBytesLocked(gpu);
+    uint64_t room = used < total ? total - used : 0;
+    if (gi != nullptr) {
+      const uint64_t gi_used = rt.state->UsedBytesInInstanceLocked(gpu, gi->id);
+      room = std::min(room, gi_used < gi_total ? gi_total - gi_used : 0);
+    }
+    bytes = std::min(bytes, room / 4096 * 4096);
+    *resident = bytes;
   }
   const int slot = rt.state->ProcessSlotLocked(rt.pid, true);
   if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -382,23 +393,25 @@ uint64_t ChargeFor(uint64_t bytes) {
 
 }  // namespace
 
-CUresult AllocDevice(int gpu, uint64_t bytes, AllocKind kind, CUcontext ctx, CUdeviceptr* out,
-                     uint64_t align) {
+CUresult AllocDevice(int gpu, uint64_t bytes, AllocKind kind, CUcontext ctx, CUdeviceptr* out, uint64_t align,
+                     bool may_spill) {
   Runtime& rt = R();
   DeviceHeap& heap = rt.heaps[gpu];
   if (!heap.EnsureMapped(Gpu(gpu).total_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t charge = ChargeFor(bytes);
-  if (charge > Gpu(gpu).total_bytes) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (CUresult r = ChargeDevice(gpu, charge); r != CUDA_SUCCESS) return r;
+  // A spilling allocation is bounded by the address space (the heap), not the device.
+  if (charge > Gpu(gpu).total_bytes && !may_spill) return CUDA_ERROR_OUT_OF_MEMORY;
+  uint64_t charged = charge;
+  if (CUresult r = ChargeDevice(gpu, charge, may_spill ? &charged : nullptr); r != CUDA_SUCCESS) return r;
   const uint64_t off = heap.Allocate(charge, std::max<uint64_t>(align, 4096));
   if (off == UINT64_MAX) {
-    UnchargeDevice(gpu, charge);
+    UnchargeDevice(gpu, charged);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   Allocation a;
   a.base = reinterpret_cast<uint64_t>(heap.base() + off);
   a.size = bytes;
-  a.charged = charge;
+  a.charged = charged;  // the device-resident part
   a.heap_off = off;
   a.heap_len = charge;
   a.gpu = gpu;
@@ -1532,7 +1545,10 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
     int gpu;
     CUcontext c;
     if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
-    if (CUresult r = AllocDevice(gpu, bytesize, AllocKind::kManaged, c, dptr, 4096); r != CUDA_SUCCESS)
+    // With managed_oversubscription, what does not fit the device stays in host memory.
+    const bool may_spill = (R().state->file()->flags & kStateFlagManagedOversubscription) != 0;
+    if (CUresult r = AllocDevice(gpu, bytesize, AllocKind::kManaged, c, dptr, 4096, may_spill);
+        r != CUDA_SUCCESS)
       return r;
     R().allocs[*dptr].flags = flags;
     return CUDA_SUCCESS;

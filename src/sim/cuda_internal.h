@@ -271,11 +271,16 @@ const GpuInstanceRecord* MigInstanceOf(int gpu);
 // Memory of the device as this process sees it (the GPU, or its MIG instance).
 uint64_t DeviceTotalBytes(int gpu);
 // Device bytes: charge against the GPU's capacity (all processes), or give back.
-CUresult ChargeDevice(int gpu, uint64_t bytes);
+// With `resident`, charges as much of `bytes` as the device has free (possibly
+// nothing) and reports it there instead of failing: managed memory
+// oversubscription, the rest staying in host memory.
+CUresult ChargeDevice(int gpu, uint64_t bytes, uint64_t* resident = nullptr);
 void UnchargeDevice(int gpu, uint64_t bytes);
-// Allocates `bytes` of device memory on `gpu` charged to this process.
+// Allocates `bytes` of device memory on `gpu` charged to this process. With
+// `may_spill` (managed memory under managed_oversubscription) only the part
+// that fits the device is charged; the address range is reserved whole.
 CUresult AllocDevice(int gpu, uint64_t bytes, AllocKind kind, CUcontext ctx, CUdeviceptr* out,
-                     uint64_t align = 4096);
+                     uint64_t align = 4096, bool may_spill = false);
 CUresult FreeDevice(CUdeviceptr p);
 // The allocation containing [p, p+n), or nullptr.
 Allocation* FindAllocation(uint64_t p, uint64_t n = 1);

@@ -57,6 +57,7 @@ void InitState(StateFile* f, const SimConfig& config) {
   f->context_overhead_bytes = config.context_overhead_mib << 20;
   f->copy_bandwidth_bytes_per_s = config.copy_bandwidth_mb_per_s * 1000000ull;
   f->default_kernel_ns = config.default_kernel_ns;
+  f->flags = config.managed_oversubscription ? kStateFlagManagedOversubscription : 0;
 
   pthread_mutexattr_t attr;
   pthread_mutexattr_init(&attr);

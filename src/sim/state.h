@@ -32,6 +32,8 @@ namespace tessera::sim {
 
 inline constexpr uint64_t kStateMagic = 0x3154535341524554ull;  // "TERASST1"
 inline constexpr uint32_t kStateVersion = 2;
+// StateFile::flags
+inline constexpr uint32_t kStateFlagManagedOversubscription = 1;  // SimConfig::managed_oversubscription
 inline constexpr int kMaxGpus = 16;
 inline constexpr int kMaxProcesses = 256;
 inline constexpr int kMaxIntervals = 4096;
@@ -113,7 +115,7 @@ struct ProcessRecord {
 struct StateFile {
   uint64_t magic;
   uint32_t version;
-  uint32_t reserved0;
+  uint32_t flags;      // kStateFlag*; was reserved (0) in earlier builds of version 2
   uint64_t file_size;  // sizeof(StateFile)
   char config[2048];   // SimConfig::Canonical() of the creating configuration
   uint32_t gpu_count;
