@@ -419,10 +419,52 @@ TEST_F(VgpuTest, IpcImportsAreNotCountedTwice) {
   EXPECT_EQ(importer.value("meminfo", 2, 1), 900 * kMiB) << importer.out;
 }
 
+TEST_F(VgpuTest, OversubscribedAllocationsBeyondTheDeviceAreServedAsManagedMemoryAndReportedAsSpilled) {
+  // 100 GiB granted on an 80 GiB device whose managed memory may exceed it
+  // (the part that does not fit stays in host memory, docs/sim.md).
+  Env env{
+      {"TESSERA_SIM_CONFIG", "gpus:\n  - model: A100-80GB\n    count: 2\nmanaged_oversubscription: true\n"},
+      {"CUDA_DEVICE_MEMORY_LIMIT", "100g"},
+      {"CUDA_OVERSUBSCRIBE", "true"},
+      {"LIBCUDA_LOG_LEVEL", "3"}};
+  size_t h = spawn_holding({"init", "ctx:0", "alloc:60000", "alloc:30000", "meminfo", "alloc:20000",
+                            "alloc:12100", "meminfo", "free", "meminfo", "ready"},
+                           env);
+  Held& held = wait_for(h);
+  ProbeRun r;
+  r.out = held.out;
+  const uint64_t limit = 100ull * 1024 * kMiB;
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out << held_err();  // fits the device
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out << held_err();  // does not: managed memory
+  EXPECT_EQ(r.value("meminfo", 3, 0), limit) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 0), limit - 90300 * kMiB) << r.out;  // 300 context + 60000 + 30000
+  EXPECT_EQ(r.rc("alloc", 2), CUDA_ERROR_OUT_OF_MEMORY) << r.out;      // the limit still holds
+  EXPECT_EQ(r.rc("alloc", 3), CUDA_SUCCESS) << r.out;                  // up to it exactly, all of it spilled
+  EXPECT_EQ(r.value("meminfo", 2, 1), 0u) << r.out;
+  EXPECT_NE(held_err().find("cuMemAlloc of 31457280000 bytes oversubscribed: served as managed memory"),
+            std::string::npos)
+      << held_err();
+  {
+    // The region reports what was spilled (the node agent's memory_spilled).
+    tessera::vgpu::SharedRegion region;
+    char err[256] = {};
+    ASSERT_TRUE(region.open_file(region_.c_str(), err, sizeof(err), /*create=*/false)) << err;
+    const auto& device = region.raw()->devices[0];
+    EXPECT_EQ(device.memory_used.load(), 90300 * kMiB);
+    EXPECT_EQ(device.memory_peak.load(), limit);
+    EXPECT_EQ(device.memory_spilled.load(), 30000 * kMiB) << "the 12100 MiB one was freed again";
+  }
+  EXPECT_EQ(r.value("meminfo", 2, 2), 12100 * kMiB) << r.out;  // the freed spill came back
+  // The physical device is full; the rest of the managed memory lives on the host.
+  ProbeRun bare = run({"init", "nvml"}, {{"TESSERA_SIM_CONFIG", env["TESSERA_SIM_CONFIG"]}}, false);
+  EXPECT_EQ(bare.value("nvmlmem", 6, 0), 80ull * 1024 * kMiB) << bare.out;
+}
+
 TEST_F(VgpuTest, OversubscribedLimitIsReportedAndFailedSpillsGiveTheReservationBack) {
-  // 100 GiB granted on an 80 GiB device. The simulator charges managed memory
-  // to the device too, so an allocation past the physical size fails even as
-  // managed memory; what must hold is the view and the ledger.
+  // 100 GiB granted on an 80 GiB device. By default the simulator charges
+  // managed memory to the device too (no managed_oversubscription), so an
+  // allocation past the physical size fails even as managed memory: the
+  // reservation must come back and the view stay right.
   ProbeRun r = run({"init", "ctx:0", "meminfo", "alloc:90000", "meminfo", "alloc:1000", "meminfo"},
                    {{"CUDA_DEVICE_MEMORY_LIMIT", "100g"}, {"CUDA_OVERSUBSCRIBE", "true"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
