@@ -79,10 +79,14 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
                     const std::vector<GpuUsage>& pending, GpuOrder order, ContainerPlacement& out,
                     std::vector<GpuRejection>* rejections) {
   const auto& gpus = node.gpus();
-  std::vector<int> candidates;
-  std::vector<int64_t> memory(gpus.size(), 0);
-  std::vector<int> key(gpus.size(), 0);
-  candidates.reserve(gpus.size());
+  // Scratch reused across calls on this thread: a scheduler evaluates
+  // thousands of nodes per request, and these were three allocations each.
+  thread_local std::vector<int> candidates;
+  thread_local std::vector<int64_t> memory;
+  thread_local std::vector<int> key;
+  candidates.clear();
+  memory.assign(gpus.size(), 0);
+  key.assign(gpus.size(), 0);
   for (size_t i = 0; i < gpus.size(); ++i) {
     GpuCheck check = CheckGpu(gpus[i], req, filter, pending[i]);
     if (!check.fits()) {
@@ -97,7 +101,9 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
     candidates.push_back(static_cast<int>(i));
   }
   if (static_cast<int>(candidates.size()) < req.gpus) return false;
-  std::stable_sort(candidates.begin(), candidates.end(), [&](int a, int b) {
+  // A total order (ties broken by index), so std::sort gives what
+  // std::stable_sort gave, without stable_sort's temporary buffer.
+  std::sort(candidates.begin(), candidates.end(), [&](int a, int b) {
     if (key[a] != key[b]) return order == GpuOrder::kBinpack ? key[a] < key[b] : key[a] > key[b];
     return a < b;
   });
