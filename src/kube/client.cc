@@ -123,24 +123,53 @@ ApiError ErrorFromResponse(const std::string& what, int status, const std::strin
   return err;
 }
 
+namespace {
+
+// metadata.<field> when it is a string, else "".
+std::string MetadataString(const Json& o, const char* field) {
+  if (!o.is_object()) return "";
+  auto m = o.find("metadata");
+  if (m == o.end() || !m->is_object()) return "";
+  auto v = m->find(field);
+  return v != m->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+}  // namespace
+
 std::string NameOf(const Json& o) {
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const Json& m = o["metadata"];
-  return m.contains("name") && m["name"].is_string() ? m["name"].get<std::string>() : "";
+  return MetadataString(o, "name");
 }
 
 std::string NamespaceOf(const Json& o) {
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const Json& m = o["metadata"];
-  return m.contains("namespace") && m["namespace"].is_string() ? m["namespace"].get<std::string>() : "";
+  return MetadataString(o, "namespace");
 }
 
 std::string ResourceVersionOf(const Json& o) {
-  if (!o.is_object() || !o.contains("metadata") || !o["metadata"].is_object()) return "";
-  const Json& m = o["metadata"];
-  return m.contains("resourceVersion") && m["resourceVersion"].is_string()
-             ? m["resourceVersion"].get<std::string>()
-             : "";
+  return MetadataString(o, "resourceVersion");
+}
+
+std::string UidOf(const Json& o) {
+  return MetadataString(o, "uid");
+}
+
+std::string AnnotationOf(const Json& o, std::string_view key) {
+  if (!o.is_object()) return "";
+  auto m = o.find("metadata");
+  if (m == o.end() || !m->is_object()) return "";
+  auto annotations = m->find("annotations");
+  if (annotations == m->end() || !annotations->is_object()) return "";
+  auto v = annotations->find(std::string(key));
+  return v != annotations->end() && v->is_string() ? v->get<std::string>() : "";
+}
+
+bool IsPodTerminal(const Json& pod) {
+  if (!pod.is_object()) return false;
+  auto status = pod.find("status");
+  if (status == pod.end() || !status->is_object()) return false;
+  auto phase = status->find("phase");
+  if (phase == status->end() || !phase->is_string()) return false;
+  const auto& p = phase->get_ref<const std::string&>();
+  return p == "Succeeded" || p == "Failed";
 }
 
 std::string KeyOf(const Json& o) {

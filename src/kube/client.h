@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -136,6 +137,11 @@ std::string UrlEncode(const std::string& value);
 std::string NameOf(const Json& object);
 std::string NamespaceOf(const Json& object);
 std::string ResourceVersionOf(const Json& object);
+std::string UidOf(const Json& object);
+// metadata.annotations[key], or "" when absent or not a string.
+std::string AnnotationOf(const Json& object, std::string_view key);
+// A pod whose phase is Succeeded or Failed: its containers will not run again.
+bool IsPodTerminal(const Json& pod);
 // "namespace/name" for namespaced objects, "name" otherwise.
 std::string KeyOf(const Json& object);
 

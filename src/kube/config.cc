@@ -203,6 +203,17 @@ tessera::Result<ClientConfig> LoadKubeconfigFile(const std::string& path, const 
 }
 
 tessera::Result<ClientConfig> ResolveConfig(const ResolveOptions& options) {
+  if (!options.api_server.empty()) {
+    if (options.kubeconfig.empty()) {
+      ClientConfig config;
+      config.server = options.api_server;
+      config.source = "--api-server";
+      return config;
+    }
+    auto config = LoadKubeconfigFile(options.kubeconfig, options.context);
+    if (config.ok()) config->server = options.api_server;
+    return config;
+  }
   auto env = options.in_cluster.getenv ? options.in_cluster.getenv
                                        : [](const char* k) -> const char* { return std::getenv(k); };
   if (!options.kubeconfig.empty()) return LoadKubeconfigFile(options.kubeconfig, options.context);

@@ -55,6 +55,10 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
 
 struct ResolveOptions {
   std::string kubeconfig;  // explicit path (flag); "" = not given
+  // An explicit server URL (flag). Without `kubeconfig` it is used alone, with
+  // no credentials (a local or test API server); with one it overrides the
+  // kubeconfig's server.
+  std::string api_server;
   std::string context;
   InClusterOptions in_cluster;
 };

@@ -1,5 +1,6 @@
 #include "node/agent.h"
 
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -8,7 +9,10 @@
 #include <cstring>
 #include <fstream>
 
+#include "kube/typed_api.h"
 #include "node/allocate.h"
+#include "node/metrics.h"
+#include "node/prometheus_text.h"
 
 namespace tessera::node {
 
@@ -39,21 +43,107 @@ Status WritePreloadFile(const NodeConfig& config) {
   return Status::Ok();
 }
 
+namespace {
+
+AgentDependencies WithInventory(std::unique_ptr<InventorySource> inventory,
+                                std::function<std::string()> new_region_name) {
+  AgentDependencies deps;
+  deps.inventory = std::move(inventory);
+  deps.new_region_name = std::move(new_region_name);
+  return deps;
+}
+
+std::string RegionFileName(const NodeConfig& config) {
+  const std::string path = config.RegionFileContainerPath();
+  return path.substr(path.find_last_of('/') + 1);
+}
+
+}  // namespace
+
 Agent::Agent(NodeConfig config, std::unique_ptr<InventorySource> inventory,
              std::function<std::string()> new_region_name)
+    : Agent(std::move(config), WithInventory(std::move(inventory), std::move(new_region_name))) {}
+
+Agent::Agent(NodeConfig config, AgentDependencies dependencies)
     : config_(std::move(config)),
-      inventory_(std::move(inventory)),
+      deps_(std::move(dependencies)),
       plugin_(config_, state_,
-              new_region_name ? std::move(new_region_name) : std::function<std::string()>(RandomUuid)),
-      registrar_(config_, plugin_) {}
+              deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid)),
+      registrar_(config_, plugin_),
+      catalog_(config_.region_host_dir, RegionFileName(config_)) {
+  if (!deps_.inspector) deps_.inspector = std::make_unique<ProcFsInspector>(config_.region_container_dir);
+}
 
 Agent::~Agent() {
   Stop();
 }
 
+void Agent::RecordEvent(const ContainerRef& owner, const std::string& reason, const std::string& message) {
+  if (!deps_.client) return;
+  kube::EventSpec spec;
+  std::optional<kube::Json> pod = pods_ ? pods_->Get(owner.pod_namespace, owner.pod_name) : std::nullopt;
+  spec.involved_object = pod ? kube::MakeObjectReference(*pod)
+                             : kube::Json{{"namespace", owner.pod_namespace}, {"name", owner.pod_name}};
+  spec.involved_object["kind"] = "Pod";
+  spec.involved_object["apiVersion"] = "v1";
+  spec.involved_object["fieldPath"] = "spec.containers{" + owner.container_name + "}";
+  spec.reason = reason;
+  spec.message = message;
+  spec.type = "Warning";
+  spec.component = "tessera-node";
+  spec.instance = config_.node_name;
+  kube::EventsApi events(deps_.client.get());
+  if (auto created = events.Create(owner.pod_namespace, spec); !created.ok()) {
+    spdlog::warn("cannot record the {} event on pod {}/{}: {}", reason, owner.pod_namespace, owner.pod_name,
+                 created.error().message);
+  }
+}
+
+std::string Agent::Metrics() const {
+  AgentStatus status;
+  status.node_name = config_.node_name;
+  status.version = "0.1.0";
+  status.kubelet_registrations = registrar_.registrations();
+  if (publisher_) status.publisher = publisher_->stats();
+  auto snapshot = monitor_ ? monitor_->Latest() : nullptr;
+  return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status);
+}
+
+Status Agent::StartMetricsServer() {
+  if (config_.metrics_port == 0) return Status::Ok();
+  http_ = std::make_unique<httplib::Server>();
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(Metrics(), std::string(PrometheusText::kContentType));
+  });
+  // Alive while the monitor keeps passing: a wedged NVML call or file system
+  // shows as a failing probe instead of silently stale metrics.
+  http_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    auto snapshot = monitor_ ? monitor_->Latest() : nullptr;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const int64_t limit_ms = 3 * static_cast<int64_t>(config_.monitor_interval_ms) + 10000;
+    if (snapshot && now_ms - snapshot->taken_unix_ms <= limit_ms) {
+      res.set_content("ok\n", "text/plain");
+    } else {
+      res.status = 503;
+      res.set_content("the monitor has not completed a pass recently\n", "text/plain");
+    }
+  });
+  if (!http_->bind_to_port(config_.metrics_address, config_.metrics_port)) {
+    http_.reset();
+    return Error{"cannot listen for metrics on " + config_.metrics_address + ":" +
+                 std::to_string(config_.metrics_port) + " (port in use? set metrics_port)"};
+  }
+  metrics_port_ = config_.metrics_port;
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  spdlog::info("metrics on http://{}:{}/metrics", config_.metrics_address, metrics_port_);
+  return Status::Ok();
+}
+
 Status Agent::Start() {
   if (started_) return Status::Ok();
-  auto gpus = inventory_->Discover();
+  auto gpus = deps_.inventory->Discover();
   if (!gpus.ok()) return gpus.error().Wrap("GPU discovery");
   if (gpus->empty()) spdlog::warn("no GPUs found: advertising no devices");
   for (const auto& gpu : *gpus) {
@@ -73,7 +163,7 @@ Status Agent::Start() {
 
   if (auto s = plugin_.Start(); !s.ok()) return s;
   registrar_.Start();
-  if (auto s = inventory_->StartHealthWatch(
+  if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {
             if (state_.SetHealth(uuid, healthy)) {
               spdlog::warn("GPU {} is now {} ({})", uuid, healthy ? "healthy" : "unhealthy", reason);
@@ -85,12 +175,55 @@ Status Agent::Start() {
     return s.error().Wrap("GPU health watch");
   }
   started_ = true;
+
+  if (deps_.client) {
+    pods_ = std::make_unique<NodePods>(deps_.client.get(), config_.node_name);
+    pods_->Start();
+    publisher_ = std::make_unique<InventoryPublisher>(deps_.client.get(), state_, config_.node_name,
+                                                      std::chrono::seconds(config_.heartbeat_seconds));
+    publisher_->Start();
+  }
+  EnforcementPolicy policy;
+  policy.kill_by_default = config_.active_oom_killer;
+  policy.tolerance_bytes = static_cast<uint64_t>(config_.memory_tolerance_mib) << 20;
+  NodePods* pods = pods_.get();
+  enforcer_ = std::make_unique<Enforcer>(
+      policy, deps_.inspector.get(),
+      [pods](const ContainerRef& owner, const std::string& gpu_uuid) -> std::optional<uint64_t> {
+        if (pods == nullptr || !pods->synced()) return std::nullopt;
+        auto mib = pods->MemoryLimitMib(owner.pod_namespace, owner.pod_name, owner.container_name, gpu_uuid);
+        if (!mib || *mib <= 0) return std::nullopt;
+        return static_cast<uint64_t>(*mib) << 20;
+      });
+  MonitorOptions options;
+  options.interval = std::chrono::milliseconds(config_.monitor_interval_ms);
+  options.region_grace_seconds = config_.region_grace_seconds;
+  options.resource_name = config_.resource_name;
+  monitor_ = std::make_unique<NodeMonitor>(
+      options, deps_.inventory.get(), &state_, &catalog_, deps_.pod_resources.get(), pods_.get(),
+      enforcer_.get(),
+      [this](const ContainerRef& owner, const std::string& reason, const std::string& message) {
+        RecordEvent(owner, reason, message);
+      });
+  monitor_->Start();
+  if (auto s = StartMetricsServer(); !s.ok()) {
+    Stop();
+    return s;
+  }
   return Status::Ok();
 }
 
 void Agent::Stop() {
   if (!started_) return;
-  inventory_->StopHealthWatch();
+  if (http_) {
+    http_->stop();
+    if (http_thread_.joinable()) http_thread_.join();
+    http_.reset();
+  }
+  if (monitor_) monitor_->Stop();
+  if (publisher_) publisher_->Stop();
+  if (pods_) pods_->Stop();
+  deps_.inventory->StopHealthWatch();
   registrar_.Stop();
   plugin_.Stop();
   started_ = false;

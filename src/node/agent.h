@@ -1,12 +1,14 @@
 // Agent: tessera-node's parts wired together. It owns the inventory source,
 // the advertised DeviceState, the device-plugin server and the kubelet
-// registrar; the inventory publisher and metrics plug in here later as further
-// readers of DeviceState.
+// registrar; with an API client, the inventory publisher and the watch of this
+// node's pods; the monitor (GPU sampling, regions, cleanup, enforcement) and
+// the metrics endpoint.
 //
 // Start order matters: discover -> write the preload file -> serve the plugin
-// socket -> register with the kubelet -> follow health events.
+// socket -> register with the kubelet -> follow health events -> watch pods
+// and publish the inventory -> monitor -> serve metrics.
 //
-// Thread-safety: Start/Stop from one controlling thread; devices() is
+// Thread-safety: Start/Stop from one controlling thread; the accessors are
 // thread-safe.
 #pragma once
 
@@ -15,11 +17,23 @@
 #include <string>
 
 #include "core/result.h"
+#include "kube/client.h"
 #include "node/config.h"
 #include "node/device_state.h"
+#include "node/enforcer.h"
 #include "node/inventory.h"
+#include "node/inventory_publisher.h"
+#include "node/node_monitor.h"
+#include "node/node_pods.h"
 #include "node/plugin_server.h"
+#include "node/pod_resources.h"
+#include "node/process_inspector.h"
+#include "node/region_catalog.h"
 #include "node/registrar.h"
+
+namespace httplib {
+class Server;
+}
 
 namespace tessera::node {
 
@@ -32,8 +46,19 @@ std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gp
 // container never sees half a file.
 Status WritePreloadFile(const NodeConfig& config);
 
+// What the agent talks to besides the kubelet's device-plugin socket. Only the
+// inventory is required; the rest default as noted.
+struct AgentDependencies {
+  std::unique_ptr<InventorySource> inventory;
+  std::shared_ptr<kube::Client> client;               // null: no API server (no inventory annotation)
+  std::unique_ptr<PodResourcesSource> pod_resources;  // null: regions are never attributed nor removed
+  std::unique_ptr<ProcessInspector> inspector;        // null: /proc
+  std::function<std::string()> new_region_name;       // null: random UUIDs
+};
+
 class Agent {
  public:
+  Agent(NodeConfig config, AgentDependencies dependencies);
   Agent(NodeConfig config, std::unique_ptr<InventorySource> inventory,
         std::function<std::string()> new_region_name = nullptr);
   ~Agent();
@@ -41,20 +66,37 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Fails on what an operator must fix (NVML unusable, the plugin dir or the
-  // preload file not writable); a kubelet not yet there is waited for instead.
+  // preload file not writable, the metrics port taken); a kubelet or an API
+  // server not there yet is waited for instead.
   Status Start();
   void Stop();
 
   const NodeConfig& config() const { return config_; }
   const DeviceState& devices() const { return state_; }
   int registrations() const { return registrar_.registrations(); }
+  // The port the metrics endpoint listens on (0 when there is none).
+  int metrics_port() const { return metrics_port_; }
+  // The Prometheus document /metrics serves.
+  std::string Metrics() const;
+  NodeMonitor& monitor() { return *monitor_; }
 
  private:
+  void RecordEvent(const ContainerRef& owner, const std::string& reason, const std::string& message);
+  Status StartMetricsServer();
+
   const NodeConfig config_;
-  std::unique_ptr<InventorySource> inventory_;
+  AgentDependencies deps_;
   DeviceState state_;
   PluginServer plugin_;
   KubeletRegistrar registrar_;
+  RegionCatalog catalog_;
+  std::unique_ptr<NodePods> pods_;
+  std::unique_ptr<InventoryPublisher> publisher_;
+  std::unique_ptr<Enforcer> enforcer_;
+  std::unique_ptr<NodeMonitor> monitor_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  int metrics_port_ = 0;
   bool started_ = false;
 };
 

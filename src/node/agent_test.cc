@@ -54,6 +54,7 @@ TEST(AgentTest, StartFailsClearlyWhenDiscoveryFails) {
     Result<std::vector<core::Gpu>> Discover() override { return Error{"nvmlInit failed: driver not loaded"}; }
     Status StartHealthWatch(HealthCallback) override { return Status::Ok(); }
     void StopHealthWatch() override {}
+    Result<std::vector<GpuSample>> Sample() override { return Error{"not discovered"}; }
   };
   NodeConfig config;
   Agent agent(config, std::make_unique<BrokenInventory>());

@@ -1,11 +1,14 @@
 #include "node/allocate.h"
 
 #include "node/device_state.h"
+#include "node/region_catalog.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -121,8 +124,21 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   const std::vector<std::string>& gpu_uuids = *checked;
 
   std::string region_host_path;
-  if (auto s = MakeRegionDirectory(config.region_host_dir, context.new_region_name(), region_host_path);
-      !s.ok()) {
+  const std::string region_name = context.new_region_name();
+  if (auto s = MakeRegionDirectory(config.region_host_dir, region_name, region_host_path); !s.ok()) {
+    return s.error();
+  }
+  // The record ties the directory to the kubelet's device IDs, which its
+  // PodResources API later ties to a pod (region_catalog.h). Without it the
+  // directory could never be attributed or cleaned up: fail instead.
+  RegionRecord record;
+  record.resource_name = config.resource_name;
+  record.device_ids.assign(request.devices_ids().begin(), request.devices_ids().end());
+  record.created_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  if (auto s = WriteRegionRecord(config.region_host_dir, region_name, record); !s.ok()) {
+    ::rmdir(region_host_path.c_str());
     return s.error();
   }
 

@@ -6,8 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "node/device_state.h"
+#include "node/region_catalog.h"
 
 namespace tessera::node {
 namespace {
@@ -77,6 +79,27 @@ TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   EXPECT_EQ(response->envs().count("GPU_CORE_UTILIZATION_POLICY"), 0u);
   EXPECT_EQ(response->annotations().at(kRegionDirAnnotation), root_ + "/regions/region-1");
   EXPECT_EQ(response->devices_size(), 0);
+
+  // Beside the directory, out of the container's reach: the record that lets
+  // the agent tie the directory to a pod through the kubelet's PodResources.
+  std::ifstream in(root_ + "/regions/region-1.json");
+  ASSERT_TRUE(in) << "no region record";
+  std::stringstream text;
+  text << in.rdbuf();
+  auto record = DecodeRegionRecord(text.str());
+  ASSERT_TRUE(record.ok()) << record.error().message;
+  EXPECT_EQ(record->resource_name, "nvidia.com/gpu");
+  EXPECT_THAT(record->device_ids, ElementsAre("GPU-1::2"));
+  EXPECT_GT(record->created_unix, 1700000000);
+}
+
+TEST_F(AllocateTest, AFailedRecordLeavesNoDirectoryBehind) {
+  // A directory in the record's place makes the rename fail.
+  fs::create_directories(root_ + "/regions/region-1.json/x");
+  auto response = Allocate({"GPU-0::0"});
+  ASSERT_FALSE(response.ok());
+  EXPECT_NE(response.error().message.find("region record"), std::string::npos) << response.error().message;
+  EXPECT_FALSE(fs::exists(root_ + "/regions/region-1"));
 }
 
 TEST_F(AllocateTest, EachContainerGetsItsOwnRegion) {

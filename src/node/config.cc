@@ -92,6 +92,17 @@ const std::vector<YamlKey>& YamlKeys() {
                 return Status::Ok();
               }},
       TESSERA_YAML_FIELD(nvml_library, false, "a path or library name"),
+      TESSERA_YAML_FIELD(kubernetes, false, "true or false"),
+      TESSERA_YAML_FIELD(kubeconfig, false, "a path"),
+      TESSERA_YAML_FIELD(api_server, false, "a URL"),
+      TESSERA_YAML_FIELD(heartbeat_seconds, false, "an integer (seconds)"),
+      TESSERA_YAML_FIELD(pod_resources_socket, false, "a path"),
+      TESSERA_YAML_FIELD(monitor_interval_ms, false, "an integer (milliseconds)"),
+      TESSERA_YAML_FIELD(metrics_address, false, "an IP address"),
+      TESSERA_YAML_FIELD(metrics_port, false, "an integer (port)"),
+      TESSERA_YAML_FIELD(region_grace_seconds, false, "an integer (seconds)"),
+      TESSERA_YAML_FIELD(active_oom_killer, true, "true or false"),
+      TESSERA_YAML_FIELD(memory_tolerance_mib, true, "an integer (MiB)"),
       TESSERA_YAML_FIELD(node_name, false, "a string"),
       TESSERA_YAML_FIELD(node_config_file, false, "a path"),
   };
@@ -112,7 +123,7 @@ Status ApplyMap(const YAML::Node& root, const std::string& source, bool node_lev
     if (node_level_only && !it->node_level) {
       return Error{source + ": key '" + key +
                    "' cannot be overridden per node (allowed: split_count, memory_scaling, core_scaling, "
-                   "disable_core_limit, ld_so_preload)"};
+                   "disable_core_limit, ld_so_preload, active_oom_killer, memory_tolerance_mib)"};
     }
     if (auto s = it->apply(entry.second, config); !s.ok()) return s.error().Wrap(source);
   }
@@ -227,6 +238,33 @@ Status Validate(const NodeConfig& c) {
                  std::to_string(kMaxUnixSocketPath) + " bytes"};
   }
   if (c.nvml_library.empty()) return Error{"nvml_library must not be empty"};
+  if (c.heartbeat_seconds < 1 || c.heartbeat_seconds > 3600) {
+    return Error{"heartbeat_seconds must be between 1 and 3600, got " + std::to_string(c.heartbeat_seconds)};
+  }
+  if (!c.pod_resources_socket.empty()) {
+    if (auto s = RequireAbsolute("pod_resources_socket", c.pod_resources_socket); !s.ok()) return s;
+    if (c.pod_resources_socket.size() > kMaxUnixSocketPath) {
+      return Error{"pod_resources_socket '" + c.pod_resources_socket +
+                   "' is too long for a unix socket path"};
+    }
+  }
+  if (c.monitor_interval_ms < 100 || c.monitor_interval_ms > 60000) {
+    return Error{"monitor_interval_ms must be between 100 and 60000, got " +
+                 std::to_string(c.monitor_interval_ms)};
+  }
+  if (c.metrics_port < 0 || c.metrics_port > 65535) {
+    return Error{"metrics_port must be between 1 and 65535 (0 = no metrics endpoint), got " +
+                 std::to_string(c.metrics_port)};
+  }
+  if (c.metrics_port > 0 && c.metrics_address.empty()) return Error{"metrics_address must not be empty"};
+  if (c.region_grace_seconds < 0 || c.region_grace_seconds > 7 * 86400) {
+    return Error{"region_grace_seconds must be between 0 and 604800, got " +
+                 std::to_string(c.region_grace_seconds)};
+  }
+  if (c.memory_tolerance_mib < 0 || c.memory_tolerance_mib > 1048576) {
+    return Error{"memory_tolerance_mib must be between 0 and 1048576, got " +
+                 std::to_string(c.memory_tolerance_mib)};
+  }
   return Status::Ok();
 }
 
@@ -355,6 +393,47 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
        [&](NodeConfig& c) { ParseVisibleDevices(visible_devices, c.visible_devices); });
   bind(app.add_option("--nvml-library", flags.nvml_library, "NVML library to dlopen"),
        [&](NodeConfig& c) { c.nvml_library = flags.nvml_library; });
+  bind(app.add_option("--kubernetes", flags.kubernetes,
+                      "talk to the API server: publish the GPU inventory annotation, watch this node's pods, "
+                      "record Events (false: device plugin, metrics and enforcement only; the scheduler then "
+                      "cannot place pods here)"),
+       [&](NodeConfig& c) { c.kubernetes = flags.kubernetes; });
+  bind(app.add_option("--kubeconfig", flags.kubeconfig,
+                      "kubeconfig file (default: in-cluster service account, then $KUBECONFIG, then "
+                      "~/.kube/config)"),
+       [&](NodeConfig& c) { c.kubeconfig = flags.kubeconfig; });
+  bind(app.add_option("--api-server", flags.api_server, "API server URL, overriding the one configured"),
+       [&](NodeConfig& c) { c.api_server = flags.api_server; });
+  bind(app.add_option("--heartbeat-seconds", flags.heartbeat_seconds,
+                      "the GPU inventory annotation is rewritten at least this often (1-3600); changes are "
+                      "written at once"),
+       [&](NodeConfig& c) { c.heartbeat_seconds = flags.heartbeat_seconds; });
+  bind(app.add_option(
+           "--pod-resources-socket", flags.pod_resources_socket,
+           "the kubelet's PodResources socket, to learn which pod owns each region (\"\" = not used: "
+           "regions are then never removed)"),
+       [&](NodeConfig& c) { c.pod_resources_socket = flags.pod_resources_socket; });
+  bind(app.add_option("--monitor-interval-ms", flags.monitor_interval_ms,
+                      "how often GPUs are sampled, regions read and cleaned up and memory limits enforced "
+                      "(100-60000)"),
+       [&](NodeConfig& c) { c.monitor_interval_ms = flags.monitor_interval_ms; });
+  bind(app.add_option("--metrics-address", flags.metrics_address, "address the metrics endpoint listens on"),
+       [&](NodeConfig& c) { c.metrics_address = flags.metrics_address; });
+  bind(app.add_option("--metrics-port", flags.metrics_port,
+                      "port of the Prometheus endpoint /metrics (and /healthz); 0 = none"),
+       [&](NodeConfig& c) { c.metrics_port = flags.metrics_port; });
+  bind(app.add_option("--region-grace-seconds", flags.region_grace_seconds,
+                      "a region directory is kept at least this long after Allocate before it may be removed "
+                      "for want of an owner"),
+       [&](NodeConfig& c) { c.region_grace_seconds = flags.region_grace_seconds; });
+  bind(app.add_option(
+           "--active-oom-killer", flags.active_oom_killer,
+           "for containers that do not set ACTIVE_OOM_KILLER: kill a process whose container is over "
+           "its memory limit as the driver counts it (false: report it only)"),
+       [&](NodeConfig& c) { c.active_oom_killer = flags.active_oom_killer; });
+  bind(app.add_option("--memory-tolerance-mib", flags.memory_tolerance_mib,
+                      "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
+       [&](NodeConfig& c) { c.memory_tolerance_mib = flags.memory_tolerance_mib; });
   bind(app.add_option("--node-name", flags.node_name, "this node's name (default: $NODE_NAME)"),
        [&](NodeConfig& c) { c.node_name = flags.node_name; });
   bind(app.add_option("--node-config-file", flags.node_config_file,

@@ -49,6 +49,23 @@ struct NodeConfig {
   // --- discovery -----------------------------------------------------------
   std::string nvml_library = "libnvidia-ml.so.1";
 
+  // --- Kubernetes API: the inventory annotation, this node's pods, Events ---
+  bool kubernetes = true;      // false: device plugin, metrics and enforcement only
+  std::string kubeconfig;      // "" = in-cluster, then $KUBECONFIG, then ~/.kube/config
+  std::string api_server;      // overrides the server URL (e.g. http://127.0.0.1:8080)
+  int heartbeat_seconds = 30;  // the inventory is rewritten at least this often
+
+  // --- kubelet PodResources (which pod owns which region) -------------------
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";  // "" = not used
+
+  // --- monitoring, metrics, enforcement ------------------------------------
+  int monitor_interval_ms = 1000;  // GPU sampling, region scan, cleanup, enforcement
+  std::string metrics_address = "0.0.0.0";
+  int metrics_port = 9394;         // 0 = no metrics endpoint
+  int region_grace_seconds = 300;  // a region is kept at least this long after Allocate
+  bool active_oom_killer = false;  // for containers that do not set ACTIVE_OOM_KILLER
+  int memory_tolerance_mib = 64;   // driver-counted usage above the limit that is let pass
+
   // --- per-node overrides -------------------------------------------------
   std::string node_name;         // from NODE_NAME unless given
   std::string node_config_file;  // YAML: nodes: {<node name>: {split_count: .., ...}}

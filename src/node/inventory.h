@@ -1,11 +1,12 @@
 // InventorySource: where the node's GPUs come from (NVML in production, a fixed
-// list in tests). The agent owns one; later parts (the inventory publisher,
-// metrics) read the agent's DeviceState rather than the source.
+// list in tests), their health, and their live usage. The agent owns one; later parts (the inventory
+// publisher, metrics) read the agent's DeviceState rather than the source.
 //
 // Thread-safety: Discover is called from the agent's thread; the health
 // callback runs on the source's own thread.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -15,6 +16,24 @@
 #include "core/result.h"
 
 namespace tessera::node {
+
+// A process using a GPU, as the driver sees it.
+struct GpuProcess {
+  uint32_t pid = 0;         // in the driver's (the host's) pid namespace
+  uint64_t used_bytes = 0;  // device memory the driver charges to it
+  bool operator==(const GpuProcess&) const = default;
+};
+
+// A GPU's live usage at one moment.
+struct GpuSample {
+  std::string uuid;
+  bool lost = false;  // the driver says the GPU is gone (fallen off the bus)
+  uint64_t memory_total_bytes = 0;
+  uint64_t memory_used_bytes = 0;
+  int utilization_percent = -1;  // -1 = unknown
+  bool processes_known = false;  // the process list could be read
+  std::vector<GpuProcess> processes;
+};
 
 class InventorySource {
  public:
@@ -32,6 +51,10 @@ class InventorySource {
   // then stays as discovered.
   virtual Status StartHealthWatch(HealthCallback on_health) = 0;
   virtual void StopHealthWatch() = 0;
+
+  // Live usage of every discovered GPU (called after Discover, from the
+  // agent's monitor thread). Values a source cannot read are left unknown.
+  virtual Result<std::vector<GpuSample>> Sample() = 0;
 };
 
 // A fixed list whose health tests flip by hand.
@@ -49,6 +72,15 @@ class StaticInventory final : public InventorySource {
     std::lock_guard lock(mu_);
     on_health_ = nullptr;
   }
+  Result<std::vector<GpuSample>> Sample() override {
+    std::lock_guard lock(mu_);
+    return samples_;
+  }
+  void SetSamples(std::vector<GpuSample> samples) {
+    std::lock_guard lock(mu_);
+    samples_ = std::move(samples);
+  }
+
   // Reports a health change as a real source would (no-op when not watching).
   void ReportHealth(const std::string& gpu_uuid, bool healthy, const std::string& reason) {
     std::lock_guard lock(mu_);
@@ -58,7 +90,8 @@ class StaticInventory final : public InventorySource {
  private:
   std::vector<core::Gpu> gpus_;
   std::mutex mu_;
-  HealthCallback on_health_;  // guarded by mu_
+  HealthCallback on_health_;        // guarded by mu_
+  std::vector<GpuSample> samples_;  // guarded by mu_
 };
 
 }  // namespace tessera::node

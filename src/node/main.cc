@@ -1,11 +1,15 @@
 // tessera-node: the tessera agent on each GPU node (a DaemonSet). See
-// docs/node.md for deployment and every configuration key.
+// docs/node.md for deployment, every configuration key and every metric.
+// Exit codes: 0 after SIGTERM/SIGINT, 1 when starting fails for a reason
+// outside the configuration (NVML, API configuration, sockets, ports),
+// 2 for an invalid configuration.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <iostream>
 
+#include "kube/config.h"
 #include "node/agent.h"
 #include "node/config.h"
 #include "node/nvml_inventory.h"
@@ -20,6 +24,12 @@ int Run(int argc, char** argv) {
     return command_line.exit_code;
   }
   const auto& config = command_line.config;
+  if (config.kubernetes && config.node_name.empty()) {
+    std::cerr << "tessera-node: invalid configuration: node_name is empty: set NODE_NAME (spec.nodeName "
+                 "through the Downward API) or --node-name, or run with --kubernetes=false"
+              << std::endl;
+    return 2;
+  }
   spdlog::info(
       "tessera-node starting: resource {}, split count {}, memory scaling {}, plugin dir {}, node '{}'",
       config.resource_name, config.split_count, config.memory_scaling, config.plugin_dir, config.node_name);
@@ -32,14 +42,41 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  tessera::node::AgentDependencies deps;
+  if (config.kubernetes) {
+    tessera::kube::ResolveOptions resolve;
+    resolve.kubeconfig = config.kubeconfig;
+    resolve.api_server = config.api_server;
+    auto client_config = tessera::kube::ResolveConfig(resolve);
+    if (!client_config.ok()) {
+      spdlog::error("no Kubernetes API configuration: {} (or run with --kubernetes=false)",
+                    client_config.error().message);
+      return 1;
+    }
+    spdlog::info("API server {} ({})", client_config->server, client_config->source);
+    tessera::kube::ClientOptions options;
+    options.qps = 20;
+    options.burst = 40;
+    // Events are recorded from the monitor thread: a dead API server must not
+    // hold it for long.
+    options.timeout = std::chrono::seconds(5);
+    deps.client = tessera::kube::MakeClient(*client_config, options);
+  } else {
+    spdlog::warn(
+        "kubernetes=false: the GPU inventory is not published; the scheduler will not place pods here");
+  }
+  if (!config.pod_resources_socket.empty()) {
+    deps.pod_resources = std::make_unique<tessera::node::KubeletPodResources>(config.pod_resources_socket);
+  }
+
   auto library = tessera::node::NvmlLibrary::Load(config.nvml_library);
   if (!library.ok()) {
     spdlog::error("{}", library.error().message);
     return 1;
   }
   const tessera::node::NvmlApi& api = (*library)->api();
-  auto inventory = std::make_unique<tessera::node::NvmlInventory>(api, std::move(library).value());
-  tessera::node::Agent agent(config, std::move(inventory));
+  deps.inventory = std::make_unique<tessera::node::NvmlInventory>(api, std::move(library).value());
+  tessera::node::Agent agent(config, std::move(deps));
   if (auto s = agent.Start(); !s.ok()) {
     spdlog::error("{}", s.error().message);
     return 1;

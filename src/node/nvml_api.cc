@@ -48,6 +48,8 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& name) 
   resolve(api.DeviceRegisterEvents, "nvmlDeviceRegisterEvents", false);
   resolve(api.EventSetWait, "nvmlEventSetWait_v2", false);
   resolve(api.EventSetFree, "nvmlEventSetFree", false);
+  resolve(api.DeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates", false);
+  resolve(api.DeviceGetComputeRunningProcesses, "nvmlDeviceGetComputeRunningProcesses_v3", false);
   if (!missing.empty()) return Error{"NVML library '" + name + "' lacks required entry points: " + missing};
   return library;
 }

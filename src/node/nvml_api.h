@@ -40,6 +40,8 @@ struct NvmlApi {
   decltype(&nvmlDeviceRegisterEvents) DeviceRegisterEvents = nullptr;
   decltype(&nvmlEventSetWait_v2) EventSetWait = nullptr;
   decltype(&nvmlEventSetFree) EventSetFree = nullptr;
+  decltype(&nvmlDeviceGetUtilizationRates) DeviceGetUtilizationRates = nullptr;
+  decltype(&nvmlDeviceGetComputeRunningProcesses_v3) DeviceGetComputeRunningProcesses = nullptr;
 };
 
 // "NVML_ERROR_... (message)" for logs and errors; works with a partial table.

@@ -247,4 +247,56 @@ void NvmlInventory::WatchLoop(nvmlEventSet_t set, HealthCallback on_health) {
   if (api_.EventSetFree != nullptr) api_.EventSetFree(set);
 }
 
+Result<std::vector<GpuSample>> NvmlInventory::Sample() {
+  if (auto s = EnsureInitialized(); !s.ok()) return s.error();
+  std::vector<GpuSample> samples;
+  for (const auto& [handle, uuid] : uuid_by_handle_) {
+    GpuSample sample;
+    sample.uuid = uuid;
+    nvmlMemory_t memory{};
+    nvmlReturn_t rc = api_.DeviceGetMemoryInfo(handle, &memory);
+    if (rc == NVML_ERROR_GPU_IS_LOST) {
+      sample.lost = true;
+      samples.push_back(std::move(sample));
+      continue;
+    }
+    if (rc == NVML_SUCCESS) {
+      sample.memory_total_bytes = memory.total;
+      sample.memory_used_bytes = memory.used;
+    }
+    if (api_.DeviceGetUtilizationRates != nullptr) {
+      nvmlUtilization_t utilization{};
+      if (api_.DeviceGetUtilizationRates(handle, &utilization) == NVML_SUCCESS) {
+        sample.utilization_percent = static_cast<int>(utilization.gpu);
+      }
+    }
+    if (api_.DeviceGetComputeRunningProcesses != nullptr) {
+      // The list can grow between the size query and the read: retry a few
+      // times with room to spare.
+      std::vector<nvmlProcessInfo_t> infos(64);
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        unsigned count = static_cast<unsigned>(infos.size());
+        rc = api_.DeviceGetComputeRunningProcesses(handle, &count, infos.data());
+        if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+          infos.resize(static_cast<size_t>(count) + 16);
+          continue;
+        }
+        if (rc == NVML_SUCCESS) {
+          sample.processes_known = true;
+          for (unsigned i = 0; i < count; ++i) {
+            GpuProcess p;
+            p.pid = infos[i].pid;
+            // NVML_VALUE_NOT_AVAILABLE (all ones) when the driver cannot tell.
+            p.used_bytes = infos[i].usedGpuMemory == ~0ULL ? 0 : infos[i].usedGpuMemory;
+            sample.processes.push_back(p);
+          }
+        }
+        break;
+      }
+    }
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
 }  // namespace tessera::node

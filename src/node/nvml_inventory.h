@@ -42,6 +42,9 @@ class NvmlInventory final : public InventorySource {
   Result<std::vector<core::Gpu>> Discover() override;
   Status StartHealthWatch(HealthCallback on_health) override;
   void StopHealthWatch() override;
+  // Memory (nvmlDeviceGetMemoryInfo), utilization (nvmlDeviceGetUtilizationRates)
+  // and compute processes (nvmlDeviceGetComputeRunningProcesses_v3) per GPU.
+  Result<std::vector<GpuSample>> Sample() override;
 
  private:
   Status EnsureInitialized();

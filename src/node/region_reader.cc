@@ -1,4 +1,4 @@
-#include "runner/region_snapshot.h"
+#include "node/region_reader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,65 +10,106 @@
 
 #include "vgpu/region_layout.h"
 
-namespace tessera::runner {
+namespace tessera::node {
+namespace {
 
-Result<RegionSnapshot> ReadRegion(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return Error{"no region at " + path + " (the job has not used CUDA yet)"};
+// Closes the descriptor and unmaps on every return path.
+struct Mapping {
+  int fd = -1;
+  void* map = MAP_FAILED;
+  size_t size = 0;
+  ~Mapping() {
+    if (map != MAP_FAILED) ::munmap(map, size);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// A slot is live while its owner holds the write lock on its byte; asking
+// F_OFD_GETLK for a conflicting lock tells without taking anything.
+bool SlotOwnerAlive(int fd, uint32_t index) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(vgpu::region_slot_lock_offset(index));
+  fl.l_len = 1;
+  return ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+}
+
+}  // namespace
+
+const DeviceUsage* RegionSnapshot::Find(const std::string& uuid) const {
+  for (const auto& d : devices) {
+    if (d.uuid == uuid) return &d;
+  }
+  return nullptr;
+}
+
+Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
+  if (missing) *missing = false;
+  Mapping m;
+  m.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (m.fd < 0) {
+    if (errno == ENOENT) {
+      if (missing) *missing = true;
+      return Error{"no region at " + path + " (no process has used CUDA there yet)"};
+    }
     return Error{"cannot open region " + path + ": " + std::strerror(errno)};
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    return Error{"cannot stat region " + path + ": " + std::strerror(errno)};
-  }
+  if (::fstat(m.fd, &st) != 0) return Error{"cannot stat region " + path + ": " + std::strerror(errno)};
+  if (!S_ISREG(st.st_mode)) return Error{"region " + path + " refused: not a regular file"};
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < sizeof(vgpu::RegionHeader)) {
-    ::close(fd);
-    return Error{"region " + path + " is not a tessera region: file shorter than a region header"};
+    return Error{"region " + path + " refused: file shorter than a region header"};
   }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) {
-    ::close(fd);
-    return Error{"cannot map region " + path + ": " + std::strerror(errno)};
-  }
-  const auto* region = static_cast<const vgpu::Region*>(map);
+  m.size = size;
+  m.map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, m.fd, 0);
+  if (m.map == MAP_FAILED) return Error{"cannot map region " + path + ": " + std::strerror(errno)};
+  const auto* region = static_cast<const vgpu::Region*>(m.map);
   if (const char* why = vgpu::validate_region_header(region->header, size)) {
-    ::munmap(map, size);
-    ::close(fd);
     return Error{"region " + path + " refused: " + why};
   }
+
   RegionSnapshot snap;
+  snap.created_ns = region->header.created_ns;
   const uint32_t count = region->header.device_count.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < count; ++i) {
     const auto& d = region->devices[i];
+    const size_t length = strnlen(d.uuid, sizeof(d.uuid));
+    if (length == sizeof(d.uuid)) {
+      return Error{"region " + path + " refused: device entry " + std::to_string(i) + " is corrupt"};
+    }
     DeviceUsage u;
-    u.uuid.assign(d.uuid, strnlen(d.uuid, sizeof(d.uuid)));
-    if (u.uuid.empty()) continue;
+    u.uuid.assign(d.uuid, length);
     u.memory_limit_bytes = d.memory_limit.load(std::memory_order_relaxed);
-    u.memory_used_bytes = d.memory_used.load(std::memory_order_relaxed);
     u.memory_peak_bytes = d.memory_peak.load(std::memory_order_relaxed);
     u.oom_refusals = d.oom_refusals.load(std::memory_order_relaxed);
     u.core_quota_percent = d.core_quota_percent.load(std::memory_order_relaxed);
+    u.priority = d.priority.load(std::memory_order_relaxed);
     u.gpu_time_used_ns = d.gpu_time_used_ns.load(std::memory_order_relaxed);
     u.throttled_ns = d.throttled_ns.load(std::memory_order_relaxed);
     snap.devices.push_back(std::move(u));
   }
-  // A slot is live while its owner holds the write lock on its byte; asking
-  // F_OFD_GETLK for a conflicting lock tells without taking anything.
+
   for (uint32_t i = 0; i < vgpu::kRegionMaxProcesses; ++i) {
-    if (region->processes[i].state.load(std::memory_order_relaxed) != vgpu::kSlotActive) continue;
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = static_cast<off_t>(vgpu::region_slot_lock_offset(i));
-    fl.l_len = 1;
-    if (::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) ++snap.live_processes;
+    const auto& slot = region->processes[i];
+    if (slot.state.load(std::memory_order_relaxed) != vgpu::kSlotActive) continue;
+    if (!SlotOwnerAlive(m.fd, i)) continue;
+    ProcessUsage p;
+    p.pid = slot.pid;
+    p.started_ns = slot.started_ns;
+    p.memory_used_bytes.resize(snap.devices.size());
+    p.gpu_time_used_ns.resize(snap.devices.size());
+    for (size_t d = 0; d < snap.devices.size(); ++d) {
+      p.memory_used_bytes[d] = slot.memory_used[d].load(std::memory_order_relaxed);
+      p.gpu_time_used_ns[d] = slot.gpu_time_used_ns[d].load(std::memory_order_relaxed);
+      snap.devices[d].memory_used_bytes += p.memory_used_bytes[d];
+      snap.devices[d].memory_spilled_bytes += slot.memory_spilled[d].load(std::memory_order_relaxed);
+    }
+    snap.processes.push_back(std::move(p));
   }
-  ::munmap(map, size);
-  ::close(fd);
+  snap.live_processes = static_cast<int>(snap.processes.size());
   return snap;
 }
 
-}  // namespace tessera::runner
+}  // namespace tessera::node

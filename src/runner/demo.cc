@@ -20,9 +20,9 @@
 #include <sstream>
 #include <thread>
 
+#include "node/region_reader.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"
-#include "runner/region_snapshot.h"
 
 namespace tessera::runner {
 namespace {
@@ -158,7 +158,7 @@ void RefreshRegion(RunningJob& r, SliceLedger& ledger) {
     }
     if (r.region.empty()) return;
   }
-  auto snap = ReadRegion(r.region);
+  auto snap = node::ReadRegion(r.region);
   if (!snap.ok()) return;
   for (const auto& d : snap->devices) {
     r.peak_bytes = std::max(r.peak_bytes, d.memory_peak_bytes);

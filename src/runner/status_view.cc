@@ -5,10 +5,14 @@
 #include <map>
 #include <sstream>
 
-#include "runner/region_snapshot.h"
+#include "node/region_reader.h"
 
 namespace tessera::runner {
 namespace {
+
+using node::DeviceUsage;
+using node::ReadRegion;
+using node::RegionSnapshot;
 
 std::string Mib(uint64_t bytes) {
   return std::to_string((bytes + (1 << 20) - 1) >> 20);
@@ -26,11 +30,7 @@ std::string Joined(const std::vector<std::string>& argv) {
 
 // The usage of `uuid` in a job's region, if it has one yet.
 const DeviceUsage* UsageOf(const Result<RegionSnapshot>& snap, const std::string& uuid) {
-  if (!snap.ok()) return nullptr;
-  for (const auto& d : snap->devices) {
-    if (d.uuid == uuid) return &d;
-  }
-  return nullptr;
+  return snap.ok() ? snap->Find(uuid) : nullptr;
 }
 
 __attribute__((format(printf, 1, 2))) std::string Row(const char* fmt, ...) {

@@ -62,17 +62,13 @@ class NodeBinaryTest : public ::testing::Test {
 
   // Starts tessera-node against the simulated GPUs; output goes to a log file.
   void StartNode(std::vector<std::string> extra_args) {
-    std::vector<std::string> args = {TESSERA_NODE_BINARY,
-                                     "--plugin-dir",
-                                     root_ + "/dp",
-                                     "--libvgpu-host-path",
-                                     root_ + "/lib/libvgpu.so",
-                                     "--region-host-dir",
-                                     root_ + "/regions",
-                                     "--kubelet-poll-ms",
-                                     "50",
-                                     "--nvml-library",
-                                     TESSERA_SIM_NVML};
+    std::vector<std::string> args = {TESSERA_NODE_BINARY, "--plugin-dir", root_ + "/dp",
+                                     "--libvgpu-host-path", root_ + "/lib/libvgpu.so", "--region-host-dir",
+                                     root_ + "/regions", "--kubelet-poll-ms", "50", "--nvml-library",
+                                     TESSERA_SIM_NVML,
+                                     // No API server, PodResources or metrics here:
+                                     // tests/integration/node/node_cluster_test.cc has them.
+                                     "--kubernetes=false", "--pod-resources-socket", "", "--metrics-port=0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     child_ = ::fork();
     ASSERT_GE(child_, 0);
@@ -110,6 +106,17 @@ TEST_F(NodeBinaryTest, BadConfigurationStopsAtStartWithExitCode2) {
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
   EXPECT_NE(outcome.output.find("'memory_scaling' must be a number"), std::string::npos) << outcome.output;
 
+  // Talking to the API server needs this node's name.
+  outcome = RunShell("env -u NODE_NAME " + std::string(TESSERA_NODE_BINARY));
+  EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+  EXPECT_NE(outcome.output.find("node_name is empty: set NODE_NAME"), std::string::npos) << outcome.output;
+
+  // No API configuration at all is a start-up failure that says what to do.
+  outcome = RunShell("env -u KUBERNETES_SERVICE_HOST -u KUBECONFIG HOME=" + root_ + " " +
+                     std::string(TESSERA_NODE_BINARY) + " --node-name n1");
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  EXPECT_NE(outcome.output.find("no Kubernetes API configuration"), std::string::npos) << outcome.output;
+
   outcome = RunShell(std::string(TESSERA_NODE_BINARY) + " --help");
   EXPECT_EQ(outcome.exit_code, 0);
   EXPECT_NE(outcome.output.find("--memory-scaling"), std::string::npos);
@@ -118,7 +125,7 @@ TEST_F(NodeBinaryTest, BadConfigurationStopsAtStartWithExitCode2) {
 TEST_F(NodeBinaryTest, MissingNvmlIsAClearStartupFailure) {
   auto outcome =
       RunShell(std::string(TESSERA_NODE_BINARY) + " --plugin-dir " + root_ + "/dp --libvgpu-host-path " +
-               root_ + "/lib/libvgpu.so --nvml-library /nonexistent/libnvidia-ml.so.1");
+               root_ + "/lib/libvgpu.so --nvml-library /nonexistent/libnvidia-ml.so.1 --kubernetes=false");
   EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
   EXPECT_NE(outcome.output.find("cannot load NVML '/nonexistent/libnvidia-ml.so.1'"), std::string::npos)
       << outcome.output;

@@ -64,6 +64,7 @@ class PluginKubeletTest : public ::testing::Test {
     config_.region_host_dir = root_ + "/regions";
     config_.split_count = 3;
     config_.kubelet_poll_ms = 50;
+    config_.metrics_port = 0;  // several agents run at once in tests
     kubelet_ = std::make_unique<KubeletStandIn>(config_.plugin_dir);
   }
   void TearDown() override {

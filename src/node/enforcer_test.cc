@@ -1,0 +1,214 @@
+#include "node/enforcer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tessera::node {
+namespace {
+
+using ::testing::ElementsAre;
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+// Processes as the test declares them; kills are recorded, not performed.
+class FakeInspector final : public ProcessInspector {
+ public:
+  std::map<uint32_t, ProcessIdentity> processes;
+  std::vector<uint32_t> killed;
+  std::set<uint32_t> unkillable;
+  int inspections = 0;
+
+  std::optional<ProcessIdentity> Inspect(uint32_t pid) override {
+    ++inspections;
+    auto it = processes.find(pid);
+    if (it == processes.end()) return std::nullopt;
+    return it->second;
+  }
+  Status Kill(const ProcessIdentity& p) override {
+    if (unkillable.count(p.host_pid)) return Error{"operation not permitted"};
+    killed.push_back(p.host_pid);
+    return Status::Ok();
+  }
+
+  // A process of the container whose region directory has inode `ino`.
+  void Add(uint32_t host_pid, ino_t ino, uint32_t container_pid,
+           std::map<std::string, std::string> env = {}) {
+    ProcessIdentity p;
+    p.host_pid = host_pid;
+    p.command = "proc" + std::to_string(host_pid);
+    p.sees_region_dir = ino != 0;
+    p.region_dev = 7;
+    p.region_ino = ino;
+    p.container_pid = container_pid;
+    p.environment = std::move(env);
+    processes[host_pid] = p;
+  }
+};
+
+RegionDir Region(const std::string& name, ino_t ino, uint64_t limit_bytes,
+                 std::vector<std::pair<uint32_t, uint64_t>> accounted = {}) {
+  RegionDir r;
+  r.name = name;
+  r.dev = 7;
+  r.ino = ino;
+  RegionSnapshot snap;
+  DeviceUsage d;
+  d.uuid = "GPU-A";
+  d.memory_limit_bytes = limit_bytes;
+  snap.devices.push_back(d);
+  for (auto [pid, bytes] : accounted) {
+    ProcessUsage p;
+    p.pid = pid;
+    p.memory_used_bytes = {bytes};
+    p.gpu_time_used_ns = {0};
+    snap.processes.push_back(p);
+    snap.devices[0].memory_used_bytes += bytes;
+  }
+  r.region = snap;
+  return r;
+}
+
+GpuSample Gpu(std::vector<GpuProcess> processes) {
+  GpuSample s;
+  s.uuid = "GPU-A";
+  s.processes_known = true;
+  s.processes = std::move(processes);
+  return s;
+}
+
+class EnforcerTest : public ::testing::Test {
+ protected:
+  Enforcer Make(bool kill_by_default = true, uint64_t tolerance = 0) {
+    EnforcementPolicy policy;
+    policy.kill_by_default = kill_by_default;
+    policy.tolerance_bytes = tolerance;
+    return Enforcer(policy, &inspector_, [this](const ContainerRef& owner, const std::string& uuid) {
+      auto it = allocation_limits_.find(owner.pod_name + "/" + uuid);
+      return it == allocation_limits_.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+    });
+  }
+  FakeInspector inspector_;
+  std::map<std::string, uint64_t> allocation_limits_;
+};
+
+TEST_F(EnforcerTest, KillsTheProcessTheLibraryDidNotSee) {
+  // Container "r1": pid 100 went through libvgpu (900 MiB accounted), pid 101
+  // bypassed it with 1500 MiB. Limit 2000 MiB: 2400 in use.
+  inspector_.Add(100, 11, 7);
+  inspector_.Add(101, 11, 8);
+  inspector_.Add(200, 0, 0);  // a host process, in no container of ours
+  std::vector<RegionDir> regions = {Region("r1", 11, 2000 * kMiB, {{7, 900 * kMiB}})};
+  auto enforcer = Make();
+  auto violations =
+      enforcer.Pass({Gpu({{100, 900 * kMiB}, {101, 1500 * kMiB}, {200, 5000 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  const Violation& v = violations[0];
+  EXPECT_EQ(v.region, "r1");
+  EXPECT_EQ(v.gpu_uuid, "GPU-A");
+  EXPECT_EQ(v.used_bytes, 2400 * kMiB);
+  EXPECT_EQ(v.limit_bytes, 2000 * kMiB);
+  EXPECT_EQ(v.limit_source, "region");
+  EXPECT_TRUE(v.kill);
+  EXPECT_TRUE(v.new_episode);
+  ASSERT_EQ(v.offenders.size(), 1u);
+  EXPECT_EQ(v.offenders[0].process.host_pid, 101u);
+  EXPECT_EQ(v.offenders[0].accounted_bytes, 0u);
+  EXPECT_TRUE(v.offenders[0].killed);
+  EXPECT_THAT(inspector_.killed, ElementsAre(101u));
+}
+
+TEST_F(EnforcerTest, WithinTheLimitOrTheToleranceNothingHappens) {
+  inspector_.Add(100, 11, 7);
+  std::vector<RegionDir> regions = {Region("r1", 11, 2000 * kMiB, {{7, 2000 * kMiB}})};
+  auto enforcer = Make(true, 64 * kMiB);
+  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 2000 * kMiB}})}, regions).empty());
+  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 2060 * kMiB}})}, regions).empty());  // driver rounding
+  EXPECT_EQ(enforcer.Pass({Gpu({{100, 2070 * kMiB}})}, regions).size(), 1u);
+  EXPECT_THAT(inspector_.killed, ElementsAre(100u));
+}
+
+TEST_F(EnforcerTest, TheAllocationAnnotationOutranksWhatTheContainerWrote) {
+  // The container's region claims 8000 MiB; the scheduler allocated 1000.
+  inspector_.Add(100, 11, 7);
+  std::vector<RegionDir> regions = {Region("r1", 11, 8000 * kMiB, {{7, 3000 * kMiB}})};
+  regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
+  allocation_limits_["pod-1/GPU-A"] = 1000 * kMiB;
+  auto enforcer = Make();
+  auto violations = enforcer.Pass({Gpu({{100, 3000 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit_source, "allocation");
+  EXPECT_EQ(violations[0].limit_bytes, 1000 * kMiB);
+}
+
+TEST_F(EnforcerTest, WithoutARegionEntryTheEnvironmentDeclaresTheLimit) {
+  // Nothing in the container loaded libvgpu: no region file at all.
+  inspector_.Add(100, 11, 7, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  RegionDir bare;
+  bare.name = "r1";
+  bare.dev = 7;
+  bare.ino = 11;
+  bare.region_missing = true;
+  auto enforcer = Make();
+  auto violations = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, {bare});
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit_source, "environment");
+  EXPECT_EQ(violations[0].limit_bytes, 1024 * kMiB);
+
+  // And with no limit known anywhere there is nothing to enforce.
+  inspector_.Add(100, 11, 7);
+  auto none = Make();
+  EXPECT_TRUE(none.Pass({Gpu({{100, 1500 * kMiB}})}, {bare}).empty());
+}
+
+TEST_F(EnforcerTest, ActiveOomKillerOffOnlyReportsOncePerEpisode) {
+  inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "false"}});
+  std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
+  auto enforcer = Make(/*kill_by_default=*/true);
+  auto first = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_FALSE(first[0].kill);
+  EXPECT_TRUE(first[0].new_episode);
+  ASSERT_EQ(first[0].offenders.size(), 1u);
+  EXPECT_FALSE(first[0].offenders[0].killed);
+  auto second = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_FALSE(second[0].new_episode);
+  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 900 * kMiB}})}, regions).empty());
+  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions)[0].new_episode);
+  EXPECT_TRUE(inspector_.killed.empty());
+
+  // A node default of "report" is overridden by the container asking for kills.
+  inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "true"}});
+  auto reporting_node = Make(/*kill_by_default=*/false);
+  EXPECT_TRUE(reporting_node.Pass({Gpu({{100, 1500 * kMiB}})}, regions)[0].kill);
+}
+
+TEST_F(EnforcerTest, KillsOnlyAsManyAsItTakesAndRetriesAFailedKill) {
+  // Three bypassing processes of 600 MiB each against a 1000 MiB limit: two go.
+  for (uint32_t pid : {100u, 101u, 102u}) inspector_.Add(pid, 11, pid);
+  std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
+  inspector_.unkillable = {100};
+  auto enforcer = Make();
+  auto v = enforcer.Pass({Gpu({{100, 600 * kMiB}, {101, 600 * kMiB}, {102, 600 * kMiB}})}, regions);
+  ASSERT_EQ(v.size(), 1u);
+  ASSERT_EQ(v[0].offenders.size(), 2u);
+  EXPECT_FALSE(v[0].offenders[0].killed);
+  EXPECT_NE(v[0].offenders[0].kill_error.find("not permitted"), std::string::npos);
+  EXPECT_THAT(inspector_.killed, ElementsAre(101u));
+}
+
+TEST_F(EnforcerTest, EachProcessIsInspectedOncePerPassAndOtherContainersAreSeparate) {
+  inspector_.Add(100, 11, 7);
+  inspector_.Add(300, 12, 7);  // another container; same pid inside its own namespace
+  std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB), Region("r2", 12, 1000 * kMiB)};
+  GpuSample second = Gpu({{100, 100 * kMiB}, {300, 900 * kMiB}});
+  second.uuid = "GPU-B";
+  auto enforcer = Make();
+  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 800 * kMiB}, {300, 800 * kMiB}}), second}, regions).empty());
+  EXPECT_EQ(inspector_.inspections, 2);
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,172 @@
+#include "node/inventory_publisher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include "kube/typed_api.h"
+
+namespace tessera::node {
+namespace {
+
+constexpr auto kMaxBackoff = std::chrono::seconds(30);
+
+// A label value: at most 63 characters of [A-Za-z0-9._-], starting and ending
+// with an alphanumeric; anything else becomes '-'.
+std::string LabelValue(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    out += ok ? c : '-';
+  }
+  if (out.size() > 63) out.resize(63);
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  while (!out.empty() && !alnum(out.front())) out.erase(out.begin());
+  while (!out.empty() && !alnum(out.back())) out.pop_back();
+  return out;
+}
+
+}  // namespace
+
+core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
+                                   kube::Clock::Wall now) {
+  core::NodeInventory inventory;
+  inventory.node = node;
+  inventory.heartbeat = kube::FormatMicroTime(now).substr(0, 19) + "Z";
+  inventory.gpus = gpus;
+  return inventory;
+}
+
+std::map<std::string, std::optional<std::string>> NodeLabels(const std::vector<core::Gpu>& gpus) {
+  std::map<std::string, std::optional<std::string>> labels;
+  std::set<std::string> models;
+  for (const auto& gpu : gpus) models.insert(gpu.model);
+  if (models.empty()) {
+    labels[kGpuProductLabel] = std::nullopt;
+  } else {
+    labels[kGpuProductLabel] = models.size() == 1 ? LabelValue(*models.begin()) : "mixed";
+  }
+  labels[kGpuCountLabel] = std::to_string(gpus.size());
+  return labels;
+}
+
+InventoryPublisher::InventoryPublisher(kube::Client* client, const DeviceState& devices,
+                                       std::string node_name, std::chrono::seconds heartbeat,
+                                       kube::Clock* clock)
+    : client_(client),
+      devices_(devices),
+      node_name_(std::move(node_name)),
+      heartbeat_(heartbeat),
+      clock_(clock != nullptr ? clock : kube::RealClock::Get()) {}
+
+InventoryPublisher::~InventoryPublisher() {
+  Stop();
+}
+
+void InventoryPublisher::Start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void InventoryPublisher::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+PublisherStats InventoryPublisher::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+Status InventoryPublisher::PublishOnce() {
+  const auto snapshot = devices_.Get();
+  auto text = core::EncodeInventory(BuildInventory(node_name_, snapshot.gpus, clock_->WallNow()));
+  Status result = Status::Ok();
+  if (!text.ok()) {
+    result = text.error().Wrap("inventory of node " + node_name_ + " is invalid");
+  } else {
+    kube::NodesApi nodes(client_);
+    auto patched = nodes.PatchAnnotations(node_name_, {{std::string(core::kInventoryAnnotation), *text}});
+    if (!patched.ok()) {
+      std::string message =
+          "cannot publish the GPU inventory on node " + node_name_ + ": " + patched.error().message;
+      if (patched.error().IsNotFound()) {
+        message += " (no such node: set NODE_NAME to the node's name, e.g. from spec.nodeName)";
+      }
+      result = Error{message};
+    } else {
+      auto labels = NodeLabels(snapshot.gpus);
+      bool labels_current;
+      {
+        std::lock_guard lock(mu_);
+        labels_current = labels == labels_set_;
+      }
+      if (!labels_current) {
+        if (auto l = nodes.PatchLabels(node_name_, labels); l.ok()) {
+          std::lock_guard lock(mu_);
+          labels_set_ = labels;
+        } else {
+          result = Error{"published the GPU inventory but cannot label node " + node_name_ + ": " +
+                         l.error().message};
+        }
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  if (result.ok()) {
+    ++stats_.publishes;
+    stats_.last_error.clear();
+    stats_.last_success_unix =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_->WallNow().time_since_epoch()).count();
+  } else {
+    ++stats_.failures;
+    stats_.last_error = result.error().message;
+  }
+  return result;
+}
+
+void InventoryPublisher::Run() {
+  using SteadyClock = std::chrono::steady_clock;
+  uint64_t published_version = 0;
+  bool ever_published = false;
+  auto next_heartbeat = SteadyClock::now();
+  auto next_attempt = SteadyClock::now();
+  std::chrono::milliseconds backoff{0};
+  bool failing = false;
+  while (!stop_) {
+    const uint64_t version = devices_.Get().version;
+    const auto now = SteadyClock::now();
+    const bool due = !ever_published || version != published_version || now >= next_heartbeat;
+    if (due && now >= next_attempt) {
+      auto status = PublishOnce();
+      if (status.ok()) {
+        if (failing) spdlog::info("GPU inventory of node {} published again", node_name_);
+        failing = false;
+        ever_published = true;
+        published_version = version;
+        backoff = std::chrono::milliseconds(0);
+        next_heartbeat = SteadyClock::now() + heartbeat_;
+      } else {
+        // One line per outage at warning level; the retries at debug level.
+        if (!failing) spdlog::warn("{}; retrying with backoff", status.error().message);
+        spdlog::debug("{}", status.error().message);
+        failing = true;
+        backoff = std::min<std::chrono::milliseconds>(
+            kMaxBackoff, backoff.count() == 0 ? std::chrono::milliseconds(500) : backoff * 2);
+        next_attempt = SteadyClock::now() + backoff;
+      }
+      continue;
+    }
+    // Sleep until something changes, the next write is due, or a stop (checked
+    // at least every 200 ms).
+    auto wake =
+        std::min(due ? next_attempt : next_heartbeat, SteadyClock::now() + std::chrono::milliseconds(200));
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - SteadyClock::now());
+    if (wait.count() > 0) devices_.WaitForChange(version, wait);
+  }
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,83 @@
+// InventoryPublisher: makes the node's GPUs known to the scheduler. It writes
+// the node annotation `tessera.io/gpu-inventory` (core/inventory_codec.h) —
+// the scheduler's only source for this node's GPUs — and the node labels
+// `tessera.io/gpu.product` and `tessera.io/gpu.count` for nodeSelectors.
+//
+// When: at start, within a moment of any change of the advertised GPUs (a GPU
+// turning unhealthy, rediscovery), and at least every `heartbeat` otherwise,
+// with the annotation's heartbeat set to the time of writing, so the scheduler
+// can tell a live inventory from the last words of a dead agent. Failures
+// (API server down, slow, refusing) are retried with exponential backoff up to
+// 30 s; a change during an outage is published once the server answers. The
+// annotation is left in place on a clean stop: a rolling update must not empty
+// the node for the scheduler (its heartbeat goes stale instead).
+//
+// Thread-safety: Start/Stop from one controlling thread; stats() anywhere.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/inventory_codec.h"
+#include "kube/client.h"
+#include "kube/clock.h"
+#include "node/device_state.h"
+
+namespace tessera::node {
+
+inline constexpr const char* kGpuProductLabel = "tessera.io/gpu.product";
+inline constexpr const char* kGpuCountLabel = "tessera.io/gpu.count";
+
+// The inventory for `gpus` stamped with `now` (RFC 3339, seconds, UTC).
+core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
+                                   kube::Clock::Wall now);
+
+// Label values: the product name made a valid label value ("NVIDIA A100-SXM4-80GB"
+// -> "NVIDIA-A100-SXM4-80GB"), "mixed" when the node has several models,
+// absent (nullopt) with no GPUs; the count of GPUs.
+std::map<std::string, std::optional<std::string>> NodeLabels(const std::vector<core::Gpu>& gpus);
+
+struct PublisherStats {
+  uint64_t publishes = 0;  // successful annotation writes
+  uint64_t failures = 0;   // failed attempts
+  std::string last_error;  // of the latest failure ("" after a success)
+  int64_t last_success_unix = 0;
+};
+
+class InventoryPublisher {
+ public:
+  InventoryPublisher(kube::Client* client, const DeviceState& devices, std::string node_name,
+                     std::chrono::seconds heartbeat, kube::Clock* clock = nullptr);
+  ~InventoryPublisher();
+  InventoryPublisher(const InventoryPublisher&) = delete;
+  InventoryPublisher& operator=(const InventoryPublisher&) = delete;
+
+  void Start();
+  void Stop();
+
+  // One write of the current GPUs (what the thread does each time).
+  Status PublishOnce();
+
+  PublisherStats stats() const;
+
+ private:
+  void Run();
+
+  kube::Client* const client_;
+  const DeviceState& devices_;
+  const std::string node_name_;
+  const std::chrono::seconds heartbeat_;
+  kube::Clock* const clock_;
+
+  mutable std::mutex mu_;
+  PublisherStats stats_;                                          // guarded by mu_
+  std::map<std::string, std::optional<std::string>> labels_set_;  // guarded by mu_: last labels written
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace tessera::node

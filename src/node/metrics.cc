@@ -1,0 +1,153 @@
+#include "node/metrics.h"
+
+#include "node/prometheus_text.h"
+
+namespace tessera::node {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+}  // namespace
+
+std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& counters,
+                          const AgentStatus& status) {
+  PrometheusText t;
+  using T = MetricType;
+
+  // --- the agent ------------------------------------------------------------
+  t.Describe("tessera_node_info", T::kGauge, "1, labelled with the node and the agent's version.");
+  t.Add("tessera_node_info", {{"node", status.node_name}, {"version", status.version}}, 1);
+  t.Describe("tessera_node_monitor_passes_total", T::kCounter,
+             "Monitor passes (GPU sampling, region scan, cleanup, enforcement) completed.");
+  t.Add("tessera_node_monitor_passes_total", {}, static_cast<double>(counters.passes));
+  t.Describe("tessera_node_last_pass_timestamp_seconds", T::kGauge,
+             "Unix time of the latest monitor pass; a stale value means the agent is stuck.");
+  if (snapshot) t.Add("tessera_node_last_pass_timestamp_seconds", {}, snapshot->taken_unix_ms / 1000.0);
+  t.Describe("tessera_node_gpu_sample_errors_total", T::kCounter,
+             "Passes in which NVML could not be sampled.");
+  t.Add("tessera_node_gpu_sample_errors_total", {}, static_cast<double>(counters.sample_errors));
+  t.Describe("tessera_node_kubelet_registrations_total", T::kCounter,
+             "Successful registrations with the kubelet (one per kubelet start).");
+  t.Add("tessera_node_kubelet_registrations_total", {}, status.kubelet_registrations);
+  t.Describe("tessera_node_pod_resources_up", T::kGauge,
+             "1 when the kubelet's PodResources API answered at the latest pass.");
+  if (snapshot) t.Add("tessera_node_pod_resources_up", {}, snapshot->pod_resources_ok ? 1 : 0);
+  t.Describe("tessera_node_pod_resources_errors_total", T::kCounter,
+             "Passes in which the kubelet's PodResources API could not be read.");
+  t.Add("tessera_node_pod_resources_errors_total", {}, static_cast<double>(counters.pod_resources_errors));
+  t.Describe("tessera_node_regions", T::kGauge,
+             "Container regions on the node: all of them, corrupt ones (refused, never trusted), and ones no "
+             "container listed by the kubelet owns.");
+  if (snapshot) {
+    t.Add("tessera_node_regions", {{"state", "all"}}, snapshot->regions);
+    t.Add("tessera_node_regions", {{"state", "corrupt"}}, snapshot->regions_corrupt);
+    t.Add("tessera_node_regions", {{"state", "unowned"}}, snapshot->regions_unowned);
+  }
+  t.Describe("tessera_node_regions_removed_total", T::kCounter,
+             "Regions removed because their container is gone.");
+  t.Add("tessera_node_regions_removed_total", {}, static_cast<double>(counters.regions_removed));
+  t.Describe("tessera_node_memory_violations_total", T::kCounter,
+             "Times a container's device memory (as the driver counts it) went over its limit.");
+  t.Add("tessera_node_memory_violations_total", {}, static_cast<double>(counters.violations));
+  t.Describe("tessera_node_enforcement_kills_total", T::kCounter,
+             "Processes killed because their container was over its memory limit (ACTIVE_OOM_KILLER).");
+  t.Add("tessera_node_enforcement_kills_total", {}, static_cast<double>(counters.kills));
+  t.Describe("tessera_node_enforcement_kill_failures_total", T::kCounter, "Kills attempted that failed.");
+  t.Add("tessera_node_enforcement_kill_failures_total", {}, static_cast<double>(counters.kill_failures));
+  if (status.publisher) {
+    t.Describe("tessera_node_inventory_publishes_total", T::kCounter,
+               "Successful writes of the node's GPU inventory annotation.");
+    t.Add("tessera_node_inventory_publishes_total", {}, static_cast<double>(status.publisher->publishes));
+    t.Describe("tessera_node_inventory_publish_errors_total", T::kCounter,
+               "Failed attempts to write the GPU inventory annotation.");
+    t.Add("tessera_node_inventory_publish_errors_total", {}, static_cast<double>(status.publisher->failures));
+    t.Describe("tessera_node_inventory_last_publish_timestamp_seconds", T::kGauge,
+               "Unix time of the latest successful inventory write (the heartbeat the scheduler sees).");
+    t.Add("tessera_node_inventory_last_publish_timestamp_seconds", {},
+          static_cast<double>(status.publisher->last_success_unix));
+  }
+  if (!snapshot) return t.Render();
+
+  // --- GPUs -----------------------------------------------------------------
+  t.Describe("tessera_gpu_info", T::kGauge, "1 per GPU, labelled with its index and model.");
+  t.Describe("tessera_gpu_healthy", T::kGauge,
+             "1 when the GPU is advertised healthy, 0 after a critical XID or loss.");
+  t.Describe("tessera_gpu_memory_total_bytes", T::kGauge, "Device memory of the GPU (NVML).");
+  t.Describe("tessera_gpu_memory_used_bytes", T::kGauge,
+             "Device memory in use on the GPU, all processes (NVML).");
+  t.Describe("tessera_gpu_utilization_percent", T::kGauge,
+             "Percent of the last sample period in which a kernel ran (NVML).");
+  t.Describe("tessera_gpu_processes", T::kGauge, "Compute processes on the GPU (NVML).");
+  t.Describe("tessera_gpu_memory_offered_bytes", T::kGauge,
+             "Device memory offered for sharing (physical x memory_scaling).");
+  t.Describe("tessera_gpu_allocated_memory_bytes", T::kGauge,
+             "Device memory the scheduler allocated on the GPU to pods bound to this node.");
+  t.Describe("tessera_gpu_allocated_cores_percent", T::kGauge,
+             "Compute (percent of the GPU) the scheduler allocated on the GPU.");
+  t.Describe("tessera_gpu_slots_total", T::kGauge, "vGPUs that may share the GPU (split count).");
+  t.Describe("tessera_gpu_slots_used", T::kGauge, "vGPUs the scheduler placed on the GPU.");
+  for (const auto& gpu : snapshot->gpus) {
+    const MetricLabels id = {{"gpu_uuid", gpu.uuid}};
+    t.Add("tessera_gpu_info",
+          {{"gpu_uuid", gpu.uuid}, {"gpu_index", std::to_string(gpu.index)}, {"model", gpu.model}}, 1);
+    t.Add("tessera_gpu_healthy", id, gpu.healthy ? 1 : 0);
+    t.Add("tessera_gpu_memory_offered_bytes", id, static_cast<double>(gpu.memory_mib) * kMiB);
+    t.Add("tessera_gpu_slots_total", id, gpu.slots);
+    for (const auto& s : snapshot->samples) {
+      if (s.uuid != gpu.uuid || s.lost) continue;
+      if (s.memory_total_bytes > 0) {
+        t.Add("tessera_gpu_memory_total_bytes", id, static_cast<double>(s.memory_total_bytes));
+        t.Add("tessera_gpu_memory_used_bytes", id, static_cast<double>(s.memory_used_bytes));
+      }
+      if (s.utilization_percent >= 0) t.Add("tessera_gpu_utilization_percent", id, s.utilization_percent);
+      if (s.processes_known) t.Add("tessera_gpu_processes", id, static_cast<double>(s.processes.size()));
+    }
+    if (snapshot->allocations_known) {
+      for (const auto& a : snapshot->allocated) {
+        if (a.gpu.uuid != gpu.uuid) continue;
+        t.Add("tessera_gpu_allocated_memory_bytes", id, static_cast<double>(a.used.memory_mib) * kMiB);
+        t.Add("tessera_gpu_allocated_cores_percent", id, a.used.cores);
+        t.Add("tessera_gpu_slots_used", id, a.used.slots);
+      }
+    }
+  }
+
+  // --- containers -----------------------------------------------------------
+  t.Describe("tessera_container_memory_used_bytes", T::kGauge,
+             "Device memory the container's processes hold on the GPU, as libvgpu accounts it.");
+  t.Describe("tessera_container_memory_limit_bytes", T::kGauge,
+             "The container's memory limit on the GPU (0 = none).");
+  t.Describe("tessera_container_memory_peak_bytes", T::kGauge,
+             "Highest memory_used seen since the container started.");
+  t.Describe("tessera_container_oom_refusals_total", T::kCounter,
+             "Allocations libvgpu refused because they would pass the limit.");
+  t.Describe("tessera_container_gpu_time_seconds_total", T::kCounter,
+             "GPU time the container's kernels used (measured by libvgpu).");
+  t.Describe("tessera_container_compute_share_percent", T::kGauge,
+             "GPU time used over the last monitor interval, in percent of the GPU.");
+  t.Describe("tessera_container_compute_quota_percent", T::kGauge,
+             "The container's compute quota on the GPU (0 or 100 = not limited).");
+  t.Describe("tessera_container_throttled_seconds_total", T::kCounter,
+             "Wall time the container's launches waited for compute budget.");
+  t.Describe("tessera_container_processes", T::kGauge, "Live processes of the container using the GPU.");
+  for (const auto& c : snapshot->containers) {
+    MetricLabels l = {{"namespace", c.owner ? c.owner->pod_namespace : ""},
+                      {"pod", c.owner ? c.owner->pod_name : ""},
+                      {"container", c.owner ? c.owner->container_name : ""},
+                      {"gpu_uuid", c.gpu_uuid},
+                      {"region", c.region}};
+    t.Add("tessera_container_memory_used_bytes", l, static_cast<double>(c.memory_used_bytes));
+    t.Add("tessera_container_memory_limit_bytes", l, static_cast<double>(c.memory_limit_bytes));
+    t.Add("tessera_container_memory_peak_bytes", l, static_cast<double>(c.memory_peak_bytes));
+    t.Add("tessera_container_oom_refusals_total", l, static_cast<double>(c.oom_refusals));
+    t.Add("tessera_container_gpu_time_seconds_total", l, static_cast<double>(c.gpu_time_ns) / 1e9);
+    if (c.compute_share_percent >= 0)
+      t.Add("tessera_container_compute_share_percent", l, c.compute_share_percent);
+    t.Add("tessera_container_compute_quota_percent", l, c.core_quota_percent);
+    t.Add("tessera_container_throttled_seconds_total", l, static_cast<double>(c.throttled_ns) / 1e9);
+    t.Add("tessera_container_processes", l, c.processes);
+  }
+  return t.Render();
+}
+
+}  // namespace tessera::node

@@ -1,0 +1,117 @@
+#include "node/metrics.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace tessera::node {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+NodeSnapshot Snapshot() {
+  NodeSnapshot s;
+  s.taken_unix_ms = 1763900000500;
+  core::Gpu gpu;
+  gpu.uuid = "GPU-1";
+  gpu.index = 0;
+  gpu.model = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  gpu.slots = 10;
+  s.gpus = {gpu};
+  GpuSample sample;
+  sample.uuid = "GPU-1";
+  sample.memory_total_bytes = 85899345920ull;
+  sample.memory_used_bytes = 3221225472ull;
+  sample.utilization_percent = 42;
+  sample.processes_known = true;
+  sample.processes = {{100, 1}, {101, 2}};
+  s.samples = {sample};
+  s.allocations_known = true;
+  core::GpuState allocated;
+  allocated.gpu = gpu;
+  allocated.used.memory_mib = 3000;
+  allocated.used.cores = 30;
+  allocated.used.slots = 2;
+  s.allocated = {allocated};
+  ContainerGpuUsage c;
+  c.region = "r-1";
+  c.owner = ContainerRef{"ml", "train-0", "main"};
+  c.gpu_uuid = "GPU-1";
+  c.memory_used_bytes = 1073741824;
+  c.memory_limit_bytes = 2147483648;
+  c.memory_peak_bytes = 1610612736;
+  c.oom_refusals = 3;
+  c.core_quota_percent = 30;
+  c.gpu_time_ns = 2500000000;
+  c.throttled_ns = 500000000;
+  c.compute_share_percent = 29.5;
+  c.processes = 1;
+  s.containers = {c};
+  ContainerGpuUsage unowned = c;
+  unowned.region = "r-2";
+  unowned.owner.reset();
+  unowned.compute_share_percent = -1;
+  s.containers.push_back(unowned);
+  s.regions = 3;
+  s.regions_corrupt = 1;
+  s.regions_unowned = 1;
+  s.pod_resources_ok = true;
+  return s;
+}
+
+TEST(MetricsTest, RendersGpuContainerAndAgentMetrics) {
+  auto snapshot = Snapshot();
+  MonitorCounters counters;
+  counters.passes = 12;
+  counters.kills = 1;
+  AgentStatus status{"node-a", "0.1.0", 2, PublisherStats{5, 1, "", 1763900000}};
+  const std::string text = RenderMetrics(&snapshot, counters, status);
+
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_gpu_memory_total_bytes gauge\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_total_bytes{gpu_uuid=\"GPU-1\"} 85899345920\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_used_bytes{gpu_uuid=\"GPU-1\"} 3221225472\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_utilization_percent{gpu_uuid=\"GPU-1\"} 42\n"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("tessera_gpu_info{gpu_uuid=\"GPU-1\",gpu_index=\"0\",model=\"NVIDIA A100-SXM4-80GB\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_allocated_memory_bytes{gpu_uuid=\"GPU-1\"} 3145728000\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_allocated_cores_percent{gpu_uuid=\"GPU-1\"} 30\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_slots_used{gpu_uuid=\"GPU-1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_slots_total{gpu_uuid=\"GPU-1\"} 10\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_processes{gpu_uuid=\"GPU-1\"} 2\n"));
+
+  const std::string labels =
+      "{namespace=\"ml\",pod=\"train-0\",container=\"main\",gpu_uuid=\"GPU-1\",region=\"r-1\"}";
+  EXPECT_THAT(text, HasSubstr("tessera_container_memory_used_bytes" + labels + " 1073741824\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_memory_limit_bytes" + labels + " 2147483648\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_container_oom_refusals_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_oom_refusals_total" + labels + " 3\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_gpu_time_seconds_total" + labels + " 2.5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_compute_share_percent" + labels + " 29.5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_compute_quota_percent" + labels + " 30\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_container_throttled_seconds_total" + labels + " 0.5\n"));
+  // A region nobody owns yet keeps its series, with empty pod labels; its share
+  // is unknown until two passes have seen it.
+  const std::string unowned = "{namespace=\"\",pod=\"\",container=\"\",gpu_uuid=\"GPU-1\",region=\"r-2\"}";
+  EXPECT_THAT(text, HasSubstr("tessera_container_memory_used_bytes" + unowned + " 1073741824\n"));
+  EXPECT_THAT(text, Not(HasSubstr("tessera_container_compute_share_percent" + unowned)));
+
+  EXPECT_THAT(text, HasSubstr("tessera_node_info{node=\"node-a\",version=\"0.1.0\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_monitor_passes_total 12\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_enforcement_kills_total 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_regions{state=\"corrupt\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_kubelet_registrations_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_inventory_publishes_total 5\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_node_last_pass_timestamp_seconds 1763900000.5\n"));
+}
+
+TEST(MetricsTest, BeforeTheFirstPassOnlyTheAgentIsDescribed) {
+  const std::string text = RenderMetrics(nullptr, MonitorCounters{}, AgentStatus{"node-a", "0.1.0", 0, {}});
+  EXPECT_THAT(text, HasSubstr("tessera_node_info{"));
+  EXPECT_THAT(text, Not(HasSubstr("tessera_gpu_")));
+  EXPECT_THAT(text, Not(HasSubstr("tessera_node_inventory_publishes_total")));
+}
+
+}  // namespace
+}  // namespace tessera::node

@@ -1,0 +1,240 @@
+#include "node/node_monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+namespace tessera::node {
+namespace {
+
+std::string Mib(uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+std::string Describe(const std::optional<ContainerRef>& owner, const std::string& region) {
+  if (!owner) return "the container of region " + region + " (pod unknown)";
+  return "container '" + owner->container_name + "' of pod " + owner->pod_namespace + "/" + owner->pod_name;
+}
+
+}  // namespace
+
+NodeMonitor::NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
+                         RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
+                         Enforcer* enforcer, EventSink events)
+    : options_(std::move(options)),
+      inventory_(inventory),
+      devices_(devices),
+      catalog_(catalog),
+      pod_resources_(pod_resources),
+      pods_(pods),
+      enforcer_(enforcer),
+      events_(std::move(events)) {}
+
+NodeMonitor::~NodeMonitor() {
+  Stop();
+}
+
+void NodeMonitor::Start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void NodeMonitor::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void NodeMonitor::Run() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    PassOnce();
+    lock.lock();
+    wake_.wait_for(lock, options_.interval, [this] { return stop_; });
+  }
+}
+
+std::shared_ptr<const NodeSnapshot> NodeMonitor::Latest() const {
+  std::lock_guard lock(mu_);
+  return latest_;
+}
+
+MonitorCounters NodeMonitor::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+void NodeMonitor::Report(const Violation& v) {
+  const std::string who = Describe(v.owner, v.region);
+  const std::string over = who + " uses " + Mib(v.used_bytes) + " on GPU " + v.gpu_uuid +
+                           ", over its limit of " + Mib(v.limit_bytes) + " (from its " + v.limit_source + ")";
+  for (const auto& o : v.offenders) {
+    const std::string process = "process " + std::to_string(o.process.host_pid) + " (" + o.process.command +
+                                ", pid " + std::to_string(o.process.container_pid) +
+                                " in the container) holding " + Mib(o.used_bytes) + ", " +
+                                Mib(o.accounted_bytes) + " of it seen by libvgpu";
+    if (!v.kill) continue;
+    std::string message;
+    if (o.killed) {
+      message = over + ": killed " + process + " (ACTIVE_OOM_KILLER)";
+      spdlog::warn("{}", message);
+    } else {
+      message = over + ": could not kill " + process + ": " + o.kill_error;
+      spdlog::error("{}", message);
+    }
+    if (events_ && v.owner)
+      events_(*v.owner, o.killed ? "GPUMemoryLimitKill" : "GPUMemoryLimitKillFailed", message);
+  }
+  if (!v.kill && v.new_episode) {
+    std::string message = over + "; ACTIVE_OOM_KILLER is off, so nothing is killed";
+    if (!v.offenders.empty()) {
+      message += " (the process libvgpu did not account for most: " +
+                 std::to_string(v.offenders.front().process.host_pid) + " " +
+                 v.offenders.front().process.command + ")";
+    }
+    spdlog::warn("{}", message);
+    if (events_ && v.owner) events_(*v.owner, "GPUMemoryOverLimit", message);
+  }
+}
+
+void NodeMonitor::PassOnce() {
+  auto snapshot = std::make_shared<NodeSnapshot>();
+  const auto now_steady = std::chrono::steady_clock::now();
+  snapshot->taken_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  MonitorCounters delta;
+
+  // 1. GPUs.
+  auto samples = inventory_->Sample();
+  if (samples.ok()) {
+    snapshot->samples = std::move(samples).value();
+    for (const auto& s : snapshot->samples) {
+      if (s.lost && devices_->SetHealth(s.uuid, false)) {
+        spdlog::warn("GPU {} is lost (the driver cannot reach it); marking it unhealthy", s.uuid);
+      }
+    }
+  } else {
+    ++delta.sample_errors;
+    spdlog::warn("cannot sample the GPUs: {}", samples.error().message);
+  }
+  snapshot->gpus = devices_->Get().gpus;
+
+  // 2. Regions.
+  std::vector<RegionDir> regions;
+  if (auto scanned = catalog_->Scan(); scanned.ok()) {
+    regions = std::move(scanned).value();
+  } else {
+    spdlog::warn("{}", scanned.error().message);
+  }
+
+  // 3. Owners, and cleanup of regions whose container is gone.
+  if (pod_resources_ != nullptr) {
+    auto listed = pod_resources_->List();
+    if (listed.ok()) {
+      if (pod_resources_failing_) spdlog::info("the kubelet's PodResources API answers again");
+      pod_resources_failing_ = false;
+      snapshot->pod_resources_ok = true;
+      AssignOwners(regions, *listed, options_.resource_name);
+      auto removed = catalog_->CleanUp(regions, options_.region_grace_seconds);
+      if (!removed.empty()) {
+        std::set<std::string> gone(removed.begin(), removed.end());
+        for (const auto& name : removed) spdlog::info("removed region {}: its container is gone", name);
+        std::erase_if(regions, [&](const RegionDir& r) { return gone.count(r.name) > 0; });
+        delta.regions_removed += removed.size();
+      }
+    } else {
+      ++delta.pod_resources_errors;
+      if (!pod_resources_failing_) {
+        spdlog::warn(
+            "cannot list pod resources from the kubelet: {}; regions stay unattributed and none is "
+            "removed until it answers",
+            listed.error().message);
+      }
+      pod_resources_failing_ = true;
+    }
+  }
+
+  // 4. Enforcement.
+  if (samples.ok() && enforcer_ != nullptr) {
+    for (const auto& v : enforcer_->Pass(snapshot->samples, regions)) {
+      if (v.new_episode) ++delta.violations;
+      for (const auto& o : v.offenders) {
+        if (o.killed) ++delta.kills;
+        if (v.kill && !o.killed) ++delta.kill_failures;
+      }
+      Report(v);
+    }
+  }
+
+  // 5. The snapshot.
+  if (pods_ != nullptr && pods_->synced()) {
+    std::vector<std::string> problems;
+    auto allocations = pods_->Allocations();
+    auto state = AllocatedState("", snapshot->gpus, allocations, &problems);
+    snapshot->allocations_known = true;
+    snapshot->allocated = state.gpus();
+  }
+  const double interval_ns =
+      previous_pass_ == std::chrono::steady_clock::time_point{}
+          ? 0
+          : static_cast<double>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now_steady - previous_pass_).count());
+  std::map<std::pair<std::string, std::string>, uint64_t> gpu_time;
+  for (const auto& r : regions) {
+    ++snapshot->regions;
+    if (!r.region_error.empty()) {
+      ++snapshot->regions_corrupt;
+      continue;
+    }
+    if (!r.owner) ++snapshot->regions_unowned;
+    if (!r.region) continue;
+    for (size_t d = 0; d < r.region->devices.size(); ++d) {
+      const auto& dev = r.region->devices[d];
+      ContainerGpuUsage c;
+      c.region = r.name;
+      c.owner = r.owner;
+      c.gpu_uuid = dev.uuid;
+      c.memory_used_bytes = dev.memory_used_bytes;
+      c.memory_limit_bytes = dev.memory_limit_bytes;
+      c.memory_peak_bytes = dev.memory_peak_bytes;
+      c.oom_refusals = dev.oom_refusals;
+      c.core_quota_percent = dev.core_quota_percent;
+      c.gpu_time_ns = dev.gpu_time_used_ns;
+      c.throttled_ns = dev.throttled_ns;
+      for (const auto& p : r.region->processes) {
+        if (d < p.memory_used_bytes.size() && (p.memory_used_bytes[d] > 0 || p.gpu_time_used_ns[d] > 0))
+          ++c.processes;
+      }
+      auto key = std::make_pair(r.name, dev.uuid);
+      gpu_time[key] = c.gpu_time_ns;
+      if (auto prev = previous_gpu_time_.find(key); prev != previous_gpu_time_.end() && interval_ns > 0) {
+        const uint64_t gained = c.gpu_time_ns >= prev->second ? c.gpu_time_ns - prev->second : 0;
+        c.compute_share_percent = 100.0 * static_cast<double>(gained) / interval_ns;
+      }
+      snapshot->containers.push_back(std::move(c));
+    }
+  }
+  previous_gpu_time_ = std::move(gpu_time);
+  previous_pass_ = now_steady;
+
+  std::lock_guard lock(mu_);
+  latest_ = std::move(snapshot);
+  ++counters_.passes;
+  counters_.sample_errors += delta.sample_errors;
+  counters_.pod_resources_errors += delta.pod_resources_errors;
+  counters_.regions_removed += delta.regions_removed;
+  counters_.violations += delta.violations;
+  counters_.kills += delta.kills;
+  counters_.kill_failures += delta.kill_failures;
+}
+
+}  // namespace tessera::node

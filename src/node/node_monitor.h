@@ -1,0 +1,140 @@
+// NodeMonitor: the agent's periodic look at the node, every monitor interval.
+// One pass:
+//   1. samples the GPUs (NVML: memory, utilization, compute processes); a GPU
+//      the driver reports lost turns unhealthy in the advertised devices;
+//   2. scans the region directories and reads each region (a corrupt one is
+//      reported and skipped, never trusted);
+//   3. asks the kubelet (PodResources) which container holds which devices and
+//      so which container owns each region; removes the regions of containers
+//      that are gone (region_catalog.h has the rules); without an answer from
+//      the kubelet nothing is removed;
+//   4. runs the enforcer and reports what it did (log line, Event on the pod,
+//      counters);
+//   5. publishes the result as an immutable snapshot, from which /metrics is
+//      rendered: scrapes never touch NVML or the file system, and see one
+//      consistent pass.
+// Compute share per container and GPU is the GPU time its region gained
+// between two passes over the wall time between them.
+//
+// Thread-safety: Start/Stop from one controlling thread; Latest(), counters()
+// from any thread; PassOnce() is for tests (not concurrently with Start).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/node_state.h"
+#include "node/device_state.h"
+#include "node/enforcer.h"
+#include "node/inventory.h"
+#include "node/node_pods.h"
+#include "node/pod_resources.h"
+#include "node/region_catalog.h"
+
+namespace tessera::node {
+
+// One container's use of one GPU.
+struct ContainerGpuUsage {
+  std::string region;  // region directory name
+  std::optional<ContainerRef> owner;
+  std::string gpu_uuid;
+  uint64_t memory_used_bytes = 0;
+  uint64_t memory_limit_bytes = 0;
+  uint64_t memory_peak_bytes = 0;
+  uint64_t oom_refusals = 0;
+  uint32_t core_quota_percent = 0;
+  uint64_t gpu_time_ns = 0;
+  uint64_t throttled_ns = 0;
+  double compute_share_percent = -1;  // over the last interval; -1 before two passes
+  int processes = 0;
+};
+
+struct NodeSnapshot {
+  int64_t taken_unix_ms = 0;
+  std::vector<core::Gpu> gpus;            // as advertised (health included)
+  std::vector<GpuSample> samples;         // live usage
+  bool allocations_known = false;         // the pod informer has synced
+  std::vector<core::GpuState> allocated;  // per GPU, what the scheduler placed here
+  std::vector<ContainerGpuUsage> containers;
+  int regions = 0;
+  int regions_corrupt = 0;
+  int regions_unowned = 0;  // no container listed by the kubelet owns them (yet)
+  bool pod_resources_ok = false;
+};
+
+struct MonitorCounters {
+  uint64_t passes = 0;
+  uint64_t sample_errors = 0;
+  uint64_t pod_resources_errors = 0;
+  uint64_t regions_removed = 0;
+  uint64_t violations = 0;  // new over-limit episodes
+  uint64_t kills = 0;       // processes killed by enforcement
+  uint64_t kill_failures = 0;
+};
+
+// Where enforcement reports go besides the log (an Event on the pod).
+using EventSink =
+    std::function<void(const ContainerRef& owner, const std::string& reason, const std::string& message)>;
+
+struct MonitorOptions {
+  std::chrono::milliseconds interval{1000};
+  int64_t region_grace_seconds = 300;
+  std::string resource_name = "nvidia.com/gpu";
+};
+
+class NodeMonitor {
+ public:
+  // Every pointer must outlive the monitor; `pod_resources` and `pods` may be
+  // null (no kubelet PodResources / no API server): regions then stay
+  // unowned and nothing is cleaned up, allocations are unknown.
+  NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
+              RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods, Enforcer* enforcer,
+              EventSink events);
+  ~NodeMonitor();
+  NodeMonitor(const NodeMonitor&) = delete;
+  NodeMonitor& operator=(const NodeMonitor&) = delete;
+
+  void Start();
+  void Stop();
+  void PassOnce();
+
+  std::shared_ptr<const NodeSnapshot> Latest() const;
+  MonitorCounters counters() const;
+
+ private:
+  void Run();
+  void Report(const Violation& violation);
+
+  const MonitorOptions options_;
+  InventorySource* const inventory_;
+  DeviceState* const devices_;
+  RegionCatalog* const catalog_;
+  PodResourcesSource* const pod_resources_;
+  NodePods* const pods_;
+  Enforcer* const enforcer_;
+  const EventSink events_;
+
+  // Previous pass's GPU time per (region, gpu), for the compute share.
+  std::map<std::pair<std::string, std::string>, uint64_t> previous_gpu_time_;  // monitor thread only
+  std::chrono::steady_clock::time_point previous_pass_{};                      // monitor thread only
+  bool pod_resources_failing_ = false;                                         // monitor thread only
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  std::shared_ptr<const NodeSnapshot> latest_;  // guarded by mu_
+  MonitorCounters counters_;                    // guarded by mu_
+  bool stop_ = false;                           // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace tessera::node

@@ -1,0 +1,81 @@
+#include "node/node_pods.h"
+
+#include "core/allocation_codec.h"
+
+namespace tessera::node {
+
+NodeAllocations AllocationsOf(const std::vector<kube::Json>& pods) {
+  NodeAllocations out;
+  for (const auto& pod : pods) {
+    const std::string text = kube::AnnotationOf(pod, core::kAllocationAnnotation);
+    if (text.empty() || kube::IsPodTerminal(pod)) continue;
+    auto allocation = core::DecodeAllocation(text);
+    if (!allocation.ok()) {
+      out.problems.push_back(kube::KeyOf(pod) + ": " + allocation.error().message);
+      continue;
+    }
+    out.pods.push_back(PodGpuAllocation{kube::NamespaceOf(pod), kube::NameOf(pod), kube::UidOf(pod),
+                                        std::move(allocation).value()});
+  }
+  return out;
+}
+
+core::NodeState AllocatedState(const std::string& node, const std::vector<core::Gpu>& gpus,
+                               const NodeAllocations& allocations, std::vector<std::string>* problems) {
+  core::NodeState state(node, gpus);
+  for (const auto& pod : allocations.pods) {
+    if (auto s = state.Apply(pod.allocation); !s.ok() && problems != nullptr) {
+      problems->push_back(pod.pod_namespace + "/" + pod.pod_name + ": " + s.error().message);
+    }
+  }
+  return state;
+}
+
+NodePods::NodePods(kube::Client* client, const std::string& node_name) {
+  kube::InformerOptions options;
+  options.type = kube::resources::kPods;
+  options.field_selector = "spec.nodeName=" + node_name;
+  informer_ = std::make_unique<kube::Informer>(client, options);
+}
+
+NodePods::~NodePods() {
+  Stop();
+}
+
+void NodePods::Start() {
+  informer_->Start();
+}
+
+void NodePods::Stop() {
+  informer_->Stop();
+}
+
+bool NodePods::synced() const {
+  return informer_->HasSynced();
+}
+
+NodeAllocations NodePods::Allocations() const {
+  return AllocationsOf(informer_->List());
+}
+
+std::optional<kube::Json> NodePods::Get(const std::string& ns, const std::string& name) const {
+  return informer_->Get(ns + "/" + name);
+}
+
+std::optional<int64_t> NodePods::MemoryLimitMib(const std::string& ns, const std::string& pod,
+                                                const std::string& container,
+                                                const std::string& gpu_uuid) const {
+  auto object = Get(ns, pod);
+  if (!object || kube::IsPodTerminal(*object)) return std::nullopt;
+  auto allocation = core::DecodeAllocation(kube::AnnotationOf(*object, core::kAllocationAnnotation));
+  if (!allocation.ok()) return std::nullopt;
+  for (const auto& c : allocation->containers) {
+    if (c.container != container) continue;
+    for (const auto& d : c.devices) {
+      if (d.uuid == gpu_uuid) return d.memory_mib;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace tessera::node

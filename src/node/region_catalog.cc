@@ -1,0 +1,202 @@
+#include "node/region_catalog.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+int64_t NowUnix() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> ids) {
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+}  // namespace
+
+bool IsRegionDirName(const std::string& name) {
+  if (name.size() != 36) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? name[i] != '-' : !std::isxdigit(static_cast<unsigned char>(name[i]))) return false;
+  }
+  return true;
+}
+
+std::string EncodeRegionRecord(const RegionRecord& record) {
+  nlohmann::json j = {{"version", kRegionRecordVersion},
+                      {"resource", record.resource_name},
+                      {"deviceIds", record.device_ids},
+                      {"createdUnix", record.created_unix}};
+  return j.dump();
+}
+
+Result<RegionRecord> DecodeRegionRecord(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Error{"region record is not a JSON object"};
+  auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || version->get<int>() != kRegionRecordVersion) {
+    return Error{"region record has no or an unsupported version (this agent reads version " +
+                 std::to_string(kRegionRecordVersion) + ")"};
+  }
+  RegionRecord record;
+  auto resource = j.find("resource");
+  if (resource == j.end() || !resource->is_string())
+    return Error{"region record: 'resource' must be a string"};
+  record.resource_name = resource->get<std::string>();
+  auto ids = j.find("deviceIds");
+  if (ids == j.end() || !ids->is_array()) return Error{"region record: 'deviceIds' must be an array"};
+  for (const auto& id : *ids) {
+    if (!id.is_string()) return Error{"region record: 'deviceIds' must hold strings"};
+    record.device_ids.push_back(id.get<std::string>());
+  }
+  auto created = j.find("createdUnix");
+  if (created == j.end() || !created->is_number_integer()) {
+    return Error{"region record: 'createdUnix' must be an integer"};
+  }
+  record.created_unix = created->get<int64_t>();
+  return record;
+}
+
+Status WriteRegionRecord(const std::string& dir, const std::string& name, const RegionRecord& record) {
+  const std::string path = JoinPath(dir, name + ".json");
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << EncodeRegionRecord(record) << "\n";
+    out.close();
+    if (!out) {
+      ::unlink(temp.c_str());
+      return Error{"cannot write region record '" + temp + "'"};
+    }
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(temp.c_str());
+    return Error{"cannot install region record '" + path + "': " + why};
+  }
+  return Status::Ok();
+}
+
+RegionCatalog::RegionCatalog(std::string region_host_dir, std::string region_file_name,
+                             std::function<int64_t()> now_unix)
+    : root_(std::move(region_host_dir)),
+      region_file_name_(std::move(region_file_name)),
+      now_unix_(now_unix ? std::move(now_unix) : std::function<int64_t()>(NowUnix)) {}
+
+Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
+  std::vector<RegionDir> dirs;
+  std::error_code ec;
+  if (!fs::exists(root_, ec)) return dirs;
+  fs::directory_iterator it(root_, ec);
+  if (ec) return Error{"cannot list region directory '" + root_ + "': " + ec.message()};
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return Error{"cannot list region directory '" + root_ + "': " + ec.message()};
+    const std::string name = it->path().filename().string();
+    if (!IsRegionDirName(name)) continue;
+    struct stat st {};
+    // lstat: a symlink planted here is not a region directory.
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    RegionDir dir;
+    dir.name = name;
+    dir.path = it->path().string();
+    dir.dev = st.st_dev;
+    dir.ino = st.st_ino;
+
+    const std::string record_path = JoinPath(root_, name + ".json");
+    std::ifstream in(record_path);
+    if (!in) {
+      dir.record_error = "no record " + record_path;
+    } else {
+      std::stringstream text;
+      text << in.rdbuf();
+      auto record = DecodeRegionRecord(text.str());
+      if (record.ok()) {
+        dir.record = std::move(record).value();
+      } else {
+        dir.record_error = record_path + ": " + record.error().message;
+      }
+    }
+
+    auto region = ReadRegion(JoinPath(dir.path, region_file_name_), &dir.region_missing);
+    if (region.ok()) {
+      dir.region = std::move(region).value();
+    } else if (!dir.region_missing) {
+      dir.region_error = region.error().message;
+    }
+    dirs.push_back(std::move(dir));
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const RegionDir& a, const RegionDir& b) { return a.name < b.name; });
+  return dirs;
+}
+
+std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& dirs,
+                                                int64_t grace_seconds) const {
+  std::vector<std::string> removed;
+  const int64_t now = now_unix_();
+  for (const auto& dir : dirs) {
+    if (dir.owner || !dir.record) continue;
+    if (now - dir.record->created_unix < grace_seconds) continue;
+    // remove_all does not follow symlinks: whatever the container left in its
+    // directory, only that directory's own entries go.
+    std::error_code ec;
+    fs::remove_all(dir.path, ec);
+    if (ec) {
+      spdlog::warn("cannot remove region directory {} of a pod that is gone: {}", dir.path, ec.message());
+      continue;
+    }
+    const std::string record_path = JoinPath(root_, dir.name + ".json");
+    if (::unlink(record_path.c_str()) != 0 && errno != ENOENT) {
+      spdlog::warn("cannot remove region record {}: {}", record_path, std::strerror(errno));
+    }
+    removed.push_back(dir.name);
+  }
+  return removed;
+}
+
+void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,
+                  const std::string& resource_name) {
+  // Newest record per device-ID set.
+  std::map<std::vector<std::string>, RegionDir*> newest;
+  for (auto& dir : dirs) {
+    dir.owner.reset();
+    if (!dir.record || dir.record->resource_name != resource_name) continue;
+    auto key = Sorted(dir.record->device_ids);
+    RegionDir*& slot = newest[key];
+    if (slot == nullptr || dir.record->created_unix > slot->record->created_unix ||
+        (dir.record->created_unix == slot->record->created_unix && dir.name > slot->name)) {
+      slot = &dir;
+    }
+  }
+  for (const auto& c : containers) {
+    if (c.resource_name != resource_name) continue;
+    auto it = newest.find(Sorted(c.device_ids));
+    if (it == newest.end()) continue;
+    it->second->owner = ContainerRef{c.pod_namespace, c.pod_name, c.container_name};
+  }
+}
+
+}  // namespace tessera::node

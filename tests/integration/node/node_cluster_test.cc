@@ -1,0 +1,461 @@
+// tessera-node in a (stand-in) cluster: the real binary on the simulated GPUs,
+// registered with the kubelet stand-in (device plugin + PodResources), talking
+// to the API-server stand-in, scraped by a real Prometheus. Covers the node
+// half of the design end to end:
+//  - the inventory annotation and labels are published, carry a heartbeat, are
+//    consumed by the scheduler's own code (a filter call over HTTP), and follow
+//    a GPU turning unhealthy on an injected XID;
+//  - a container's region is tied to its pod through the kubelet's PodResources
+//    and shows in the metrics with pod labels, which Prometheus scrapes;
+//  - a process that bypasses libvgpu and takes its container over the limit
+//    the scheduler allocated is killed, with an Event on the pod;
+//  - the region of a pod that is gone is removed.
+// "Containers" are real processes in their own mount namespace with the region
+// directory bind-mounted where Allocate said, as a container runtime does.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "apiserver/fake_apiserver.h"
+#include "core/allocation_codec.h"
+#include "core/inventory_codec.h"
+#include "kube/curl_transport.h"
+#include "kubelet_standin.h"
+#include "node/inventory_publisher.h"
+#include "node/nvml_api.h"
+#include "node/nvml_inventory.h"
+#include "prometheus/prometheus_server.h"
+#include "scheduler/scheduler.h"
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+using tessera::testing::FakeApiServer;
+using tessera::testing::KubeletStandIn;
+
+constexpr const char* kNode = "gpu-node-1";
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 60s) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return condition();
+}
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string RunShell(const std::string& command, int* exit_code = nullptr) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  int status = ::pclose(pipe);
+  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+class NodeClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tnc-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    for (const char* d : {"dp", "lib", "regions", "view", "sim", "podres"})
+      fs::create_directories(root_ + "/" + d);
+    fs::copy_file(TESSERA_VGPU_LIB, root_ + "/lib/libvgpu.so");
+    ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
+    ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
+
+    // The simulated GPUs, as NVML (the sim's) reports them.
+    auto library = NvmlLibrary::Load(TESSERA_SIM_NVML);
+    ASSERT_TRUE(library.ok()) << library.error().message;
+    const NvmlApi& api = (*library)->api();
+    NvmlInventory inventory(api, std::move(library).value());
+    auto gpus = inventory.Discover();
+    ASSERT_TRUE(gpus.ok()) << gpus.error().message;
+    ASSERT_EQ(gpus->size(), 2u);
+    gpus_ = *gpus;
+
+    testing::FakeApiServerOptions o;
+    o.bookmark_interval = 200ms;
+    o.keep_alive_seconds = 1;
+    api_ = std::make_unique<FakeApiServer>(o);
+    ASSERT_TRUE(api_->Start().ok());
+    ASSERT_TRUE(api_->CreateObject("nodes", Json{{"metadata", {{"name", kNode}}}}).ok());
+
+    kubelet_ = std::make_unique<KubeletStandIn>(root_ + "/dp", root_ + "/podres/kubelet.sock");
+    ASSERT_TRUE(kubelet_->Start());
+    metrics_port_ = FreePort();
+  }
+
+  void TearDown() override {
+    for (pid_t pid : children_) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (node_ > 0) {
+      ::kill(node_, SIGTERM);
+      ::waitpid(node_, nullptr, 0);
+    }
+    kubelet_->Stop();
+    api_->Stop();
+    if (HasFailure()) std::cerr << "tessera-node log:\n" << NodeLog() << std::endl;
+    fs::remove_all(root_);
+  }
+
+  // Starts the binary with the test's settings; `overrides` replaces or adds flags.
+  void StartNode(std::map<std::string, std::string> overrides = {}) {
+    std::map<std::string, std::string> flags = {{"--node-name", kNode},
+                                                {"--api-server", api_->url()},
+                                                {"--plugin-dir", root_ + "/dp"},
+                                                {"--pod-resources-socket", root_ + "/podres/kubelet.sock"},
+                                                {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
+                                                {"--region-host-dir", root_ + "/regions"},
+                                                {"--region-container-dir", root_ + "/view"},
+                                                {"--nvml-library", TESSERA_SIM_NVML},
+                                                {"--kubelet-poll-ms", "50"},
+                                                {"--monitor-interval-ms", "200"},
+                                                {"--heartbeat-seconds", "2"},
+                                                {"--metrics-address", "127.0.0.1"},
+                                                {"--metrics-port", std::to_string(metrics_port_)},
+                                                {"--split-count", "4"}};
+    for (const auto& [flag, value] : overrides) flags[flag] = value;
+    std::vector<std::string> args = {TESSERA_NODE_BINARY};
+    for (const auto& [flag, value] : flags) args.push_back(flag + "=" + value);
+    node_ = ::fork();
+    ASSERT_GE(node_, 0);
+    if (node_ == 0) {
+      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 60s)) << NodeLog();
+  }
+
+  std::string NodeLog() const {
+    std::ifstream in(root_ + "/node.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::optional<core::NodeInventory> PublishedInventory() const {
+    auto node = api_->GetObject("nodes", "", kNode);
+    if (!node) return std::nullopt;
+    auto text = node->value("/metadata/annotations"_json_pointer, Json::object())
+                    .value(std::string(core::kInventoryAnnotation), "");
+    auto inventory = core::DecodeInventory(text);
+    if (!inventory.ok()) return std::nullopt;
+    return *inventory;
+  }
+
+  std::string Metrics() const {
+    httplib::Client http("127.0.0.1", metrics_port_);
+    http.set_connection_timeout(2);
+    auto res = http.Get("/metrics");
+    return res && res->status == 200 ? res->body : "";
+  }
+
+  // The pod the scheduler would have bound here: its allocation annotation
+  // gives container "main" `mib` MiB on GPU 0.
+  std::string BindPod(const std::string& name, int64_t mib) {
+    core::PodAllocation allocation;
+    allocation.node = kNode;
+    allocation.containers.push_back({"main", {{gpus_[0].uuid, mib, 30}}, false});
+    auto text = core::EncodeAllocation(allocation);
+    EXPECT_TRUE(text.ok());
+    Json pod = {{"metadata",
+                 {{"name", name},
+                  {"namespace", "ml"},
+                  {"annotations", {{std::string(core::kAllocationAnnotation), *text}}}}},
+                {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}, {"image", "cuda"}}}}}},
+                {"status", {{"phase", "Running"}}}};
+    EXPECT_TRUE(api_->CreateObject("pods", pod).ok());
+    return *text;
+  }
+
+  // The kubelet admits the pod's container: Allocate through tessera's plugin.
+  v1beta1::ContainerAllocateResponse Admit(const std::string& pod) {
+    v1beta1::ContainerAllocateResponse response;
+    auto status = kubelet_->AdmitContainer("ml", pod, "main", {gpus_[0].uuid + "::0"}, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  // Starts a "container" process: a new mount namespace in which the region
+  // directory Allocate made is bind-mounted at the container path, and the
+  // environment the kubelet (plugin env) and the webhook (Downward API) give.
+  // `probe_args` is what vgpu_probe does; `preload` whether libvgpu is loaded.
+  pid_t StartContainerProcess(const v1beta1::ContainerAllocateResponse& allocated,
+                              const std::string& allocation, bool preload, const std::string& probe_args,
+                              const std::string& out) {
+    std::string region_host;
+    for (const auto& m : allocated.mounts()) {
+      if (m.container_path() == root_ + "/view") region_host = m.host_path();
+    }
+    EXPECT_FALSE(region_host.empty());
+    std::string env = "env LD_LIBRARY_PATH=" + std::string(TESSERA_SIM_LIB_DIR) +
+                      " TESSERA_ALLOCATION=" + ShellQuote(allocation) + " TESSERA_CONTAINER_NAME=main" +
+                      " ACTIVE_OOM_KILLER=true";
+    for (const auto& [k, v] : allocated.envs()) env += " " + k + "=" + ShellQuote(v);
+    if (preload) env += " LD_PRELOAD=" + root_ + "/lib/libvgpu.so";
+    const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
+                               " && exec " + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
+                               ShellQuote(out) + " 2>&1";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::execl("/usr/bin/unshare", "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+              script.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    children_.push_back(pid);
+    return pid;
+  }
+
+  static bool NamespacesWork() {
+    int rc = -1;
+    RunShell("unshare --mount --propagation private true", &rc);
+    return rc == 0;
+  }
+
+  std::string root_;
+  std::vector<core::Gpu> gpus_;
+  std::unique_ptr<FakeApiServer> api_;
+  std::unique_ptr<KubeletStandIn> kubelet_;
+  int metrics_port_ = 0;
+  pid_t node_ = -1;
+  std::vector<pid_t> children_;
+};
+
+TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealth) {
+  StartNode();
+  ASSERT_TRUE(WaitFor([&] { return PublishedInventory().has_value(); })) << NodeLog();
+  auto inventory = *PublishedInventory();
+  EXPECT_EQ(inventory.node, kNode);
+  ASSERT_EQ(inventory.gpus.size(), 2u);
+  EXPECT_EQ(inventory.gpus[0].uuid, gpus_[0].uuid);
+  EXPECT_EQ(inventory.gpus[0].slots, 4);
+  EXPECT_EQ(inventory.gpus[0].memory_mib, gpus_[0].memory_mib);
+  EXPECT_TRUE(inventory.gpus[0].healthy);
+  auto node = api_->GetObject("nodes", "", kNode);
+  EXPECT_EQ((*node)["metadata"]["labels"][kGpuProductLabel], "NVIDIA-A100-SXM4-80GB");
+  EXPECT_EQ((*node)["metadata"]["labels"][kGpuCountLabel], "2");
+
+  // The heartbeat moves on without any change.
+  const std::string first_heartbeat = inventory.heartbeat;
+  EXPECT_TRUE(WaitFor([&] {
+    auto now = PublishedInventory();
+    return now && now->heartbeat != first_heartbeat;
+  }));
+
+  // The scheduler's own code places a GPU pod on the published GPUs.
+  scheduler::SchedulerConfig config;
+  config.port = 0;
+  config.bind_address = "127.0.0.1";
+  config.leader_elect = false;
+  config.identity = "it";
+  kube::CurlTransportOptions transport;
+  transport.server = api_->url();
+  auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
+  scheduler::Scheduler scheduler(config, client);
+  ASSERT_TRUE(scheduler.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return scheduler.Ready(); }));
+  Json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"},
+           {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "20000"}}}}}}}}}}};
+  httplib::Client http("127.0.0.1", scheduler.port());
+  auto filter = [&] {
+    Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
+    auto res = http.Post("/filter", args.dump(), "application/json");
+    return res ? Json::parse(res->body, nullptr, false) : Json();
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    Json r = filter();
+    return r.is_object() && r["NodeNames"].is_array() && r["NodeNames"].size() == 1;
+  })) << filter().dump();
+
+  // A critical XID on GPU 1: within seconds the annotation says so, and the
+  // scheduler no longer finds two GPUs for the pod here.
+  std::string out = RunShell(std::string(TESSERA_CLI_BINARY) + " sim inject-xid --gpu 1 --xid 79");
+  ASSERT_TRUE(WaitFor([&] {
+    auto now = PublishedInventory();
+    return now && !now->gpus[1].healthy && now->gpus[0].healthy;
+  })) << out
+      << NodeLog();
+  ASSERT_TRUE(WaitFor([&] {
+    Json r = filter();
+    return r.is_object() && r["FailedNodes"].contains(kNode);
+  })) << filter().dump();
+  EXPECT_NE(filter()["FailedNodes"][kNode].get<std::string>().find("unhealthy"), std::string::npos)
+      << filter().dump();
+  scheduler.Stop();
+}
+
+TEST_F(NodeClusterTest, APublishFailureIsRetriedAndTheApiServerRecoveryPicksItUp) {
+  api_->AddFault({testing::Fault::Kind::kStatus, "PATCH", "/nodes/", testing::Fault::Applies::kAll, 503});
+  StartNode();
+  ASSERT_TRUE(
+      WaitFor([&] { return NodeLog().find("cannot publish the GPU inventory") != std::string::npos; }));
+  EXPECT_FALSE(PublishedInventory().has_value());
+  api_->ClearFaults();
+  ASSERT_TRUE(WaitFor([&] { return PublishedInventory().has_value(); })) << NodeLog();
+  EXPECT_NE(Metrics().find("tessera_node_inventory_publish_errors_total"), std::string::npos);
+}
+
+TEST_F(NodeClusterTest, ContainersAreAttributedMeteredAndScrapedByPrometheus) {
+  if (!NamespacesWork()) GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
+  if (!testing::PrometheusServer::Available())
+    GTEST_SKIP() << testing::PrometheusServer::NotAvailableMessage();
+  StartNode();
+  const std::string allocation = BindPod("train", 4000);
+  auto allocated = Admit("train");
+  StartContainerProcess(allocated, allocation, true, "init ctx:0 alloc:1000 hold", root_ + "/a.out");
+
+  // The agent ties the region to ml/train/main and meters it.
+  const std::string labels =
+      "namespace=\"ml\",pod=\"train\",container=\"main\",gpu_uuid=\"" + gpus_[0].uuid + "\"";
+  ASSERT_TRUE(WaitFor([&] {
+    return Metrics().find("tessera_container_memory_limit_bytes{" + labels) != std::string::npos;
+  })) << Metrics()
+      << NodeLog();
+  EXPECT_NE(
+      Metrics().find("tessera_gpu_allocated_memory_bytes{gpu_uuid=\"" + gpus_[0].uuid + "\"} 4194304000"),
+      std::string::npos)
+      << Metrics();
+
+  // A real Prometheus scrapes the endpoint and answers a query on it.
+  testing::PrometheusOptions options;
+  options.targets = {{"127.0.0.1:" + std::to_string(metrics_port_)}};
+  auto prometheus = testing::PrometheusServer::Start(options);
+  ASSERT_TRUE(prometheus.ok()) << prometheus.error().message;
+  Json series;
+  ASSERT_TRUE((*prometheus)
+                  ->WaitForSeries("tessera_container_memory_used_bytes{pod=\"train\",container=\"main\"}",
+                                  60s, &series))
+      << (*prometheus)->Diagnostics();
+  ASSERT_EQ(series.size(), 1u) << series.dump();
+  EXPECT_EQ(series[0]["metric"]["namespace"], "ml");
+  EXPECT_EQ(series[0]["metric"]["gpu_uuid"], gpus_[0].uuid);
+  const double used = std::stod(series[0]["value"][1].get<std::string>());
+  EXPECT_GE(used, 1000.0 * 1024 * 1024) << "1000 MiB allocated, plus the context";
+  EXPECT_LE(used, 4000.0 * 1024 * 1024);
+  ASSERT_TRUE((*prometheus)->WaitForSeries("tessera_gpu_memory_total_bytes", 60s, &series));
+  EXPECT_EQ(series.size(), 2u);
+}
+
+TEST_F(NodeClusterTest, AProcessThatBypassesLibvgpuIsKilledAndThePodGetsAnEvent) {
+  if (!NamespacesWork()) GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
+  StartNode();
+  const std::string allocation = BindPod("train", 4000);
+  auto allocated = Admit("train");
+  // Through libvgpu: 1000 MiB, within the limit. Then, in the same container,
+  // a process without the library takes 4000 MiB more.
+  pid_t honest =
+      StartContainerProcess(allocated, allocation, true, "init ctx:0 alloc:1000 hold", root_ + "/a.out");
+  ASSERT_TRUE(WaitFor([&] {
+    std::ifstream in(root_ + "/a.out");
+    return std::string(std::istreambuf_iterator<char>(in), {}).find("holding") != std::string::npos;
+  }));
+  pid_t bypass =
+      StartContainerProcess(allocated, allocation, false, "init ctx:0 alloc:4000 hold", root_ + "/b.out");
+
+  int status = 0;
+  ASSERT_TRUE(WaitFor([&] { return ::waitpid(bypass, &status, WNOHANG) == bypass; })) << NodeLog();
+  std::erase(children_, bypass);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(::waitpid(honest, &status, WNOHANG), 0) << "the process within the limit keeps running";
+
+  ASSERT_TRUE(WaitFor([&] {
+    for (const Json& e : api_->ListObjects("events")) {
+      if (e.value("reason", "") == "GPUMemoryLimitKill") return true;
+    }
+    return false;
+  })) << NodeLog();
+  for (const Json& e : api_->ListObjects("events")) {
+    if (e.value("reason", "") != "GPUMemoryLimitKill") continue;
+    EXPECT_EQ(e["involvedObject"]["kind"], "Pod");
+    EXPECT_EQ(e["involvedObject"]["name"], "train");
+    EXPECT_EQ(e["involvedObject"]["namespace"], "ml");
+    EXPECT_EQ(e["type"], "Warning");
+    const std::string message = e.value("message", "");
+    EXPECT_NE(message.find("over its limit of 4000 MiB (from its allocation)"), std::string::npos) << message;
+    EXPECT_NE(message.find("0 MiB of it seen by libvgpu"), std::string::npos) << message;
+  }
+  EXPECT_NE(Metrics().find("tessera_node_enforcement_kills_total 1"), std::string::npos) << Metrics();
+}
+
+TEST_F(NodeClusterTest, TheRegionOfAPodThatIsGoneIsRemoved) {
+  StartNode({{"--region-grace-seconds", "0"}});
+  BindPod("train", 4000);
+  auto allocated = Admit("train");
+  std::string region_host;
+  for (const auto& m : allocated.mounts()) {
+    if (m.container_path() == root_ + "/view") region_host = m.host_path();
+  }
+  ASSERT_TRUE(fs::exists(region_host));
+  // Still listed by the kubelet: kept however long it waits.
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(fs::exists(region_host));
+  kubelet_->RemovePod("ml", "train");
+  ASSERT_TRUE(WaitFor([&] { return !fs::exists(region_host); })) << NodeLog();
+  EXPECT_FALSE(fs::exists(region_host + ".json"));
+  EXPECT_NE(Metrics().find("tessera_node_regions_removed_total 1"), std::string::npos) << Metrics();
+}
+
+TEST_F(NodeClusterTest, WithoutTheKubeletsPodResourcesNothingIsRemoved) {
+  StartNode({{"--region-grace-seconds", "0"}, {"--pod-resources-socket", root_ + "/podres/missing.sock"}});
+  BindPod("train", 4000);
+  auto allocated = Admit("train");
+  kubelet_->RemovePod("ml", "train");
+  ASSERT_TRUE(WaitFor([&] { return NodeLog().find("cannot list pod resources") != std::string::npos; }));
+  std::this_thread::sleep_for(1s);
+  for (const auto& m : allocated.mounts()) {
+    if (m.container_path() == root_ + "/view") {
+      EXPECT_TRUE(fs::exists(m.host_path()));
+    }
+  }
+  EXPECT_NE(Metrics().find("tessera_node_pod_resources_up 0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::node
