@@ -103,7 +103,8 @@
   X(nvmlDeviceGetComputeRunningProcesses_v3)  \
   X(nvmlDeviceGetGraphicsRunningProcesses)    \
   X(nvmlDeviceGetGraphicsRunningProcesses_v2) \
-  X(nvmlDeviceGetGraphicsRunningProcesses_v3)
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3) \
+  X(nvmlDeviceGetProcessUtilization)
 
 #define TESSERA_NVML_USED(X) \
   X(nvmlDeviceGetUUID)       \

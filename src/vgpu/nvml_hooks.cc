@@ -139,7 +139,69 @@ nvmlReturn_t own_processes(Runtime& rt, nvmlDevice_t device, unsigned int* infoC
   return rc;
 }
 
+// Per-process utilisation, reduced the same way to this container's own
+// processes (samples of other containers' pids and shares dropped). NVML's
+// protocol is kept for the reduced list: NVML_ERROR_NOT_FOUND when none of
+// ours ran, and with `utilization` NULL or `*count` too small, *count is set
+// to the number of our samples with NVML_ERROR_INSUFFICIENT_SIZE.
+nvmlReturn_t own_utilization(Runtime& rt, nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                             unsigned int* count, unsigned long long since) {
+  auto real = rt.nvml.nvmlDeviceGetProcessUtilization;
+  if (real == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
+  if (!rt.accounting || count == nullptr) return real(device, utilization, count, since);
+  rt.on_nvml_initialised();
+  constexpr unsigned int kOnStack = 128;
+  nvmlProcessUtilizationSample_t on_stack[kOnStack];
+  nvmlProcessUtilizationSample_t* all = on_stack;
+  nvmlProcessUtilizationSample_t* heap = nullptr;
+  unsigned int n = kOnStack;
+  nvmlReturn_t rc = real(device, all, &n, since);
+  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+    unsigned int capacity = n + 32;
+    free(heap);
+    heap = static_cast<nvmlProcessUtilizationSample_t*>(malloc(sizeof(*heap) * capacity));
+    if (heap == nullptr) return NVML_ERROR_MEMORY;
+    all = heap;
+    n = capacity;
+    rc = real(device, all, &n, since);
+  }
+  if (rc != NVML_SUCCESS) {  // NVML_ERROR_NOT_FOUND (nothing ran) included: passed on
+    free(heap);
+    if (rc == NVML_ERROR_NOT_FOUND) *count = 0;
+    return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_UNKNOWN : rc;
+  }
+  int e = rt.nvml_entry(device);
+  bool granted = e < 0 || rt.nvml_devices[e].visible;
+  unsigned int kept = 0;
+  for (unsigned int i = 0; granted && i < n; ++i) {
+    int slot = rt.region.slot_for_driver_pid(all[i].pid);
+    if (slot < 0 || !rt.region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
+    all[kept++] = all[i];
+  }
+  if (kept == 0) {
+    *count = 0;
+    rc = NVML_ERROR_NOT_FOUND;
+  } else if (utilization == nullptr || *count < kept) {
+    *count = kept;
+    rc = NVML_ERROR_INSUFFICIENT_SIZE;
+  } else {
+    memcpy(static_cast<void*>(utilization), all, sizeof(*all) * kept);
+    *count = kept;
+  }
+  free(heap);
+  return rc;
+}
+
 }  // namespace
+
+TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                            nvmlProcessUtilizationSample_t* utilization,
+                                                            unsigned int* processSamplesCount,
+                                                            unsigned long long lastSeenTimeStamp) {
+  Runtime* rt = nvml_runtime();
+  if (rt == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
+  return own_utilization(*rt, device, utilization, processSamplesCount, lastSeenTimeStamp);
+}
 
 #define TESSERA_PROCESS_LIST(name, Info)                                                        \
   TESSERA_EXPORT nvmlReturn_t name(nvmlDevice_t device, unsigned int* infoCount, Info* infos) { \

@@ -565,6 +565,26 @@ TEST_F(VgpuTest, ProcessListsShowOnlyTheContainersOwnProcessesWithTheMemoryTheSl
   EXPECT_EQ(process_list(off.line("nvmlprocs")).size(), 2u) << off.out;
 }
 
+TEST_F(VgpuTest, PerProcessUtilisationShowsOnlyTheContainersOwnProcesses) {
+  // Another container keeps the device busy (2 ms kernels, one after the other, until killed).
+  size_t o =
+      spawn_holding({"init", "ctx:0", "pid", "ready", "busy:2000:1000000"},
+                    {{"CUDA_DEVICE_MEMORY_LIMIT", "5000m"}, {"TESSERA_REGION", dir_ + "/other/vgpu.region"}});
+  Held& other = wait_for(o, "ready");
+  ASSERT_NE(other.out.find("ready"), std::string::npos) << other.out << held_err();
+  const uint64_t other_pid = static_cast<uint64_t>(held_[o].pid);
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "2000m"}};
+  ProbeRun r = run({"init", "ctx:0", "busy:2000:20", "pid", "nvmlutil:0", "nvmlutil:1"}, env);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ProbeRun bare = run({"nvmlutil:0"}, {}, false);
+  EXPECT_EQ(process_list(bare.line("nvmlutil")).count(other_pid), 1u) << bare.out;  // the driver shows it
+  auto mine = process_list(r.line("nvmlutil", 0));
+  EXPECT_EQ(r.rc("nvmlutil", 0), NVML_SUCCESS) << r.out;
+  EXPECT_EQ(mine.size(), 1u) << r.out;
+  EXPECT_EQ(mine.count(r.value("pid", 1)), 1u) << r.out;
+  EXPECT_EQ(r.rc("nvmlutil", 1), NVML_ERROR_NOT_FOUND) << r.out;  // nothing of ours ran on device 1
+}
+
 // Reads a file (e.g. under /proc) whole; empty when it cannot be read.
 std::string read_file(const std::string& path) {
   std::ifstream in(path);

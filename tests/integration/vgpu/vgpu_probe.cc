@@ -673,6 +673,43 @@ int run(const std::string& op_text) {
     } else {
       printf("l32 %s missing\n", name.c_str());
     }
+  } else if (op == "busy") {
+    // busy:<us>:<n>: n sim_busy kernels of <us> microseconds each, one after the other
+    static const char kImage[] = "tessera-probe-module";
+    CUmodule mod = nullptr;
+    CUfunction fn = nullptr;
+    CUresult rc = cuModuleLoadData(&mod, kImage);
+    if (rc == CUDA_SUCCESS) rc = cuModuleGetFunction(&fn, mod, "sim_busy_probe");
+    unsigned long long ns = num(a, 1) * 1000;
+    void* params[] = {&ns};
+    for (unsigned long long i = 0; rc == CUDA_SUCCESS && i < num(a, 2); ++i) {
+      rc = cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, params, nullptr);
+      if (rc == CUDA_SUCCESS) rc = cuCtxSynchronize();
+    }
+    printf("busy %d\n", rc);
+  } else if (op == "nvmlutil") {
+    // nvmlutil:<index>: per-process utilisation of the last second; "nvmlutil <rc> <count> <pid>=<smUtil>
+    // ..."
+    Nvml* n = nvml();
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    using Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned*, unsigned long long);
+    auto fn = lib != nullptr ? reinterpret_cast<Fn>(dlsym(lib, "nvmlDeviceGetProcessUtilization")) : nullptr;
+    nvmlDevice_t h = nullptr;
+    nvmlReturn_t rc = n == nullptr || fn == nullptr ? NVML_ERROR_FUNCTION_NOT_FOUND : n->init();
+    if (rc == NVML_SUCCESS) rc = n->by_index(static_cast<unsigned>(num(a, 1)), &h);
+    unsigned count = 0;
+    std::vector<nvmlProcessUtilizationSample_t> buf;
+    if (rc == NVML_SUCCESS) {
+      rc = fn(h, nullptr, &count, 0);  // how many
+      if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+        buf.resize(count + 1);
+        count = static_cast<unsigned>(buf.size());
+        rc = fn(h, buf.data(), &count, 0);
+      }
+    }
+    printf("nvmlutil %d %u", rc, count);
+    for (unsigned i = 0; rc == NVML_SUCCESS && i < count; ++i) printf(" %u=%u", buf[i].pid, buf[i].smUtil);
+    printf("\n");
   } else if (op == "pid") {
     printf("pid %d\n", static_cast<int>(getpid()));
   } else if (op == "ready") {
