@@ -201,7 +201,7 @@ Status Agent::Start() {
   options.resource_name = config_.resource_name;
   monitor_ = std::make_unique<NodeMonitor>(
       options, deps_.inventory.get(), &state_, &catalog_, deps_.pod_resources.get(), pods_.get(),
-      enforcer_.get(),
+      deps_.inspector.get(), enforcer_.get(),
       [this](const ContainerRef& owner, const std::string& reason, const std::string& message) {
         RecordEvent(owner, reason, message);
       });

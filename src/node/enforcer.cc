@@ -57,31 +57,38 @@ uint64_t AccountedFor(const RegionDir& region, const std::string& gpu_uuid, uint
 
 }  // namespace
 
-Enforcer::Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit)
-    : policy_(policy), inspector_(inspector), allocation_limit_(std::move(allocation_limit)) {}
-
-std::vector<Violation> Enforcer::Pass(const std::vector<GpuSample>& gpus,
-                                      const std::vector<RegionDir>& regions) {
+std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<GpuSample>& gpus,
+                                                     const std::vector<RegionDir>& regions,
+                                                     ProcessInspector& inspector) {
   std::map<std::pair<dev_t, ino_t>, const RegionDir*> by_identity;
   for (const auto& r : regions) by_identity[{r.dev, r.ino}] = &r;
-
-  // One inspection per process per pass, whatever number of GPUs it uses.
   std::map<uint32_t, std::optional<ProcessIdentity>> inspected;
-  std::map<std::pair<std::string, std::string>, Group> groups;  // (region, gpu)
+  std::vector<AttributedProcess> out;
   for (const auto& gpu : gpus) {
     if (!gpu.processes_known) continue;
     for (const auto& p : gpu.processes) {
       auto [it, fresh] = inspected.try_emplace(p.pid);
-      if (fresh) it->second = inspector_->Inspect(p.pid);
+      if (fresh) it->second = inspector.Inspect(p.pid);
       const auto& identity = it->second;
       if (!identity || !identity->sees_region_dir) continue;
       auto region = by_identity.find({identity->region_dev, identity->region_ino});
       if (region == by_identity.end()) continue;  // not a container of this node's tessera
-      Group& group = groups[{region->second->name, gpu.uuid}];
-      group.region = region->second;
-      group.gpu_uuid = gpu.uuid;
-      group.members.push_back(Member{&*identity, p.used_bytes});
+      out.push_back(AttributedProcess{region->second, gpu.uuid, *identity, p.used_bytes});
     }
+  }
+  return out;
+}
+
+Enforcer::Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit)
+    : policy_(policy), inspector_(inspector), allocation_limit_(std::move(allocation_limit)) {}
+
+std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& processes) {
+  std::map<std::pair<std::string, std::string>, Group> groups;  // (region, gpu)
+  for (const auto& p : processes) {
+    Group& group = groups[{p.region->name, p.gpu_uuid}];
+    group.region = p.region;
+    group.gpu_uuid = p.gpu_uuid;
+    group.members.push_back(Member{&p.process, p.used_bytes});
   }
 
   std::vector<Violation> violations;

@@ -62,6 +62,22 @@ struct Violation {
   std::vector<Offender> offenders;
 };
 
+// A process the driver reports on a GPU, tied to the container (region) whose
+// region directory its mount namespace shows.
+struct AttributedProcess {
+  const RegionDir* region = nullptr;  // points into the regions passed to AttributeGpuProcesses
+  std::string gpu_uuid;
+  ProcessIdentity process;
+  uint64_t used_bytes = 0;  // as the driver counts it on that GPU
+};
+
+// Every driver-reported process that belongs to one of `regions`; each
+// process is inspected once, whatever number of GPUs it uses. Processes of
+// no tessera container (the host's, other runtimes') are left out.
+std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<GpuSample>& gpus,
+                                                     const std::vector<RegionDir>& regions,
+                                                     ProcessInspector& inspector);
+
 // The limit the scheduler allocated to a container on a GPU, in bytes, if known.
 using AllocationLimit =
     std::function<std::optional<uint64_t>(const ContainerRef&, const std::string& gpu_uuid)>;
@@ -70,8 +86,8 @@ class Enforcer {
  public:
   Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit);
 
-  // One pass over the driver's view (`gpus`) and the node's regions.
-  std::vector<Violation> Pass(const std::vector<GpuSample>& gpus, const std::vector<RegionDir>& regions);
+  // One pass over the processes of the node's containers (AttributeGpuProcesses).
+  std::vector<Violation> Pass(const std::vector<AttributedProcess>& processes);
 
  private:
   const EnforcementPolicy policy_;

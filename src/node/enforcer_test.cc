@@ -80,6 +80,11 @@ GpuSample Gpu(std::vector<GpuProcess> processes) {
 
 class EnforcerTest : public ::testing::Test {
  protected:
+  std::vector<Violation> Run(Enforcer& enforcer, const std::vector<GpuSample>& gpus,
+                             const std::vector<RegionDir>& regions) {
+    return enforcer.Pass(AttributeGpuProcesses(gpus, regions, inspector_));
+  }
+
   Enforcer Make(bool kill_by_default = true, uint64_t tolerance = 0) {
     EnforcementPolicy policy;
     policy.kill_by_default = kill_by_default;
@@ -102,7 +107,7 @@ TEST_F(EnforcerTest, KillsTheProcessTheLibraryDidNotSee) {
   std::vector<RegionDir> regions = {Region("r1", 11, 2000 * kMiB, {{7, 900 * kMiB}})};
   auto enforcer = Make();
   auto violations =
-      enforcer.Pass({Gpu({{100, 900 * kMiB}, {101, 1500 * kMiB}, {200, 5000 * kMiB}})}, regions);
+      Run(enforcer, {Gpu({{100, 900 * kMiB}, {101, 1500 * kMiB}, {200, 5000 * kMiB}})}, regions);
   ASSERT_EQ(violations.size(), 1u);
   const Violation& v = violations[0];
   EXPECT_EQ(v.region, "r1");
@@ -123,9 +128,9 @@ TEST_F(EnforcerTest, WithinTheLimitOrTheToleranceNothingHappens) {
   inspector_.Add(100, 11, 7);
   std::vector<RegionDir> regions = {Region("r1", 11, 2000 * kMiB, {{7, 2000 * kMiB}})};
   auto enforcer = Make(true, 64 * kMiB);
-  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 2000 * kMiB}})}, regions).empty());
-  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 2060 * kMiB}})}, regions).empty());  // driver rounding
-  EXPECT_EQ(enforcer.Pass({Gpu({{100, 2070 * kMiB}})}, regions).size(), 1u);
+  EXPECT_TRUE(Run(enforcer, {Gpu({{100, 2000 * kMiB}})}, regions).empty());
+  EXPECT_TRUE(Run(enforcer, {Gpu({{100, 2060 * kMiB}})}, regions).empty());  // driver rounding
+  EXPECT_EQ(Run(enforcer, {Gpu({{100, 2070 * kMiB}})}, regions).size(), 1u);
   EXPECT_THAT(inspector_.killed, ElementsAre(100u));
 }
 
@@ -136,7 +141,7 @@ TEST_F(EnforcerTest, TheAllocationAnnotationOutranksWhatTheContainerWrote) {
   regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
   allocation_limits_["pod-1/GPU-A"] = 1000 * kMiB;
   auto enforcer = Make();
-  auto violations = enforcer.Pass({Gpu({{100, 3000 * kMiB}})}, regions);
+  auto violations = Run(enforcer, {Gpu({{100, 3000 * kMiB}})}, regions);
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_EQ(violations[0].limit_source, "allocation");
   EXPECT_EQ(violations[0].limit_bytes, 1000 * kMiB);
@@ -151,7 +156,7 @@ TEST_F(EnforcerTest, WithoutARegionEntryTheEnvironmentDeclaresTheLimit) {
   bare.ino = 11;
   bare.region_missing = true;
   auto enforcer = Make();
-  auto violations = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, {bare});
+  auto violations = Run(enforcer, {Gpu({{100, 1500 * kMiB}})}, {bare});
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_EQ(violations[0].limit_source, "environment");
   EXPECT_EQ(violations[0].limit_bytes, 1024 * kMiB);
@@ -159,30 +164,30 @@ TEST_F(EnforcerTest, WithoutARegionEntryTheEnvironmentDeclaresTheLimit) {
   // And with no limit known anywhere there is nothing to enforce.
   inspector_.Add(100, 11, 7);
   auto none = Make();
-  EXPECT_TRUE(none.Pass({Gpu({{100, 1500 * kMiB}})}, {bare}).empty());
+  EXPECT_TRUE(Run(none, {Gpu({{100, 1500 * kMiB}})}, {bare}).empty());
 }
 
 TEST_F(EnforcerTest, ActiveOomKillerOffOnlyReportsOncePerEpisode) {
   inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "false"}});
   std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
   auto enforcer = Make(/*kill_by_default=*/true);
-  auto first = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions);
+  auto first = Run(enforcer, {Gpu({{100, 1500 * kMiB}})}, regions);
   ASSERT_EQ(first.size(), 1u);
   EXPECT_FALSE(first[0].kill);
   EXPECT_TRUE(first[0].new_episode);
   ASSERT_EQ(first[0].offenders.size(), 1u);
   EXPECT_FALSE(first[0].offenders[0].killed);
-  auto second = enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions);
+  auto second = Run(enforcer, {Gpu({{100, 1500 * kMiB}})}, regions);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_FALSE(second[0].new_episode);
-  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 900 * kMiB}})}, regions).empty());
-  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 1500 * kMiB}})}, regions)[0].new_episode);
+  EXPECT_TRUE(Run(enforcer, {Gpu({{100, 900 * kMiB}})}, regions).empty());
+  EXPECT_TRUE(Run(enforcer, {Gpu({{100, 1500 * kMiB}})}, regions)[0].new_episode);
   EXPECT_TRUE(inspector_.killed.empty());
 
   // A node default of "report" is overridden by the container asking for kills.
   inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "true"}});
   auto reporting_node = Make(/*kill_by_default=*/false);
-  EXPECT_TRUE(reporting_node.Pass({Gpu({{100, 1500 * kMiB}})}, regions)[0].kill);
+  EXPECT_TRUE(Run(reporting_node, {Gpu({{100, 1500 * kMiB}})}, regions)[0].kill);
 }
 
 TEST_F(EnforcerTest, KillsOnlyAsManyAsItTakesAndRetriesAFailedKill) {
@@ -191,7 +196,7 @@ TEST_F(EnforcerTest, KillsOnlyAsManyAsItTakesAndRetriesAFailedKill) {
   std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
   inspector_.unkillable = {100};
   auto enforcer = Make();
-  auto v = enforcer.Pass({Gpu({{100, 600 * kMiB}, {101, 600 * kMiB}, {102, 600 * kMiB}})}, regions);
+  auto v = Run(enforcer, {Gpu({{100, 600 * kMiB}, {101, 600 * kMiB}, {102, 600 * kMiB}})}, regions);
   ASSERT_EQ(v.size(), 1u);
   ASSERT_EQ(v[0].offenders.size(), 2u);
   EXPECT_FALSE(v[0].offenders[0].killed);
@@ -206,7 +211,7 @@ TEST_F(EnforcerTest, EachProcessIsInspectedOncePerPassAndOtherContainersAreSepar
   GpuSample second = Gpu({{100, 100 * kMiB}, {300, 900 * kMiB}});
   second.uuid = "GPU-B";
   auto enforcer = Make();
-  EXPECT_TRUE(enforcer.Pass({Gpu({{100, 800 * kMiB}, {300, 800 * kMiB}}), second}, regions).empty());
+  EXPECT_TRUE(Run(enforcer, {Gpu({{100, 800 * kMiB}, {300, 800 * kMiB}}), second}, regions).empty());
   EXPECT_EQ(inspector_.inspections, 2);
 }
 

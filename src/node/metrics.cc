@@ -54,6 +54,9 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
   t.Add("tessera_node_enforcement_kills_total", {}, static_cast<double>(counters.kills));
   t.Describe("tessera_node_enforcement_kill_failures_total", T::kCounter, "Kills attempted that failed.");
   t.Add("tessera_node_enforcement_kill_failures_total", {}, static_cast<double>(counters.kill_failures));
+  t.Describe("tessera_node_host_pids_recorded_total", T::kCounter,
+             "Region slots given their process's host pid (containers with their own pid namespace).");
+  t.Add("tessera_node_host_pids_recorded_total", {}, static_cast<double>(counters.host_pids_recorded));
   if (status.publisher) {
     t.Describe("tessera_node_inventory_publishes_total", T::kCounter,
                "Successful writes of the node's GPU inventory annotation.");

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <set>
 
 namespace tessera::node {
@@ -16,17 +17,43 @@ std::string Describe(const std::optional<ContainerRef>& owner, const std::string
   return "container '" + owner->container_name + "' of pod " + owner->pod_namespace + "/" + owner->pod_name;
 }
 
+// Writes the host pid into the region slot of each process libvgpu could not
+// name by itself (a container with its own pid namespace). Regions are opened
+// for writing only when one of their processes lacks it.
+uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) {
+  std::map<const RegionDir*, std::vector<HostPid>> missing;
+  for (const auto& p : processes) {
+    if (!p.region->region) continue;
+    for (const auto& slot : p.region->region->processes) {
+      if (slot.pid == p.process.container_pid && slot.host_pid == 0) {
+        missing[p.region].push_back({p.process.container_pid, p.process.host_pid});
+      }
+    }
+  }
+  uint64_t recorded = 0;
+  for (const auto& [region, pids] : missing) {
+    auto written = RecordHostPids(region->path + "/" + region->region_file, pids);
+    if (written.ok()) {
+      recorded += static_cast<uint64_t>(*written);
+    } else {
+      spdlog::warn("cannot record host pids in region {}: {}", region->name, written.error().message);
+    }
+  }
+  return recorded;
+}
+
 }  // namespace
 
 NodeMonitor::NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
                          RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
-                         Enforcer* enforcer, EventSink events)
+                         ProcessInspector* inspector, Enforcer* enforcer, EventSink events)
     : options_(std::move(options)),
       inventory_(inventory),
       devices_(devices),
       catalog_(catalog),
       pod_resources_(pod_resources),
       pods_(pods),
+      inspector_(inspector),
       enforcer_(enforcer),
       events_(std::move(events)) {}
 
@@ -163,9 +190,14 @@ void NodeMonitor::PassOnce() {
     }
   }
 
-  // 4. Enforcement.
-  if (samples.ok() && enforcer_ != nullptr) {
-    for (const auto& v : enforcer_->Pass(snapshot->samples, regions)) {
+  // 4. Processes: host pids, enforcement.
+  std::vector<AttributedProcess> processes;
+  if (samples.ok() && inspector_ != nullptr) {
+    processes = AttributeGpuProcesses(snapshot->samples, regions, *inspector_);
+  }
+  delta.host_pids_recorded += RecordMissingHostPids(processes);
+  if (enforcer_ != nullptr) {
+    for (const auto& v : enforcer_->Pass(processes)) {
       if (v.new_episode) ++delta.violations;
       for (const auto& o : v.offenders) {
         if (o.killed) ++delta.kills;
@@ -235,6 +267,7 @@ void NodeMonitor::PassOnce() {
   counters_.violations += delta.violations;
   counters_.kills += delta.kills;
   counters_.kill_failures += delta.kill_failures;
+  counters_.host_pids_recorded += delta.host_pids_recorded;
 }
 
 }  // namespace tessera::node

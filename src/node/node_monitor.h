@@ -8,8 +8,11 @@
 //      so which container owns each region; removes the regions of containers
 //      that are gone (region_catalog.h has the rules); without an answer from
 //      the kubelet nothing is removed;
-//   4. runs the enforcer and reports what it did (log line, Event on the pod,
-//      counters);
+//   4. ties every process the driver reports to its container (by the region
+//      directory its mount namespace shows), writes the host pid of those
+//      libvgpu could not learn by itself into their region slots
+//      (docs/region.md), and runs the enforcer, reporting what it did (log
+//      line, Event on the pod, counters);
 //   5. publishes the result as an immutable snapshot, from which /metrics is
 //      rendered: scrapes never touch NVML or the file system, and see one
 //      consistent pass.
@@ -80,6 +83,7 @@ struct MonitorCounters {
   uint64_t violations = 0;  // new over-limit episodes
   uint64_t kills = 0;       // processes killed by enforcement
   uint64_t kill_failures = 0;
+  uint64_t host_pids_recorded = 0;  // region slots given their host pid
 };
 
 // Where enforcement reports go besides the log (an Event on the pod).
@@ -98,8 +102,8 @@ class NodeMonitor {
   // null (no kubelet PodResources / no API server): regions then stay
   // unowned and nothing is cleaned up, allocations are unknown.
   NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
-              RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods, Enforcer* enforcer,
-              EventSink events);
+              RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
+              ProcessInspector* inspector, Enforcer* enforcer, EventSink events);
   ~NodeMonitor();
   NodeMonitor(const NodeMonitor&) = delete;
   NodeMonitor& operator=(const NodeMonitor&) = delete;
@@ -121,6 +125,7 @@ class NodeMonitor {
   RegionCatalog* const catalog_;
   PodResourcesSource* const pod_resources_;
   NodePods* const pods_;
+  ProcessInspector* const inspector_;
   Enforcer* const enforcer_;
   const EventSink events_;
 

@@ -123,6 +123,7 @@ Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
     RegionDir dir;
     dir.name = name;
     dir.path = it->path().string();
+    dir.region_file = region_file_name_;
     dir.dev = st.st_dev;
     dir.ino = st.st_ino;
 

@@ -62,10 +62,11 @@ struct ContainerRef {
 };
 
 struct RegionDir {
-  std::string name;  // the directory's name (a UUID)
-  std::string path;  // its host path
-  dev_t dev = 0;     // identity of the directory: a container's mount of it
-  ino_t ino = 0;     // shows the same device and inode
+  std::string name;         // the directory's name (a UUID)
+  std::string path;         // its host path
+  std::string region_file;  // the region file's name inside it
+  dev_t dev = 0;            // identity of the directory: a container's mount of it
+  ino_t ino = 0;            // shows the same device and inode
   std::optional<RegionRecord> record;
   std::string record_error;     // why the record is missing or unreadable
   bool region_missing = false;  // no process has used CUDA in the container yet

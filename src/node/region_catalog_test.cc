@@ -176,3 +176,44 @@ TEST_F(RegionCatalogTest, CleanUpRemovesOnlyUnownedRecordedRegionsPastTheGrace) 
 
 }  // namespace
 }  // namespace tessera::node
+
+namespace tessera::node {
+namespace {
+
+TEST_F(RegionCatalogTest, TheAgentGivesALiveSlotWithoutOneItsHostPidOnce) {
+  const std::string path = root_ + "/vgpu.region";
+  vgpu::SharedRegion region;
+  char error[256] = {};
+  ASSERT_TRUE(region.open_file(path.c_str(), error, sizeof error)) << error;
+  ASSERT_TRUE(region.claim_slot());
+  auto& slot = region.raw()->processes[region.slot_index()];
+  slot.host_pid.store(0);  // as for a process in its own pid namespace
+  const auto me = static_cast<uint32_t>(::getpid());
+
+  auto written = RecordHostPids(path, {{me + 1, 777}});  // no slot has that container pid
+  ASSERT_TRUE(written.ok()) << written.error().message;
+  EXPECT_EQ(*written, 0);
+  EXPECT_EQ(slot.host_pid.load(), 0u);
+
+  written = RecordHostPids(path, {{me, 4242}});
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, 1);
+  EXPECT_EQ(slot.host_pid.load(), 4242u);
+  auto snapshot = ReadRegion(path);
+  ASSERT_TRUE(snapshot.ok());
+  ASSERT_EQ(snapshot->processes.size(), 1u);
+  EXPECT_EQ(snapshot->processes[0].host_pid, 4242u);
+
+  // Never overwritten: libvgpu or an earlier pass already knew it.
+  written = RecordHostPids(path, {{me, 9999}});
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(*written, 0);
+  EXPECT_EQ(slot.host_pid.load(), 4242u);
+
+  // A file that is not a region is refused and left as it is.
+  std::ofstream(root_ + "/foreign") << "not a region";
+  EXPECT_FALSE(RecordHostPids(root_ + "/foreign", {{me, 1}}).ok());
+}
+
+}  // namespace
+}  // namespace tessera::node

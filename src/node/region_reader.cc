@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -35,19 +37,10 @@ bool SlotOwnerAlive(int fd, uint32_t index) {
   return ::fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
 }
 
-}  // namespace
-
-const DeviceUsage* RegionSnapshot::Find(const std::string& uuid) const {
-  for (const auto& d : devices) {
-    if (d.uuid == uuid) return &d;
-  }
-  return nullptr;
-}
-
-Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
+// Opens, maps (read-only or read-write) and validates the region at `path`.
+Status MapRegion(const std::string& path, bool writable, Mapping& m, bool* missing) {
   if (missing) *missing = false;
-  Mapping m;
-  m.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  m.fd = ::open(path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
   if (m.fd < 0) {
     if (errno == ENOENT) {
       if (missing) *missing = true;
@@ -63,12 +56,28 @@ Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
     return Error{"region " + path + " refused: file shorter than a region header"};
   }
   m.size = size;
-  m.map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, m.fd, 0);
+  m.map = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, m.fd, 0);
   if (m.map == MAP_FAILED) return Error{"cannot map region " + path + ": " + std::strerror(errno)};
   const auto* region = static_cast<const vgpu::Region*>(m.map);
   if (const char* why = vgpu::validate_region_header(region->header, size)) {
     return Error{"region " + path + " refused: " + why};
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const DeviceUsage* RegionSnapshot::Find(const std::string& uuid) const {
+  for (const auto& d : devices) {
+    if (d.uuid == uuid) return &d;
+  }
+  return nullptr;
+}
+
+Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
+  Mapping m;
+  if (auto s = MapRegion(path, false, m, missing); !s.ok()) return s.error();
+  const auto* region = static_cast<const vgpu::Region*>(m.map);
 
   RegionSnapshot snap;
   snap.created_ns = region->header.created_ns;
@@ -97,6 +106,7 @@ Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
     if (!SlotOwnerAlive(m.fd, i)) continue;
     ProcessUsage p;
     p.pid = slot.pid;
+    p.host_pid = slot.host_pid.load(std::memory_order_relaxed);
     p.started_ns = slot.started_ns;
     p.memory_used_bytes.resize(snap.devices.size());
     p.gpu_time_used_ns.resize(snap.devices.size());
@@ -110,6 +120,36 @@ Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
   }
   snap.live_processes = static_cast<int>(snap.processes.size());
   return snap;
+}
+
+Result<int> RecordHostPids(const std::string& path, const std::vector<HostPid>& pids) {
+  Mapping m;
+  if (auto s = MapRegion(path, true, m, nullptr); !s.ok()) return s.error();
+  auto* region = static_cast<vgpu::Region*>(m.map);
+  int written = 0;
+  for (uint32_t i = 0; i < vgpu::kRegionMaxProcesses; ++i) {
+    auto& slot = region->processes[i];
+    if (slot.state.load(std::memory_order_acquire) != vgpu::kSlotActive) continue;
+    if (slot.host_pid.load(std::memory_order_relaxed) != 0) continue;
+    // `generation` is a plain word libvgpu writes under its lock; read it
+    // atomically so a concurrent claim is seen, never torn.
+    const uint64_t generation = std::atomic_ref<uint64_t>(slot.generation).load(std::memory_order_acquire);
+    const uint32_t pid = std::atomic_ref<uint32_t>(slot.pid).load(std::memory_order_relaxed);
+    auto match =
+        std::find_if(pids.begin(), pids.end(), [&](const HostPid& p) { return p.container_pid == pid; });
+    if (match == pids.end() || !SlotOwnerAlive(m.fd, i)) continue;
+    uint64_t expected = 0;
+    if (!slot.host_pid.compare_exchange_strong(expected, match->host_pid, std::memory_order_acq_rel))
+      continue;
+    if (std::atomic_ref<uint64_t>(slot.generation).load(std::memory_order_acquire) != generation) {
+      // The slot changed hands while we wrote: the pid was the previous owner's.
+      uint64_t ours = match->host_pid;
+      slot.host_pid.compare_exchange_strong(ours, 0, std::memory_order_acq_rel);
+      continue;
+    }
+    ++written;
+  }
+  return written;
 }
 
 }  // namespace tessera::node

@@ -42,7 +42,8 @@ struct DeviceUsage {
 };
 
 struct ProcessUsage {
-  uint32_t pid = 0;  // as seen inside the container's pid namespace
+  uint32_t pid = 0;       // as seen inside the container's pid namespace
+  uint64_t host_pid = 0;  // in the driver's (host's) pid namespace; 0 = not known yet
   uint64_t started_ns = 0;
   // Indexed like RegionSnapshot::devices.
   std::vector<uint64_t> memory_used_bytes;
@@ -63,5 +64,18 @@ struct RegionSnapshot {
 // container has not used CUDA yet); `missing` (optional) is set to tell that
 // case apart from a refused file.
 Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing = nullptr);
+
+// A process of the container: its pid there and its pid on the host.
+struct HostPid {
+  uint32_t container_pid = 0;
+  uint64_t host_pid = 0;
+};
+
+// Fills in ProcessSlot::host_pid for the live slots of `pids` that do not have
+// one yet — the one write the node agent makes into a region, by the protocol
+// of docs/region.md (compare-exchange from 0, then the slot's generation is
+// re-checked and the write undone if the slot changed hands meanwhile).
+// Returns how many slots were written. The file is validated as for reading.
+Result<int> RecordHostPids(const std::string& path, const std::vector<HostPid>& pids);
 
 }  // namespace tessera::node

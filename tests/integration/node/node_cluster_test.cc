@@ -37,6 +37,7 @@
 #include "node/inventory_publisher.h"
 #include "node/nvml_api.h"
 #include "node/nvml_inventory.h"
+#include "node/region_reader.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
 
@@ -225,7 +226,7 @@ class NodeClusterTest : public ::testing::Test {
   // `probe_args` is what vgpu_probe does; `preload` whether libvgpu is loaded.
   pid_t StartContainerProcess(const v1beta1::ContainerAllocateResponse& allocated,
                               const std::string& allocation, bool preload, const std::string& probe_args,
-                              const std::string& out) {
+                              const std::string& out, bool own_pid_namespace = false) {
     std::string region_host;
     for (const auto& m : allocated.mounts()) {
       if (m.container_path() == root_ + "/view") region_host = m.host_path();
@@ -236,8 +237,18 @@ class NodeClusterTest : public ::testing::Test {
                       " ACTIVE_OOM_KILLER=true";
     for (const auto& [k, v] : allocated.envs()) env += " " + k + "=" + ShellQuote(v);
     if (preload) env += " LD_PRELOAD=" + root_ + "/lib/libvgpu.so";
+    // In its own pid namespace the process is pid 1 there, and the simulated
+    // driver, like a real one, still names it by its host pid: it reads the
+    // host's /proc, bind-mounted before the namespace's own is mounted.
+    std::string launch = "exec ";
+    if (own_pid_namespace) {
+      fs::create_directories(root_ + "/hostproc");
+      env += " TESSERA_SIM_PROC=" + root_ + "/hostproc";
+      launch = "mount --bind /proc " + ShellQuote(root_ + "/hostproc") +
+               " && exec unshare --pid --fork --mount-proc ";
+    }
     const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
-                               " && exec " + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
+                               " && " + launch + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
                                ShellQuote(out) + " 2>&1";
     pid_t pid = ::fork();
     if (pid == 0) {
@@ -422,6 +433,34 @@ TEST_F(NodeClusterTest, AProcessThatBypassesLibvgpuIsKilledAndThePodGetsAnEvent)
     EXPECT_NE(message.find("0 MiB of it seen by libvgpu"), std::string::npos) << message;
   }
   EXPECT_NE(Metrics().find("tessera_node_enforcement_kills_total 1"), std::string::npos) << Metrics();
+}
+
+TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
+  if (!NamespacesWork()) GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
+  StartNode();
+  const std::string allocation = BindPod("train", 4000);
+  auto allocated = Admit("train");
+  StartContainerProcess(allocated, allocation, true, "init ctx:0 alloc:100 hold", root_ + "/a.out", true);
+  std::string region_file;
+  for (const auto& m : allocated.mounts()) {
+    if (m.container_path() == root_ + "/view") region_file = m.host_path() + "/vgpu.region";
+  }
+  // libvgpu is pid 1 of its namespace and cannot learn its host pid; the
+  // agent finds it through NVML and /proc and writes it into the slot.
+  RegionSnapshot snapshot;
+  ASSERT_TRUE(WaitFor([&] {
+    auto read = ReadRegion(region_file);
+    if (!read.ok() || read->processes.size() != 1 || read->processes[0].host_pid == 0) return false;
+    snapshot = *read;
+    return true;
+  })) << NodeLog();
+  EXPECT_EQ(snapshot.processes[0].pid, 1u);
+  const std::string status =
+      RunShell("cat /proc/" + std::to_string(snapshot.processes[0].host_pid) + "/status");
+  EXPECT_NE(status.find("NSpid:\t" + std::to_string(snapshot.processes[0].host_pid) + "\t1\n"),
+            std::string::npos)
+      << status;
+  EXPECT_NE(Metrics().find("tessera_node_host_pids_recorded_total 1"), std::string::npos) << Metrics();
 }
 
 TEST_F(NodeClusterTest, TheRegionOfAPodThatIsGoneIsRemoved) {
