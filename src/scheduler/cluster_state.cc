@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -173,10 +174,12 @@ void ClusterState::UpsertNode(const Json& node) {
     slot = free_slots_.back();
     free_slots_.pop_back();
     slots_.emplace(name, slot);
+    ++slots_generation_;
   } else {
     slot = static_cast<uint32_t>(nodes_.size());
     nodes_.emplace_back();
     slots_.emplace(name, slot);
+    ++slots_generation_;
   }
   NodeEntry& entry = nodes_[slot];
   entry = std::move(fresh);
@@ -191,6 +194,7 @@ void ClusterState::DeleteNode(const Json& node) {
     nodes_[it->second] = NodeEntry{};
     free_slots_.push_back(it->second);
     slots_.erase(it);
+    ++slots_generation_;
   }
   auto keys = keys_by_node_.find(name);
   if (keys == keys_by_node_.end()) return;
@@ -330,16 +334,62 @@ std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::strin
   return cache;
 }
 
+std::vector<uint32_t> ClusterState::SlotsOfLocked(std::span<const std::string_view> nodes) const {
+  auto same = [&nodes, this](const NameListMemo& m) {
+    if (m.generation != slots_generation_ || m.ends.size() != nodes.size()) return false;
+    uint32_t begin = 0;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const uint32_t end = m.ends[i];
+      if (nodes[i].size() != end - begin ||
+          std::memcmp(nodes[i].data(), m.joined.data() + begin, end - begin)) {
+        return false;
+      }
+      begin = end;
+    }
+    return true;
+  };
+  {
+    std::lock_guard memo_lock(memo_mu_);
+    for (NameListMemo& m : memos_) {
+      if (same(m)) {
+        m.last_used = ++memo_clock_;
+        return m.slots;
+      }
+    }
+  }
+  std::vector<uint32_t> slots(nodes.size(), kNoSlot);
+  size_t bytes = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (auto it = slots_.find(nodes[i]); it != slots_.end()) slots[i] = it->second;
+    bytes += nodes[i].size();
+  }
+  if (bytes > UINT32_MAX) return slots;  // not worth remembering
+  std::lock_guard memo_lock(memo_mu_);
+  NameListMemo& m = *std::min_element(memos_.begin(), memos_.end(),
+                                      [](const auto& a, const auto& b) { return a.last_used < b.last_used; });
+  m.generation = slots_generation_;
+  m.last_used = ++memo_clock_;
+  m.joined.clear();
+  m.joined.reserve(bytes);
+  m.ends.clear();
+  m.ends.reserve(nodes.size());
+  for (std::string_view n : nodes) {
+    m.joined.append(n);
+    m.ends.push_back(static_cast<uint32_t>(m.joined.size()));
+  }
+  m.slots = slots;
+  return slots;
+}
+
 std::vector<uint32_t> ClusterState::ResolveLocked(
     std::span<const std::string_view> nodes, std::chrono::system_clock::time_point now,
     std::vector<std::pair<uint32_t, std::string>>* early) const {
-  std::vector<uint32_t> slot_at(nodes.size(), kNoSlot);
+  std::vector<uint32_t> slot_at = SlotsOfLocked(nodes);
   for (size_t i = 0; i < nodes.size(); ++i) {
-    auto it = slots_.find(nodes[i]);
-    const NodeEntry* n = it == slots_.end() ? nullptr : &nodes_[it->second];
-    if (n && n->error.empty() && !IsStale(*n, now)) {
-      slot_at[i] = it->second;
-    } else if (early) {
+    const NodeEntry* n = slot_at[i] == kNoSlot ? nullptr : &nodes_[slot_at[i]];
+    if (n && n->error.empty() && !IsStale(*n, now)) continue;
+    slot_at[i] = kNoSlot;
+    if (early) {
       const auto position = static_cast<uint32_t>(i);
       if (!n) {
         early->emplace_back(position, "node " + std::string(nodes[i]) +

@@ -31,6 +31,7 @@
 // in-memory update only; no lock is held across I/O.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -164,6 +165,9 @@ class ClusterState {
     std::vector<CachedEval> entries;  // guarded by mu; by NodeEntry::slot
   };
   std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
+  // Per position of `nodes`, its slot or kNoSlot (unknown name). Needs mu_
+  // (either mode).
+  std::vector<uint32_t> SlotsOfLocked(std::span<const std::string_view> nodes) const;
   // Per position of `nodes`, the slot of a node that can be evaluated, or
   // kNoSlot (unknown, no usable inventory, stale at `now`: the reason goes to
   // `early` when given, ascending by position). Needs mu_ (either mode).
@@ -208,8 +212,25 @@ class ClusterState {
   std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> slots_;  // guarded by mu_
   std::vector<NodeEntry> nodes_;                                                // guarded by mu_; by slot
   std::vector<uint32_t> free_slots_;                                            // guarded by mu_
-  std::unordered_map<std::string, PodEntry> pods_;                              // guarded by mu_
-  std::unordered_map<std::string, Reservation> reservations_;                   // guarded by mu_
+  // Bumped whenever a name gains or loses a slot; 0 is never used.
+  uint64_t slots_generation_ = 1;  // guarded by mu_
+
+  // The slots of the last few node lists asked about. kube-scheduler sends
+  // the same 5,000 names with every filter (and nearly the same with every
+  // prioritize); comparing them with the last list, byte for byte in one
+  // sequential pass, is several times cheaper than 5,000 hash lookups.
+  struct NameListMemo {
+    uint64_t generation = 0;  // slots_generation_ when filled; 0 = empty
+    uint64_t last_used = 0;
+    std::string joined;          // the names back to back
+    std::vector<uint32_t> ends;  // where each name ends in `joined`
+    std::vector<uint32_t> slots;
+  };
+  mutable std::mutex memo_mu_;                                 // taken after mu_, never before
+  mutable std::array<NameListMemo, 4> memos_;                  // guarded by memo_mu_
+  mutable uint64_t memo_clock_ = 0;                            // guarded by memo_mu_
+  std::unordered_map<std::string, PodEntry> pods_;             // guarded by mu_
+  std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
       keys_by_node_;              // guarded by mu_; pods + reservations
   uint64_t expired_ = 0;          // guarded by mu_

@@ -162,9 +162,15 @@ TEST(ClusterStateNamesTest, DeletedNodesFreeTheirSlotAndRepeatedNamesAreAnswered
   state.UpsertNode(NodeWithGpus("a", 1, 1, 10000));
   state.UpsertNode(NodeWithGpus("b", 2, 1, 4000));
   EXPECT_EQ(state.Filter(*request, {"a", "b"}).feasible, std::vector<std::string>{"a"});
-  // b goes away and c takes its slot: c's verdict is its own, not b's.
+  EXPECT_EQ(state.Filter(*request, {"a", "c"}).feasible, std::vector<std::string>{"a"});
+  // b goes away and c takes its slot: c's verdict is its own, not b's, also
+  // for the very lists asked before (their names were looked up already).
   state.DeleteNode(NodeWithGpus("b", 2, 1, 4000));
   state.UpsertNode(NodeWithGpus("c", 3, 1, 10000));
+  EXPECT_EQ(state.Filter(*request, {"a", "c"}).feasible, (std::vector<std::string>{"a", "c"}));
+  auto before = state.Filter(*request, {"a", "b"});
+  EXPECT_EQ(before.feasible, std::vector<std::string>{"a"});
+  EXPECT_NE(before.failed["b"].find("unknown"), std::string::npos) << before.failed["b"];
   auto out = state.Filter(*request, {"a", "b", "c"});
   EXPECT_EQ(out.feasible, (std::vector<std::string>{"a", "c"}));
   EXPECT_NE(out.failed["b"].find("unknown"), std::string::npos) << out.failed["b"];
