@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <yaml-cpp/yaml.h>
+
 namespace tessera::node {
 namespace {
 
@@ -134,6 +136,31 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
     EXPECT_NE(parsed.output.find(c.expected), std::string::npos)
         << "expected '" << c.expected << "' in: " << parsed.output;
   }
+}
+
+}  // namespace
+}  // namespace tessera::node
+
+namespace tessera::node {
+namespace {
+
+// The shipped ConfigMap (deploy/node/config.yaml) must hold a configuration the
+// agent accepts: a manifest that fails at start on every node is caught here.
+TEST(DeployedConfigTest, TheShippedConfigMapIsValid) {
+  YAML::Node config_map = YAML::LoadFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/node/config.yaml");
+  NodeConfig config;
+  config.node_name = "gpu-node-7";
+  auto applied = ApplyYaml(config_map["data"]["node.yaml"].as<std::string>(), "node.yaml", config);
+  ASSERT_TRUE(applied.ok()) << applied.error().message;
+  EXPECT_TRUE(Validate(config).ok());
+
+  char pattern[] = "/tmp/tn-deploy-XXXXXX";
+  const std::string dir = ::mkdtemp(pattern);
+  config.node_config_file = dir + "/nodes.yaml";
+  std::ofstream(config.node_config_file) << config_map["data"]["nodes.yaml"].as<std::string>();
+  auto overrides = ApplyNodeOverrides(config);
+  EXPECT_TRUE(overrides.ok()) << overrides.error().message;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
