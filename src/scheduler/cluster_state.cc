@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <thread>
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
@@ -278,25 +277,6 @@ void ClusterState::DeletePod(const Json& pod) {
 
 namespace {
 
-// Runs body(k) for k in [0, n), split in two halves on two threads when
-// there are enough items to pay for a thread (kube-scheduler runs one
-// scheduling cycle at a time, so a request may use the idle core). Only the
-// nodes a request must evaluate afresh come here: a warm request, whose nodes
-// are nearly all cached, starts no thread.
-template <typename Body>
-void ForEachSplit(size_t n, const Body& body) {
-  constexpr size_t kParallelFrom = 256;
-  if (n < kParallelFrom) {
-    for (size_t k = 0; k < n; ++k) body(k);
-    return;
-  }
-  std::thread helper([&] {
-    for (size_t k = n / 2; k < n; ++k) body(k);
-  });
-  for (size_t k = 0; k < n / 2; ++k) body(k);
-  helper.join();
-}
-
 // Everything FitNode and the policies read from a request (container names
 // appear in fit messages).
 std::string ShapeKey(const core::PodRequest& pod) {
@@ -421,13 +401,20 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
     queued[slot] = 1;
     misses.push_back(slot);
   }
-  ForEachSplit(misses.size(), [&](size_t k) {
+  auto refresh = [&](size_t k) {
     const NodeEntry& n = nodes_[misses[k]];
     CachedEval& e = cache.entries[misses[k]];
     evaluate(n.state, e);
     e.epoch = n.epoch;
     e.version = n.state.version();
-  });
+  };
+  // A warm request has a handful of misses: not worth waking a thread.
+  constexpr size_t kShareFrom = 64;
+  if (misses.size() < kShareFrom) {
+    for (size_t k = 0; k < misses.size(); ++k) refresh(k);
+  } else {
+    loop_helper_.Run(misses.size(), refresh);
+  }
 }
 
 void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes,

@@ -54,6 +54,7 @@
 #include "core/policy.h"
 #include "core/request.h"
 #include "core/result.h"
+#include "scheduler/loop_helper.h"
 
 namespace tessera::scheduler {
 
@@ -177,7 +178,7 @@ class ClusterState {
                                       std::vector<std::pair<uint32_t, std::string>>* early) const;
   // Re-evaluates, with evaluate(NodeState, CachedEval&), the cache entries of
   // the slots whose node changed since they were filled; many such nodes are
-  // split over two threads. Needs cache.mu and mu_ (either mode).
+  // shared with loop_helper_'s thread. Needs cache.mu and mu_ (either mode).
   template <typename Evaluate>
   void RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& slot_at, const Evaluate& evaluate) const;
   // The entry of a present node, or nullptr. Needs mu_ (either mode).
@@ -226,10 +227,11 @@ class ClusterState {
     std::vector<uint32_t> ends;  // where each name ends in `joined`
     std::vector<uint32_t> slots;
   };
-  mutable std::mutex memo_mu_;                                 // taken after mu_, never before
-  mutable std::array<NameListMemo, 4> memos_;                  // guarded by memo_mu_
-  mutable uint64_t memo_clock_ = 0;                            // guarded by memo_mu_
-  std::unordered_map<std::string, PodEntry> pods_;             // guarded by mu_
+  mutable LoopHelper loop_helper_;                  // splits a request's evaluations over two threads
+  mutable std::mutex memo_mu_;                      // taken after mu_, never before
+  mutable std::array<NameListMemo, 4> memos_;       // guarded by memo_mu_
+  mutable uint64_t memo_clock_ = 0;                 // guarded by memo_mu_
+  std::unordered_map<std::string, PodEntry> pods_;  // guarded by mu_
   std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
       keys_by_node_;              // guarded by mu_; pods + reservations
