@@ -284,9 +284,13 @@ TEST_F(KubeletPodResourcesTest, AKubeletThatDoesNotAnswerInTimeIsADeadlineError)
   EXPECT_THAT(listed.error().message, HasSubstr(socket_));
   lister_.Hold(false);
 
-  // The same source works once the kubelet answers again.
+  // The same source works once the kubelet answers again. The deadline is
+  // short, so a loaded machine gets several tries rather than a false failure.
   lister_.Answer(OnePod("GPU-a::0"));
-  listed = source.List();
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  do {
+    listed = source.List();
+  } while (!listed.ok() && std::chrono::steady_clock::now() < give_up);
   EXPECT_TRUE(listed.ok()) << listed.error().message;
 }
 
