@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +14,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -246,17 +246,27 @@ TEST_F(PrometheusServerTest, StopEndsTheProcessAndTheDestructorRemovesItsDirecto
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
-// Whether `pid` is gone or a zombie (its new parent, PID 1 of a container, may not reap it).
-bool ProcessIsDead(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const auto paren = line.rfind(')');
-  return paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] == 'Z' ||
-         line[paren + 2] == 'X';
+// Waits for `pid`, an orphan that the kernel hands to this process (a child subreaper),
+// to end, and reaps it so that no zombie is left behind. False if it is still alive at
+// `deadline`.
+bool ReapOrphan(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return true;
+    // ECHILD: not handed over yet (its parent is still being torn down), or already gone.
+    if (r < 0 && errno == ECHILD && ::kill(pid, 0) != 0 && errno == ESRCH) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
 }
 
 TEST_F(PrometheusServerTest, DiesWithTheProcessThatStartedIt) {
+  // Orphans come to this process instead of PID 1, which in a container may never reap them.
+  ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+  struct SubreaperOff {
+    ~SubreaperOff() { ::prctl(PR_SET_CHILD_SUBREAPER, 0); }
+  } subreaper_off;
   int report[2];
   ASSERT_EQ(::pipe(report), 0);
   // The child starts Prometheus and is then killed the way a crashing test would be.
@@ -289,12 +299,11 @@ TEST_F(PrometheusServerTest, DiesWithTheProcessThatStartedIt) {
 
   const pid_t prometheus_pid = std::stoi(message.substr(0, message.find(' ')));
   const std::string dir = message.substr(message.find(' ') + 1, message.find('\n') - message.find(' ') - 1);
-  const auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!ProcessIsDead(prometheus_pid) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(50ms);
+  const bool dead = ReapOrphan(prometheus_pid, std::chrono::steady_clock::now() + kWait);
+  if (!dead) {
+    ::kill(prometheus_pid, SIGKILL);
+    ReapOrphan(prometheus_pid, std::chrono::steady_clock::now() + kWait);
   }
-  const bool dead = ProcessIsDead(prometheus_pid);
-  if (!dead) ::kill(prometheus_pid, SIGKILL);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // the killed child could not clean up
   EXPECT_TRUE(dead) << "prometheus (pid " << prometheus_pid << ") outlived the process that started it";
