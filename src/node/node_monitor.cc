@@ -225,6 +225,9 @@ void NodeMonitor::PassOnce() {
     ++snapshot->regions;
     if (!r.region_error.empty()) {
       ++snapshot->regions_corrupt;
+      if (reported_corrupt_.insert(r.name).second) {
+        spdlog::error("{}: skipped, never trusted (its container is not metered from it)", r.region_error);
+      }
       continue;
     }
     if (!r.owner) ++snapshot->regions_unowned;

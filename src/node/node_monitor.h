@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -133,6 +134,7 @@ class NodeMonitor {
   std::map<std::pair<std::string, std::string>, uint64_t> previous_gpu_time_;  // monitor thread only
   std::chrono::steady_clock::time_point previous_pass_{};                      // monitor thread only
   bool pod_resources_failing_ = false;                                         // monitor thread only
+  std::set<std::string> reported_corrupt_;  // monitor thread only: corrupt regions already logged
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

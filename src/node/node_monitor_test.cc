@@ -1,0 +1,149 @@
+#include "node/node_monitor.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "vgpu/region.h"
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kOwned = "aaaaaaaa-0000-4000-8000-000000000001";
+constexpr const char* kGone = "bbbbbbbb-0000-4000-8000-000000000002";
+constexpr const char* kCorrupt = "cccccccc-0000-4000-8000-000000000003";
+
+class FakePodResources final : public PodResourcesSource {
+ public:
+  Result<std::vector<ContainerDevices>> List() override {
+    if (!answering) return Error{"connection refused"};
+    return containers;
+  }
+  bool answering = true;
+  std::vector<ContainerDevices> containers;
+};
+
+core::Gpu Gpu(const std::string& uuid, int index) {
+  core::Gpu g;
+  g.uuid = uuid;
+  g.index = index;
+  g.model = "NVIDIA A100-SXM4-80GB";
+  g.memory_mib = 81920;
+  g.slots = 10;
+  return g;
+}
+
+class NodeMonitorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/tn-monitor-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    catalog_ = std::make_unique<RegionCatalog>(root_, "vgpu.region");
+    inventory_ = std::make_unique<StaticInventory>(std::vector<core::Gpu>{Gpu("GPU-0", 0), Gpu("GPU-1", 1)});
+    devices_.SetGpus(*inventory_->Discover());
+    for (const char* name : {kOwned, kGone, kCorrupt}) {
+      fs::create_directories(root_ + "/" + name);
+      ASSERT_TRUE(
+          WriteRegionRecord(root_, name, {"nvidia.com/gpu", {std::string("GPU-0::") + name[0]}, 0}).ok());
+    }
+    std::ofstream(root_ + "/" + kCorrupt + "/vgpu.region") << "garbage";
+    char error[256] = {};
+    ASSERT_TRUE(region_.open_file((root_ + "/" + kOwned + "/vgpu.region").c_str(), error, sizeof error))
+        << error;
+    ASSERT_TRUE(region_.claim_slot());
+    device_ = region_.find_or_add_device("GPU-0", 4096ull << 20);
+    ASSERT_TRUE(region_.reserve(device_, 1024ull << 20).ok);
+    pod_resources_.containers = {{"ml", "train", "main", "nvidia.com/gpu", {"GPU-0::a"}}};
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::unique_ptr<NodeMonitor> Make(PodResourcesSource* pod_resources) {
+    MonitorOptions options;
+    options.region_grace_seconds = 0;
+    return std::make_unique<NodeMonitor>(options, inventory_.get(), &devices_, catalog_.get(), pod_resources,
+                                         nullptr, nullptr, nullptr, nullptr);
+  }
+
+  std::string root_;
+  std::unique_ptr<StaticInventory> inventory_;
+  DeviceState devices_;
+  std::unique_ptr<RegionCatalog> catalog_;
+  FakePodResources pod_resources_;
+  vgpu::SharedRegion region_;
+  int device_ = -1;
+};
+
+TEST_F(NodeMonitorTest, APassAttributesMetersAndCleansUp) {
+  auto monitor = Make(&pod_resources_);
+  monitor->PassOnce();
+  auto snapshot = monitor->Latest();
+  ASSERT_NE(snapshot, nullptr);
+  EXPECT_TRUE(snapshot->pod_resources_ok);
+  // The gone pod's region is removed; the corrupt one is owned by nobody either
+  // and goes too, its file never read as a region.
+  EXPECT_FALSE(fs::exists(root_ + "/" + kGone));
+  EXPECT_EQ(monitor->counters().regions_removed, 2u);
+  EXPECT_TRUE(fs::exists(root_ + "/" + kOwned));
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  const auto& c = snapshot->containers[0];
+  ASSERT_TRUE(c.owner.has_value());
+  EXPECT_EQ(c.owner->pod_name, "train");
+  EXPECT_EQ(c.gpu_uuid, "GPU-0");
+  EXPECT_EQ(c.memory_used_bytes, 1024ull << 20);
+  EXPECT_EQ(c.memory_limit_bytes, 4096ull << 20);
+  EXPECT_EQ(c.processes, 1);
+  EXPECT_LT(c.compute_share_percent, 0) << "no share before a second pass";
+
+  // 50 ms of GPU time charged between two passes at least 100 ms apart: a
+  // share between 0 and 50 %.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  region_.raw()->devices[device_].gpu_time_used_ns.fetch_add(50'000'000);
+  monitor->PassOnce();
+  snapshot = monitor->Latest();
+  ASSERT_EQ(snapshot->containers.size(), 1u);
+  EXPECT_GT(snapshot->containers[0].compute_share_percent, 0.0);
+  EXPECT_LE(snapshot->containers[0].compute_share_percent, 50.0);
+  EXPECT_EQ(monitor->counters().passes, 2u);
+}
+
+TEST_F(NodeMonitorTest, WithoutTheKubeletNothingIsRemovedAndCorruptRegionsAreCounted) {
+  pod_resources_.answering = false;
+  auto monitor = Make(&pod_resources_);
+  monitor->PassOnce();
+  for (const char* name : {kOwned, kGone, kCorrupt}) EXPECT_TRUE(fs::exists(root_ + "/" + name)) << name;
+  auto snapshot = monitor->Latest();
+  EXPECT_FALSE(snapshot->pod_resources_ok);
+  EXPECT_EQ(snapshot->regions, 3);
+  EXPECT_EQ(snapshot->regions_corrupt, 1);
+  EXPECT_EQ(snapshot->regions_unowned, 2);  // the corrupt one is counted as corrupt only
+  EXPECT_EQ(monitor->counters().pod_resources_errors, 1u);
+  // The corrupt file is untouched.
+  std::ifstream in(root_ + "/" + kCorrupt + "/vgpu.region");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "garbage");
+}
+
+TEST_F(NodeMonitorTest, AGpuTheDriverLostTurnsUnhealthy) {
+  GpuSample lost;
+  lost.uuid = "GPU-1";
+  lost.lost = true;
+  GpuSample fine;
+  fine.uuid = "GPU-0";
+  fine.memory_total_bytes = 85899345920ull;
+  inventory_->SetSamples({fine, lost});
+  const uint64_t before = devices_.Get().version;
+  auto monitor = Make(nullptr);
+  monitor->PassOnce();
+  auto state = devices_.Get();
+  EXPECT_GT(state.version, before) << "every ListAndWatch stream resends the list";
+  EXPECT_TRUE(state.gpus[0].healthy);
+  EXPECT_FALSE(state.gpus[1].healthy);
+  EXPECT_FALSE(monitor->Latest()->gpus[1].healthy);
+}
+
+}  // namespace
+}  // namespace tessera::node
