@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +107,10 @@ JobExit WaitForJob(pid_t pid) {
 
 void ExitLike(const JobExit& exit) {
   if (exit.signal != 0) {
+    // A job that dumped core (SIGSEGV, SIGABRT, ...) has its own core file;
+    // the supervisor's would only overwrite or bury it (as `timeout` avoids).
+    struct rlimit no_core {};
+    ::setrlimit(RLIMIT_CORE, &no_core);
     ::signal(exit.signal, SIG_DFL);
     sigset_t set;
     sigemptyset(&set);

@@ -41,7 +41,10 @@ Result<pid_t> StartJob(const JobSpec& spec);
 JobExit WaitForJob(pid_t pid);
 
 // Ends the calling process the way the job ended: same exit code, or the same
-// signal (re-raised with its default action, falling back to 128 + signal).
+// signal (re-raised with its default action, without a core dump of its own;
+// 128 + signal only if the signal does not end the process), as wrappers like
+// `env` and `timeout --preserve-status` do: a caller sees the job's signal
+// (a shell reports 128 + N, Python's returncode -N).
 [[noreturn]] void ExitLike(const JobExit& exit);
 
 }  // namespace tessera::runner

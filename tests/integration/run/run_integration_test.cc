@@ -2,12 +2,14 @@
 // with libvgpu.so enforcing the slice.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -22,6 +24,15 @@ namespace fs = std::filesystem;
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// `text` with every run of whitespace made one space: help texts are wrapped
+// for the terminal, and a test should not depend on where.
+std::string Squashed(const std::string& text) {
+  std::istringstream words(text);
+  std::string out, w;
+  while (words >> w) out += (out.empty() ? "" : " ") + w;
+  return out;
 }
 
 class RunIntegration : public ::testing::Test {
@@ -40,12 +51,21 @@ class RunIntegration : public ::testing::Test {
               const std::string& sim = "1xA100-40GB") {
     std::vector<std::string> argv = {TESSERA_EXE, "run", "--sim", sim, "--ledger-dir", ledger_};
     argv.insert(argv.end(), args.begin(), args.end());
+    return Exec(argv, tag);
+  }
+  // Runs `argv` (no shell) in the test's simulated machine (TESSERA_SIM_STATE,
+  // TESSERA_SIM_GPUS = 1xA100-40GB for a `tessera` without --sim), with
+  // stdout/stderr to files named after `tag`; `in_child` runs before exec.
+  pid_t Exec(std::vector<std::string> argv, const std::string& tag,
+             const std::function<void()>& in_child = nullptr) {
     const std::string out = dir_ + "/" + tag + ".out", err = dir_ + "/" + tag + ".err";
     pid_t pid = fork();
     if (pid == 0) {
       setenv("TESSERA_SIM_STATE", (dir_ + "/sim").c_str(), 1);
+      setenv("TESSERA_SIM_GPUS", "1xA100-40GB", 1);
       freopen(out.c_str(), "w", stdout);
       freopen(err.c_str(), "w", stderr);
+      if (in_child) in_child();
       std::vector<char*> cargv;
       for (auto& a : argv) cargv.push_back(a.data());
       cargv.push_back(nullptr);
@@ -91,6 +111,54 @@ TEST_F(RunIntegration, PassesDeathBySignalThrough) {
   int status = Run({"--gpumem", "100", "--", "sh", "-c", "kill -TERM $$"}, "sig");
   ASSERT_TRUE(WIFSIGNALED(status)) << Err("sig");
   EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(LiveSlices(), 0u);
+  int killed = Run({"--gpumem", "100", "--", "sh", "-c", "kill -KILL $$"}, "kill");
+  ASSERT_TRUE(WIFSIGNALED(killed)) << Err("kill");
+  EXPECT_EQ(WTERMSIG(killed), SIGKILL);
+}
+
+TEST_F(RunIntegration, AShellSeesTheJobsSignalAs128PlusN) {
+  // What `tessera run --help` promises: the caller sees the job's signal, so
+  // its shell reports 128 + N, exactly as for the bare command.
+  const std::string run =
+      std::string(TESSERA_EXE) + " run --sim 1xA100-40GB --ledger-dir " + ledger_ + " --gpumem 100 -- ";
+  int status =
+      Wait(Exec({"/bin/sh", "-c",
+                 run + "sh -c 'kill -TERM $$'; echo \"wrapped $?\"; sh -c 'kill -TERM $$'; echo \"bare $?\""},
+                "shell"));
+  ASSERT_TRUE(WIFEXITED(status)) << Err("shell");
+  EXPECT_NE(Out("shell").find("wrapped 143\nbare 143\n"), std::string::npos) << Out("shell") << Err("shell");
+}
+
+TEST_F(RunIntegration, ACoreDumpingSignalIsPassedOnWithoutACoreOfItsOwn) {
+  // The job aborts (without dumping core itself); `tessera run`, allowed to
+  // dump core and working in dir_, must end by SIGABRT yet leave no core file
+  // of its own there.
+  pid_t pid = Exec({TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", ledger_, "--gpumem", "100",
+                    "--", "sh", "-c", "ulimit -c 0; kill -ABRT $$"},
+                   "abrt", [this] {
+                     struct rlimit core {};
+                     getrlimit(RLIMIT_CORE, &core);
+                     core.rlim_cur = core.rlim_max;
+                     setrlimit(RLIMIT_CORE, &core);
+                     if (chdir(dir_.c_str()) != 0) _exit(125);
+                   });
+  int status = Wait(pid);
+  ASSERT_TRUE(WIFSIGNALED(status)) << Err("abrt");
+  EXPECT_EQ(WTERMSIG(status), SIGABRT);
+  EXPECT_FALSE(WCOREDUMP(status));
+  for (const auto& f : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(f.path().filename().string().rfind("core", 0), std::string::npos) << f.path();
+  }
+}
+
+TEST_F(RunIntegration, HelpDescribesTheExitStatusRunGives) {
+  int status = Wait(Exec({TESSERA_EXE, "run", "--help"}, "help"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err("help");
+  const std::string help = Squashed(Out("help"));
+  EXPECT_NE(help.find("killed by signal N, `tessera run` ends by the same signal N"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("a shell reports 128+N and Python's returncode is -N"), std::string::npos) << help;
 }
 
 TEST_F(RunIntegration, RefusesWhatDoesNotFitWithReasonAndExit2) {
