@@ -85,6 +85,12 @@ void DeviceHeap::Free(uint64_t offset, uint64_t bytes) {
   free_[start] = len;
 }
 
+void DeviceHeap::Discard(uint64_t offset, uint64_t bytes) {
+  bytes = (bytes + 4095) & ~uint64_t{4095};
+  fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+            static_cast<off_t>(bytes));
+}
+
 // ---------------------------------------------------------------------------
 // Runtime, initialisation
 // ---------------------------------------------------------------------------
@@ -130,7 +136,9 @@ void AfterForkInChild() {
   rt.vmm_handles.clear();
   rt.vmm_mappings.clear();
   rt.vmm_reservations.clear();
+  rt.graph_allocs.clear();
   for (int g = 0; g < kMaxGpus; ++g) {
+    rt.graph_pool[g] = GraphMemPool{};
     rt.primary[g] = nullptr;
     rt.primary_refs[g] = 0;
     rt.contexts[g] = 0;
@@ -431,6 +439,8 @@ CUresult FreeDevice(CUdeviceptr p) {
       a.kind == AllocKind::kVmm) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  // A graph allocation's range outlives its lifetime: only the lifetime ends.
+  if (a.kind == AllocKind::kGraph) return FreeGraphAllocation(p);
   if (a.kind == AllocKind::kPool && IsLive(a.pool)) {
     // Freed synchronously: it leaves its pool (and must not be cached there).
     for (auto c = a.pool->cached.begin(); c != a.pool->cached.end(); ++c) {

@@ -81,6 +81,7 @@ const Versioned kVersioned[] = {
     {"cuDeviceGetUuid", 11040, "cuDeviceGetUuid_v2"},
     {"cuGraphInstantiate", 11000, "cuGraphInstantiate_v2"},
     {"cuGraphInstantiate", 12000, "cuGraphInstantiateWithFlags"},
+    {"cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2"},
     {"cuGetProcAddress", 12000, "cuGetProcAddress_v2"},
     {"cuGraphAddKernelNode", 12000, "cuGraphAddKernelNode_v2"},
     {"cuGraphKernelNodeGetParams", 12000, "cuGraphKernelNodeGetParams_v2"},

@@ -58,8 +58,239 @@ CUresult CaptureNode(CUstream s, CUgraphNode_st node) {
   return CUDA_SUCCESS;
 }
 
+// ---------------------------------------------------------------------------
+// Graph memory (see docs/sim.md): graph allocations have fixed virtual ranges;
+// their physical memory comes from a per-GPU graph memory pool when an
+// executable that allocates them is uploaded or launched, stays mapped for
+// that executable across launches (also after the allocation is freed), and
+// goes back to the pool's idle reserve when the executable is destroyed or the
+// pool trimmed. Idle memory stays charged to the device until
+// cuDeviceGraphMemTrim returns it.
+// ---------------------------------------------------------------------------
+namespace {
+
+GraphAllocation* FindGraphAllocation(uint64_t p) {
+  auto it = R().graph_allocs.find(p);
+  return it == R().graph_allocs.end() ? nullptr : &it->second;
+}
+
+void NoteGraphPoolHighs(GraphMemPool& pool) {
+  pool.used_high = std::max(pool.used_high, pool.mapped);
+  pool.reserved_high = std::max(pool.reserved_high, pool.mapped + pool.idle);
+}
+
+// The allocation's physical memory goes back to its pool (still charged),
+// its pages to the host: contents do not outlive a mapping.
+void UnbackGraphAllocation(GraphAllocation& ga) {
+  if (!ga.backed) return;
+  GraphMemPool& pool = R().graph_pool[ga.gpu];
+  pool.mapped -= std::min(pool.mapped, ga.charge);
+  pool.idle += ga.charge;
+  ga.backed = false;
+  ga.exec = nullptr;
+  R().heaps[ga.gpu].Discard(ga.heap_off, ga.charge);
+}
+
+// Drops the virtual range once no node names it and it is not live.
+void MaybeDropGraphAllocation(uint64_t p) {
+  Runtime& rt = R();
+  auto it = rt.graph_allocs.find(p);
+  if (it == rt.graph_allocs.end()) return;
+  GraphAllocation& ga = it->second;
+  if (ga.refs > 0 || ga.live) return;
+  UnbackGraphAllocation(ga);
+  rt.allocs.erase(p);
+  rt.heaps[ga.gpu].Free(ga.heap_off, ga.charge);
+  rt.graph_allocs.erase(it);
+}
+
+// The allocation's lifetime ends; an executable still holding its mapping
+// keeps it for its next launch.
+void EndGraphAllocationLifetime(uint64_t p) {
+  GraphAllocation* ga = FindGraphAllocation(p);
+  if (ga == nullptr) return;
+  ga->live = false;
+  if (ga->exec == nullptr) UnbackGraphAllocation(*ga);
+  MaybeDropGraphAllocation(p);
+}
+
+// A new graph allocation of `bytes` on CUdevice `dev`, named by one node of
+// graph `owner`: its virtual range, no physical memory yet.
+CUresult NewGraphAllocation(int dev, uint64_t bytes, unsigned long long owner, CUdeviceptr* out) {
+  Runtime& rt = R();
+  if (dev < 0 || dev >= static_cast<int>(rt.visible.size())) return CUDA_ERROR_INVALID_VALUE;
+  const int gpu = rt.visible[dev];
+  DeviceHeap& heap = rt.heaps[gpu];
+  if (!heap.EnsureMapped(rt.state->file()->gpus[gpu].total_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t charge = (std::max<uint64_t>(bytes, 1) + 4095) & ~uint64_t{4095};
+  const uint64_t off = heap.Allocate(charge, 4096);
+  if (off == UINT64_MAX) return CUDA_ERROR_OUT_OF_MEMORY;  // out of address space
+  Allocation a;
+  a.base = reinterpret_cast<uint64_t>(heap.base() + off);
+  a.size = bytes;
+  a.heap_off = off;
+  a.heap_len = charge;
+  a.gpu = gpu;
+  a.kind = AllocKind::kGraph;
+  rt.allocs[a.base] = a;
+  GraphAllocation ga;
+  ga.gpu = gpu;
+  ga.size = bytes;
+  ga.charge = charge;
+  ga.heap_off = off;
+  ga.refs = 1;
+  ga.owner_graph_id = owner;
+  rt.graph_allocs[a.base] = ga;
+  *out = a.base;
+  return CUDA_SUCCESS;
+}
+
+// May a free node for `p` be added? Only for a graph allocation, and only
+// once: in its own graph or, instead, in one other graph.
+CUresult CheckGraphFree(CUdeviceptr p) {
+  GraphAllocation* ga = FindGraphAllocation(p);
+  return ga == nullptr || ga->free_node_graph_id != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+void ReleaseIdleGraphMemory(int gpu) {
+  GraphMemPool& pool = R().graph_pool[gpu];
+  if (pool.idle == 0) return;
+  UnchargeDevice(gpu, pool.idle);
+  pool.idle = 0;
+}
+
+// Whether `exec`'s memory nodes can run now: its allocations must not be live
+// (unless it frees them on launch) and each free must find its allocation
+// live, in execution order.
+CUresult CheckGraphMemoryNodes(CUgraphExec exec) {
+  if (!exec->has_mem_nodes) return CUDA_SUCCESS;
+  const bool auto_free = (exec->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
+  std::map<uint64_t, bool> live;
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind != NodeKind::kMemAlloc) continue;
+    GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr);
+    if (ga == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (ga->live && !auto_free) return CUDA_ERROR_INVALID_VALUE;
+    live[n.alloc.dptr] = false;
+  }
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind == NodeKind::kMemAlloc) {
+      live[n.alloc.dptr] = true;
+    } else if (n.kind == NodeKind::kMemFree) {
+      auto it = live.find(n.alloc.dptr);
+      bool is_live;
+      if (it != live.end()) {
+        is_live = it->second;
+      } else {
+        GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr);
+        is_live = ga != nullptr && ga->live;
+      }
+      if (!is_live) return CUDA_ERROR_INVALID_VALUE;
+      live[n.alloc.dptr] = false;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult BackGraphAllocations(CUgraphExec exec) {
+  if (!exec->has_mem_nodes) return CUDA_SUCCESS;
+  Runtime& rt = R();
+  uint64_t need[kMaxGpus] = {};
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind != NodeKind::kMemAlloc) continue;
+    GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr);
+    if (ga != nullptr && !ga->backed) need[ga->gpu] += ga->charge;
+  }
+  // Physical memory the pool holds idle first, new memory for the rest;
+  // nothing changes if that does not fit.
+  uint64_t fresh[kMaxGpus] = {};
+  for (int g = 0; g < kMaxGpus; ++g) {
+    if (need[g] == 0) continue;
+    const uint64_t idle = rt.graph_pool[g].idle;
+    fresh[g] = need[g] > idle ? need[g] - idle : 0;
+    if (fresh[g] == 0) continue;
+    if (CUresult r = ChargeDevice(g, fresh[g]); r != CUDA_SUCCESS) {
+      for (int u = 0; u < g; ++u) {
+        if (fresh[u] > 0) UnchargeDevice(u, fresh[u]);
+      }
+      return r;
+    }
+  }
+  for (int g = 0; g < kMaxGpus; ++g) {
+    if (need[g] == 0) continue;
+    GraphMemPool& pool = rt.graph_pool[g];
+    pool.idle -= need[g] - fresh[g];
+    pool.mapped += need[g];
+    NoteGraphPoolHighs(pool);
+  }
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind != NodeKind::kMemAlloc) continue;
+    if (GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr); ga != nullptr) {
+      ga->backed = true;  // an allocation left live by a destroyed executable is adopted as it is
+      ga->exec = exec;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult FreeGraphAllocation(uint64_t p) {
+  GraphAllocation* ga = FindGraphAllocation(p);
+  if (ga == nullptr || !ga->live) return CUDA_ERROR_INVALID_VALUE;
+  // Freed in its own graph: it cannot be freed anywhere else.
+  if (ga->free_node_graph_id != 0 && ga->free_node_graph_id == ga->owner_graph_id)
+    return CUDA_ERROR_INVALID_VALUE;
+  EndGraphAllocationLifetime(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult CaptureMemAlloc(CUstream s, int device, uint64_t bytes, CUdeviceptr* dptr) {
+  CUgraph g = s->capture_graph;
+  if (!IsLive(g)) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  CUdeviceptr p = 0;
+  if (CUresult r = NewGraphAllocation(device, bytes, g->id, &p); r != CUDA_SUCCESS) return r;
+  CUgraphNode_st node;
+  node.kind = NodeKind::kMemAlloc;
+  node.alloc.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  node.alloc.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  node.alloc.poolProps.location.id = device;
+  node.alloc.bytesize = bytes;
+  node.alloc.dptr = p;
+  if (CUresult r = CaptureNode(s, std::move(node)); r != CUDA_SUCCESS) {
+    R().graph_allocs[p].refs = 0;
+    MaybeDropGraphAllocation(p);
+    return r;
+  }
+  g->has_mem_nodes = true;
+  *dptr = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult CaptureMemFree(CUstream s, CUdeviceptr p) {
+  CUgraph g = s->capture_graph;
+  if (!IsLive(g)) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  // A captured free becomes a free node: only graph allocations qualify.
+  if (CUresult r = CheckGraphFree(p); r != CUDA_SUCCESS) return r;
+  CUgraphNode_st node;
+  node.kind = NodeKind::kMemFree;
+  node.alloc.dptr = p;
+  if (CUresult r = CaptureNode(s, std::move(node)); r != CUDA_SUCCESS) return r;
+  FindGraphAllocation(p)->free_node_graph_id = g->id;
+  g->has_mem_nodes = true;
+  return CUDA_SUCCESS;
+}
+
 CUresult LaunchGraphOn(CUgraphExec exec, CUstream s) {
   Runtime& rt = R();
+  if (CUresult r = CheckGraphMemoryNodes(exec); r != CUDA_SUCCESS) return r;
+  if (CUresult r = BackGraphAllocations(exec); r != CUDA_SUCCESS) return r;
+  if (exec->has_mem_nodes && (exec->flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)) {
+    for (const CUgraphNode_st& n : exec->nodes) {
+      GraphAllocation* ga = n.kind == NodeKind::kMemAlloc ? FindGraphAllocation(n.alloc.dptr) : nullptr;
+      if (ga != nullptr && ga->live) EndGraphAllocationLifetime(n.alloc.dptr);
+    }
+  }
   for (CUgraphNode_st& n : exec->nodes) {
     switch (n.kind) {
       case NodeKind::kKernel: {
@@ -105,8 +336,15 @@ CUresult LaunchGraphOn(CUgraphExec exec, CUstream s) {
         break;
       case NodeKind::kEmpty:
         break;
+      case NodeKind::kMemAlloc:
+        if (GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr); ga != nullptr) ga->live = true;
+        break;
+      case NodeKind::kMemFree:
+        EndGraphAllocationLifetime(n.alloc.dptr);
+        break;
     }
   }
+  exec->end_ns = std::max(StreamReadyNs(s), MonotonicNs());
   return CUDA_SUCCESS;
 }
 
@@ -568,12 +806,13 @@ static CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUs
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
   CUstream s;
   if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (pool == nullptr) {
     DefaultPool(s->ctx->device, s->ctx->gpu);
     pool = R().current_pool[s->ctx->gpu];
   }
   if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_HANDLE;
+  // Captured: an alloc node owned by the graph, with the pool's location.
+  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CaptureMemAlloc(s, pool->device, size, dptr);
   const uint64_t want = (size + 4095) & ~uint64_t{4095};
   // Reuse a cached block that fits without wasting more than half of it.
   auto it = pool->cached.lower_bound(want);
@@ -607,6 +846,7 @@ static CUresult PoolFree(CUdeviceptr p, CUstream h, bool ptds) {
   if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
   CUstream s;
   if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CaptureMemFree(s, p);
   auto it = R().allocs.find(p);
   if (it == R().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
   Allocation& a = it->second;
@@ -921,6 +1161,7 @@ CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
     LOCKED;
     if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
     auto* g = new CUgraph_st();
+    g->id = R().next_id++;
     R().live.insert(g);
     *phGraph = g;
     return CUDA_SUCCESS;
@@ -931,6 +1172,18 @@ CUresult cuGraphDestroy(CUgraph g) {
   return Guard([&]() -> CUresult {
     LOCKED;
     if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+    // Live allocations of its alloc nodes stay allocated (freed elsewhere later).
+    for (auto& n : g->nodes) {
+      GraphAllocation* ga = n->kind == NodeKind::kMemAlloc || n->kind == NodeKind::kMemFree
+                                ? FindGraphAllocation(n->alloc.dptr)
+                                : nullptr;
+      if (ga != nullptr && n->kind == NodeKind::kMemFree && ga->free_node_graph_id == g->id)
+        ga->free_node_graph_id = 0;
+      if (ga != nullptr && n->kind == NodeKind::kMemAlloc) {
+        --ga->refs;
+        MaybeDropGraphAllocation(n->alloc.dptr);
+      }
+    }
     for (auto& n : g->nodes) R().live.erase(n.get());
     R().live.erase(g);
     g->magic = 0;
@@ -1076,6 +1329,170 @@ CUresult cuGraphAddEventWaitNode(CUgraphNode* out, CUgraph g, const CUgraphNode*
   });
 }
 
+// ----- graph memory nodes -----
+static CUresult MemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                             CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  if (out == nullptr || p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  LOCKED;
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  const CUmemPoolProps& props = p->poolProps;
+  const int devices = static_cast<int>(R().visible.size());
+  // Device memory only; no IPC handles (as the driver documents).
+  if (props.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      props.location.type != CU_MEM_LOCATION_TYPE_DEVICE || props.location.id < 0 ||
+      props.location.id >= devices || props.handleTypes != CU_MEM_HANDLE_TYPE_NONE ||
+      (p->accessDescCount > 0 && p->accessDescs == nullptr) ||
+      p->accessDescCount > static_cast<size_t>(devices)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  CUdeviceptr dptr = 0;
+  if (CUresult r = NewGraphAllocation(props.location.id, p->bytesize, g->id, &dptr); r != CUDA_SUCCESS)
+    return r;
+  CUgraphNode_st node;
+  node.kind = NodeKind::kMemAlloc;
+  node.alloc = *p;
+  node.alloc.dptr = dptr;
+  node.access.assign(p->accessDescs, p->accessDescs + p->accessDescCount);
+  node.alloc.accessDescs = nullptr;  // GetParams points at the node's own copy
+  if (CUresult r = AddNode(out, g, deps, n, std::move(node)); r != CUDA_SUCCESS) {
+    R().graph_allocs[dptr].refs = 0;
+    MaybeDropGraphAllocation(dptr);
+    return r;
+  }
+  g->has_mem_nodes = true;
+  p->dptr = dptr;
+  return CUDA_SUCCESS;
+}
+
+static CUresult MemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                            CUdeviceptr dptr) {
+  LOCKED;
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  if (CUresult r = CheckGraphFree(dptr); r != CUDA_SUCCESS) return r;
+  CUgraphNode_st node;
+  node.kind = NodeKind::kMemFree;
+  node.alloc.dptr = dptr;
+  if (CUresult r = AddNode(out, g, deps, n, std::move(node)); r != CUDA_SUCCESS) return r;
+  FindGraphAllocation(dptr)->free_node_graph_id = g->id;
+  g->has_mem_nodes = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  return Guard([&]() -> CUresult { return MemAllocNode(out, g, deps, n, p); });
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                               CUdeviceptr dptr) {
+  return Guard([&]() -> CUresult { return MemFreeNode(out, g, deps, n, dptr); });
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
+  return Guard([&]() -> CUresult {
+    if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (!IsLive(node) || node->magic != kNodeMagic || node->kind != NodeKind::kMemAlloc) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = node->alloc;
+    out->accessDescs = node->access.empty() ? nullptr : node->access.data();
+    out->accessDescCount = node->access.size();
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* out) {
+  return Guard([&]() -> CUresult {
+    if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (!IsLive(node) || node->magic != kNodeMagic || node->kind != NodeKind::kMemFree) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    *out = node->alloc.dptr;
+    return CUDA_SUCCESS;
+  });
+}
+
+static CUresult GraphMemDevice(CUdevice dev, int* gpu) {
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
+  *gpu = R().visible[dev];
+  return CUDA_SUCCESS;
+}
+
+// Returns to the device what the graph memory pool holds but no allocation
+// uses: memory of executables that are not running and whose allocations are
+// not live (they map it again when next launched), and idle memory.
+CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+  return Guard([&]() -> CUresult {
+    LOCKED;
+    int gpu;
+    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    const int64_t now = MonotonicNs();
+    for (auto& [p, ga] : R().graph_allocs) {
+      if (ga.gpu != gpu || !ga.backed || ga.live) continue;
+      if (ga.exec != nullptr && ga.exec->end_ns > now) continue;  // scheduled or running
+      UnbackGraphAllocation(ga);
+    }
+    ReleaseIdleGraphMemory(gpu);
+    return CUDA_SUCCESS;
+  });
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) {
+  return Guard([&]() -> CUresult {
+    LOCKED;
+    int gpu;
+    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const GraphMemPool& pool = R().graph_pool[gpu];
+    auto* out = static_cast<cuuint64_t*>(value);
+    switch (attr) {
+      case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        *out = pool.mapped;
+        break;
+      case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        *out = pool.used_high;
+        break;
+      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *out = pool.mapped + pool.idle;
+        break;
+      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *out = pool.reserved_high;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
+// Only the high watermarks can be set, and only to 0 (a reset: they restart
+// from the current figure).
+CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) {
+  return Guard([&]() -> CUresult {
+    LOCKED;
+    int gpu;
+    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
+    GraphMemPool& pool = R().graph_pool[gpu];
+    switch (attr) {
+      case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        pool.used_high = pool.mapped;
+        break;
+      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        pool.reserved_high = pool.mapped + pool.idle;
+        break;
+      default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  });
+}
+
 static CUresult AddDeps(CUgraph g, const CUgraphNode* from, const CUgraphNode* to, size_t n) {
   LOCKED;
   if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
@@ -1136,16 +1553,31 @@ CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
       case NodeKind::kEmpty:
         *type = CU_GRAPH_NODE_TYPE_EMPTY;
         break;
+      case NodeKind::kMemAlloc:
+        *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+        break;
+      case NodeKind::kMemFree:
+        *type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+        break;
     }
     return CUDA_SUCCESS;
   });
 }
 
-// Topological order (Kahn); ties keep insertion order. Error on a cycle.
-static CUresult Instantiate(CUgraphExec* out, CUgraph g) {
+// Topological order (Kahn); ties keep insertion order. Error on a cycle, and
+// on a second executable of a graph with memory nodes.
+static CUresult Instantiate(CUgraphExec* out, CUgraph g, unsigned long long flags = 0) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   LOCKED;
   if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  constexpr unsigned long long kKnown =
+      CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+      CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  if ((flags & ~kKnown) != 0 || ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) &&
+                                 (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (g->has_mem_nodes && g->execs > 0) return CUDA_ERROR_INVALID_VALUE;
   std::map<CUgraphNode, size_t> pending;
   std::map<CUgraphNode, std::vector<CUgraphNode>> users;
   for (auto& n : g->nodes) {
@@ -1167,14 +1599,48 @@ static CUresult Instantiate(CUgraphExec* out, CUgraph g) {
     }
   }
   if (exec->nodes.size() != g->nodes.size()) return CUDA_ERROR_INVALID_VALUE;  // cycle
+  exec->flags = flags;
+  exec->graph = g;
+  exec->graph_id = g->id;
+  exec->has_mem_nodes = g->has_mem_nodes;
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind != NodeKind::kMemAlloc) continue;
+    if (GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr); ga != nullptr) ++ga->refs;
+  }
+  ++g->execs;
   R().live.insert(exec.get());
   *out = exec.release();
   return CUDA_SUCCESS;
 }
 
+// Destroys an executable: allocations it backs and that are not live go back
+// to the graph memory pool (which keeps the memory until trimmed).
+static void DestroyExec(CUgraphExec exec) {
+  for (const CUgraphNode_st& n : exec->nodes) {
+    if (n.kind != NodeKind::kMemAlloc) continue;
+    GraphAllocation* ga = FindGraphAllocation(n.alloc.dptr);
+    if (ga == nullptr) continue;
+    if (ga->exec == exec) {
+      if (ga->live) {
+        ga->exec = nullptr;  // stays mapped until freed
+      } else {
+        UnbackGraphAllocation(*ga);
+      }
+    }
+    --ga->refs;
+    MaybeDropGraphAllocation(n.alloc.dptr);
+  }
+  if (IsLive(exec->graph) && exec->graph->magic == kGraphMagic && exec->graph->id == exec->graph_id)
+    --exec->graph->execs;
+  R().live.erase(exec);
+  exec->magic = 0;
+  delete exec;
+}
+
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned long long flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return Instantiate(out, g); });
+  // The upload flag belongs to cuGraphInstantiateWithParams (it names the stream).
+  if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) return CUDA_ERROR_INVALID_VALUE;
+  return Guard([&]() -> CUresult { return Instantiate(out, g, flags); });
 }
 CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* errNode, char* log, size_t logSize) {
   return Guard([&]() -> CUresult {
@@ -1185,7 +1651,19 @@ CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* errNode
 }
 CUresult cuGraphInstantiateWithParams(CUgraphExec* out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
   return Guard([&]() -> CUresult {
-    CUresult r = Instantiate(out, g);
+    LOCKED;
+    const unsigned long long flags = p != nullptr ? p->flags : 0;
+    CUresult r = Instantiate(out, g, flags);
+    if (r == CUDA_SUCCESS && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
+      // Uploaded at once into the given stream: its allocations are backed now.
+      CUstream s;
+      r = ResolveStream(p->hUploadStream, false, &s);
+      if (r == CUDA_SUCCESS) r = BackGraphAllocations(*out);
+      if (r != CUDA_SUCCESS) {
+        DestroyExec(*out);
+        *out = nullptr;
+      }
+    }
     if (p != nullptr) {
       p->hErrNode_out = nullptr;
       p->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
@@ -1201,9 +1679,7 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
   return Guard([&]() -> CUresult {
     LOCKED;
     if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
-    R().live.erase(exec);
-    exec->magic = 0;
-    delete exec;
+    DestroyExec(exec);
     return CUDA_SUCCESS;
   });
 }
@@ -1223,12 +1699,22 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
   return Guard([&]() -> CUresult { return GraphLaunch(exec, s, true); });
 }
+// Uploading maps the physical memory of the executable's allocations now
+// instead of at its first launch.
+static CUresult GraphUpload(CUgraphExec exec, CUstream h, bool ptds) {
+  LOCKED;
+  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
+  CUstream s;
+  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return BackGraphAllocations(exec);
+}
 CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
-  (void)s;
-  return IsLive(exec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return Guard([&]() -> CUresult { return GraphUpload(exec, s, false); });
 }
 CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s) {
-  return cuGraphUpload(exec, s);
+  return Guard([&]() -> CUresult { return GraphUpload(exec, s, true); });
 }
 
 // ----- stream capture -----
@@ -1395,6 +1881,16 @@ CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
       }
       case CU_GRAPH_NODE_TYPE_EMPTY:
         return AddNode(out, g, deps, n, CUgraphNode_st{});
+      case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v1));
+        CUDA_MEM_ALLOC_NODE_PARAMS v1{};
+        std::memcpy(&v1, &p->alloc, sizeof(v1));
+        CUresult r = MemAllocNode(out, g, deps, n, &v1);
+        if (r == CUDA_SUCCESS) p->alloc.dptr = v1.dptr;
+        return r;
+      }
+      case CU_GRAPH_NODE_TYPE_MEM_FREE:
+        return MemFreeNode(out, g, deps, n, p->free.dptr);
       default:
         return CUDA_ERROR_NOT_SUPPORTED;
     }
@@ -1492,6 +1988,7 @@ CUresult cuGraphDestroyNode(CUgraphNode node) {
     LOCKED;
     if (!IsLive(node) || node->magic != kNodeMagic) return CUDA_ERROR_INVALID_VALUE;
     CUgraph g = node->graph;
+    if (g->has_mem_nodes) return CUDA_ERROR_NOT_SUPPORTED;  // nodes of such graphs cannot be removed
     for (auto& other : g->nodes) {
       auto& d = other->deps;
       d.erase(std::remove(d.begin(), d.end(), node), d.end());
@@ -1508,7 +2005,9 @@ CUresult cuGraphClone(CUgraph* clone, CUgraph original) {
     if (clone == nullptr) return CUDA_ERROR_INVALID_VALUE;
     LOCKED;
     if (CUresult r = ValidGraph(original); r != CUDA_SUCCESS) return r;
+    if (original->has_mem_nodes) return CUDA_ERROR_NOT_SUPPORTED;  // not clonable
     auto g = std::make_unique<CUgraph_st>();
+    g->id = R().next_id++;
     std::map<CUgraphNode, CUgraphNode> map;
     for (auto& n : original->nodes) {
       auto copy = std::make_unique<CUgraphNode_st>(*n);
@@ -1549,14 +2048,19 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResu
   return Guard([&]() -> CUresult {
     LOCKED;
     if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
+    if (exec->has_mem_nodes || (IsLive(g) && g->magic == kGraphMagic && g->has_mem_nodes)) {
+      // Not modelled: the simulator updates by instantiating afresh.
+      if (info != nullptr) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
+      return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
     CUgraphExec fresh = nullptr;
     if (CUresult r = Instantiate(&fresh, g); r != CUDA_SUCCESS) {
       if (info != nullptr) info->result = CU_GRAPH_EXEC_UPDATE_ERROR;
       return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     }
     exec->nodes = std::move(fresh->nodes);
-    R().live.erase(fresh);
-    delete fresh;
+    fresh->nodes.clear();
+    DestroyExec(fresh);
     if (info != nullptr) {
       info->result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
       info->errorNode = nullptr;
@@ -1567,9 +2071,23 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResu
 }
 
 CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *flags = 0;
-  return IsLive(exec) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return Guard([&]() -> CUresult {
+    if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
+    *flags = exec->flags;
+    return CUDA_SUCCESS;
+  });
+}
+
+// Graphs of CUDA 10.2-11.8 (cuGraphExecUpdate before its _v2).
+CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphNode* errorNode,
+                           CUgraphExecUpdateResult* result) {
+  CUgraphExecUpdateResultInfo info{};
+  CUresult r = cuGraphExecUpdate_v2(exec, g, &info);
+  if (errorNode != nullptr) *errorNode = info.errorNode;
+  if (result != nullptr) *result = info.result;
+  return r;
 }
 
 }  // extern "C"

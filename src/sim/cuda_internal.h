@@ -39,6 +39,8 @@ class DeviceHeap {
   // An offset of `bytes` (rounded up to `align`), or UINT64_MAX when out of space.
   uint64_t Allocate(uint64_t bytes, uint64_t align);
   void Free(uint64_t offset, uint64_t bytes);
+  // Gives the pages of a range back to the host, keeping the range allocated.
+  void Discard(uint64_t offset, uint64_t bytes);
   uint8_t* base() const { return base_; }
   int fd() const { return fd_; }
   uint64_t size() const { return size_; }
@@ -50,7 +52,20 @@ class DeviceHeap {
   std::map<uint64_t, uint64_t> free_;  // offset -> length
 };
 
-enum class AllocKind { kDevice, kManaged, kHost, kHostRegistered, kArray, kPool, kIpc, kGlobal, kVmm };
+// kGraph: the virtual range of a graph allocation (charged through the graph
+// memory pool, not per allocation).
+enum class AllocKind {
+  kDevice,
+  kManaged,
+  kHost,
+  kHostRegistered,
+  kArray,
+  kPool,
+  kIpc,
+  kGlobal,
+  kVmm,
+  kGraph
+};
 
 struct Allocation {
   uint64_t base = 0;
@@ -175,7 +190,17 @@ struct CUmipmappedArray_st {
   CUdeviceptr storage = 0;
 };
 
-enum class NodeKind { kKernel, kMemset, kMemcpy, kHost, kEmpty, kEventRecord, kEventWait };
+enum class NodeKind {
+  kKernel,
+  kMemset,
+  kMemcpy,
+  kHost,
+  kEmpty,
+  kEventRecord,
+  kEventWait,
+  kMemAlloc,
+  kMemFree
+};
 
 struct CUgraphNode_st {
   uint32_t magic = kNodeMagic;
@@ -193,17 +218,29 @@ struct CUgraphNode_st {
   // Host.
   CUDA_HOST_NODE_PARAMS host{};
   CUevent event = nullptr;
+  // Memory alloc node: its parameters (dptr set) and the access descriptors
+  // they point to; memory free node: alloc.dptr is the address it frees.
+  CUDA_MEM_ALLOC_NODE_PARAMS alloc{};
+  std::vector<CUmemAccessDesc> access;
   CUgraphNode origin = nullptr;  // in an executable graph: the node it was made from
 };
 
 struct CUgraph_st {
   uint32_t magic = kGraphMagic;
+  unsigned long long id = 0;  // never reused, unlike the address
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+  bool has_mem_nodes = false;  // alloc or free nodes: no clone, no node removal, one executable at a time
+  int execs = 0;               // executables instantiated from it and not destroyed
 };
 
 struct CUgraphExec_st {
   uint32_t magic = kExecMagic;
   std::vector<CUgraphNode_st> nodes;  // copies, in topological order
+  unsigned long long flags = 0;       // CUDA_GRAPH_INSTANTIATE_FLAG_*
+  CUgraph graph = nullptr;            // the graph it was instantiated from (valid while graph_id matches)
+  unsigned long long graph_id = 0;
+  bool has_mem_nodes = false;
+  int64_t end_ns = 0;  // completion time of its last launch (running until then)
 };
 
 namespace tessera::sim::cuda {
@@ -216,6 +253,34 @@ struct VmmHandle {
   CUmemAllocationProp prop{};
   int mappings = 0;
   bool released = false;
+};
+
+// A graph allocation (cuGraphAddMemAllocNode, or cuMemAllocAsync captured):
+// a virtual range fixed from node creation (an Allocation of kind kGraph in
+// Runtime::allocs) whose physical memory comes from the device's graph memory
+// pool while it is backed. Lifetime (`live`) runs from the alloc node's
+// execution to its free (free node, cuMemFree, cuMemFreeAsync, auto-free).
+struct GraphAllocation {
+  int gpu = 0;
+  uint64_t size = 0;    // as requested
+  uint64_t charge = 0;  // physical bytes it needs (whole pages)
+  uint64_t heap_off = 0;
+  int refs = 0;                               // alloc nodes naming it: in graphs and executables
+  unsigned long long owner_graph_id = 0;      // graph of its alloc node
+  unsigned long long free_node_graph_id = 0;  // graph holding a free node for it (0: none)
+  bool live = false;
+  bool backed = false;         // physical memory mapped for it (in the pool's `mapped`)
+  CUgraphExec exec = nullptr;  // the executable whose launches back it
+};
+
+// The graph memory pool of one GPU (per process): physical memory reserved
+// for graph allocations, charged to the device. `mapped` backs allocations;
+// `idle` is reserved but unused, kept for later launches until trimmed.
+struct GraphMemPool {
+  uint64_t mapped = 0;
+  uint64_t idle = 0;
+  uint64_t used_high = 0;
+  uint64_t reserved_high = 0;
 };
 
 // A virtual range reserved by cuMemAddressReserve.
@@ -248,6 +313,8 @@ struct Runtime {
   std::map<unsigned long long, VmmHandle> vmm_handles;
   std::map<uint64_t, VmmReservation> vmm_reservations;
   std::map<uint64_t, std::pair<unsigned long long, uint64_t>> vmm_mappings;  // va -> (handle, size)
+  std::map<uint64_t, GraphAllocation> graph_allocs;                          // by address
+  GraphMemPool graph_pool[kMaxGpus];
   unsigned long long next_id = 1;
 };
 
@@ -294,8 +361,19 @@ CUresult Copy3D(const CUDA_MEMCPY3D& c);
 CUresult Memset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height);
 // After an asynchronous copy/memset of `bytes` on `s`: advances the stream's end.
 void AdvanceStreamForCopy(CUstream s, uint64_t bytes);
-// Runs the nodes of an executable graph on stream `s`.
+// Runs the nodes of an executable graph on stream `s`: checks that its memory
+// nodes can run (unfreed allocations of an earlier launch, frees of memory
+// that is not live), backs its allocations from the graph memory pools
+// (CUDA_ERROR_OUT_OF_MEMORY, nothing changed, if that does not fit), then runs.
 CUresult LaunchGraphOn(CUgraphExec exec, CUstream s);
+// Maps physical memory for every allocation of `exec` (cuGraphUpload).
+CUresult BackGraphAllocations(CUgraphExec exec);
+// Ends the lifetime of a graph allocation freed outside its graph (cuMemFree,
+// cuMemFreeAsync); CUDA_ERROR_INVALID_VALUE if it is not live or its own graph frees it.
+CUresult FreeGraphAllocation(uint64_t p);
+// A stream capture's cuMemAllocAsync / cuMemFreeAsync: alloc and free nodes.
+CUresult CaptureMemAlloc(CUstream s, int device, uint64_t bytes, CUdeviceptr* dptr);
+CUresult CaptureMemFree(CUstream s, CUdeviceptr p);
 // Adds a node to the graph a capturing stream records into.
 CUresult CaptureNode(CUstream s, CUgraphNode_st node);
 // Releases memory of pools cached above their release threshold (on synchronize).

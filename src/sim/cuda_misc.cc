@@ -26,6 +26,11 @@ CUresult cuCtxPopCurrent(CUcontext* pctx) {
 CUresult cuCtxPushCurrent(CUcontext ctx) {
   return cuCtxPushCurrent_v2(ctx);
 }
+// CUDA 10.0-10.2: the same arguments as cuGraphInstantiate_v2.
+CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                            char* logBuffer, size_t bufferSize) {
+  return cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+}
 
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
   if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
