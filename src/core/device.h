@@ -31,6 +31,10 @@ struct Gpu {
   int numa_node = -1;  // -1 = unknown
   bool healthy = true;
   int slots = 10;  // how many vGPUs may share it (split count)
+  // Compute offered for sharing, in percent of the GPU: 100 × the node's core
+  // scaling (> 100 oversubscribes compute). A vGPU's cores are counted against
+  // it; `gpucores: 100` still means the whole GPU, held exclusively.
+  int cores = 100;
   bool mig_capable = false;
   std::vector<GpuLink> links;
   bool operator==(const Gpu&) const = default;

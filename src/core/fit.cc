@@ -51,21 +51,6 @@ std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
   return head;
 }
 
-// Free milli-GPU of a GPU once `pending` (this pod's earlier containers) is
-// added: the ordering key of the in-node GPU choice.
-int FreeMilliWith(const GpuState& g, const GpuUsage& pending) {
-  if (pending.slots == 0) return g.free_milli();
-  GpuState copy{Gpu{}, g.used};
-  copy.gpu.memory_mib = g.gpu.memory_mib;
-  copy.gpu.slots = g.gpu.slots;
-  copy.gpu.healthy = g.gpu.healthy;
-  copy.used.memory_mib += pending.memory_mib;
-  copy.used.cores += pending.cores;
-  copy.used.slots += pending.slots;
-  copy.used.exclusive = copy.used.exclusive || pending.exclusive;
-  return copy.free_milli();
-}
-
 int LanesBetween(const Gpu& a, const Gpu& b) {
   for (const GpuLink& l : a.links) {
     if (l.peer_uuid == b.uuid && l.kind == LinkKind::kNvlink) return std::max(1, l.lanes);
@@ -97,7 +82,8 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
       continue;
     }
     memory[i] = check.memory_mib;
-    key[i] = FreeMilliWith(gpus[i], pending[i]);
+    // Free milli once this pod's earlier containers are added: the ordering key.
+    key[i] = gpus[i].free_milli_with(pending[i]);
     candidates.push_back(static_cast<int>(i));
   }
   if (static_cast<int>(candidates.size()) < req.gpus) return false;

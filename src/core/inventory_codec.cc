@@ -63,6 +63,10 @@ Status ValidateInventory(const NodeInventory& inv) {
       return Error{where + ": \"slots\" is " + std::to_string(g.slots) + "; expected 0 to " +
                    std::to_string(kMaxSlots)};
     }
+    if (g.cores < 1 || g.cores > kMaxCoresPercent) {
+      return Error{where + ": \"cores\" is " + std::to_string(g.cores) + "; expected 1 to " +
+                   std::to_string(kMaxCoresPercent) + " (percent of the GPU offered)"};
+    }
   }
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
     const Gpu& g = inv.gpus[i];
@@ -107,6 +111,7 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
                     {"numaNode", g.numa_node},
                     {"healthy", g.healthy},
                     {"slots", g.slots},
+                    {"cores", g.cores},
                     {"migCapable", g.mig_capable},
                     {"links", std::move(links)}});
   }
@@ -168,6 +173,13 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
     auto slots = ReadInt(g, "slots", where, 0, kMaxSlots);
     if (!slots) return slots.error();
     gpu.slots = static_cast<int>(*slots);
+    // Added within version 1: absent in inventories of older agents, which
+    // offered 100 %. Present, it is checked like every other field.
+    if (g.contains("cores")) {
+      auto cores = ReadInt(g, "cores", where, 1, kMaxCoresPercent);
+      if (!cores) return cores.error();
+      gpu.cores = static_cast<int>(*cores);
+    }
     auto mig = ReadBool(g, "migCapable", where);
     if (!mig) return mig.error();
     gpu.mig_capable = *mig;

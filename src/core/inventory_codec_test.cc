@@ -72,6 +72,25 @@ TEST(InventoryCodecTest, DecodesTheAgreedFormat) {
   EXPECT_EQ(inv->gpus[0].memory_mib, 81559);
   EXPECT_EQ(inv->gpus[0].numa_node, 1);
   EXPECT_EQ(inv->gpus[0].slots, 8);
+  EXPECT_EQ(inv->gpus[0].cores, 100) << "an inventory without \"cores\" offers 100 %";
+}
+
+TEST(InventoryCodecTest, ComputeOfferedRoundTripsAndIsChecked) {
+  NodeInventory inv = Sample();
+  inv.gpus[0].cores = 250;
+  auto back = DecodeInventory(*EncodeInventory(inv));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->gpus[0].cores, 250);
+  inv.gpus[0].cores = 0;
+  auto refused = EncodeInventory(inv);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("\"cores\" is 0; expected 1 to 10000"), std::string::npos)
+      << refused.error().message;
+  for (const char* bad : {"0", "10001", "\"100\"", "1.5"}) {
+    nlohmann::json j = *InventoryToJson(Sample());
+    j["gpus"][0]["cores"] = nlohmann::json::parse(bad);
+    EXPECT_FALSE(DecodeInventory(j.dump()).ok()) << bad;
+  }
 }
 
 // The sample's JSON with one change applied, as text.

@@ -6,10 +6,17 @@
 namespace tessera::core {
 
 int GpuState::free_milli() const {
-  if (!gpu.healthy || used.exclusive || free_slots() <= 0) return 0;
-  int by_cores = std::max(0, free_cores()) * 10;
+  return free_milli_with(GpuUsage{});
+}
+
+int GpuState::free_milli_with(const GpuUsage& added) const {
+  if (!gpu.healthy || used.exclusive || added.exclusive || free_slots() - added.slots <= 0) return 0;
+  // Free compute in thousandths of what the GPU offers (a GPU offering 200 %
+  // with 100 % used is half free, like one offering 100 % with 50 % used).
+  const int free_cores_after = std::max(0, free_cores() - added.cores);
+  int by_cores = gpu.cores > 0 ? static_cast<int>(free_cores_after * 1000LL / gpu.cores) : 0;
   if (gpu.memory_mib <= 0) return by_cores;
-  int64_t by_memory = std::max<int64_t>(0, free_memory_mib()) * 1000 / gpu.memory_mib;
+  int64_t by_memory = std::max<int64_t>(0, free_memory_mib() - added.memory_mib) * 1000 / gpu.memory_mib;
   return static_cast<int>(std::min<int64_t>(by_memory, by_cores));
 }
 

@@ -33,13 +33,16 @@ struct GpuState {
   GpuUsage used;
 
   int64_t free_memory_mib() const { return gpu.memory_mib - used.memory_mib; }
-  int free_cores() const { return 100 - used.cores; }
+  int free_cores() const { return gpu.cores - used.cores; }
   int free_slots() const { return gpu.slots - used.slots; }
   bool idle() const { return used.slots == 0; }
   // Free share of the GPU in milli-GPU (0..1000): the scarcer of free memory
   // and free compute, 0 when held exclusively, unhealthy or out of slots. The
   // scoring policies reason in this unit (the trace benchmark's unit).
   int free_milli() const;
+  // free_milli() once `added` is placed on the GPU too: what a policy asks of
+  // every candidate, so it reads the GPU in place instead of copying it.
+  int free_milli_with(const GpuUsage& added) const;
 };
 
 // Host resources of a node (or asked by a pod). 0 capacity = not tracked.

@@ -59,6 +59,21 @@ TEST(NodeStateTest, FreeMilliIsScarcerOfMemoryAndCores) {
   EXPECT_EQ(node.gpus()[0].free_milli(), 500);  // cores bind: 50 % left
 }
 
+TEST(NodeStateTest, ComputeOfferedBeyondOneHundredPercentIsSharedThatFar) {
+  Gpu g = G("a", 10000);
+  g.cores = 200;  // core scaling 2
+  NodeState node("n", {g});
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 80}}, false}}}).ok());
+  ASSERT_TRUE(node.Apply({"n", {{"d", {{"a", 1000, 80}}, false}}}).ok());
+  EXPECT_EQ(node.gpus()[0].free_cores(), 40);
+  EXPECT_EQ(node.gpus()[0].free_milli(), 200);  // 40 of 200 % left
+  Status s = node.Apply({"n", {{"e", {{"a", 1000, 50}}, false}}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("50% cores asked, 40% free"), std::string::npos) << s.error().message;
+  // 100 still means the whole GPU, alone.
+  EXPECT_FALSE(node.Apply({"n", {{"f", {{"a", 1000, 100}}, false}}}).ok());
+}
+
 TEST(NodeStateTest, WorkloadTags) {
   NodeState node("n", {G("a"), G("b"), G("c")});
   ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 10}}, false}}}).ok());

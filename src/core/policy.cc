@@ -23,17 +23,7 @@ std::vector<std::pair<int, int>> MilliTaken(const NodeState& node, const Placeme
   for (size_t g = 0; g < add.size(); ++g) {
     if (add[g].slots == 0) continue;
     const GpuState& gs = node.gpus()[g];
-    // Only what free_milli() reads: copying the whole Gpu would copy its
-    // UUID and model strings for every node a policy scores.
-    GpuState after{Gpu{}, gs.used};
-    after.gpu.memory_mib = gs.gpu.memory_mib;
-    after.gpu.slots = gs.gpu.slots;
-    after.gpu.healthy = gs.gpu.healthy;
-    after.used.memory_mib += add[g].memory_mib;
-    after.used.cores += add[g].cores;
-    after.used.slots += add[g].slots;
-    after.used.exclusive = after.used.exclusive || add[g].exclusive;
-    taken.push_back({static_cast<int>(g), gs.free_milli() - after.free_milli()});
+    taken.push_back({static_cast<int>(g), gs.free_milli() - gs.free_milli_with(add[g])});
   }
   return taken;
 }

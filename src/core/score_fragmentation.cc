@@ -7,19 +7,6 @@
 namespace tessera::core {
 namespace {
 
-// Free milli of `g` once a slice of (memory, cores) is added to it.
-int FreeMilliAfter(const GpuState& g, int64_t memory_mib, int cores) {
-  GpuState copy{Gpu{}, g.used};
-  copy.gpu.memory_mib = g.gpu.memory_mib;
-  copy.gpu.slots = g.gpu.slots;
-  copy.gpu.healthy = g.gpu.healthy;
-  copy.used.memory_mib += memory_mib;
-  copy.used.cores += cores;
-  copy.used.slots += 1;
-  copy.used.exclusive = copy.used.exclusive || cores >= 100;
-  return copy.free_milli();
-}
-
 bool ShapeAllowsModel(const TaskShape& shape, std::string_view model) {
   if (shape.use_types.empty()) return true;
   GpuFilter f;
@@ -34,7 +21,8 @@ int MilliNeeded(const TaskShape& shape, const Gpu& gpu) {
                    : shape.gpu_memory_mib == 0   ? gpu.memory_mib
                                                  : shape.gpu_memory_mib;
   int64_t by_memory = gpu.memory_mib > 0 ? (memory * 1000 + gpu.memory_mib - 1) / gpu.memory_mib : 0;
-  int64_t need = std::max<int64_t>(by_memory, int64_t{shape.cores} * 10);
+  int64_t by_cores = gpu.cores > 0 ? int64_t{shape.cores} * 1000 / gpu.cores : 1000;
+  int64_t need = std::max<int64_t>(by_memory, by_cores);
   if (shape.cores >= 100) need = 1000;
   return static_cast<int>(std::clamp<int64_t>(need, 1, 1000));
 }
@@ -241,16 +229,8 @@ void TakenPerGpu(const NodeState& node, const Placement& placement, std::vector<
   for (size_t g = 0; g < add.size(); ++g) {
     if (add[g].slots == 0) continue;
     const GpuState& gs = node.gpus()[g];
-    GpuState after{Gpu{}, gs.used};
-    after.gpu.memory_mib = gs.gpu.memory_mib;
-    after.gpu.slots = gs.gpu.slots;
-    after.gpu.healthy = gs.gpu.healthy;
-    after.used.memory_mib += add[g].memory_mib;
-    after.used.cores += add[g].cores;
-    after.used.slots += add[g].slots;
-    after.used.exclusive = after.used.exclusive || add[g].exclusive;
     gpus.push_back(static_cast<int>(g));
-    milli.push_back(gs.free_milli() - after.free_milli());
+    milli.push_back(gs.free_milli() - gs.free_milli_with(add[g]));
   }
 }
 
@@ -353,7 +333,8 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   for (size_t g = 0; g < gpus.size(); ++g) {
     GpuCheck check = CheckGpu(gpus[g], *single, pod.filter);
     if (!check.fits()) continue;
-    int free_after = FreeMilliAfter(gpus[g], check.memory_mib, single->cores);
+    int free_after =
+        gpus[g].free_milli_with(GpuUsage{check.memory_mib, single->cores, 1, single->cores >= 100});
     int taken = gpus[g].free_milli() - free_after;
     double growth =
         meter.AfterOne(static_cast<int>(g), taken, host.cpu_milli, host.memory_mib) - meter.current();

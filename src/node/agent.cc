@@ -21,6 +21,7 @@ std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gp
     gpu.memory_mib =
         static_cast<int64_t>(std::floor(static_cast<double>(gpu.memory_mib) * config.memory_scaling));
     gpu.slots = config.split_count;
+    gpu.cores = static_cast<int>(std::lround(100.0 * config.core_scaling));
   }
   return gpus;
 }

@@ -38,7 +38,8 @@ class Server;
 namespace tessera::node {
 
 // Applies the node's configuration to discovered GPUs: memory offered =
-// physical × memory_scaling (rounded down), slots = split_count.
+// physical × memory_scaling (rounded down), compute offered = 100 % ×
+// core_scaling (rounded), slots = split_count.
 std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gpu> gpus);
 
 // Writes the file mounted over a container's /etc/ld.so.preload: one line, the

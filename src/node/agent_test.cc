@@ -21,6 +21,10 @@ TEST(AgentTest, OfferAppliesMemoryScalingAndSplitCount) {
   ASSERT_EQ(offered.size(), 1u);
   EXPECT_EQ(offered[0].memory_mib, 61440);
   EXPECT_EQ(offered[0].slots, 7);
+  EXPECT_EQ(offered[0].cores, 100);
+
+  config.core_scaling = 1.5;  // compute oversubscribed
+  EXPECT_EQ(ApplyOffer(config, {gpu})[0].cores, 150);
 
   config.memory_scaling = 0.9;  // keep some memory back
   EXPECT_EQ(ApplyOffer(config, {gpu})[0].memory_mib, 36864);

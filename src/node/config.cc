@@ -220,8 +220,10 @@ Status Validate(const NodeConfig& c) {
     return Error{"memory_scaling must be > 0 and <= 100 (1 = physical memory, > 1 = oversubscription), got " +
                  std::to_string(c.memory_scaling)};
   }
-  if (!(c.core_scaling > 0.0) || c.core_scaling > 100.0) {
-    return Error{"core_scaling must be > 0 and <= 100, got " + std::to_string(c.core_scaling)};
+  if (!(c.core_scaling >= 0.01) || c.core_scaling > 100.0) {
+    return Error{
+        "core_scaling must be between 0.01 and 100 (1 = the whole GPU, > 1 oversubscribes compute), got " +
+        std::to_string(c.core_scaling)};
   }
   if (c.kubelet_poll_ms < 10 || c.kubelet_poll_ms > 60000) {
     return Error{"kubelet_poll_ms must be between 10 and 60000, got " + std::to_string(c.kubelet_poll_ms)};
