@@ -161,6 +161,42 @@ TEST_F(RunIntegration, HelpDescribesTheExitStatusRunGives) {
   EXPECT_NE(help.find("a shell reports 128+N and Python's returncode is -N"), std::string::npos) << help;
 }
 
+TEST_F(RunIntegration, QuietSilencesTheSimulatedGpuNoteButNotErrors) {
+  // Without --sim, on a machine without an NVIDIA driver, `tessera run` says in
+  // one line that it uses the simulated GPU; -q silences that and the job line.
+  const std::vector<std::string> run = {TESSERA_EXE, "run", "--ledger-dir", ledger_, "--gpumem", "100"};
+  auto with = [&](std::vector<std::string> flags, std::vector<std::string> tail) {
+    std::vector<std::string> argv = run;
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), tail.begin(), tail.end());
+    return argv;
+  };
+  int loud = Wait(Exec(with({}, {"true"}), "loud"));
+  ASSERT_TRUE(WIFEXITED(loud) && WEXITSTATUS(loud) == 0) << Err("loud");
+  if (Err("loud").find("no NVIDIA driver found") == std::string::npos) {
+    GTEST_SKIP() << "this machine has an NVIDIA driver: " << Err("loud");
+  }
+  EXPECT_NE(Err("loud").find("using the simulated GPU"), std::string::npos) << Err("loud");
+  for (const char* q : {"-q", "--quiet"}) {
+    int quiet = Wait(Exec(with({q}, {"true"}), "quiet"));
+    ASSERT_TRUE(WIFEXITED(quiet) && WEXITSTATUS(quiet) == 0) << Err("quiet");
+    EXPECT_EQ(Err("quiet"), "") << q;
+  }
+  // Errors still reach stderr: a refusal, and a command that is not found.
+  int refused =
+      Wait(Exec({TESSERA_EXE, "run", "-q", "--ledger-dir", ledger_, "--gpumem", "50000", "--", "true"},
+                "quiet-refused"));
+  ASSERT_TRUE(WIFEXITED(refused));
+  EXPECT_EQ(WEXITSTATUS(refused), 2);
+  EXPECT_NE(Err("quiet-refused").find("does not fit"), std::string::npos) << Err("quiet-refused");
+  EXPECT_EQ(Err("quiet-refused").find("no NVIDIA driver found"), std::string::npos) << Err("quiet-refused");
+  int missing = Wait(Exec(with({"-q"}, {"/nonexistent/tessera-no-such-command"}), "quiet-missing"));
+  ASSERT_TRUE(WIFEXITED(missing));
+  EXPECT_EQ(WEXITSTATUS(missing), 127);
+  EXPECT_NE(Err("quiet-missing").find("command not found"), std::string::npos) << Err("quiet-missing");
+}
+
 TEST_F(RunIntegration, RefusesWhatDoesNotFitWithReasonAndExit2) {
   int status = Run({"--gpumem", "50000", "--", "true"}, "big");
   ASSERT_TRUE(WIFEXITED(status));
