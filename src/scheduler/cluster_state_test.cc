@@ -182,5 +182,37 @@ TEST(ClusterStateNamesTest, DeletedNodesFreeTheirSlotAndRepeatedNamesAreAnswered
   EXPECT_EQ(state.Stats().nodes, 2u);
 }
 
+TEST(ClusterStateNamesTest, ManyNodesEvaluatedAfreshGetTheVerdictsOfOneByOne) {
+  // 300 nodes to evaluate afresh: the request shares them with the helper
+  // thread. Every third node is too small; the answers must equal those of
+  // one-node requests (which never involve the helper).
+  ClusterState state;
+  std::vector<std::string> names;
+  for (int i = 0; i < 300; ++i) {
+    names.push_back("n" + std::to_string(i));
+    state.UpsertNode(NodeWithGpus(names.back(), i + 1, 2, i % 3 == 0 ? 4000 : 10000 + 100 * i));
+  }
+  auto request = core::DerivePodRequest(GpuPod("d", "p", 2, 6000, 10), {});
+  ASSERT_TRUE(request.ok());
+  auto policy = core::MakePolicy("node-spread");
+  ASSERT_TRUE(policy.ok());
+  auto all = state.Filter(*request, names);
+  EXPECT_EQ(all.feasible.size(), 200u);
+  std::vector<int> scores = state.Prioritize(*request, **policy, names);
+  ClusterState one;  // fresh caches
+  std::vector<std::optional<double>> raw;
+  for (size_t i = 0; i < names.size(); ++i) {
+    one.UpsertNode(NodeWithGpus(names[i], static_cast<int>(i) + 1, 2, i % 3 == 0 ? 4000 : 10000 + 100 * i));
+    auto alone = one.Filter(*request, {names[i]});
+    EXPECT_EQ(all.failed.count(names[i]), alone.failed.count(names[i])) << names[i];
+    if (alone.failed.count(names[i])) {
+      EXPECT_EQ(all.failed[names[i]], alone.failed[names[i]]);
+    }
+    auto c = (*policy)->Evaluate(*one.Node(names[i]), *request);
+    raw.push_back(c ? std::optional<double>(c->score) : std::nullopt);
+  }
+  EXPECT_EQ(scores, ScaleToExtenderScores(raw));
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
