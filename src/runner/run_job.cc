@@ -50,6 +50,71 @@ Result<core::NodeState> LocalNodeState(const std::vector<core::Gpu>& gpus,
   return node;
 }
 
+std::string Joined(const std::vector<std::string>& words, const std::string& sep) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : sep) + w;
+  return out;
+}
+
+// Why one GPU cannot take the job's slice, in `tessera run`'s terms (its
+// flags, jobs and slices) rather than the pod/container wording the core
+// engine uses for Kubernetes.
+std::string WhyNot(const core::GpuState& gpu, int index, const core::GpuCheck& check,
+                   const SliceRequest& request) {
+  const std::string head = gpu.gpu.uuid + " (#" + std::to_string(index) + ", " + gpu.gpu.model + "): ";
+  switch (check.reason) {
+    case core::GpuReason::kFits:
+      return head + "fits";
+    case core::GpuReason::kUnhealthy:
+      return head + "unhealthy";
+    case core::GpuReason::kUuidNotAllowed:
+      return head + "not among the GPUs the job may use";
+    case core::GpuReason::kTypeNotAllowed:
+      return head + "model does not match --gpu-type " + Joined(request.gpu_types, " or ");
+    case core::GpuReason::kHeldExclusively:
+      return head + "held by another job alone (--gpucores 100)";
+    case core::GpuReason::kNeedsExclusive:
+      return head + "in use by " + std::to_string(check.free) +
+             " other slice(s); --gpucores 100 needs the GPU to itself";
+    case core::GpuReason::kNoFreeSlot:
+      return head + "all " + std::to_string(check.asked) + " of its slice slots are in use";
+    case core::GpuReason::kInsufficientMemory:
+      return head + "not enough memory: " + std::to_string(check.asked) + " MiB asked, " +
+             std::to_string(check.free) + " MiB free";
+    case core::GpuReason::kInsufficientCores:
+      return head + "not enough compute: " + std::to_string(check.asked) + "% asked, " +
+             std::to_string(check.free) + "% free";
+    case core::GpuReason::kUsedBySameContainer:
+      return head + "already holds another slice of this job";
+  }
+  return head + std::string(core::ReasonName(check.reason));
+}
+
+// The refusal of a request that does not fit: which GPU lacks what.
+std::string RefusalMessage(const core::NodeState& node, const core::FitResult& fit,
+                           const SliceRequest& request) {
+  if (fit.node_reason != core::NodeReason::kNotEnoughGpus) {
+    return "the slice does not fit on this machine: " + fit.message;  // not reached: no host resources asked
+  }
+  const int total = static_cast<int>(node.gpus().size());
+  if (total == 0) return "the slice does not fit on this machine: it has no GPU";
+  std::string out;
+  if (request.gpus == 1) {
+    out = "the slice does not fit on this machine:";
+  } else {
+    const int usable = total - static_cast<int>(fit.rejections.size());
+    out = "the job's " + std::to_string(request.gpus) + " slices do not fit on this machine: they need " +
+          std::to_string(request.gpus) + " different GPUs, ";
+    out += fit.rejections.empty()
+               ? "and it has " + std::to_string(total)
+               : "and " + std::to_string(usable) + " of its " + std::to_string(total) + " can take one:";
+  }
+  for (const auto& r : fit.rejections) {
+    out += "\n  " + WhyNot(node.gpus().at(static_cast<size_t>(r.gpu)), r.gpu, r.check, request);
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gpu>& gpus,
@@ -66,14 +131,7 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
     core::Placer placer({*node});
     auto decision = placer.Choose(pod, **policy);
     if (!decision) {
-      core::FitResult fit = core::FitNode(placer.node(0), pod);
-      // Per-GPU lines read better than the one-line summary when there are any.
-      if (fit.rejections.empty()) {
-        out.refusal = "the request does not fit on this machine: " + fit.message;
-      } else {
-        out.refusal = "the request does not fit on this machine:";
-        for (const auto& r : fit.rejections) out.refusal += "\n  " + r.message;
-      }
+      out.refusal = RefusalMessage(placer.node(0), core::FitNode(placer.node(0), pod), request);
       return Status::Ok();  // nothing added: the write leaves the ledger as it was
     }
     auto allocation = placer.Commit(*decision, pod);

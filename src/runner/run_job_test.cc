@@ -23,6 +23,14 @@ std::vector<core::Gpu> TwoGpus() {
   return gpus;
 }
 
+// The refusal speaks of the job, its slices and its flags: none of the
+// Kubernetes wording (pods, containers, vGPUs) the core engine's own messages use.
+void ExpectJobWording(const std::string& refusal) {
+  for (const char* k8s : {"pod", "container", "vGPU"}) {
+    EXPECT_EQ(refusal.find(k8s), std::string::npos) << "'" << k8s << "' in: " << refusal;
+  }
+}
+
 class RunJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,8 +87,70 @@ TEST_F(RunJobTest, RefusalSaysWhichGpuLacksWhatAndRecordsNothing) {
   EXPECT_NE(r->refusal.find("does not fit"), std::string::npos) << r->refusal;
   EXPECT_NE(r->refusal.find("GPU-00000000"), std::string::npos) << r->refusal;
   EXPECT_NE(r->refusal.find("GPU-00000001"), std::string::npos) << r->refusal;
-  EXPECT_NE(r->refusal.find("memory"), std::string::npos) << r->refusal;
+  EXPECT_NE(r->refusal.find("(#1, NVIDIA A100-SXM4-80GB): not enough memory: 6000 MiB asked, 2000 MiB free"),
+            std::string::npos)
+      << r->refusal;
+  ExpectJobWording(r->refusal);
   EXPECT_EQ(ledger.List()->size(), 2u);
+}
+
+TEST_F(RunJobTest, RefusalNamesTheGpuTypeFlag) {
+  SliceLedger ledger(dir_);
+  SliceRequest req;
+  req.gpu_types = {"H100", "L4"};
+  auto r = ReserveSlice(ledger, TwoGpus(), req, {"a"});
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->slice);
+  EXPECT_EQ(r->refusal,
+            "the slice does not fit on this machine:\n"
+            "  GPU-00000000-0000-0000-0000-000000000000 (#0, NVIDIA A100-SXM4-80GB): model does not match "
+            "--gpu-type H100 or L4\n"
+            "  GPU-00000001-0000-0000-0000-000000000000 (#1, NVIDIA A100-SXM4-80GB): model does not match "
+            "--gpu-type H100 or L4");
+  ExpectJobWording(r->refusal);
+}
+
+TEST_F(RunJobTest, RefusalOfSeveralSlicesSaysHowManyGpusCanTakeOne) {
+  SliceLedger ledger(dir_);
+  SliceRequest three;
+  three.gpus = 3;
+  auto more = ReserveSlice(ledger, TwoGpus(), three, {"c"});
+  ASSERT_TRUE(more.ok());
+  ASSERT_FALSE(more->slice);
+  EXPECT_EQ(more->refusal,
+            "the job's 3 slices do not fit on this machine: they need 3 different GPUs, and it has 2");
+
+  SliceRequest exclusive;
+  exclusive.cores = 100;
+  exclusive.memory_mib = 1000;
+  ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), exclusive, {"a"})->slice);
+  SliceRequest two;
+  two.gpus = 2;
+  two.memory_mib = 1000;
+  two.cores = 30;
+  auto r = ReserveSlice(ledger, TwoGpus(), two, {"b"});
+  ASSERT_TRUE(r.ok());
+  ASSERT_FALSE(r->slice);
+  EXPECT_EQ(r->refusal,
+            "the job's 2 slices do not fit on this machine: they need 2 different GPUs, and 1 of its 2 can "
+            "take one:\n"
+            "  GPU-00000000-0000-0000-0000-000000000000 (#0, NVIDIA A100-SXM4-80GB): held by another job "
+            "alone (--gpucores 100)");
+  ExpectJobWording(r->refusal);
+
+  SliceRequest alone;
+  alone.cores = 100;
+  alone.policy = "spread";
+  ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), SliceRequest{}, {"d"})->slice);  // GPU 1 in use too
+  auto busy = ReserveSlice(ledger, TwoGpus(), alone, {"e"});
+  ASSERT_TRUE(busy.ok());
+  ASSERT_FALSE(busy->slice);
+  EXPECT_NE(
+      busy->refusal.find("(#1, NVIDIA A100-SXM4-80GB): in use by 1 other slice(s); --gpucores 100 needs "
+                         "the GPU to itself"),
+      std::string::npos)
+      << busy->refusal;
+  ExpectJobWording(busy->refusal);
 }
 
 TEST_F(RunJobTest, ExclusiveRequestNeedsAnIdleGpu) {

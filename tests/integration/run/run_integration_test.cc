@@ -202,9 +202,29 @@ TEST_F(RunIntegration, RefusesWhatDoesNotFitWithReasonAndExit2) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
   const std::string err = Err("big");
-  EXPECT_NE(err.find("does not fit"), std::string::npos) << err;
-  EXPECT_NE(err.find("GPU-"), std::string::npos) << err;
-  EXPECT_NE(err.find("not enough memory: 50000 MiB asked, 40960 MiB free"), std::string::npos) << err;
+  EXPECT_EQ(err.rfind("tessera run: the slice does not fit on this machine:\n  GPU-", 0), 0u) << err;
+  EXPECT_NE(err.find("(#0, NVIDIA A100-SXM4-40GB): not enough memory: 50000 MiB asked, 40960 MiB free\n"),
+            std::string::npos)
+      << err;
+  // The GPU type filter is the job's --gpu-type, not a pod's; several slices
+  // need as many GPUs. No Kubernetes wording leaks into the message.
+  int typed = Run({"--gpu-type", "H100", "--", "true"}, "typed");
+  ASSERT_TRUE(WIFEXITED(typed));
+  EXPECT_EQ(WEXITSTATUS(typed), 2);
+  EXPECT_NE(Err("typed").find("(#0, NVIDIA A100-SXM4-40GB): model does not match --gpu-type H100\n"),
+            std::string::npos)
+      << Err("typed");
+  int two = Run({"--gpus", "2", "--", "true"}, "two");
+  ASSERT_TRUE(WIFEXITED(two));
+  EXPECT_EQ(WEXITSTATUS(two), 2);
+  EXPECT_EQ(Err("two"),
+            "tessera run: the job's 2 slices do not fit on this machine: they need 2 different GPUs, and it "
+            "has 1\n");
+  for (const char* tag : {"big", "typed", "two"}) {
+    for (const char* k8s : {"pod", "container", "vGPU"}) {
+      EXPECT_EQ(Err(tag).find(k8s), std::string::npos) << Err(tag);
+    }
+  }
   int bad = Run({"--gpucores", "150", "--", "true"}, "bad");
   ASSERT_TRUE(WIFEXITED(bad));
   EXPECT_EQ(WEXITSTATUS(bad), 2);
