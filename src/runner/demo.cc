@@ -70,16 +70,28 @@ Result<RunningJob> StartDemoJob(const DemoJob& job, const DemoOptions& options, 
   RunningJob r;
   r.job = job;
   r.log_path = options.out_dir + "/" + job.name + ".log";
-  std::vector<std::string> args = {tessera_exe,    "run",
-                                   "--sim",        options.sim_spec,
-                                   "--ledger-dir", ledger_dir,
-                                   "--gpumem",     job.gpumem,
-                                   "--gpucores",   std::to_string(job.cores),
-                                   "--",           job_exe,
-                                   "--mem-mib",    std::to_string(job.wants_mib),
-                                   "--kernel-us",  std::to_string(job.kernel_us),
-                                   "--duration-s", Fixed(options.seconds, 1),
-                                   "--report-ms",  "250"};
+  std::vector<std::string> args = {tessera_exe,
+                                   "run",
+                                   "--sim",
+                                   options.sim_spec,
+                                   "--ledger-dir",
+                                   ledger_dir,
+                                   "--gpumem",
+                                   job.gpumem,
+                                   "--gpucores",
+                                   std::to_string(job.cores),
+                                   "--core-policy",
+                                   "force",
+                                   "--",
+                                   job_exe,
+                                   "--mem-mib",
+                                   std::to_string(job.wants_mib),
+                                   "--kernel-us",
+                                   std::to_string(job.kernel_us),
+                                   "--duration-s",
+                                   Fixed(options.seconds, 1),
+                                   "--report-ms",
+                                   "250"};
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return Error{std::string("pipe: ") + std::strerror(errno)};
   int log = ::open(r.log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -265,8 +277,6 @@ Result<DemoReport> RunDemo(const DemoOptions& options, const std::vector<DemoJob
   const std::string ledger_dir = scratch + "/ledger";
   ::setenv("TESSERA_SIM_STATE", (scratch + "/sim").c_str(), 1);
   ::setenv("TESSERA_SIM_GPUS", options.sim_spec.c_str(), 1);
-  // Quotas are held strictly so the table can be read against them.
-  ::setenv("GPU_CORE_UTILIZATION_POLICY", "force", 1);
 
   auto local = OpenLocalGpus({options.sim_spec}, DiscoverInstallPaths());
   if (!local.ok()) {
@@ -283,6 +293,10 @@ Result<DemoReport> RunDemo(const DemoOptions& options, const std::vector<DemoJob
     std::cout << "  " << Pad(j.name, 12) << " --gpumem " << Pad(j.gpumem, 5) << " --gpucores "
               << Pad(std::to_string(j.cores), 3) << "  " << j.purpose << "\n";
   }
+  // Quotas are held strictly (--core-policy force) so the table can be read
+  // against them: under `default` a job may borrow idle time.
+  std::cout
+      << "Every job runs with --core-policy force: held to its compute quota even when the GPU is idle.\n";
   std::cout << "\n";
 
   SliceLedger ledger(ledger_dir);

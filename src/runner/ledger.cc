@@ -44,10 +44,10 @@ nlohmann::json EntryToJson(const LedgerEntry& e) {
   for (const auto& d : e.slices.devices) {
     devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
   }
-  return {{"jobId", e.job_id},        {"command", e.command},
-          {"holders", holders},       {"container", e.slices.container},
-          {"devices", devices},       {"region", e.region_path},
-          {"started", e.started_unix}};
+  return {{"jobId", e.job_id},         {"command", e.command},
+          {"holders", holders},        {"container", e.slices.container},
+          {"devices", devices},        {"region", e.region_path},
+          {"started", e.started_unix}, {"corePolicy", e.core_policy}};
 }
 
 LedgerEntry EntryFromJson(const nlohmann::json& j) {
@@ -68,6 +68,7 @@ LedgerEntry EntryFromJson(const nlohmann::json& j) {
   }
   e.region_path = j.at("region").get<std::string>();
   e.started_unix = j.at("started").get<int64_t>();
+  e.core_policy = j.value("corePolicy", "");  // added without a version change: older readers ignore it
   if (e.job_id.empty()) throw std::invalid_argument("an entry has an empty jobId");
   return e;
 }

@@ -46,6 +46,7 @@ struct LedgerEntry {
   core::ContainerAllocation slices;  // devices with memory MiB and cores %
   std::string region_path;           // the job's libvgpu region file
   int64_t started_unix = 0;          // seconds since the epoch
+  std::string core_policy;           // --core-policy of the job; empty in entries of older tessera
   bool operator==(const LedgerEntry&) const = default;
 };
 

@@ -31,6 +31,7 @@ class LedgerTest : public ::testing::Test {
     e.slices.devices = {{"GPU-00000000-0000-0000-0000-000000000001", mib, 30}};
     e.region_path = dir_ + "/" + id + "/vgpu.region";
     e.started_unix = 1700000000;
+    e.core_policy = "force";
     return e;
   }
 
@@ -50,6 +51,23 @@ TEST_F(LedgerTest, RoundTripsEntriesOfLiveProcesses) {
   ASSERT_TRUE(listed.ok()) << listed.error().message;
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0], entry);
+}
+
+TEST_F(LedgerTest, ReadsEntriesWrittenBeforeTheCorePolicyWasRecorded) {
+  const ProcessId self = SelfProcessId();
+  {
+    std::ofstream(dir_ + "/ledger.json")
+        << R"({"version":1,"jobs":[{"jobId":"job-old","command":["x"],"holders":[{"pid":)" << self.pid
+        << R"(,"startTicks":)" << self.start_ticks
+        << R"(}],"container":"job","devices":[{"uuid":"GPU-1","memoryMiB":100,"cores":30}],)"
+        << R"("region":"/nonexistent","started":1700000000}]})";
+  }
+  SliceLedger ledger(dir_);
+  auto listed = ledger.List();
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].job_id, "job-old");
+  EXPECT_EQ((*listed)[0].core_policy, "");
 }
 
 TEST_F(LedgerTest, DropsEntriesWhoseHoldersAreGone) {

@@ -143,6 +143,7 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
     e.slices = allocation->containers.at(0);
     e.slices.container = kJobContainer;
     e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/vgpu.region";
+    e.core_policy = request.core_policy;
     e.started_unix =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
@@ -169,6 +170,10 @@ Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& pat
   spec.set_env[std::string(core::kContainerNameEnvVar)] = kJobContainer;
   spec.set_env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = slice.entry.region_path;
   spec.set_env["TESSERA_JOB_ID"] = slice.entry.job_id;
+  // Always set, so a GPU_CORE_UTILIZATION_POLICY inherited from the caller's
+  // environment cannot silently change what --core-policy promised.
+  spec.set_env["GPU_CORE_UTILIZATION_POLICY"] =
+      slice.entry.core_policy.empty() ? std::string("default") : slice.entry.core_policy;
   spec.prepend_path_env = local.job_path_env;
   spec.prepend_path_env["LD_PRELOAD"] = paths.libvgpu;
   return spec;
@@ -223,7 +228,12 @@ int RunAndExit(const RunOptions& options) {
   if (!options.quiet) {
     std::cerr << "tessera run: " << slice->entry.job_id << " on";
     for (const auto& d : slice->entry.slices.devices) {
-      std::cerr << " " << d.uuid << " (" << d.memory_mib << " MiB, " << d.cores << "% cores)";
+      std::cerr << " " << d.uuid << " (" << d.memory_mib << " MiB, ";
+      if (d.cores == 0 || d.cores == 100) {
+        std::cerr << (d.cores == 0 ? "no compute limit)" : "the GPU's compute alone)");
+      } else {
+        std::cerr << d.cores << "% compute, --core-policy " << slice->entry.core_policy << ")";
+      }
     }
     std::cerr << "\n";
   }

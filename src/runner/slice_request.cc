@@ -52,6 +52,10 @@ Status Validate(const SliceRequest& request) {
   if (request.policy != "binpack" && request.policy != "spread") {
     return Error{"--policy: must be binpack or spread, got '" + request.policy + "'"};
   }
+  if (request.core_policy != "force" && request.core_policy != "default" &&
+      request.core_policy != "disable") {
+    return Error{"--core-policy: must be force, default or disable, got '" + request.core_policy + "'"};
+  }
   return Status::Ok();
 }
 

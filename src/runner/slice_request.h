@@ -20,6 +20,10 @@ struct SliceRequest {
   int cores = 0;                       // percent per GPU; 0 = no compute limit, 100 = exclusive
   std::vector<std::string> gpu_types;  // model must contain one of these (case-insensitive)
   std::string policy = "binpack";      // binpack | spread (how GPUs are chosen)
+  // How libvgpu holds `cores` (GPU_CORE_UTILIZATION_POLICY, docs/compute.md):
+  // "default" lets a job alone on its GPU use idle time beyond its quota,
+  // "force" never, "disable" does not limit compute at all.
+  std::string core_policy = "default";
 };
 
 // Parses --gpumem: a whole number of MiB ("3000"), a Kubernetes quantity of
@@ -27,7 +31,8 @@ struct SliceRequest {
 // of the GPU ("25%"). Sets memory_mib or memory_percent of `request`.
 Status ParseGpuMemory(std::string_view text, SliceRequest& request);
 
-// Checks ranges (gpus 1..16, cores 0..100, policy name) with messages naming the flag.
+// Checks ranges (gpus 1..16, cores 0..100, policy and core policy names) with
+// messages naming the flag.
 Status Validate(const SliceRequest& request);
 
 core::PodRequest ToPodRequest(const SliceRequest& request);

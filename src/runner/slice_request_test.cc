@@ -39,6 +39,14 @@ TEST(SliceRequest, ValidatesRanges) {
   r.gpus = 1;
   r.policy = "fastest";
   EXPECT_NE(Validate(r).error().message.find("--policy"), std::string::npos);
+  r.policy = "spread";
+  EXPECT_EQ(r.core_policy, "default");
+  for (const char* ok : {"force", "default", "disable"}) {
+    r.core_policy = ok;
+    EXPECT_TRUE(Validate(r).ok()) << ok;
+  }
+  r.core_policy = "strict";
+  EXPECT_EQ(Validate(r).error().message, "--core-policy: must be force, default or disable, got 'strict'");
 }
 
 TEST(SliceRequest, MapsOntoOneContainerPod) {

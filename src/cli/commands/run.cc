@@ -28,8 +28,14 @@ const CommandRegistration kRun{
            "libvgpu.so\n"
            "(LD_PRELOAD). Without an NVIDIA driver, or with --sim, the job runs on tessera's simulated GPU.\n"
            "\n"
+           "Compute: --gpucores 30 is a share of the GPU's time, measured as device time the job's kernels\n"
+           "use. Under the default --core-policy the job is held to it only while other processes use the\n"
+           "GPU: alone on its GPU it may take idle time, up to the whole GPU; --core-policy force holds it\n"
+           "to 30 % even then (what a benchmark of a slice wants), disable lifts the limit.\n"
+           "\n"
            "Examples:\n"
            "  tessera run --gpumem 4000 --gpucores 30 -- python train.py\n"
+           "  tessera run --gpumem 4000 --gpucores 30 --core-policy force -- ./benchmark\n"
            "  tessera run --gpus 2 --gpumem 50% --gpu-type A100 -- ./multi_gpu_job\n"
            "  tessera run --sim 2xH100-80GB --gpumem 8Gi -- ./my_cuda_program\n"
            "\n"
@@ -43,9 +49,17 @@ const CommandRegistration kRun{
        cmd->add_option("--gpumem", flags->gpumem,
                        "Device memory per GPU: MiB (3000), a size (3Gi) or a share of the GPU (25%); "
                        "default: the whole GPU");
-       cmd->add_option("--gpucores", flags->options.slice.cores,
-                       "Compute per GPU in percent; 0 = no compute limit, 100 = the GPU alone")
+       cmd->add_option(
+              "--gpucores", flags->options.slice.cores,
+              "Compute per GPU in percent; 0 = no compute limit, 100 = the GPU alone. A job alone on "
+              "its GPU may use more than this unless --core-policy force")
            ->default_val(0);
+       cmd->add_option(
+              "--core-policy", flags->options.slice.core_policy,
+              "How --gpucores is held (GPU_CORE_UTILIZATION_POLICY for the job): default = the quota "
+              "while other processes use the GPU, idle time beyond it while the job is alone; force = "
+              "never more than the quota; disable = no compute limit")
+           ->default_val("default");
        cmd->add_option("--gpu-type", flags->options.slice.gpu_types,
                        "Only GPUs whose model contains this text (repeatable, e.g. A100)");
        cmd->add_option("--policy", flags->options.slice.policy,

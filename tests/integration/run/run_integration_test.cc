@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "runner/ledger.h"
 
 namespace tessera::runner {
@@ -277,6 +279,59 @@ TEST_F(RunIntegration, AKilledJobReleasesItsSlice) {
   int status = Run({"--gpumem", "30000", "--", "true"}, "after");
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << Err("after");
+}
+
+// The share of its GPU a tessera-demo-job used over its run, from its last
+// progress line: device time its kernels took / wall time (percent).
+double ShareFromProgress(const std::string& out) {
+  std::istringstream lines(out);
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    if (!line.empty() && line[0] == '{') last = line;
+  }
+  auto j = nlohmann::json::parse(last, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("t") || j["t"].get<double>() <= 0) return -1;
+  return 100.0 * j["busy_ms"].get<double>() / (j["t"].get<double>() * 1000.0);
+}
+
+TEST_F(RunIntegration, CorePolicyForceHoldsALoneJobToItsQuotaDefaultLetsItBorrow) {
+  // 5 ms kernels, two in flight: enough queued work that a host waking late
+  // on a loaded machine still keeps the device busy. Tolerances are wide
+  // (±10 pp, as tests/integration/compute): the tight figures are benchmarks'.
+  const std::vector<std::string> job = {TESSERA_DEMO_JOB, "--kernel-us", "5000",        "--duration-s", "2",
+                                        "--mem-mib",      "64",          "--report-ms", "500"};
+  auto run = [&](const std::string& policy) {
+    std::vector<std::string> args = {"--gpumem", "1000", "--gpucores", "30", "--core-policy", policy, "--"};
+    args.insert(args.end(), job.begin(), job.end());
+    int status = Run(args, policy);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err(policy);
+    return ShareFromProgress(Out(policy));
+  };
+  const double forced = run("force");
+  EXPECT_NEAR(forced, 30.0, 10.0) << Out("force") << Err("force");
+  EXPECT_NE(Err("force").find("30% compute, --core-policy force"), std::string::npos) << Err("force");
+  // Alone on the GPU, `default` (also what no flag gives) lets it use idle time.
+  const double borrowing = run("default");
+  EXPECT_GT(borrowing, 45.0) << Out("default");
+}
+
+TEST_F(RunIntegration, CorePolicyReachesTheJobOverAnInheritedOne) {
+  // The job's GPU_CORE_UTILIZATION_POLICY is --core-policy's, also when the
+  // caller's environment says otherwise; a wrong value is a usage error.
+  for (const std::string policy : {"force", "default", "disable"}) {
+    std::vector<std::string> argv = {TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", ledger_};
+    if (policy != "default") argv.insert(argv.end(), {"--core-policy", policy});
+    argv.insert(argv.end(), {"--", "sh", "-c", "echo \"$GPU_CORE_UTILIZATION_POLICY\""});
+    int status =
+        Wait(Exec(argv, "env-" + policy, [] { setenv("GPU_CORE_UTILIZATION_POLICY", "inherited", 1); }));
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err("env-" + policy);
+    EXPECT_EQ(Out("env-" + policy), policy + "\n");
+  }
+  int bad = Run({"--core-policy", "strict", "--", "true"}, "bad-policy");
+  ASSERT_TRUE(WIFEXITED(bad));
+  EXPECT_EQ(WEXITSTATUS(bad), 2);
+  EXPECT_EQ(Err("bad-policy"),
+            "tessera run: --core-policy: must be force, default or disable, got 'strict'\n");
 }
 
 TEST_F(RunIntegration, TheSliceIsEnforcedInsideTheJob) {
