@@ -24,6 +24,8 @@
 #undef cuMemAllocPitch
 #undef cuArrayCreate
 #undef cuArray3DCreate
+#undef cuGraphInstantiate
+#undef cuGraphExecUpdate
 
 extern "C" {
 // CUDA 11.3 - 11.8: no symbolStatus argument.
@@ -49,6 +51,19 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream hStre
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream);
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream);
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream);
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS* instantiateParams);
+
+// Graphs before CUDA 12.0: instantiation with an error node and log buffer
+// (10.0: cuGraphInstantiate, 11.0: _v2; cuda.h maps the name to
+// cuGraphInstantiateWithFlags), and cuGraphExecUpdate before its _v2 (10.2).
+CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                            char* logBuffer, size_t bufferSize);
+CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                               char* logBuffer, size_t bufferSize);
+CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode* hErrorNode_out,
+                           CUgraphExecUpdateResult* updateResult_out);
 
 // Entry points whose signatures did not change when a newer ABI version was
 // added: before 3.2 (cuCtxCreate), 4.0 (cuCtxDestroy) and 11.0 (the primary

@@ -435,10 +435,23 @@ TESSERA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, si
 
 namespace {
 
+// Whether `stream` is capturing into a graph (then a stream-ordered
+// allocation becomes an alloc node: nothing is allocated until the graph runs).
+bool capturing(Runtime& rt, CUstream stream, bool per_thread) {
+  if (rt.cuda.cuStreamIsCapturing == nullptr) return false;
+  if (stream == nullptr && per_thread) stream = CU_STREAM_PER_THREAD;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rt.cuda.cuStreamIsCapturing(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // Stream-ordered allocation from `pool` (0: the device's current pool).
 CUresult async_alloc(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, uint64_t pool, const char* what,
-                     CUresult (*call)(void*, CUdeviceptr*, size_t), void* ctx) {
+                     CUresult (*call)(void*, CUdeviceptr*, size_t), void* ctx, CUstream stream,
+                     bool per_thread) {
   if (!rt.accounting || dptr == nullptr || bytesize == 0) return call(ctx, dptr, bytesize);
+  // Captured: the graph's memory is charged when it is uploaded or launched.
+  if (capturing(rt, stream, per_thread)) return call(ctx, dptr, bytesize);
   CUdevice handle = 0;
   int dev = rt.current_device(&handle);
   if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
@@ -468,7 +481,7 @@ struct AsyncCall {
 
 }  // namespace
 
-#define TESSERA_ASYNC_ALLOC(name)                                                      \
+#define TESSERA_ASYNC_ALLOC(name, per_thread)                                          \
   TESSERA_EXPORT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUstream hStream) { \
     Runtime& rt = runtime();                                                           \
     if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                    \
@@ -479,12 +492,12 @@ struct AsyncCall {
           auto* k = static_cast<AsyncCall*>(c);                                        \
           return k->rt->cuda.name(p, n, k->stream);                                    \
         },                                                                             \
-        &call);                                                                        \
+        &call, hStream, per_thread);                                                   \
   }
-TESSERA_ASYNC_ALLOC(cuMemAllocAsync)
-TESSERA_ASYNC_ALLOC(cuMemAllocAsync_ptsz)
+TESSERA_ASYNC_ALLOC(cuMemAllocAsync, false)
+TESSERA_ASYNC_ALLOC(cuMemAllocAsync_ptsz, true)
 
-#define TESSERA_POOL_ALLOC(name)                                                                          \
+#define TESSERA_POOL_ALLOC(name, per_thread)                                                              \
   TESSERA_EXPORT CUresult name(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream) { \
     Runtime& rt = runtime();                                                                              \
     if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                       \
@@ -495,10 +508,10 @@ TESSERA_ASYNC_ALLOC(cuMemAllocAsync_ptsz)
           auto* k = static_cast<AsyncCall*>(c);                                                           \
           return k->rt->cuda.name(p, n, k->pool, k->stream);                                              \
         },                                                                                                \
-        &call);                                                                                           \
+        &call, hStream, per_thread);                                                                      \
   }
-TESSERA_POOL_ALLOC(cuMemAllocFromPoolAsync)
-TESSERA_POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz)
+TESSERA_POOL_ALLOC(cuMemAllocFromPoolAsync, false)
+TESSERA_POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, true)
 
 #define TESSERA_ASYNC_FREE(name)                                     \
   TESSERA_EXPORT CUresult name(CUdeviceptr dptr, CUstream hStream) { \
@@ -689,6 +702,151 @@ TESSERA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray
   return rc;
 }
 
+// ---------------------------------------------------------------- graph memory
+// Graph memory nodes (graph_memory.h): instantiation learns what a graph's
+// alloc nodes need; upload and launch reserve it before the driver maps it;
+// destruction and trim settle the charge to what the graph memory pool holds.
+
+namespace {
+
+// Instantiation through any entry point. `upload_stream` is set for
+// CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, which maps the memory at once.
+template <typename Call>
+CUresult instantiate(Runtime& rt, CUgraphExec* out, CUgraph graph, bool upload, CUstream upload_stream,
+                     bool per_thread, const char* what, Call call) {
+  if (!rt.accounting || out == nullptr) return call();
+  tessera::vgpu::GraphMemoryNeeds needs;
+  if (rt.graph_memory.scan(rt, graph, &needs) == tessera::vgpu::GraphMemory::ScanResult::kHiddenDevice) {
+    tessera::vgpu::log_event(
+        LogLevel::kWarn, "%s refused: the graph allocates on a device this container was not granted", what);
+    return CUDA_ERROR_INVALID_DEVICE;
+  }
+  tessera::vgpu::GraphMemoryTicket memory;
+  if (upload &&
+      !rt.graph_memory.before_commit(
+          rt, 0, &needs, tessera::vgpu::GraphMemory::stream_key(upload_stream, per_thread), what, &memory))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = call();
+  if (rc == CUDA_SUCCESS) rt.graph_memory.instantiated(reinterpret_cast<uint64_t>(*out), needs);
+  rt.graph_memory.after_commit(rt, memory, rc, rc == CUDA_SUCCESS ? reinterpret_cast<uint64_t>(*out) : 0);
+  return rc;
+}
+
+CUresult instantiate_with_params(Runtime& rt, CUgraphExec* out, CUgraph graph,
+                                 CUDA_GRAPH_INSTANTIATE_PARAMS* p, bool per_thread,
+                                 decltype(&::cuGraphInstantiateWithParams) real) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  bool upload = p != nullptr && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0;
+  return instantiate(rt, out, graph, upload, upload ? p->hUploadStream : nullptr, per_thread,
+                     "cuGraphInstantiateWithParams", [&] { return real(out, graph, p); });
+}
+
+// An executable updated from `graph` now allocates what `graph` does.
+CUresult after_update(Runtime& rt, CUresult rc, CUgraphExec exec, CUgraph graph) {
+  if (rc != CUDA_SUCCESS || !rt.accounting) return rc;
+  tessera::vgpu::GraphMemoryNeeds needs;
+  if (rt.graph_memory.scan(rt, graph, &needs) == tessera::vgpu::GraphMemory::ScanResult::kOk)
+    rt.graph_memory.instantiated(reinterpret_cast<uint64_t>(exec), needs);
+  return rc;
+}
+
+CUresult upload_graph(Runtime& rt, CUgraphExec exec, CUstream s, bool per_thread,
+                      decltype(&::cuGraphUpload) real) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  tessera::vgpu::GraphMemoryTicket memory;
+  if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
+                                     tessera::vgpu::GraphMemory::stream_key(s, per_thread), "cuGraphUpload",
+                                     &memory))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = real(exec, s);
+  rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
+  return rc;
+}
+
+}  // namespace
+
+TESSERA_EXPORT CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNode* phErrorNode,
+                                           char* logBuffer, size_t bufferSize) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphInstantiate == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return instantiate(rt, phGraphExec, hGraph, false, nullptr, false, "cuGraphInstantiate", [&] {
+    return rt.cuda.cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  });
+}
+
+TESSERA_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                              CUgraphNode* phErrorNode, char* logBuffer, size_t bufferSize) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphInstantiate_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return instantiate(rt, phGraphExec, hGraph, false, nullptr, false, "cuGraphInstantiate", [&] {
+    return rt.cuda.cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
+  });
+}
+
+TESSERA_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                    unsigned long long flags) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphInstantiateWithFlags == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return instantiate(rt, phGraphExec, hGraph, false, nullptr, false, "cuGraphInstantiateWithFlags",
+                     [&] { return rt.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags); });
+}
+
+TESSERA_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                     CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  Runtime& rt = runtime();
+  return instantiate_with_params(rt, phGraphExec, hGraph, params, false,
+                                 rt.cuda.cuGraphInstantiateWithParams);
+}
+
+TESSERA_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
+                                                          CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
+  Runtime& rt = runtime();
+  return instantiate_with_params(rt, phGraphExec, hGraph, params, true,
+                                 rt.cuda.cuGraphInstantiateWithParams_ptsz);
+}
+
+TESSERA_EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode* hErrorNode_out,
+                                          CUgraphExecUpdateResult* updateResult_out) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphExecUpdate == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return after_update(rt, rt.cuda.cuGraphExecUpdate(hGraphExec, hGraph, hErrorNode_out, updateResult_out),
+                      hGraphExec, hGraph);
+}
+
+TESSERA_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                             CUgraphExecUpdateResultInfo* resultInfo) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphExecUpdate_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return after_update(rt, rt.cuda.cuGraphExecUpdate_v2(hGraphExec, hGraph, resultInfo), hGraphExec, hGraph);
+}
+
+TESSERA_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  Runtime& rt = runtime();
+  return upload_graph(rt, hGraphExec, hStream, false, rt.cuda.cuGraphUpload);
+}
+
+TESSERA_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
+  Runtime& rt = runtime();
+  return upload_graph(rt, hGraphExec, hStream, true, rt.cuda.cuGraphUpload_ptsz);
+}
+
+TESSERA_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuGraphExecDestroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = rt.cuda.cuGraphExecDestroy(hGraphExec);
+  if (rc == CUDA_SUCCESS) rt.graph_memory.destroyed(rt, reinterpret_cast<uint64_t>(hGraphExec));
+  return rc;
+}
+
+TESSERA_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
+  Runtime& rt = runtime();
+  if (rt.cuda.cuDeviceGraphMemTrim == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = rt.cuda.cuDeviceGraphMemTrim(device);
+  if (rc == CUDA_SUCCESS && rt.accounting)
+    rt.graph_memory.trimmed(rt, rt.region_index_for_cuda_device(device));
+  return rc;
+}
+
 // ---------------------------------------------------------------- launches
 // The compute limiter (issue 5, src/vgpu/compute) admits and charges each launch.
 
@@ -760,20 +918,34 @@ TESSERA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned in
   return rc;
 }
 
+// A graph launch may also map memory for the graph's alloc nodes: reserved
+// first (graph_memory.h), settled after.
 TESSERA_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
   Runtime& rt = runtime();
   if (rt.cuda.cuGraphLaunch == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  tessera::vgpu::GraphMemoryTicket memory;
+  if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
+                                     tessera::vgpu::GraphMemory::stream_key(s, false), "cuGraphLaunch",
+                                     &memory))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, false);
   CUresult rc = rt.cuda.cuGraphLaunch(exec, s);
   tessera::vgpu::compute::after_launch(gate, rc);
+  rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
   return rc;
 }
 
 TESSERA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
   Runtime& rt = runtime();
   if (rt.cuda.cuGraphLaunch_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  tessera::vgpu::GraphMemoryTicket memory;
+  if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
+                                     tessera::vgpu::GraphMemory::stream_key(s, true), "cuGraphLaunch",
+                                     &memory))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, true);
   CUresult rc = rt.cuda.cuGraphLaunch_ptsz(exec, s);
   tessera::vgpu::compute::after_launch(gate, rc);
+  rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
   return rc;
 }

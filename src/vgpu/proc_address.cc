@@ -40,13 +40,21 @@ const NvmlHook kNvmlHooks[] = {
 #undef TESSERA_ROW
 };
 
-void* real_pointer(const RealCuda& cuda, int index) {
-  int k = 0;
-#define TESSERA_REAL(sym, decl, base, since, ptsz) \
-  if (index == k++) return reinterpret_cast<void*>(cuda.sym);
-  TESSERA_CUDA_HOOKS(TESSERA_REAL)
+// The driver's entry point behind each row of kCudaHooks (resolved once, when
+// libvgpu initialised).
+struct RealPointers {
+  void* at[kCudaHookCount] = {};
+  explicit RealPointers(const RealCuda& cuda) {
+    int k = 0;
+#define TESSERA_REAL(sym, decl, base, since, ptsz) at[k++] = reinterpret_cast<void*>(cuda.sym);
+    TESSERA_CUDA_HOOKS(TESSERA_REAL)
 #undef TESSERA_REAL
-  return nullptr;
+  }
+};
+
+void* real_pointer(const RealCuda& cuda, int index) {
+  static const RealPointers reals(cuda);
+  return reals.at[index];
 }
 
 }  // namespace
@@ -72,7 +80,13 @@ void* substitute_proc_address(const char* symbol, void* found, int cuda_version,
     known_base = true;
     if (real_pointer(rt.cuda, i) == found) return kCudaHooks[i].hook;
   }
-  if (!known_base) return found;
+  if (!known_base) {
+    // A base name of its own that the driver resolves to an entry point
+    // listed under another base (cuGraphInstantiateWithFlags is both).
+    for (int i = 0; i < kCudaHookCount; ++i)
+      if (real_pointer(rt.cuda, i) == found) return kCudaHooks[i].hook;
+    return found;
+  }
   // The driver answered with an address that is not one of its exported entry
   // points: choose the ABI version the same way it does.
   bool want_ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;

@@ -41,10 +41,12 @@ void atfork_prepare() {
   rt.arrays.lock_all();
   rt.mipmapped_arrays.lock_all();
   rt.contexts.lock_all();
+  rt.graph_memory.lock_for_fork();
 }
 
 void atfork_parent() {
   Runtime& rt = *g_runtime;
+  rt.graph_memory.unlock_after_fork();
   rt.contexts.unlock_all();
   rt.mipmapped_arrays.unlock_all();
   rt.arrays.unlock_all();
@@ -62,6 +64,7 @@ void atfork_child() {
   rt.arrays.clear();
   rt.mipmapped_arrays.clear();
   rt.contexts.clear();
+  rt.graph_memory.reset_in_child();
   new (&rt.contexts_mu) std::mutex();
   for (int i = 0; i < kMaxDevices; ++i) {
     rt.contexts_on_device[i] = 0;
@@ -289,7 +292,7 @@ int Runtime::nvml_entry(nvmlDevice_t handle) {
 bool Runtime::reserve(int device, uint64_t bytes, const char* what) {
   if (!accounting || device < 0) return true;
   ReserveOutcome out = region.reserve(device, bytes);
-  if (!out.ok && have_pools_.load(std::memory_order_relaxed) && reconcile_pools())
+  if (!out.ok && reconcile_pools())
     out = region.reserve(device, bytes);  // a trimmed pool may have given memory back
   if (out.ok) return true;
   log_event(LogLevel::kWarn, "%s refused: out of memory on %s: limit %llu bytes, used %llu, requested %llu",
@@ -509,9 +512,9 @@ void Runtime::pool_freed(uint64_t pool, uint64_t bytes) {
 }
 
 bool Runtime::reconcile_pools() {
-  if (!have_pools_.load(std::memory_order_relaxed)) return false;
+  bool any = graph_memory.reconcile(*this);
+  if (!have_pools_.load(std::memory_order_relaxed)) return any;
   std::lock_guard<std::mutex> guard(pools_mu_);
-  bool any = false;
   for (int i = 0; i < pool_count_; ++i)
     if (pools_[i].charged > 0 || pools_[i].live > 0) any = reconcile_pool_locked(pools_[i]) || any;
   return any;

@@ -17,6 +17,7 @@
 #include "vgpu/allocation_map.h"
 #include "vgpu/config.h"
 #include "vgpu/cuda_decls.h"
+#include "vgpu/graph_memory.h"
 #include "vgpu/hook_table.h"
 #include "vgpu/region.h"
 
@@ -140,9 +141,13 @@ class Runtime {
   // reserved, or freed one (`bytes` negative direction via pool_freed).
   void pool_allocated(uint64_t pool, int device, uint64_t bytes, uint64_t reserved);
   void pool_freed(uint64_t pool, uint64_t bytes);
-  // Re-reads every pool's holding and moves the charges (frees what trimmed
-  // pools gave back). Returns true if any charge went down.
-  bool reconcile_pools();  // driver ordinal of a handle, -1 if unknown
+  // Re-reads every pool's holding, the graph memory pools' included, and moves
+  // the charges (frees what trimmed pools gave back). Returns true if any
+  // charge went down.
+  bool reconcile_pools();
+
+  // CUDA graph memory nodes: what the graph memory pools hold (graph_memory.h).
+  GraphMemory graph_memory;
 
  private:
   std::mutex init_mu_;

@@ -373,6 +373,161 @@ TEST_F(VgpuTest, PoolsAreChargedWhatTheyHold) {
   EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out;
 }
 
+// Graph memory nodes: the driver maps an executable graph's allocations when
+// it is launched (or uploaded) and keeps them in the device's graph memory
+// pool, across launches and after the graph is destroyed, until
+// cuDeviceGraphMemTrim; the slice is charged what the pool holds.
+TEST_F(VgpuTest, GraphMemoryIsChargedWhileThePoolHoldsItAndReleasedByTrim) {
+  for (const char* path : {"direct", "dlsym", "procaddr"}) {
+    SCOPED_TRACE(path);
+    // 1000 MiB: 300 context; a graph alloc -> memset -> free of 400 MiB.
+    ProbeRun r = run({"init",           "ctx:0",        std::string("graphpath:") + path,
+                      "graph:400:free", "meminfo",      "graphlaunch",
+                      "meminfo",        "graphlaunch",  "meminfo",
+                      "alloc:400",      "graphtrim",    "meminfo",
+                      "alloc:400",      "free",         "graphlaunch",
+                      "meminfo",        "graphdestroy", "meminfo",
+                      "graphtrim",      "meminfo"},
+                     {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (r.line("graph").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no graph memory nodes";
+    EXPECT_EQ(r.value("graphpath", 2), 0u) << r.out;
+    ASSERT_EQ(r.rc("graph"), CUDA_SUCCESS) << r.out << r.err;
+    int m = 0;
+    auto free_now = [&] { return r.value("meminfo", 2, m++); };
+    EXPECT_EQ(free_now(), 700 * kMiB) << r.out;  // instantiated: nothing mapped yet
+    EXPECT_EQ(r.rc("graphlaunch", 0), CUDA_SUCCESS) << r.out << r.err;
+    EXPECT_EQ(free_now(), 300 * kMiB) << r.out;  // freed by the graph, still held by its pool
+    EXPECT_EQ(r.rc("graphlaunch", 1), CUDA_SUCCESS) << r.out << r.err;
+    EXPECT_EQ(free_now(), 300 * kMiB) << r.out;             // a relaunch maps nothing new
+    EXPECT_EQ(r.rc("alloc", 0), CUDA_ERROR_OUT_OF_MEMORY);  // so plain memory does not fit
+    EXPECT_EQ(r.rc("graphtrim"), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 700 * kMiB) << r.out;  // trimmed: given back
+    EXPECT_EQ(r.rc("alloc", 1), CUDA_SUCCESS) << r.out;
+    EXPECT_EQ(r.rc("graphlaunch", 2), CUDA_SUCCESS) << r.out;  // mapped again
+    EXPECT_EQ(free_now(), 300 * kMiB) << r.out;
+    EXPECT_EQ(r.rc("graphdestroy"), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 300 * kMiB) << r.out;  // destroyed: the pool keeps the memory
+    EXPECT_EQ(r.rc("graphtrim", 1), CUDA_SUCCESS);
+    EXPECT_EQ(free_now(), 700 * kMiB) << r.out;
+    EXPECT_EQ(r.err.find("cuGraph"), std::string::npos) << r.err;  // no refusal but the plain alloc's
+  }
+}
+
+TEST_F(VgpuTest, GraphHoldingMemoryIsSeenByTheContainersOtherProcessesAndReclaimedWhenItDies) {
+  Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}};
+  ProbeRun first = run({"init", "ctx:0"}, env);  // measures the context once
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  Held& h = start_holding({"init", "ctx:0", "graph:200:keep", "graphlaunch"}, env);
+  if (h.out.find("graph unsupported") != std::string::npos) GTEST_SKIP() << "no graph memory nodes";
+  ASSERT_NE(h.out.find("graphlaunch 0"), std::string::npos) << h.out << held_err();
+  EXPECT_EQ(region_usage(uuid(0)).first, 500 * kMiB);  // its context and the live graph allocation
+  ProbeRun other = run({"init", "ctx:0", "meminfo", "alloc:300"}, env);
+  EXPECT_EQ(other.value("meminfo", 2), 200 * kMiB) << other.out;
+  EXPECT_EQ(other.rc("alloc"), CUDA_ERROR_OUT_OF_MEMORY);
+  kill9(h);
+  EXPECT_EQ(region_usage(uuid(0)).first, 0u);
+}
+
+TEST_F(VgpuTest, GraphAllocationPastTheLimitFailsCleanly) {
+  // 1000 MiB: 300 context; a graph that would map 800 MiB.
+  ProbeRun r = run({"init", "ctx:0", "graph:800:free", "meminfo", "graphlaunch", "graphupload", "meminfo",
+                    "graphattr", "alloc:700"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("graph").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no graph memory nodes";
+  ASSERT_EQ(r.rc("graph"), CUDA_SUCCESS) << r.out;  // instantiation maps nothing: allowed
+  EXPECT_EQ(r.rc("graphlaunch"), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  EXPECT_EQ(r.rc("graphupload"), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 0), 700 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), 700 * kMiB) << r.out;  // usage unchanged
+  EXPECT_EQ(r.value("graphattr", 3), 0u) << r.out;           // the driver was never asked
+  EXPECT_EQ(r.rc("alloc"), CUDA_SUCCESS) << r.out;           // and nothing else changed
+  EXPECT_EQ(region_usage(uuid(0)).first, 0u);                // the probe has exited
+  // One line per refusal, naming limit, usage and request.
+  EXPECT_NE(r.err.find("cuGraphLaunch refused: out of memory on " + uuid(0) +
+                       ": limit 1048576000 bytes, used 314572800, requested 838860800"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cuGraphUpload refused"), std::string::npos) << r.err;
+}
+
+TEST_F(VgpuTest, CapturedStreamOrderedAllocationIsChargedWhenTheGraphRuns) {
+  ProbeRun r =
+      run({"init", "ctx:0", "graphcapture:300", "meminfo", "graphupload", "meminfo", "graphlaunch", "meminfo",
+           "graphtrim", "meminfo", "graphdestroy", "graphcapture:800", "graphlaunch", "meminfo"},
+          {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("graphcapture").at(1) == "unsupported")
+    GTEST_SKIP() << "the simulator has no graph memory nodes";
+  ASSERT_EQ(r.rc("graphcapture", 0), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.value("meminfo", 2, 0), 700 * kMiB) << r.out;  // captured: not a pool allocation
+  EXPECT_EQ(r.rc("graphupload"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), 400 * kMiB) << r.out;  // uploaded: mapped
+  EXPECT_EQ(r.rc("graphlaunch", 0), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 2), 400 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 3), 700 * kMiB) << r.out;  // trimmed
+  ASSERT_EQ(r.rc("graphcapture", 1), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.rc("graphlaunch", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 4), 700 * kMiB) << r.out;
+}
+
+TEST_F(VgpuTest, GraphMemoryProgramWithoutTheLibraryBehavesAsOnTheBareSim) {
+  ProbeRun r = run({"init", "ctx:0", "graph:800:free", "meminfo", "graphlaunch", "meminfo", "graphtrim",
+                    "meminfo", "graphcapture:300", "graphlaunch", "graphattr"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}}, /*preload=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("graph").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no graph memory nodes";
+  const uint64_t device = 80ull * 1024 * kMiB, context = 300 * kMiB;
+  EXPECT_EQ(r.rc("graph"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 0), device - context) << r.out;
+  EXPECT_EQ(r.rc("graphlaunch", 0), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), device - context - 800 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 2), device - context) << r.out;
+  EXPECT_EQ(r.rc("graphcapture"), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.rc("graphlaunch", 1), CUDA_SUCCESS) << r.out;
+  EXPECT_EQ(r.value("graphattr", 3), 300 * kMiB) << r.out;  // the pool after the trim and the second graph
+  EXPECT_EQ(r.err.find("[tessera]"), std::string::npos);
+}
+
+TEST_F(VgpuTest, GraphAllocatingOnAHiddenDeviceIsRefused) {
+  std::string granted = uuid(1);
+  std::string json = R"({"version":1,"node":"n","containers":[{"name":"app","devices":[{"uuid":")" + granted +
+                     R"(","memoryMiB":2000,"cores":0}]}]})";
+  // Container ordinal 0 is driver device 1; raw CUdevice 0 is the hidden GPU.
+  ProbeRun r = run({"init", "ctx:0", "graph:100:free:0", "graph:100:free:1"}, {{"TESSERA_ALLOCATION", json}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("graph").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no graph memory nodes";
+  EXPECT_EQ(r.line("graph", 0),
+            (std::vector<std::string>{"graph", std::to_string(CUDA_ERROR_INVALID_DEVICE), "instantiate"}))
+      << r.out;
+  EXPECT_EQ(r.line("graph", 1), (std::vector<std::string>{"graph", "0", "instantiate"})) << r.out << r.err;
+  EXPECT_NE(r.err.find("refused: the graph allocates on a device this container was not granted"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(VgpuTest, GraphEntryPointsAreInterceptedThroughEveryPath) {
+  ProbeRun r =
+      run({"init", "procaddr:cuGraphInstantiate:13000:0", "procaddr:cuGraphInstantiateWithFlags:13000:0",
+           "procaddr:cuGraphInstantiate:11000:0", "procaddr:cuGraphUpload:13000:2",
+           "procaddr:cuDeviceGraphMemTrim:13000:0", "procaddr:cuGraphExecUpdate:13000:0",
+           "dlsym:cuGraphExecDestroy", "dlsymnext:cuGraphInstantiateWithParams"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto names = [&](const char* op, int n) {
+    auto w = r.line(op, n);
+    return w.size() >= 2 ? std::vector<std::string>(w.end() - 2, w.end()) : w;
+  };
+  EXPECT_EQ(names("procaddr", 0), (std::vector<std::string>{"libvgpu.so", "cuGraphInstantiateWithFlags"}));
+  EXPECT_EQ(names("procaddr", 1), (std::vector<std::string>{"libvgpu.so", "cuGraphInstantiateWithFlags"}));
+  EXPECT_EQ(names("procaddr", 2), (std::vector<std::string>{"libvgpu.so", "cuGraphInstantiate_v2"}));
+  EXPECT_EQ(names("procaddr", 3), (std::vector<std::string>{"libvgpu.so", "cuGraphUpload_ptsz"}));
+  EXPECT_EQ(names("procaddr", 4), (std::vector<std::string>{"libvgpu.so", "cuDeviceGraphMemTrim"}));
+  EXPECT_EQ(names("procaddr", 5), (std::vector<std::string>{"libvgpu.so", "cuGraphExecUpdate_v2"}));
+  EXPECT_EQ(names("dlsym", 0), (std::vector<std::string>{"libvgpu.so", "cuGraphExecDestroy"}));
+  EXPECT_EQ(names("dlsymnext", 0), (std::vector<std::string>{"libvgpu.so", "cuGraphInstantiateWithParams"}));
+}
+
 TEST_F(VgpuTest, ActiveOomKillerTerminatesAProcessOverTheLimitThroughAnUnseenPath) {
   // Module globals are device memory the library cannot see being allocated.
   // Limit: the measured 300 MiB context + 2 MiB; 1024 globals take ~4 MiB.

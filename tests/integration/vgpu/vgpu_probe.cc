@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 // Entry points of ABIs older than cuda.h's current names, which drivers still
@@ -97,6 +98,19 @@ std::vector<CUdeviceptr> g_async;
 CUcontext g_ctx = nullptr;
 CUmemoryPool g_pool = nullptr;
 
+// Graph memory: the graph built by "graph"/"graphcapture", its executable, the
+// stream it runs in, and how the graph entry points are reached ("graphpath").
+CUgraph g_graph = nullptr;
+CUgraphExec g_exec = nullptr;
+CUstream g_stream = nullptr;
+struct GraphApi {
+  decltype(&::cuGraphInstantiateWithFlags) instantiate = nullptr;
+  decltype(&::cuGraphLaunch) launch = nullptr;
+  decltype(&::cuGraphUpload) upload = nullptr;
+  decltype(&::cuGraphExecDestroy) destroy = nullptr;
+  decltype(&::cuDeviceGraphMemTrim) trim = nullptr;
+} g_graph_api;
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
@@ -142,6 +156,41 @@ bool set_path(const std::string& how) {
     return true;
   }
   return false;
+}
+
+// The graph entry points libvgpu may intercept, reached "direct" (linked),
+// through "dlsym" on a libcuda handle, or through "procaddr" (cuGetProcAddress).
+bool set_graph_path(const std::string& how) {
+  GraphApi api;
+  if (how == "direct") {
+    api = GraphApi{&cuGraphInstantiateWithFlags, &cuGraphLaunch, &cuGraphUpload, &cuGraphExecDestroy,
+                   &cuDeviceGraphMemTrim};
+  } else if (how == "dlsym") {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return false;
+    api.instantiate = reinterpret_cast<decltype(api.instantiate)>(dlsym(lib, "cuGraphInstantiateWithFlags"));
+    api.launch = reinterpret_cast<decltype(api.launch)>(dlsym(lib, "cuGraphLaunch"));
+    api.upload = reinterpret_cast<decltype(api.upload)>(dlsym(lib, "cuGraphUpload"));
+    api.destroy = reinterpret_cast<decltype(api.destroy)>(dlsym(lib, "cuGraphExecDestroy"));
+    api.trim = reinterpret_cast<decltype(api.trim)>(dlsym(lib, "cuDeviceGraphMemTrim"));
+  } else if (how == "procaddr") {
+    auto get = [](const char* name, auto* slot) {
+      void* p = nullptr;
+      CUdriverProcAddressQueryResult st{};
+      if (cuGetProcAddress_v2(name, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) == CUDA_SUCCESS)
+        *slot = reinterpret_cast<std::remove_reference_t<decltype(*slot)>>(p);
+    };
+    get("cuGraphInstantiate", &api.instantiate);  // cuGraphInstantiateWithFlags from CUDA 12.0
+    get("cuGraphLaunch", &api.launch);
+    get("cuGraphUpload", &api.upload);
+    get("cuGraphExecDestroy", &api.destroy);
+    get("cuDeviceGraphMemTrim", &api.trim);
+  } else {
+    return false;
+  }
+  if (!api.instantiate || !api.launch || !api.upload || !api.destroy || !api.trim) return false;
+  g_graph_api = api;
+  return true;
 }
 
 void storm(unsigned threads, size_t chunk) {
@@ -457,6 +506,83 @@ int run(const std::string& op_text) {
     CUresult rc =
         ok ? cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) : CUDA_ERROR_INVALID_VALUE;
     printf("ipcimport %d\n", rc);
+  } else if (op == "graphpath") {
+    printf("graphpath %s %d\n", a[1].c_str(), set_graph_path(a[1]) ? 0 : 1);
+  } else if (op == "graph" || op == "graphcapture") {
+    // graph:<MiB>:<free|keep>[:<CUdevice>]: alloc node (on the current device, or the raw
+    // CUdevice given) -> memset node [-> free node]; graphcapture:<MiB>: cuMemAllocAsync,
+    // cuMemsetD8Async, cuMemFreeAsync captured. Both instantiate the graph: "<op> <rc> <stage>".
+    ENTRY(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode")
+    ENTRY(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode")
+    if (g_graph_api.launch == nullptr) set_graph_path("direct");
+    const char* stage = "stream";
+    CUresult rc = g_stream != nullptr ? CUDA_SUCCESS : cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING);
+    const size_t bytes = num(a, 1) * kMiB;
+    if (rc == CUDA_SUCCESS && op == "graph") {
+      stage = "nodes";
+      CUDA_MEM_ALLOC_NODE_PARAMS ap{};
+      ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      CUdevice d = 0;
+      cuCtxGetDevice(&d);
+      ap.poolProps.location.id = a[3].empty() ? d : static_cast<CUdevice>(num(a, 3));
+      ap.bytesize = bytes;
+      CUgraphNode alloc = nullptr, set = nullptr, fin = nullptr;
+      rc = cuGraphCreate(&g_graph, 0);
+      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemAllocNode(&alloc, g_graph, nullptr, 0, &ap);
+      CUDA_MEMSET_NODE_PARAMS ms{};
+      ms.dst = ap.dptr;
+      ms.value = 0x5A;
+      ms.elementSize = 1;
+      ms.width = 4096;
+      ms.height = 1;
+      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemsetNode(&set, g_graph, &alloc, 1, &ms, g_ctx);
+      if (rc == CUDA_SUCCESS && a[2] == "free") rc = cuGraphAddMemFreeNode(&fin, g_graph, &set, 1, ap.dptr);
+    } else if (rc == CUDA_SUCCESS) {
+      stage = "capture";
+      CUdeviceptr p = 0;
+      rc = cuStreamBeginCapture(g_stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+      if (rc == CUDA_SUCCESS) rc = cuMemAllocAsync(&p, bytes, g_stream);
+      if (rc == CUDA_SUCCESS) rc = cuMemsetD8Async(p, 0x5A, 4096, g_stream);
+      if (rc == CUDA_SUCCESS) rc = cuMemFreeAsync(p, g_stream);
+      CUresult end = cuStreamEndCapture(g_stream, &g_graph);
+      if (rc == CUDA_SUCCESS) rc = end;
+    }
+    if (rc == CUDA_SUCCESS) {
+      stage = "instantiate";
+      rc = g_graph_api.instantiate(&g_exec, g_graph, 0);
+    }
+    printf("%s %d %s\n", op.c_str(), rc, stage);
+  } else if (op == "graphlaunch") {
+    // graphlaunch: launch the executable and wait for it
+    CUresult rc = g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.launch(g_exec, g_stream);
+    if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(g_stream);
+    printf("graphlaunch %d\n", rc);
+  } else if (op == "graphupload") {
+    printf("graphupload %d\n",
+           g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.upload(g_exec, g_stream));
+  } else if (op == "graphtrim") {
+    CUdevice d = 0;
+    cuCtxGetDevice(&d);
+    printf("graphtrim %d\n", g_graph_api.trim != nullptr ? g_graph_api.trim(d) : CUDA_ERROR_NOT_FOUND);
+  } else if (op == "graphdestroy") {
+    // graphdestroy: the executable and the graph
+    CUresult rc = g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.destroy(g_exec);
+    if (rc == CUDA_SUCCESS && g_graph != nullptr) rc = cuGraphDestroy(g_graph);
+    g_exec = nullptr;
+    g_graph = nullptr;
+    printf("graphdestroy %d\n", rc);
+  } else if (op == "graphattr") {
+    // graphattr: the driver's graph memory figures, "graphattr <rc> <used> <reserved>"
+    ENTRY(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute")
+    CUdevice d = 0;
+    cuCtxGetDevice(&d);
+    cuuint64_t used = 0, reserved = 0;
+    CUresult rc = cuDeviceGetGraphMemAttribute(d, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used);
+    if (rc == CUDA_SUCCESS)
+      rc = cuDeviceGetGraphMemAttribute(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    printf("graphattr %d %llu %llu\n", rc, static_cast<unsigned long long>(used),
+           static_cast<unsigned long long>(reserved));
   } else if (op == "storm") {
     storm(static_cast<unsigned>(num(a, 1)), num(a, 2) * kMiB);
   } else if (op == "nvml") {
