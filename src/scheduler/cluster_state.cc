@@ -304,12 +304,26 @@ std::string ShapeKey(const core::PodRequest& pod) {
 }  // namespace
 
 std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::string& key) const {
+  // At most this many shapes (and policies) are remembered, each a few
+  // hundred KB over 5,000 nodes. The least recently used one makes room: one
+  // at a time, since dropping all at once cost a request some 20 ms.
   constexpr size_t kMaxShapes = 256;
+  std::shared_ptr<EvalCache> evicted;  // freed after the lock; requests in flight keep theirs alive
   std::lock_guard lock(caches_mu_);
   auto it = caches_.find(key);
-  if (it != caches_.end()) return it->second;
-  if (caches_.size() >= kMaxShapes) caches_.clear();  // requests in flight keep theirs alive
+  if (it != caches_.end()) {
+    it->second->last_used = ++cache_clock_;
+    return it->second;
+  }
+  if (caches_.size() >= kMaxShapes) {
+    auto oldest = std::min_element(caches_.begin(), caches_.end(), [](const auto& a, const auto& b) {
+      return a.second->last_used < b.second->last_used;
+    });
+    evicted = std::move(oldest->second);
+    caches_.erase(oldest);
+  }
   auto cache = std::make_shared<EvalCache>();
+  cache->last_used = ++cache_clock_;
   caches_[key] = cache;
   return cache;
 }

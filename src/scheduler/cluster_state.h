@@ -164,6 +164,7 @@ class ClusterState {
   struct EvalCache {
     std::mutex mu;                    // held for a whole request of this shape
     std::vector<CachedEval> entries;  // guarded by mu; by NodeEntry::slot
+    uint64_t last_used = 0;           // guarded by ClusterState::caches_mu_
   };
   std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
   // Per position of `nodes`, its slot or kNoSlot (unknown name). Needs mu_
@@ -234,11 +235,12 @@ class ClusterState {
   std::unordered_map<std::string, PodEntry> pods_;  // guarded by mu_
   std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
-      keys_by_node_;              // guarded by mu_; pods + reservations
-  uint64_t expired_ = 0;          // guarded by mu_
-  uint64_t inconsistent_ = 0;     // guarded by mu_
-  uint64_t next_epoch_ = 0;       // guarded by mu_
-  mutable std::mutex caches_mu_;  // taken after EvalCache::mu and mu_, never before
+      keys_by_node_;                  // guarded by mu_; pods + reservations
+  uint64_t expired_ = 0;              // guarded by mu_
+  uint64_t inconsistent_ = 0;         // guarded by mu_
+  uint64_t next_epoch_ = 0;           // guarded by mu_
+  mutable std::mutex caches_mu_;      // taken after EvalCache::mu and mu_, never before
+  mutable uint64_t cache_clock_ = 0;  // guarded by caches_mu_
   mutable std::unordered_map<std::string, std::shared_ptr<EvalCache>> caches_;  // guarded by caches_mu_
 };
 

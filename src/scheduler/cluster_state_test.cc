@@ -182,6 +182,22 @@ TEST(ClusterStateNamesTest, DeletedNodesFreeTheirSlotAndRepeatedNamesAreAnswered
   EXPECT_EQ(state.Stats().nodes, 2u);
 }
 
+TEST(ClusterStateNamesTest, AShapeInUseKeepsItsCacheWhileManyOthersComeAndGo) {
+  ClusterState state;
+  state.UpsertNode(NodeWithGpus("n", 1, 1, 80000));
+  auto shape = [](int64_t memory) { return *core::DerivePodRequest(GpuPod("d", "p", 1, memory, 10), {}); };
+  CountingPolicy busy;   // the shape asked for all along
+  CountingPolicy other;  // a new shape every time
+  EXPECT_EQ(busy.evaluations, 0);
+  (void)state.Prioritize(shape(1000), busy, {"n"});
+  for (int i = 0; i < 600; ++i) {
+    (void)state.Prioritize(shape(2000 + i), other, {"n"});
+    if (i % 50 == 0) (void)state.Prioritize(shape(1000), busy, {"n"});
+  }
+  EXPECT_EQ(other.evaluations, 600);
+  EXPECT_EQ(busy.evaluations, 1);  // never evicted, though 600 shapes passed through 256 places
+}
+
 TEST(ClusterStateNamesTest, ManyNodesEvaluatedAfreshGetTheVerdictsOfOneByOne) {
   // 300 nodes to evaluate afresh: the request shares them with the helper
   // thread. Every third node is too small; the answers must equal those of
