@@ -366,10 +366,20 @@ bool Runtime::settle_context_charge(int device) {
   int slot = region.slot_index();
   bool host_pid_known =
       slot >= 0 && region.raw()->processes[slot].host_pid.load(std::memory_order_relaxed) != 0;
-  // Measured (charge_context reserved the figure; 0 = nothing to charge), or
-  // not measurable here: no NVML queries.
-  if (state == kContextOverheadMeasured || state == kContextOverheadUnmeasurable ||
-      (state == kContextOverheadHostPidUnknown && !host_pid_known))
+  if (state == kContextOverheadMeasured) {
+    // Measured: no NVML query. Nothing is charged yet only when another
+    // process stored the figure after charge_context() looked for it (then
+    // 0): charge it now, or every process starting at once with the first
+    // one would go uncharged.
+    uint64_t bytes = entry.context_overhead_bytes.load(std::memory_order_relaxed);
+    if (bytes == 0) return true;
+    if (!reserve(device, bytes, "context creation")) return false;
+    context_charge[device] = bytes;
+    region.note_context_bytes(device, static_cast<int64_t>(bytes));
+    return true;
+  }
+  // Not measurable here: no NVML queries.
+  if (state == kContextOverheadUnmeasurable || (state == kContextOverheadHostPidUnknown && !host_pid_known))
     return true;
   ContextMeasurement m = measure_context_bytes(device);
   if (m.state == kContextOverheadMeasured) {
