@@ -22,15 +22,21 @@ std::string ShortUuid(const std::string& uuid) {
   return uuid.size() > 12 ? uuid.substr(0, 12) : uuid;
 }
 
+// The command for a 40-column cell: the program's file name (its directory
+// would use up the cell), then its arguments.
 std::string Joined(const std::vector<std::string>& argv) {
   std::string out;
-  for (const auto& a : argv) out += (out.empty() ? "" : " ") + a;
+  for (const auto& a : argv) {
+    out += out.empty() ? a.substr(a.find_last_of('/') == std::string::npos ? 0 : a.find_last_of('/') + 1)
+                       : " " + a;
+  }
   return out.size() > 40 ? out.substr(0, 37) + "..." : out;
 }
 
-// The usage of `uuid` in a job's region, if it has one yet.
-const DeviceUsage* UsageOf(const Result<RegionSnapshot>& snap, const std::string& uuid) {
-  return snap.ok() ? snap->Find(uuid) : nullptr;
+// The usage of `uuid` in the region of `e` as `readings` saw it, if any.
+const DeviceUsage* UsageOf(const RegionReadings& readings, const LedgerEntry& e, const std::string& uuid) {
+  auto it = readings.regions.find(e.region_path);
+  return it == readings.regions.end() ? nullptr : it->second.Find(uuid);
 }
 
 __attribute__((format(printf, 1, 2))) std::string Row(const char* fmt, ...) {
@@ -42,31 +48,90 @@ __attribute__((format(printf, 1, 2))) std::string Row(const char* fmt, ...) {
   return buf;
 }
 
+// libvgpu charges GPU time only for a quota it limits.
+bool ComputeLimited(const LedgerEntry& e, const core::DeviceSlice& d) {
+  return d.cores > 0 && d.cores < 100 && e.core_policy != "disable";
+}
+
+std::string Quota(const core::DeviceSlice& d) {
+  return d.cores == 0 ? "none" : std::to_string(d.cores) + "%";
+}
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
 }  // namespace
 
-std::string RenderJobTable(const std::vector<LedgerEntry>& entries) {
-  if (entries.empty()) return "no running slices\n";
-  std::ostringstream out;
-  out << Row("%-12s %-8s %-12s %-17s %-9s %-4s %-6s %-9s %s\n", "JOB", "PID", "GPU", "MEMORY MiB", "PEAK MiB",
-             "OOM", "CORES", "GPU-TIME", "COMMAND");
+RegionReadings ReadRegions(const std::vector<LedgerEntry>& entries) {
+  RegionReadings out;
   for (const auto& e : entries) {
     auto snap = ReadRegion(e.region_path);
+    if (snap.ok()) out.regions[e.region_path] = std::move(snap).value();
+  }
+  out.taken = std::chrono::steady_clock::now();
+  return out;
+}
+
+bool AnyComputeMeasured(const std::vector<LedgerEntry>& entries, const RegionReadings& readings) {
+  for (const auto& e : entries) {
     for (const auto& d : e.slices.devices) {
-      const DeviceUsage* u = UsageOf(snap, d.uuid);
-      std::string mem = (u ? Mib(u->memory_used_bytes) : "0") + " / " + std::to_string(d.memory_mib);
-      std::string peak = u ? Mib(u->memory_peak_bytes) : "0";
-      std::string oom = u ? std::to_string(u->oom_refusals) : "0";
-      std::string cores = d.cores == 0 ? "-" : std::to_string(d.cores) + "%";
-      std::string gpu_time = u ? Row("%.1fs", static_cast<double>(u->gpu_time_used_ns) / 1e9) : "-";
-      out << Row("%-12s %-8d %-12s %-17s %-9s %-4s %-6s %-9s %s\n", e.job_id.c_str(),
-                 e.holders.empty() ? 0 : e.holders[0].pid, ShortUuid(d.uuid).c_str(), mem.c_str(),
-                 peak.c_str(), oom.c_str(), cores.c_str(), gpu_time.c_str(), Joined(e.command).c_str());
+      if (ComputeLimited(e, d) && UsageOf(readings, e, d.uuid)) return true;
     }
   }
+  return false;
+}
+
+std::string RenderJobTable(const std::vector<LedgerEntry>& entries, const RegionReadings& now,
+                           const RegionReadings* earlier) {
+  if (entries.empty()) return "no running slices\n";
+  bool spilled = false;
+  for (const auto& e : entries) {
+    for (const auto& d : e.slices.devices) {
+      const DeviceUsage* u = UsageOf(now, e, d.uuid);
+      spilled = spilled || (u && u->memory_spilled_bytes > 0);
+    }
+  }
+  const double window = earlier ? Seconds(now.taken - earlier->taken) : 0;
+  std::ostringstream out;
+  out << Row("%-12s %-8s %-12s %-15s %-9s ", "JOB", "PID", "GPU", "MEMORY MiB", "PEAK MiB")
+      << (spilled ? Row("%-12s ", "SPILLED MiB") : "")
+      << Row("%-4s %-12s %-8s %s\n", "OOM", "COMPUTE", "POLICY", "COMMAND");
+  for (const auto& e : entries) {
+    for (const auto& d : e.slices.devices) {
+      const DeviceUsage* u = UsageOf(now, e, d.uuid);
+      const DeviceUsage* before = earlier ? UsageOf(*earlier, e, d.uuid) : nullptr;
+      std::string used = "-";
+      if (ComputeLimited(e, d) && u && before && window > 0 &&
+          u->gpu_time_used_ns >= before->gpu_time_used_ns) {
+        const double ns = static_cast<double>(u->gpu_time_used_ns - before->gpu_time_used_ns);
+        used = Row("%.0f%%", 100.0 * ns / (window * 1e9));
+      }
+      const std::string mem = (u ? Mib(u->memory_used_bytes) : "0") + " / " + std::to_string(d.memory_mib);
+      const std::string compute = used + " / " + Quota(d);
+      const std::string policy = (d.cores == 0 || e.core_policy.empty()) ? "-" : e.core_policy;
+      out << Row("%-12s %-8d %-12s %-15s %-9s ", e.job_id.c_str(), e.holders.empty() ? 0 : e.holders[0].pid,
+                 ShortUuid(d.uuid).c_str(), mem.c_str(), (u ? Mib(u->memory_peak_bytes) : "0").c_str())
+          << (spilled ? Row("%-12s ", (u ? Mib(u->memory_spilled_bytes) : "0").c_str()) : "")
+          << Row("%-4s %-12s %-8s %s\n", (u ? std::to_string(u->oom_refusals) : "0").c_str(), compute.c_str(),
+                 policy.c_str(), Joined(e.command).c_str());
+    }
+  }
+  if (window > 0) {
+    out << Row(
+        "COMPUTE: the share of the GPU's time the job used over the last %.1f s (device time libvgpu\n"
+        "charged it) / its quota; - where not measured: no quota, --core-policy disable, no CUDA use yet.\n",
+        window);
+  } else {
+    out << "COMPUTE: used / quota; used is measured for a job with a quota (1..99 %, --core-policy not\n"
+           "disable) once it has used CUDA: none here.\n";
+  }
+  if (spilled) out << "SPILLED: the part of MEMORY held in host memory (CUDA_OVERSUBSCRIBE).\n";
   return out.str();
 }
 
-std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector<LedgerEntry>& entries) {
+std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector<LedgerEntry>& entries,
+                           const RegionReadings& now) {
   std::ostringstream out;
   for (const auto& g : gpus) {
     int64_t alloc_mib = 0;
@@ -74,17 +139,21 @@ std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector
     uint64_t used_bytes = 0;
     std::vector<std::string> rows;
     for (const auto& e : entries) {
-      auto snap = ReadRegion(e.region_path);
       for (const auto& d : e.slices.devices) {
         if (d.uuid != g.uuid) continue;
         alloc_mib += d.memory_mib;
         alloc_cores += d.cores;
-        const DeviceUsage* u = UsageOf(snap, d.uuid);
+        const DeviceUsage* u = UsageOf(now, e, d.uuid);
         if (u) used_bytes += u->memory_used_bytes;
-        rows.push_back(Row("    %-12s %6s / %-6lld MiB  cores %-4s %s", e.job_id.c_str(),
+        const std::string spilled = (u && u->memory_spilled_bytes > 0)
+                                        ? " (" + Mib(u->memory_spilled_bytes) + " MiB spilled to host)"
+                                        : "";
+        const std::string cores = d.cores == 0            ? std::string("-")
+                                  : e.core_policy.empty() ? std::to_string(d.cores) + "%"
+                                                          : std::to_string(d.cores) + "% " + e.core_policy;
+        rows.push_back(Row("    %-12s %6s / %-6lld MiB%s  cores %-12s %s", e.job_id.c_str(),
                            (u ? Mib(u->memory_used_bytes) : std::string("0")).c_str(),
-                           static_cast<long long>(d.memory_mib),
-                           (d.cores == 0 ? std::string("-") : std::to_string(d.cores) + "%").c_str(),
+                           static_cast<long long>(d.memory_mib), spilled.c_str(), cores.c_str(),
                            Joined(e.command).c_str()));
       }
     }

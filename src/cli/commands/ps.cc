@@ -1,6 +1,8 @@
 // `tessera ps` and `tessera smi`: what `tessera run` jobs hold on this machine.
+#include <chrono>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "cli/command_registry.h"
 #include "runner/ledger.h"
@@ -15,9 +17,13 @@ const CommandRegistration kPs{
        auto dir = std::make_shared<std::string>();
        auto* cmd = root.add_subcommand("ps", "List the running `tessera run` slices and what they use");
        cmd->footer(
-           "\nOne row per job and GPU: memory used / limit (MiB) and peak as libvgpu accounts them, "
-           "allocations\n"
-           "refused for the limit (OOM), the compute quota and the GPU time used so far.");
+           "\nOne row per job and GPU, from the job's libvgpu region: memory used / limit (MiB), its peak,\n"
+           "SPILLED (only when some job's memory went to the host under CUDA_OVERSUBSCRIBE), allocations\n"
+           "refused for the limit (OOM), and COMPUTE: the share of the GPU's time the job used over the "
+           "last\n"
+           "0.5 s (ps reads the regions twice, 0.5 s apart) / its --gpucores quota, with its --core-policy.\n"
+           "Compute use is measured where libvgpu limits it: a quota of 1..99 % and a policy other than\n"
+           "disable. A job that has not used CUDA yet shows zeros and '-'.");
        cmd->add_option("--ledger-dir", *dir, "Ledger directory (default: as `tessera run`)");
        cmd->callback([dir] {
          runner::SliceLedger ledger(dir->empty() ? runner::DefaultLedgerDir() : *dir);
@@ -27,7 +33,20 @@ const CommandRegistration kPs{
            SetExitCode(1);
            return;
          }
-         std::cout << runner::RenderJobTable(*entries);
+         const runner::RegionReadings first = runner::ReadRegions(*entries);
+         if (!runner::AnyComputeMeasured(*entries, first)) {
+           std::cout << runner::RenderJobTable(*entries, first, nullptr);
+           return;
+         }
+         // A compute share needs two readings of the GPU time used.
+         std::this_thread::sleep_for(std::chrono::milliseconds(500));
+         auto still = ledger.List();  // jobs that ended meanwhile are left out
+         if (!still.ok()) {
+           std::cerr << "tessera ps: " << still.error().message << "\n";
+           SetExitCode(1);
+           return;
+         }
+         std::cout << runner::RenderJobTable(*still, runner::ReadRegions(*still), &first);
        });
      }}};
 
@@ -59,7 +78,7 @@ const CommandRegistration kSmi{
            SetExitCode(1);
            return;
          }
-         std::cout << runner::RenderGpuTable(local->gpus, *entries);
+         std::cout << runner::RenderGpuTable(local->gpus, *entries, runner::ReadRegions(*entries));
        });
      }}};
 

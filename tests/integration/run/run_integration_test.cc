@@ -11,11 +11,13 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "node/region_reader.h"
 #include "runner/ledger.h"
 
 namespace tessera::runner {
@@ -352,6 +354,168 @@ TEST_F(RunIntegration, TheSliceIsEnforcedInsideTheJob) {
   EXPECT_GT(mem, 0);
   EXPECT_LE(mem, 1000);
   EXPECT_NE(Err("mem").find("limit"), std::string::npos) << Err("mem");
+}
+
+// The ledger entry of the job started by the `tessera run` with pid `holder`.
+std::optional<LedgerEntry> EntryOf(const std::string& ledger_dir, pid_t holder) {
+  SliceLedger ledger(ledger_dir);
+  auto entries = ledger.List();
+  if (!entries.ok()) return std::nullopt;
+  for (const auto& e : *entries) {
+    if (!e.holders.empty() && e.holders[0].pid == holder) return e;
+  }
+  return std::nullopt;
+}
+
+// The words of the line of `text` that starts with `first`.
+std::vector<std::string> WordsOfLine(const std::string& text, const std::string& first) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(first, 0) != 0) continue;
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    std::string w;
+    while (in >> w) words.push_back(w);
+    return words;
+  }
+  return {};
+}
+
+TEST_F(RunIntegration, PsWithoutJobsSaysSo) {
+  int status = Wait(Exec({TESSERA_EXE, "ps", "--ledger-dir", ledger_}, "ps"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err("ps");
+  EXPECT_EQ(Out("ps"), "no running slices\n");
+  int smi = Wait(Exec({TESSERA_EXE, "smi", "--sim", "1xA100-40GB", "--ledger-dir", ledger_}, "smi"));
+  ASSERT_TRUE(WIFEXITED(smi) && WEXITSTATUS(smi) == 0) << Err("smi");
+  EXPECT_NE(Out("smi").find("GPU 0  NVIDIA A100-SXM4-40GB  GPU-"), std::string::npos) << Out("smi");
+  EXPECT_NE(Out("smi").find("40960 MiB total, 0 MiB allocated to slices, 0 MiB used by them"),
+            std::string::npos)
+      << Out("smi");
+  EXPECT_NE(Out("smi").find("(no slices)"), std::string::npos) << Out("smi");
+}
+
+TEST_F(RunIntegration, PsAndSmiShowRunningJobsMemoryAndComputeAgainstTheirSlices) {
+  // A job held to 30 % (force) that asks 3000 MiB of a 2000 MiB slice, and
+  // one that never touches CUDA. Both run until the test stops them.
+  pid_t busy =
+      Start({"--gpumem", "2000", "--gpucores", "30", "--core-policy", "force", "--", TESSERA_DEMO_JOB,
+             "--mem-mib", "3000", "--kernel-us", "2000", "--duration-s", "120", "--report-ms", "1000"},
+            "busy");
+  pid_t idle = Start({"--gpumem", "1000", "--", "sleep", "120"}, "idle");
+  std::optional<LedgerEntry> busy_entry, idle_entry;
+  // Ready once the busy job's allocations are done (the refused one counted).
+  ASSERT_TRUE(WaitFor([&] {
+    busy_entry = EntryOf(ledger_, busy);
+    idle_entry = EntryOf(ledger_, idle);
+    if (!busy_entry || !idle_entry) return false;
+    auto region = node::ReadRegion(busy_entry->region_path);
+    return region.ok() && !region->devices.empty() && region->devices[0].oom_refusals >= 1 &&
+           region->devices[0].gpu_time_used_ns > 0;
+  })) << Err("busy")
+      << Err("idle");
+
+  int status = Wait(Exec({TESSERA_EXE, "ps", "--ledger-dir", ledger_}, "ps"));
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err("ps");
+  const std::string ps = Out("ps");
+  // JOB PID GPU used / limit PEAK OOM used / quota POLICY COMMAND...
+  auto b = WordsOfLine(ps, busy_entry->job_id);
+  ASSERT_GE(b.size(), 13u) << ps;
+  EXPECT_EQ(b[1], std::to_string(busy)) << ps;
+  EXPECT_EQ(busy_entry->slices.devices[0].uuid.rfind(b[2], 0), 0u) << ps;
+  EXPECT_GT(std::stoi(b[3]), 1000) << ps;  // most of its 2000 MiB, never more
+  EXPECT_LE(std::stoi(b[3]), 2000) << ps;
+  EXPECT_EQ(b[4] + b[5], "/2000") << ps;
+  EXPECT_LE(std::stoi(b[6]), 2000) << ps;
+  EXPECT_EQ(b[7], "1") << ps;  // the allocation past the limit was refused
+  // Compute used over ps's window: a number, held near the 30 % quota
+  // (generous: the window is short and the machine loaded).
+  ASSERT_EQ(b[8].back(), '%') << ps;
+  EXPECT_LE(std::stoi(b[8]), 45) << ps;
+  EXPECT_EQ(b[9] + b[10] + b[11], "/30%force") << ps;
+  EXPECT_EQ(b[12], "tessera-demo-job") << ps;  // the program's name, not its directory
+  EXPECT_EQ(b[13], "--mem-mib") << ps;
+  // The job that has not touched CUDA: its limits, zeros, nothing measured.
+  auto i = WordsOfLine(ps, idle_entry->job_id);
+  EXPECT_EQ(i, (std::vector<std::string>{idle_entry->job_id, std::to_string(idle), b[2], "0", "/", "1000",
+                                         "0", "0", "-", "/", "none", "-", "sleep", "120"}))
+      << ps;
+  EXPECT_NE(ps.find("over the last 0.5 s"), std::string::npos) << ps;
+  EXPECT_EQ(ps.find("SPILLED"), std::string::npos) << ps;
+
+  int smi_status = Wait(Exec({TESSERA_EXE, "smi", "--sim", "1xA100-40GB", "--ledger-dir", ledger_}, "smi"));
+  ASSERT_TRUE(WIFEXITED(smi_status) && WEXITSTATUS(smi_status) == 0) << Err("smi");
+  const std::string smi = Out("smi");
+  EXPECT_NE(smi.find("GPU 0  NVIDIA A100-SXM4-40GB  " + busy_entry->slices.devices[0].uuid),
+            std::string::npos)
+      << smi;
+  EXPECT_NE(smi.find("40960 MiB total, 3000 MiB allocated to slices, " + b[3] +
+                     " MiB used by them; cores "
+                     "allocated: 30%"),
+            std::string::npos)
+      << smi;
+  auto sb = WordsOfLine(smi, "    " + busy_entry->job_id);
+  EXPECT_EQ(sb, (std::vector<std::string>{busy_entry->job_id, b[3], "/", "2000", "MiB", "cores", "30%",
+                                          "force", "tessera-demo-job", "--mem-mib", "3000", "--ker..."}))
+      << smi;
+  auto si = WordsOfLine(smi, "    " + idle_entry->job_id);
+  EXPECT_EQ(si, (std::vector<std::string>{idle_entry->job_id, "0", "/", "1000", "MiB", "cores", "-", "sleep",
+                                          "120"}))
+      << smi;
+
+  kill(busy, SIGTERM);
+  kill(idle, SIGTERM);
+  Wait(busy);
+  Wait(idle);
+  Wait(Exec({TESSERA_EXE, "ps", "--ledger-dir", ledger_}, "ps-after"));
+  EXPECT_EQ(Out("ps-after"), "no running slices\n");
+}
+
+TEST_F(RunIntegration, PsShowsMemorySpilledToTheHost) {
+  // A simulated GPU whose managed memory may exceed the device, most of it
+  // taken by a program outside tessera; the job's cuMemAlloc past what the
+  // device has left (its limit allows it) is served from the host under
+  // CUDA_OVERSUBSCRIBE, and ps shows how much.
+  const std::string config = "gpus:\n  - model: A100-40GB\nmanaged_oversubscription: true\n";
+  auto sim_env = [config] {
+    setenv("TESSERA_SIM_CONFIG", config.c_str(), 1);
+    setenv("CUDA_OVERSUBSCRIBE", "true", 1);
+  };
+  const std::string sim_lib = (fs::path(TESSERA_EXE).parent_path().parent_path() / "lib" / "sim").string();
+  pid_t hog =
+      Exec({"/usr/bin/env", "LD_LIBRARY_PATH=" + sim_lib, TESSERA_DEMO_JOB, "--mem-mib", "39000",
+            "--mem-step-mib", "1000", "--kernel-us", "100000", "--duration-s", "120", "--report-ms", "100"},
+           "hog", sim_env);
+  ASSERT_TRUE(WaitFor([&] { return Out("hog").find("\"mem_mib\":39000") != std::string::npos; }))
+      << Out("hog") << Err("hog");
+  pid_t job = Exec({TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", ledger_, "--gpumem", "4000",
+                    "--", TESSERA_DEMO_JOB, "--mem-mib", "3000", "--kernel-us", "100000", "--duration-s",
+                    "120", "--report-ms", "100"},
+                   "spill", sim_env);
+  ASSERT_TRUE(WaitFor([&] { return Out("spill").find("\"mem_mib\":3000") != std::string::npos; }))
+      << Out("spill") << Err("spill");
+  auto entry = EntryOf(ledger_, job);
+  ASSERT_TRUE(entry);
+  auto region = node::ReadRegion(entry->region_path);
+  ASSERT_TRUE(region.ok());
+  const uint64_t spilled_mib = (region->devices.at(0).memory_spilled_bytes + (1 << 20) - 1) >> 20;
+  EXPECT_GT(spilled_mib, 1000u);  // about 3000 - (40960 - 39000 - 2 contexts)
+
+  Wait(Exec({TESSERA_EXE, "ps", "--ledger-dir", ledger_}, "ps"));
+  const std::string ps = Out("ps");
+  EXPECT_NE(ps.find("SPILLED MiB"), std::string::npos) << ps;
+  auto row = WordsOfLine(ps, entry->job_id);
+  ASSERT_GE(row.size(), 9u) << ps;
+  EXPECT_EQ(row[4] + row[5], "/4000") << ps;
+  EXPECT_EQ(row[7], std::to_string(spilled_mib)) << ps;
+  Wait(Exec({TESSERA_EXE, "smi", "--sim", "1xA100-40GB", "--ledger-dir", ledger_}, "smi", sim_env));
+  EXPECT_NE(Out("smi").find("MiB (" + std::to_string(spilled_mib) + " MiB spilled to host)"),
+            std::string::npos)
+      << Out("smi") << Err("smi");
+  kill(job, SIGTERM);
+  kill(hog, SIGTERM);
+  Wait(job);
+  Wait(hog);
 }
 
 }  // namespace
