@@ -23,7 +23,10 @@ uint64_t add_saturating(uint64_t a, uint64_t b) {
   return a + b < a ? ~0ull : a + b;
 }
 
-GraphMemory::ScanResult scan_graph(Runtime& rt, CUgraph graph, GraphMemoryNeeds* out, int depth) {
+// Walks `graph` (and its child graphs), adding alloc node sizes to `out` and
+// collecting the addresses allocated and freed in it.
+GraphMemory::ScanResult scan_graph(Runtime& rt, CUgraph graph, GraphMemoryNeeds* out, int depth,
+                                   std::vector<CUdeviceptr>* allocated, std::vector<CUdeviceptr>* freed) {
   const RealCuda& cu = rt.cuda;
   if (cu.cuGraphGetNodes == nullptr || cu.cuGraphNodeGetType == nullptr ||
       cu.cuGraphMemAllocNodeGetParams == nullptr)
@@ -44,15 +47,19 @@ GraphMemory::ScanResult scan_graph(Runtime& rt, CUgraph graph, GraphMemoryNeeds*
         continue;
       CUdevice dev = params.poolProps.location.id;
       if (!rt.cuda_device_visible(dev)) return GraphMemory::ScanResult::kHiddenDevice;
+      allocated->push_back(params.dptr);
       int index = rt.region_index_for_cuda_device(dev);
       if (index < 0 || index >= static_cast<int>(kRegionMaxDevices)) continue;  // not accounted
       out->bytes[index] = add_saturating(out->bytes[index], round_up(params.bytesize));
       out->any = true;
+    } else if (type == CU_GRAPH_NODE_TYPE_MEM_FREE && cu.cuGraphMemFreeNodeGetParams != nullptr) {
+      CUdeviceptr p = 0;
+      if (cu.cuGraphMemFreeNodeGetParams(node, &p) == CUDA_SUCCESS) freed->push_back(p);
     } else if (type == CU_GRAPH_NODE_TYPE_GRAPH && cu.cuGraphChildGraphNodeGetGraph != nullptr &&
                depth < kMaxChildDepth) {
       CUgraph child = nullptr;
       if (cu.cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS && child != nullptr &&
-          scan_graph(rt, child, out, depth + 1) == GraphMemory::ScanResult::kHiddenDevice)
+          scan_graph(rt, child, out, depth + 1, allocated, freed) == GraphMemory::ScanResult::kHiddenDevice)
         return GraphMemory::ScanResult::kHiddenDevice;
     }
   }
@@ -63,7 +70,14 @@ GraphMemory::ScanResult scan_graph(Runtime& rt, CUgraph graph, GraphMemoryNeeds*
 
 GraphMemory::ScanResult GraphMemory::scan(Runtime& rt, CUgraph graph, GraphMemoryNeeds* out) {
   *out = GraphMemoryNeeds{};
-  return scan_graph(rt, graph, out, 0);
+  std::vector<CUdeviceptr> allocated, freed;
+  ScanResult result = scan_graph(rt, graph, out, 0, &allocated, &freed);
+  for (CUdeviceptr p : allocated) {
+    bool found = false;
+    for (CUdeviceptr f : freed) found = found || f == p;
+    out->leaves_live = out->leaves_live || !found;
+  }
+  return result;
 }
 
 uint64_t GraphMemory::stream_key(CUstream stream, bool per_thread) {
@@ -113,11 +127,11 @@ bool GraphMemory::before_commit(Runtime& rt, uint64_t exec, const GraphMemoryNee
     const ExecRecord& rec = it->second;
     ticket->devices = rec.needs;
     need = rec.needs;
-    // Still mapped from its last launch or upload into this stream, and no
-    // other graph's memory mapped on the device since: nothing new is needed.
-    bool same_place = rec.mapped && stream != 0 && rec.stream == stream;
+    // Still mapped from its last launch or upload into this stream, and
+    // nothing since that makes the driver remap: nothing new is needed.
+    bool same_stream = rec.mapped && stream != 0 && rec.stream == stream;
     for (uint32_t d = 0; d < kRegionMaxDevices; ++d) {
-      if (same_place && last_exec_[d] == exec) need.bytes[d] = 0;
+      if (same_stream && rec.epoch[d] == epoch_[d]) need.bytes[d] = 0;
     }
   }
   // Reserved outside mu_: a refused reservation re-reads the pools (reconcile()).
@@ -150,21 +164,25 @@ void GraphMemory::after_commit(Runtime& rt, const GraphMemoryTicket& ticket, CUr
       held = rc == CUDA_SUCCESS ? charged_[d] : charged_[d] - ticket.reserved[d];
     }
     settle_locked(rt, device, held);
-    if (rc == CUDA_SUCCESS) last_exec_[d] = exec;
+    if (rc != CUDA_SUCCESS) continue;
+    // A mapping into another stream than the device's last one, or of a graph
+    // that leaves memory allocated, may make the driver remap other graphs.
+    if (ticket.stream == 0 || ticket.stream != last_stream_[d]) ++epoch_[d];
+    if (ticket.devices.leaves_live) ++epoch_[d];
+    last_stream_[d] = ticket.stream;
   }
   if (rc != CUDA_SUCCESS) return;
   auto it = execs_.find(exec);
   if (it != execs_.end()) {
     it->second.mapped = true;
     it->second.stream = ticket.stream;
+    for (uint32_t d = 0; d < kRegionMaxDevices; ++d) it->second.epoch[d] = epoch_[d];
   }
 }
 
 void GraphMemory::instantiated(uint64_t exec, const GraphMemoryNeeds& needs) {
   std::lock_guard<std::mutex> guard(mu_);
-  // A new executable may reuse a destroyed one's address.
-  for (uint32_t d = 0; d < kRegionMaxDevices; ++d)
-    if (last_exec_[d] == exec) last_exec_[d] = 0;
+  // A new executable may reuse a destroyed one's address: a fresh record.
   if (!needs.any) {
     execs_.erase(exec);
     return;
@@ -183,7 +201,6 @@ void GraphMemory::destroyed(Runtime& rt, uint64_t exec) {
   GraphMemoryNeeds needs = it->second.needs;
   execs_.erase(it);
   for (uint32_t d = 0; d < kRegionMaxDevices; ++d) {
-    if (last_exec_[d] == exec) last_exec_[d] = 0;
     uint64_t held = 0;
     // The driver keeps a destroyed graph's memory in its pool until trimmed;
     // whatever it says it holds is what stays charged.
@@ -198,7 +215,7 @@ void GraphMemory::trimmed(Runtime& rt, int device) {
   // Trimmed memory is mapped again at the next launch.
   for (auto& [exec, rec] : execs_)
     if (rec.needs.bytes[device] != 0) rec.mapped = false;
-  last_exec_[device] = 0;
+  ++epoch_[device];
   uint64_t held = 0;
   if (charged_[device] != 0 && driver_reserved(rt, device, &held)) settle_locked(rt, device, held);
 }
@@ -220,7 +237,8 @@ void GraphMemory::reset_in_child() {
   execs_.clear();
   for (uint32_t d = 0; d < kRegionMaxDevices; ++d) {
     charged_[d] = 0;
-    last_exec_[d] = 0;
+    epoch_[d] = 0;
+    last_stream_[d] = 0;
   }
   any_.store(false, std::memory_order_relaxed);
 }

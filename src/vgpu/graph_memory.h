@@ -20,14 +20,21 @@
 //    devices the container was not granted;
 //  - before an upload or launch it reserves those bytes (rounded up to the
 //    driver's 2 MiB mapping granularity) unless the executable's memory is
-//    known to be mapped still: it was the last graph with memory launched or
-//    uploaded on the device, into the same stream, and no trim came since;
-//    over the limit the call is refused with CUDA_ERROR_OUT_OF_MEMORY before
-//    the driver is asked;
+//    known to be mapped still (below); over the limit the call is refused
+//    with CUDA_ERROR_OUT_OF_MEMORY before the driver is asked;
 //  - afterwards (and after cuGraphExecDestroy, cuDeviceGraphMemTrim, and when
 //    a memory query or a refused reservation re-reads the pools) the charge is
 //    settled to the driver's RESERVED_MEM_CURRENT, so memory the pool gives
 //    back is released and memory it kept stays charged.
+//
+// "Known to be mapped still": the guide says mappings are kept between
+// launches, graphs launched into one stream share physical memory, and the
+// driver remaps when a graph changes streams, after a trim, and when another
+// graph's unfreed allocation now uses the memory. So a relaunch (or upload)
+// needs no reservation when the executable was mapped into the same stream
+// and, on each of its devices, no trim, no mapping into another stream and no
+// mapping of a graph that leaves allocations unfreed came since (a per-device
+// epoch counts those events).
 //
 // Thread-safety: any thread. mu_ is never held across a driver call that can
 // map memory or wait (only the pool-attribute queries run under it).
@@ -49,6 +56,7 @@ class Runtime;
 struct GraphMemoryNeeds {
   uint64_t bytes[kRegionMaxDevices] = {};
   bool any = false;
+  bool leaves_live = false;  // an allocation the graph does not free itself
 };
 
 // What one upload or launch reserved, handed back to after_commit().
@@ -94,8 +102,9 @@ class GraphMemory {
  private:
   struct ExecRecord {
     GraphMemoryNeeds needs;
-    bool mapped = false;  // uploaded or launched, no trim since
-    uint64_t stream = 0;  // where
+    bool mapped = false;                     // uploaded or launched
+    uint64_t stream = 0;                     // into which stream
+    uint64_t epoch[kRegionMaxDevices] = {};  // the devices' epochs then
   };
 
   // The driver's RESERVED_MEM_CURRENT for region device `device`; false when it cannot tell.
@@ -106,7 +115,8 @@ class GraphMemory {
   std::mutex mu_;
   std::unordered_map<uint64_t, ExecRecord> execs_;  // guarded by mu_; executables with alloc nodes
   uint64_t charged_[kRegionMaxDevices] = {};        // guarded by mu_; settled charge per device
-  uint64_t last_exec_[kRegionMaxDevices] = {};      // guarded by mu_; last exec mapped per device
+  uint64_t epoch_[kRegionMaxDevices] = {};          // guarded by mu_; events that may remap graphs
+  uint64_t last_stream_[kRegionMaxDevices] = {};    // guarded by mu_; stream of the last mapping
   std::atomic<bool> any_{false};                    // some executable has alloc nodes
 };
 

@@ -97,6 +97,7 @@
   X(cuGraphGetNodes)                        \
   X(cuGraphNodeGetType)                     \
   X(cuGraphMemAllocNodeGetParams)           \
+  X(cuGraphMemFreeNodeGetParams)            \
   X(cuGraphChildGraphNodeGetGraph)          \
   X(cuDeviceGetGraphMemAttribute)
 

@@ -429,6 +429,20 @@ TEST_F(VgpuTest, GraphHoldingMemoryIsSeenByTheContainersOtherProcessesAndReclaim
   EXPECT_EQ(region_usage(uuid(0)).first, 0u);
 }
 
+TEST_F(VgpuTest, GraphsTakingTurnsInOneStreamAreNotChargedTwice) {
+  // 1000 MiB: 300 context; two graphs of 300 MiB, each freeing what it allocates,
+  // launched in turn into one stream: each keeps its mapping, relaunches need no more.
+  ProbeRun r = run({"init", "ctx:0", "graph:300:free", "graph:300:free", "graphlaunch:0", "graphlaunch:1",
+                    "meminfo", "graphlaunch:0", "graphlaunch:1", "graphlaunch:0", "meminfo", "graphattr"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.line("graph").at(1) == "unsupported") GTEST_SKIP() << "the simulator has no graph memory nodes";
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(r.rc("graphlaunch", i), CUDA_SUCCESS) << i << "\n" << r.out << r.err;
+  EXPECT_EQ(r.value("meminfo", 2, 0), 100 * kMiB) << r.out;
+  EXPECT_EQ(r.value("meminfo", 2, 1), 100 * kMiB) << r.out;
+  EXPECT_EQ(r.value("graphattr", 3), 600 * kMiB) << r.out;  // what the pool holds is what is charged
+}
+
 TEST_F(VgpuTest, GraphAllocationPastTheLimitFailsCleanly) {
   // 1000 MiB: 300 context; a graph that would map 800 MiB.
   ProbeRun r = run({"init", "ctx:0", "graph:800:free", "meminfo", "graphlaunch", "graphupload", "meminfo",

@@ -98,10 +98,11 @@ std::vector<CUdeviceptr> g_async;
 CUcontext g_ctx = nullptr;
 CUmemoryPool g_pool = nullptr;
 
-// Graph memory: the graph built by "graph"/"graphcapture", its executable, the
-// stream it runs in, and how the graph entry points are reached ("graphpath").
-CUgraph g_graph = nullptr;
-CUgraphExec g_exec = nullptr;
+// Graph memory: the graphs built by "graph"/"graphcapture" and their
+// executables (the last one is "the" graph unless an index is given), the
+// stream they run in, and how the graph entry points are reached ("graphpath").
+std::vector<CUgraph> g_graphs;
+std::vector<CUgraphExec> g_execs;
 CUstream g_stream = nullptr;
 struct GraphApi {
   decltype(&::cuGraphInstantiateWithFlags) instantiate = nullptr;
@@ -518,6 +519,7 @@ int run(const std::string& op_text) {
     const char* stage = "stream";
     CUresult rc = g_stream != nullptr ? CUDA_SUCCESS : cuStreamCreate(&g_stream, CU_STREAM_NON_BLOCKING);
     const size_t bytes = num(a, 1) * kMiB;
+    CUgraph graph = nullptr;
     if (rc == CUDA_SUCCESS && op == "graph") {
       stage = "nodes";
       CUDA_MEM_ALLOC_NODE_PARAMS ap{};
@@ -528,16 +530,16 @@ int run(const std::string& op_text) {
       ap.poolProps.location.id = a[3].empty() ? d : static_cast<CUdevice>(num(a, 3));
       ap.bytesize = bytes;
       CUgraphNode alloc = nullptr, set = nullptr, fin = nullptr;
-      rc = cuGraphCreate(&g_graph, 0);
-      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemAllocNode(&alloc, g_graph, nullptr, 0, &ap);
+      rc = cuGraphCreate(&graph, 0);
+      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemAllocNode(&alloc, graph, nullptr, 0, &ap);
       CUDA_MEMSET_NODE_PARAMS ms{};
       ms.dst = ap.dptr;
       ms.value = 0x5A;
       ms.elementSize = 1;
       ms.width = 4096;
       ms.height = 1;
-      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemsetNode(&set, g_graph, &alloc, 1, &ms, g_ctx);
-      if (rc == CUDA_SUCCESS && a[2] == "free") rc = cuGraphAddMemFreeNode(&fin, g_graph, &set, 1, ap.dptr);
+      if (rc == CUDA_SUCCESS) rc = cuGraphAddMemsetNode(&set, graph, &alloc, 1, &ms, g_ctx);
+      if (rc == CUDA_SUCCESS && a[2] == "free") rc = cuGraphAddMemFreeNode(&fin, graph, &set, 1, ap.dptr);
     } else if (rc == CUDA_SUCCESS) {
       stage = "capture";
       CUdeviceptr p = 0;
@@ -545,32 +547,43 @@ int run(const std::string& op_text) {
       if (rc == CUDA_SUCCESS) rc = cuMemAllocAsync(&p, bytes, g_stream);
       if (rc == CUDA_SUCCESS) rc = cuMemsetD8Async(p, 0x5A, 4096, g_stream);
       if (rc == CUDA_SUCCESS) rc = cuMemFreeAsync(p, g_stream);
-      CUresult end = cuStreamEndCapture(g_stream, &g_graph);
+      CUresult end = cuStreamEndCapture(g_stream, &graph);
       if (rc == CUDA_SUCCESS) rc = end;
     }
+    CUgraphExec exec = nullptr;
     if (rc == CUDA_SUCCESS) {
       stage = "instantiate";
-      rc = g_graph_api.instantiate(&g_exec, g_graph, 0);
+      rc = g_graph_api.instantiate(&exec, graph, 0);
+    }
+    if (rc == CUDA_SUCCESS) {
+      g_graphs.push_back(graph);
+      g_execs.push_back(exec);
     }
     printf("%s %d %s\n", op.c_str(), rc, stage);
-  } else if (op == "graphlaunch") {
-    // graphlaunch: launch the executable and wait for it
-    CUresult rc = g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.launch(g_exec, g_stream);
-    if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(g_stream);
-    printf("graphlaunch %d\n", rc);
-  } else if (op == "graphupload") {
-    printf("graphupload %d\n",
-           g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.upload(g_exec, g_stream));
+  } else if (op == "graphlaunch" || op == "graphupload") {
+    // graphlaunch[:<i>]: launch executable i (default: the last one) and wait for it;
+    // graphupload[:<i>]: upload it
+    size_t i = a[1].empty() ? g_execs.size() - 1 : num(a, 1);
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (i < g_execs.size() && op == "graphupload") rc = g_graph_api.upload(g_execs[i], g_stream);
+    if (i < g_execs.size() && op == "graphlaunch") {
+      rc = g_graph_api.launch(g_execs[i], g_stream);
+      if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(g_stream);
+    }
+    printf("%s %d\n", op.c_str(), rc);
   } else if (op == "graphtrim") {
     CUdevice d = 0;
     cuCtxGetDevice(&d);
     printf("graphtrim %d\n", g_graph_api.trim != nullptr ? g_graph_api.trim(d) : CUDA_ERROR_NOT_FOUND);
   } else if (op == "graphdestroy") {
-    // graphdestroy: the executable and the graph
-    CUresult rc = g_exec == nullptr ? CUDA_ERROR_INVALID_VALUE : g_graph_api.destroy(g_exec);
-    if (rc == CUDA_SUCCESS && g_graph != nullptr) rc = cuGraphDestroy(g_graph);
-    g_exec = nullptr;
-    g_graph = nullptr;
+    // graphdestroy: the last executable and its graph
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (!g_execs.empty()) {
+      rc = g_graph_api.destroy(g_execs.back());
+      if (rc == CUDA_SUCCESS) rc = cuGraphDestroy(g_graphs.back());
+      g_execs.pop_back();
+      g_graphs.pop_back();
+    }
     printf("graphdestroy %d\n", rc);
   } else if (op == "graphattr") {
     // graphattr: the driver's graph memory figures, "graphattr <rc> <used> <reserved>"
