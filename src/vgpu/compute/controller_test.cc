@@ -1,10 +1,17 @@
 // The controller on a simulated clock: deterministic, no sleeping, no GPU.
 //
 // SimGpu models what the simulated driver does: one FIFO timeline per device
-// shared by every tenant; each tenant launches a kernel, waits for it, and
-// launches the next (saturating). Each tenant is its own container (its own
+// shared by every tenant; each tenant keeps `depth` kernels in flight (by
+// default one: it launches a kernel, waits for it, and launches the next),
+// always wanting more (saturating). Each tenant is its own container (its own
 // DeviceEntry, as its own region). When a tenant's controller sleeps, the
 // other tenants run up to that time first, so the interleaving is causal.
+//
+// The host is modelled too, for the tests of what a loaded machine does to a
+// tenant: every sleep (the controller's, or the tenant's own wait for its
+// oldest kernel) ends `wake_latency_ns` after its deadline, and the host may
+// not run the tenant at all for `stall_ns` at the start of every
+// `stall_every_ns` (a machine busy with other work).
 #include "vgpu/compute/controller.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +20,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -60,8 +68,24 @@ struct Tenant {
   uint64_t now = 0;  // the tenant's own time
   bool in_admit = false;
   bool saturating = true;
+  bool limited = true;  // false: launches without asking the controller (the host's ceiling)
   uint64_t stop_at = ~0ull;
+  size_t depth = 1;                // kernels kept in flight
+  std::deque<uint64_t> in_flight;  // their end times
+  uint64_t wake_latency_ns = 0;    // a sleep ends this long after its deadline
+  uint64_t stall_every_ns = 0;     // host stalls: the tenant does not run during
+  uint64_t stall_ns = 0;           // [k * stall_every_ns, k * stall_every_ns + stall_ns)
   std::vector<Interval> ran;
+
+  // When the host runs the tenant again, at `t` or after.
+  uint64_t host_runs_at(uint64_t t) const {
+    if (stall_every_ns == 0 || t % stall_every_ns >= stall_ns) return t;
+    return t - t % stall_every_ns + stall_ns;
+  }
+  // When a sleep until `deadline` started at `now` ends.
+  uint64_t woken(uint64_t deadline) const {
+    return host_runs_at((deadline > now ? deadline : now) + wake_latency_ns);
+  }
 
   uint64_t busy_between(uint64_t from, uint64_t to) const {
     uint64_t sum = 0;
@@ -87,16 +111,26 @@ struct SimGpu {
     return *tenants.back();
   }
 
-  // One launch-and-wait step of tenant t.
+  // One step of tenant t: wait for its oldest kernel when `depth` are in
+  // flight, else launch the next.
   void step(Tenant& t) {
-    t.in_admit = true;
-    t.controller.admit(*t.env, t.kernel_ns);
-    t.in_admit = false;
+    t.now = t.host_runs_at(t.now);
+    if (t.in_flight.size() >= t.depth) {
+      uint64_t end = t.in_flight.front();
+      t.in_flight.pop_front();
+      if (end > t.now) t.now = t.woken(end);
+      return;
+    }
+    if (t.limited) {
+      t.in_admit = true;
+      t.controller.admit(*t.env, t.kernel_ns);
+      t.in_admit = false;
+    }
     uint64_t start = t.now > busy_until ? t.now : busy_until;
     uint64_t end = start + t.kernel_ns;
     busy_until = end;
     t.ran.push_back({start, end});
-    t.now = end;
+    t.in_flight.push_back(end);
   }
 
   // Runs every tenant not inside admit() until its time reaches `until`.
@@ -122,8 +156,9 @@ uint64_t SimEnv::now_ns() {
 }
 
 void SimEnv::sleep_until_ns(uint64_t deadline) {
-  gpu_->run_until(deadline);
-  if (deadline > self_->now) self_->now = deadline;
+  uint64_t wake = self_->woken(deadline);
+  gpu_->run_until(wake);
+  self_->now = wake;
 }
 
 Neighbours SimEnv::neighbours(uint64_t now) {
@@ -153,6 +188,87 @@ TEST(ControllerTest, OneTenantGetsItsQuotaInEverySecond) {
       }
     }
   }
+}
+
+// A host too slow for the quota: 0.1 ms kernels, three in flight (0.3 ms of
+// work), and a host that wakes the tenant 0.3 ms after each deadline, when
+// only 0.2 ms of its work is left queued. The device idles for the rest,
+// limiter or not: this tenant cannot use more than 75 % of the device. Under a 90 % quota the
+// limiter never makes it wait (its budget never runs out), so it gets exactly
+// what the host lets it have; under 50 % it gets 50 %.
+TEST(ControllerTest, AHostTooSlowForTheQuotaIsNotSlowedFurther) {
+  auto run = [](uint32_t quota, bool limited) {
+    SimGpu gpu;
+    Tenant& t = gpu.add(quota, Policy::kForce, false, 100'000);
+    t.limited = limited;
+    t.depth = 3;
+    t.wake_latency_ns = 300'000;
+    gpu.run_until(6 * kSec);
+    std::vector<double> shares;
+    for (uint64_t w = 1; w < 5; ++w) shares.push_back(gpu.share(t, w * kSec, (w + 1) * kSec));
+    return std::pair{shares, t.entry.throttled_ns.load()};
+  };
+  std::vector<double> ceiling = run(90, false).first;
+  auto [at90, waited90] = run(90, true);
+  auto [at50, waited50] = run(50, true);
+  for (size_t w = 0; w < ceiling.size(); ++w) {
+    EXPECT_NEAR(ceiling[w], 75.0, 0.5) << "window " << w + 1;
+    EXPECT_NEAR(at90[w], ceiling[w], 0.1) << "window " << w + 1;
+    EXPECT_NEAR(at50[w], 50.0, 1.0) << "window " << w + 1;
+  }
+  EXPECT_EQ(waited90, 0u);
+  EXPECT_GT(waited50, 0u);
+}
+
+// The same short kernels and slow host, but a tenant that keeps 10 ms of work
+// in flight (a saturating one: the host's late wake-ups no longer idle the
+// device). Every quota, 90 % included, holds in every second.
+TEST(ControllerTest, ShortKernelsHoldHighQuotasWhenTheTenantSaturates) {
+  for (uint32_t q : {10u, 30u, 50u, 70u, 90u}) {
+    SimGpu gpu;
+    Tenant& t = gpu.add(q, Policy::kForce, false, 100'000);
+    t.depth = 100;
+    t.wake_latency_ns = 300'000;
+    gpu.run_until(6 * kSec);
+    for (uint64_t w = 1; w < 5; ++w)
+      EXPECT_NEAR(gpu.share(t, w * kSec, (w + 1) * kSec), q, 1.0) << "quota " << q << " window " << w;
+  }
+}
+
+// Host stalls: the host does not run the tenant for 15 ms in every 100 ms. A
+// tenant keeping 10 ms in flight still gets 95 % unlimited. Under a quota the
+// budget that accrues during a stall (at most one burst: 13.5 ms of 27 at 90 %)
+// is spent as soon as the host runs the tenant again, so the quota holds in
+// every second.
+TEST(ControllerTest, HostStallsShorterThanTheBurstAreMadeUp) {
+  for (uint32_t q : {50u, 70u, 90u}) {
+    SimGpu gpu;
+    Tenant& t = gpu.add(q, Policy::kForce, false, 100'000);
+    t.depth = 100;
+    t.wake_latency_ns = 100'000;
+    t.stall_every_ns = 100 * kMs;
+    t.stall_ns = 15 * kMs;
+    gpu.run_until(6 * kSec);
+    for (uint64_t w = 1; w < 5; ++w)
+      EXPECT_NEAR(gpu.share(t, w * kSec, (w + 1) * kSec), q, 1.0) << "quota " << q << " window " << w;
+  }
+}
+
+// The price of the burst bound: a stall longer than burst / quota loses what
+// accrues beyond the burst, however much the tenant wanted to run. At 50 %
+// (burst 15 ms), a 200 ms stall every second banks 15 ms of the 100 ms its
+// quota accrued meanwhile: each second gives 500 - 85 = 415 ms, 41.5 %.
+TEST(ControllerTest, HostStallsLongerThanTheBurstLoseTheExcess) {
+  SimGpu gpu;
+  Tenant& t = gpu.add(50, Policy::kForce, false, 100'000);
+  t.depth = 100;
+  t.stall_every_ns = kSec;
+  t.stall_ns = 200 * kMs;
+  gpu.run_until(6 * kSec);
+  const double accrued_ms = 200 * 0.5, burst_ms = static_cast<double>(burst_for_quota(50)) / kMs;
+  const double expected = 50.0 - (accrued_ms - burst_ms) / 10;  // percent of a second
+  for (uint64_t w = 1; w < 5; ++w)
+    EXPECT_NEAR(gpu.share(t, w * kSec, (w + 1) * kSec), expected, 0.5) << "window " << w;
 }
 
 TEST(ControllerTest, KernelsLongerThanTheBurstAreRepaidAsDebt) {
