@@ -4,7 +4,8 @@
     bench/compute/plot.py OUT_DIR/series-q30.txt docs/img/compute-share.svg
 
 Measured: tessera's achieved share of the simulated GPU, quota 30 %, policy
-force, saturating 1 ms kernels, in 100-ms windows (and their 1-s means).
+force, saturating 1 ms kernels (10 ms of work kept in flight), in 100-ms
+windows (and their 1-s means).
 Beside it, drawn from the incumbent's published behaviour in prose only (not
 measured, not run): a 30 % cap reaching ~80 % busy with a ~4 s on/off swing,
 schematically on for 3.2 s at 100 %, off for 0.8 s.

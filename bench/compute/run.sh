@@ -8,6 +8,12 @@
 # build). Prints the tables recorded in docs/benchmarks.md and leaves the raw
 # per-window shares and the time series (series.txt) in OUT_DIR, from which
 # bench/compute/plot.py draws docs/img/compute-share.svg.
+#
+# A saturating tenant keeps IN_FLIGHT_MS (10) of work queued, so that a late
+# wake-up of a loaded host does not idle the device. The latency-bound table
+# runs the old three-kernels-in-flight workload instead, each limited run with
+# a twin: the same workload without a quota on the second simulated GPU in the
+# same seconds, which measures what the host let such a tenant have.
 set -euo pipefail
 BUILD=$(realpath "${1:-build}")
 OUT=${2:-$(mktemp -d /tmp/tessera-compute-bench-XXXXXX)}
@@ -17,16 +23,20 @@ trap 'rm -rf "$WORK"' EXIT
 WL=$BUILD/bin/compute_share_workload
 export TESSERA_SIM_GPUS=2xA100-80GB TESSERA_SIM_STATE=$WORK/sim LD_LIBRARY_PATH=$BUILD/lib/sim
 PRELOAD=$BUILD/lib/libvgpu.so
+IN_FLIGHT_MS=10
 
-# tenant LABEL QUOTA POLICY KERNEL_US DURATION_S WINDOW_MS [extra env...]: one
-# preloaded tenant in its own container (region); output to $OUT/LABEL.txt.
+echo "host: $(nproc) CPUs, load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# tenant LABEL QUOTA POLICY KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS]: one
+# preloaded tenant in its own container (region), saturating unless told
+# otherwise; output to $OUT/LABEL.txt.
 tenant() {
-  local label=$1 quota=$2 policy=$3 kernel=$4 dur=$5 win=$6
-  shift 6
+  local label=$1 quota=$2 policy=$3 kernel=$4 dur=$5 win=$6 inflight=${7:-$IN_FLIGHT_MS}
   # One region per label: the tenants of a group run in the background
   # (subshells), so nothing counted here could tell them apart.
   env TESSERA_REGION="$WORK/region-$label/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT="$quota" \
-    GPU_CORE_UTILIZATION_POLICY="$policy" "$@" "$WL" "$label" "$kernel" "$dur" "$win" > "$OUT/$label.txt"
+    GPU_CORE_UTILIZATION_POLICY="$policy" "$WL" "$label" "$kernel" "$dur" "$win" "$inflight" \
+    > "$OUT/$label.txt"
 }
 
 # stats FILE QUOTA FIRST_WINDOW: mean, min, max and worst |share - quota| of the
@@ -48,7 +58,29 @@ stats() {
     }' "$1"
 }
 
-echo "== one tenant, policy force: share per 1-s window after the first second"
+# twin_stats LIMITED TWIN QUOTA FIRST_WINDOW: per window after FIRST_WINDOW
+# (the last excluded), the limited tenant's share against what its unlimited
+# twin got in the same window, capped at the quota: mean and min of the twin,
+# and the worst shortfall share - min(quota, twin) (negative: the limiter took
+# less than the host allowed).
+twin_stats() {
+  paste "$1" "$2" | awk -v q="$3" -v from="$4" '
+    { t[NR] = $2; s[NR] = $3; u[NR] = $6 }
+    END {
+      n = 0; tsum = 0; tmin = 1e9; worst = 1e9
+      for (i = 1; i < NR; i++) {
+        if (t[i] <= from) continue
+        n++; tsum += u[i]
+        if (u[i] < tmin) tmin = u[i]
+        cap = u[i] < q ? u[i] : q
+        d = s[i] - cap; if (d < worst) worst = d
+      }
+      if (n == 0) { print "n/a"; exit }
+      printf "%6.2f %6.2f %6.2f\n", tsum / n, tmin, worst
+    }'
+}
+
+echo "== one tenant, policy force, saturating ($IN_FLIGHT_MS ms in flight): share per 1-s window after the first second"
 echo "quota kernel_us   mean    min    max  worst|dev| windows"
 for q in 10 30 50 70 90; do
   for k in 100 1000 10000; do
@@ -56,6 +88,7 @@ for q in 10 30 50 70 90; do
     printf "%5s %9s %s\n" "$q" "$k" "$(stats "$OUT/one-q$q-k$k.txt" "$q" 1)"
   done
 done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "== one tenant, policy force, 50 ms kernels: share per 5-s window after the first second"
 echo "quota kernel_us   mean    min    max  worst|dev| windows"
@@ -65,14 +98,31 @@ for q in 10 30 50 70 90; do
   printf "%5s %9s %s\n" "$q" 50000 "$(stats "$OUT/long-q$q.txt" "$q" 0)"
 done
 
-echo "== unlimited (no quota) ceiling of the workload on this machine"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "== unlimited (no quota) ceiling of the saturating workload on this machine"
 for k in 100 1000 10000; do
   env TESSERA_REGION="$WORK/region-unl-$k/vgpu.region" LD_PRELOAD="$PRELOAD" "$WL" "unl-k$k" "$k" 4 1000 \
-    > "$OUT/unl-k$k.txt"
+    "$IN_FLIGHT_MS" > "$OUT/unl-k$k.txt"
   printf "unlimited %9s %s\n" "$k" "$(stats "$OUT/unl-k$k.txt" 100 1)"
 done
 
-echo "== several tenants, policy force, 1 ms kernels, 1-s windows after the first second"
+echo "== latency-bound tenant (3 kernels in flight), policy force, beside its unlimited twin on GPU 1"
+echo "quota kernel_us   mean    min    max  worst|dev| windows | twin mean, min; worst share - min(quota, twin)"
+for k in 100 1000; do
+  for q in 10 30 50 70 90; do
+    tenant "lat-q$q-k$k" "$q" force "$k" 6 1000 0 &
+    lim=$!
+    env TESSERA_REGION="$WORK/region-twin-q$q-k$k/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_VISIBLE_DEVICES=1 \
+      "$WL" "twin-q$q-k$k" "$k" 6 1000 0 > "$OUT/twin-q$q-k$k.txt" &
+    wait "$lim" $!
+    printf "%5s %9s %s | %s\n" "$q" "$k" "$(stats "$OUT/lat-q$q-k$k.txt" "$q" 1)" \
+      "$(twin_stats "$OUT/lat-q$q-k$k.txt" "$OUT/twin-q$q-k$k.txt" "$q" 1)"
+  done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "== several tenants, policy force, saturating, 1 ms kernels, 1-s windows after the first second"
 echo "tenant quota   mean    min    max  worst|dev| windows"
 group() {
   local name=$1
@@ -97,7 +147,7 @@ echo "== one container (one region, one budget), four processes, quota 25: their
 pids=()
 for i in 1 2 3 4; do
   env TESSERA_REGION="$WORK/region-shared/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT=25 \
-    GPU_CORE_UTILIZATION_POLICY=force "$WL" "shared-$i" 1000 6 1000 > "$OUT/shared-$i.txt" &
+    GPU_CORE_UTILIZATION_POLICY=force "$WL" "shared-$i" 1000 6 1000 "$IN_FLIGHT_MS" > "$OUT/shared-$i.txt" &
   pids+=($!)
 done
 wait "${pids[@]}"
@@ -106,9 +156,12 @@ printf "%-10s %5s %s\n" "sum of 4" 25 "$(stats "$OUT/shared-sum.txt" 25 1)"
 tenant "alone-25" 25 force 1000 6 1000
 printf "%-10s %5s %s\n" "alone" 25 "$(stats "$OUT/alone-25.txt" 25 1)"
 
-echo "== time series for the plot: quota 30, force, 1 ms kernels, 100-ms windows"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "== time series for the plot: quota 30, force, saturating, 1 ms kernels, 100-ms windows"
 tenant series 30 force 1000 10 100
 cp "$OUT/series.txt" "$OUT/series-q30.txt"
+printf "%-10s %5s %s\n" "series" 30 "$(stats "$OUT/series.txt" 30 1)"
 
 echo "== launch hook cost (ns per cuLaunchKernel; 200000 launches)"
 COST=$BUILD/bin/compute_launch_cost
@@ -116,4 +169,5 @@ printf "%-28s %s\n" "plain (no libvgpu)" "$("$COST")"
 printf "%-28s %s\n" "libvgpu, no quota" "$(env TESSERA_REGION="$WORK/cost1/vgpu.region" LD_PRELOAD="$PRELOAD" "$COST")"
 printf "%-28s %s\n" "libvgpu, quota 90 (under)" "$(env TESSERA_REGION="$WORK/cost2/vgpu.region" LD_PRELOAD="$PRELOAD" \
   CUDA_DEVICE_SM_LIMIT=90 GPU_CORE_UTILIZATION_POLICY=force "$COST")"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "raw output: $OUT"

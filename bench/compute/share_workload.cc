@@ -1,12 +1,18 @@
-// compute_share_workload: a saturating sim_busy tenant for the compute
-// isolation benchmark. It keeps three kernels of KERNEL_US in flight on one
-// stream (so the device never idles for want of a launch, however late the
-// host wakes up on a loaded machine) for DURATION_S, and learns each kernel's
-// device end time exactly from a timing event recorded after it (elapsed time
-// from an event recorded at the start). Each kernel's device interval
-// [end - d, end] is split over windows of WINDOW_MS; one line per window:
+// compute_share_workload: a sim_busy tenant for the compute isolation
+// benchmark. It keeps kernels of KERNEL_US in flight on one stream for
+// DURATION_S — at least three, and at least IN_FLIGHT_MS of work (default 0:
+// three kernels) — and learns each kernel's device end time exactly from a
+// timing event recorded after it (elapsed time from an event recorded at the
+// start). Each kernel's device interval [end - d, end] is split over windows
+// of WINDOW_MS; one line per window:
 //   <label> <window end, s> <share of the device in the window, %>
 // It knows nothing of tessera: run it with and without libvgpu.so preloaded.
+//
+// How much is in flight decides what a late host costs. Three 0.1 ms kernels
+// are 0.3 ms of work: the device idles whenever the host wakes the process
+// more than 0.2 ms after a kernel ends, with or without a limiter (a
+// latency-bound application). With IN_FLIGHT_MS 10 the queue covers the
+// wake-ups of a loaded machine and the tenant saturates the device.
 #include <cuda.h>
 #include <time.h>
 
@@ -23,27 +29,31 @@ uint64_t now_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-constexpr int kDepth = 3;
+constexpr uint64_t kMinDepth = 3;
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS\n");
+  if (argc != 5 && argc != 6) {
+    std::fprintf(stderr,
+                 "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS]\n");
     return 2;
   }
   const char* label = argv[1];
   const uint64_t kernel_ns = static_cast<uint64_t>(std::atof(argv[2]) * 1000);
   const uint64_t duration_ns = static_cast<uint64_t>(std::atof(argv[3]) * 1e9);
   const uint64_t window_ns = static_cast<uint64_t>(std::atof(argv[4]) * 1e6);
+  const uint64_t in_flight_ns = argc == 6 ? static_cast<uint64_t>(std::atof(argv[5]) * 1e6) : 0;
   if (kernel_ns == 0 || window_ns == 0) return 2;
+  uint64_t depth = (in_flight_ns + kernel_ns - 1) / kernel_ns;
+  if (depth < kMinDepth) depth = kMinDepth;
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
   CUfunction fn;
   CUstream stream;
   CUevent origin;
-  CUevent done[kDepth];
+  std::vector<CUevent> done(depth);
   static const char kImage[] = "compute share bench";
   if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
       cuDevicePrimaryCtxRetain(&ctx, dev) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
@@ -65,15 +75,15 @@ int main(int argc, char** argv) {
   uint64_t launched = 0, finished = 0;
   bool stop = false;
   while (!stop || finished < launched) {
-    if (!stop && launched - finished < kDepth) {
+    if (!stop && launched - finished < depth) {
       if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS ||
-          cuEventRecord(done[launched % kDepth], stream) != CUDA_SUCCESS)
+          cuEventRecord(done[launched % depth], stream) != CUDA_SUCCESS)
         return 1;
       ++launched;
       stop = now_ns() - start >= duration_ns;
       continue;
     }
-    CUevent e = done[finished % kDepth];
+    CUevent e = done[finished % depth];
     float ms = 0;
     if (cuEventSynchronize(e) != CUDA_SUCCESS || cuEventElapsedTime(&ms, origin, e) != CUDA_SUCCESS) return 1;
     ++finished;
