@@ -42,9 +42,9 @@ JobExit WaitForJob(pid_t pid);
 
 // Ends the calling process the way the job ended: same exit code, or the same
 // signal (re-raised with its default action, without a core dump of its own;
-// 128 + signal only if the signal does not end the process), as wrappers like
-// `env` and `timeout --preserve-status` do: a caller sees the job's signal
-// (a shell reports 128 + N, Python's returncode -N).
+// 128 + signal only if the signal does not end the process), as GNU `timeout`
+// does: a caller sees the job's signal as if it had run the job itself (a
+// shell reports 128 + N, Python's returncode -N).
 [[noreturn]] void ExitLike(const JobExit& exit);
 
 }  // namespace tessera::runner

@@ -23,7 +23,9 @@ const CommandRegistration kDemo{
            "each\n"
            "job's compute share and memory; at the end a table compares quota with achieved share and limit "
            "with\n"
-           "peak memory, and an SVG chart of compute share over time is written to --out.");
+           "peak memory, and an SVG chart of compute share over time is written to --out. Every job runs\n"
+           "with --core-policy force (held to its quota even on an idle GPU), so the shares follow the "
+           "quotas.");
        cmd->add_option("--seconds", options->seconds, "How long the jobs run")
            ->default_val(20)
            ->check(CLI::Range(3.0, 600.0));

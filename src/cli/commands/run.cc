@@ -40,7 +40,8 @@ const CommandRegistration kRun{
            "  tessera run --sim 2xH100-80GB --gpumem 8Gi -- ./my_cuda_program\n"
            "\n"
            "Exit status: the command's own. When the command is killed by signal N, `tessera run` ends\n"
-           "by the same signal N (as `env` does), so a shell reports 128+N and Python's returncode is -N.\n"
+           "by the same signal N (as `timeout` does), so a shell reports 128+N and Python's returncode is "
+           "-N.\n"
            "2 when the request is malformed or does not fit (the message says which GPU lacks what);\n"
            "127 when the command is not found, 126 when it cannot be executed; 1 for any other setup "
            "failure.");
