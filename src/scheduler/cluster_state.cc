@@ -7,47 +7,13 @@
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
+#include "kube/client.h"
 #include "kube/typed_api.h"
 
 namespace tessera::scheduler {
-namespace {
-
-std::string AnnotationOf(const Json& object, std::string_view key) {
-  auto meta = object.find("metadata");
-  if (meta == object.end() || !meta->is_object()) return "";
-  auto ann = meta->find("annotations");
-  if (ann == meta->end() || !ann->is_object()) return "";
-  auto v = ann->find(std::string(key));
-  if (v == ann->end() || !v->is_string()) return "";
-  return v->get<std::string>();
-}
-
-std::string NameOf(const Json& object) {
-  auto meta = object.find("metadata");
-  if (meta == object.end() || !meta->is_object()) return "";
-  auto n = meta->find("name");
-  return n != meta->end() && n->is_string() ? n->get<std::string>() : "";
-}
-
-bool Terminal(const Json& pod) {
-  auto status = pod.find("status");
-  if (status == pod.end() || !status->is_object()) return false;
-  auto phase = status->find("phase");
-  if (phase == status->end() || !phase->is_string()) return false;
-  const std::string& p = phase->get_ref<const std::string&>();
-  return p == "Succeeded" || p == "Failed";
-}
-
-}  // namespace
 
 std::string PodKey(const Json& pod) {
-  std::string ns;
-  auto meta = pod.find("metadata");
-  if (meta != pod.end() && meta->is_object()) {
-    auto n = meta->find("namespace");
-    if (n != meta->end() && n->is_string()) ns = n->get<std::string>();
-  }
-  return ns + "/" + NameOf(pod);
+  return kube::NamespaceOf(pod) + "/" + kube::NameOf(pod);
 }
 
 std::vector<int> ScaleToExtenderScores(const std::vector<std::optional<double>>& scores) {
@@ -123,9 +89,9 @@ void ClusterState::RebuildNodeLocked(NodeEntry& entry) {
 }
 
 void ClusterState::UpsertNode(const Json& node) {
-  const std::string name = NameOf(node);
+  const std::string name = kube::NameOf(node);
   if (name.empty()) return;
-  std::string text = AnnotationOf(node, core::kInventoryAnnotation);
+  std::string text = kube::AnnotationOf(node, core::kInventoryAnnotation);
   // Decode outside the lock.
   NodeEntry fresh;
   fresh.present = true;
@@ -187,7 +153,7 @@ void ClusterState::UpsertNode(const Json& node) {
 }
 
 void ClusterState::DeleteNode(const Json& node) {
-  const std::string name = NameOf(node);
+  const std::string name = kube::NameOf(node);
   std::unique_lock lock(mu_);
   if (auto it = slots_.find(name); it != slots_.end()) {
     nodes_[it->second] = NodeEntry{};
@@ -230,8 +196,8 @@ void ClusterState::ReleaseReservationLocked(const std::string& key) {
 
 void ClusterState::UpsertPod(const Json& pod) {
   const std::string key = PodKey(pod);
-  const bool terminal = Terminal(pod);
-  const std::string text = AnnotationOf(pod, core::kAllocationAnnotation);
+  const bool terminal = kube::IsPodTerminal(pod);
+  const std::string text = kube::AnnotationOf(pod, core::kAllocationAnnotation);
   std::optional<core::PodAllocation> allocation;
   bool unreadable = false;
   if (!terminal && !text.empty()) {

@@ -6,6 +6,7 @@
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
+#include "kube/client.h"
 #include "scheduler/extender_wire.h"
 #include "scheduler/webhook.h"
 
@@ -14,17 +15,6 @@ namespace {
 
 using Json = nlohmann::json;
 using Micros = std::chrono::microseconds;
-
-std::string Annotation(const Json& pod, std::string_view key) {
-  const Json* ann = nullptr;
-  if (pod.contains("metadata") && pod["metadata"].is_object() && pod["metadata"].contains("annotations") &&
-      pod["metadata"]["annotations"].is_object()) {
-    ann = &pod["metadata"]["annotations"];
-  }
-  if (!ann) return "";
-  auto v = ann->find(std::string(key));
-  return v != ann->end() && v->is_string() ? v->get<std::string>() : "";
-}
 
 class Timer {
  public:
@@ -133,7 +123,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   std::string node_value = deps_.config.node_policy;
   std::string node_source = "policy.node";
   for (auto key : {kNodePolicyAnnotation, kHamiNodePolicyAnnotation}) {
-    if (std::string v = Annotation(pod, key); !v.empty()) {
+    if (std::string v = kube::AnnotationOf(pod, key); !v.empty()) {
       node_value = v;
       node_source = "pod annotation " + std::string(key);
       break;
@@ -145,7 +135,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   std::string gpu_value = deps_.config.gpu_policy;
   std::string gpu_source = "policy.gpu";
   for (auto key : {kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation}) {
-    if (std::string v = Annotation(pod, key); !v.empty()) {
+    if (std::string v = kube::AnnotationOf(pod, key); !v.empty()) {
       gpu_value = v;
       gpu_source = "pod annotation " + std::string(key);
       break;

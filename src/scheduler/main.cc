@@ -106,21 +106,17 @@ int main(int argc, char** argv) {
   }
   if (auto s = config.Validate(); !s) return invalid(s.error().message);
 
-  tessera::kube::ClientConfig client_config;
-  if (!config.api_server.empty() && config.kubeconfig.empty()) {
-    client_config.server = config.api_server;
-    client_config.source = "--api-server";
-  } else {
-    tessera::kube::ResolveOptions resolve;
-    resolve.kubeconfig = config.kubeconfig;
-    auto resolved = tessera::kube::ResolveConfig(resolve);
-    if (!resolved.ok()) {
-      std::cerr << "tessera-scheduler: no Kubernetes API configuration: " << resolved.error().message << "\n";
-      return 1;
-    }
-    client_config = std::move(resolved).value();
-    if (!config.api_server.empty()) client_config.server = config.api_server;
+  // The same resolution as tessera-node: --api-server alone talks to that URL
+  // without credentials; with a kubeconfig it overrides the kubeconfig's server.
+  tessera::kube::ResolveOptions resolve;
+  resolve.kubeconfig = config.kubeconfig;
+  resolve.api_server = config.api_server;
+  auto resolved = tessera::kube::ResolveConfig(resolve);
+  if (!resolved.ok()) {
+    std::cerr << "tessera-scheduler: no Kubernetes API configuration: " << resolved.error().message << "\n";
+    return 1;
   }
+  const tessera::kube::ClientConfig client_config = std::move(resolved).value();
   tessera::kube::ClientOptions client_options;
   client_options.qps = config.api_qps;
   client_options.burst = config.api_burst;
