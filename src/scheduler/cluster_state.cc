@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <unordered_set>
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
@@ -319,8 +320,17 @@ std::vector<uint32_t> ClusterState::SlotsOfLocked(std::span<const std::string_vi
   }
   std::vector<uint32_t> slots(nodes.size(), kNoSlot);
   size_t bytes = 0;
+  // Repeated names are found here, once per distinct list: a list the memo
+  // knows costs nothing more.
+  std::vector<char> listed(nodes_.size(), 0);    // by slot
+  std::unordered_set<std::string_view> unknown;  // names without a slot, so far
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (auto it = slots_.find(nodes[i]); it != slots_.end()) slots[i] = it->second;
+    if (auto it = slots_.find(nodes[i]); it != slots_.end()) {
+      slots[i] = listed[it->second] ? kRepeat : it->second;
+      listed[it->second] = 1;
+    } else if (!unknown.insert(nodes[i]).second) {
+      slots[i] = kRepeat;
+    }
     bytes += nodes[i].size();
   }
   if (bytes > UINT32_MAX) return slots;  // not worth remembering
@@ -346,6 +356,7 @@ std::vector<uint32_t> ClusterState::ResolveLocked(
     std::vector<std::pair<uint32_t, std::string>>* early) const {
   std::vector<uint32_t> slot_at = SlotsOfLocked(nodes);
   for (size_t i = 0; i < nodes.size(); ++i) {
+    if (slot_at[i] == kRepeat) continue;
     const NodeEntry* n = slot_at[i] == kNoSlot ? nullptr : &nodes_[slot_at[i]];
     if (n && n->error.empty() && !IsStale(*n, now)) continue;
     slot_at[i] = kNoSlot;
@@ -369,16 +380,12 @@ template <typename Evaluate>
 void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& slot_at,
                                  const Evaluate& evaluate) const {
   if (cache.entries.size() < nodes_.size()) cache.entries.resize(nodes_.size());
-  std::vector<uint32_t> misses;
-  std::vector<char> queued;
+  std::vector<uint32_t> misses;  // distinct: SlotsOfLocked marks repeated names
   for (uint32_t slot : slot_at) {
-    if (slot == kNoSlot) continue;
+    if (!HasNode(slot)) continue;
     const NodeEntry& n = nodes_[slot];
     const CachedEval& e = cache.entries[slot];
     if (e.epoch == n.epoch && e.version == n.state.version()) continue;
-    if (queued.empty()) queued.resize(nodes_.size(), 0);
-    if (queued[slot]) continue;  // listed twice in one request
-    queued[slot] = 1;
     misses.push_back(slot);
   }
   auto refresh = [&](size_t k) {
@@ -414,6 +421,7 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
   });
   size_t next_early = 0;
   for (size_t i = 0; i < slot_at.size(); ++i) {
+    if (slot_at[i] == kRepeat) continue;
     if (slot_at[i] == kNoSlot) {
       out.failed.push_back(std::move(early[next_early++]));
       continue;
@@ -428,8 +436,9 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
 }
 
 void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
-                              std::span<const std::string_view> nodes, std::vector<int>& out) const {
-  std::vector<std::optional<double>> scores(nodes.size());
+                              std::span<const std::string_view> nodes, NodeScores& out) const {
+  out.positions.clear();
+  std::vector<std::optional<double>> scores;  // by entry of out.positions
   const auto now = wall_now_();
   auto cache =
       CacheFor(std::string(policy.name()) + "@" + std::to_string(policy.epoch()) + "|" + ShapeKey(pod));
@@ -441,11 +450,24 @@ void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& p
       auto c = policy.Evaluate(node, pod);
       e.score = c ? std::optional<double>(c->score) : std::nullopt;
     });
+    out.positions.reserve(nodes.size());
+    scores.reserve(nodes.size());
     for (size_t i = 0; i < slot_at.size(); ++i) {
-      if (slot_at[i] != kNoSlot) scores[i] = cache->entries[slot_at[i]].score;
+      if (slot_at[i] == kRepeat) continue;
+      out.positions.push_back(static_cast<uint32_t>(i));
+      scores.push_back(slot_at[i] == kNoSlot ? std::nullopt : cache->entries[slot_at[i]].score);
     }
   }
-  out = ScaleToExtenderScores(scores);
+  out.scores = ScaleToExtenderScores(scores);
+}
+
+void ClusterState::FirstListings(std::span<const std::string_view> nodes, std::vector<uint32_t>& out) const {
+  out.clear();
+  std::shared_lock lock(mu_);
+  const std::vector<uint32_t> slot_at = SlotsOfLocked(nodes);
+  for (size_t i = 0; i < slot_at.size(); ++i) {
+    if (slot_at[i] != kRepeat) out.push_back(static_cast<uint32_t>(i));
+  }
 }
 
 ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
@@ -462,8 +484,13 @@ ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
 std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                                           const std::vector<std::string>& nodes) const {
   std::vector<std::string_view> views(nodes.begin(), nodes.end());
+  NodeScores answered;
+  Prioritize(pod, policy, views, answered);
+  std::map<std::string_view, int> by_name;
+  for (size_t k = 0; k < answered.positions.size(); ++k)
+    by_name[views[answered.positions[k]]] = answered.scores[k];
   std::vector<int> scores;
-  Prioritize(pod, policy, views, scores);
+  for (std::string_view n : views) scores.push_back(by_name.at(n));
   return scores;
 }
 

@@ -93,6 +93,10 @@ class ClusterState {
   void UpsertPod(const Json& pod);
   void DeletePod(const Json& pod);
 
+  // A name listed more than once in one request is answered once, at its
+  // first position: kube-scheduler adds up a host's prioritize entries, and
+  // FailedNodes is a map.
+  //
   // The verdict on each node of a request, by position in the request's list.
   struct NodeVerdicts {
     std::vector<uint32_t> feasible;                        // positions, ascending
@@ -100,11 +104,20 @@ class ClusterState {
   };
   // Which of `nodes` `pod` fits on. The names need to live only for the call.
   void Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes, NodeVerdicts& out) const;
-  // Scores 0..10 for `nodes` in order (best = 10; infeasible, stale or unknown = 0).
+  // The scores of a request's nodes: scores[k] is that of nodes[positions[k]].
+  struct NodeScores {
+    std::vector<uint32_t> positions;  // ascending
+    std::vector<int> scores;          // 0..10
+  };
+  // Scores 0..10 for `nodes` (best = 10; infeasible, stale or unknown = 0).
   void Prioritize(const core::PodRequest& pod, const core::Policy& policy,
-                  std::span<const std::string_view> nodes, std::vector<int>& scores) const;
+                  std::span<const std::string_view> nodes, NodeScores& out) const;
+  // The first position of every name in `nodes`, ascending (the positions a
+  // request is answered at).
+  void FirstListings(std::span<const std::string_view> nodes, std::vector<uint32_t>& out) const;
 
-  // The same with owned names (tests, small lists).
+  // The same with owned names (tests, small lists); Prioritize gives every
+  // position a score (a repeated name that of its first position).
   struct FilterOutcome {
     std::vector<std::string> feasible;
     std::map<std::string, std::string> failed;  // node -> reason a person can read
@@ -167,13 +180,15 @@ class ClusterState {
     uint64_t last_used = 0;           // guarded by ClusterState::caches_mu_
   };
   std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
-  // Per position of `nodes`, its slot or kNoSlot (unknown name). Needs mu_
-  // (either mode).
-  std::vector<uint32_t> SlotsOfLocked(std::span<const std::string_view> nodes) const;
-  // Per position of `nodes`, the slot of a node that can be evaluated, or
-  // kNoSlot (unknown, no usable inventory, stale at `now`: the reason goes to
-  // `early` when given, ascending by position). Needs mu_ (either mode).
+  // Per position of `nodes`, its slot, kNoSlot (unknown name) or kRepeat
+  // (the name was listed at an earlier position). Needs mu_ (either mode).
   static constexpr uint32_t kNoSlot = UINT32_MAX;
+  static constexpr uint32_t kRepeat = UINT32_MAX - 1;
+  static bool HasNode(uint32_t slot) { return slot < kRepeat; }
+  std::vector<uint32_t> SlotsOfLocked(std::span<const std::string_view> nodes) const;
+  // Per position of `nodes`, the slot of a node that can be evaluated, kRepeat,
+  // or kNoSlot (unknown, no usable inventory, stale at `now`: the reason goes
+  // to `early` when given, ascending by position). Needs mu_ (either mode).
   std::vector<uint32_t> ResolveLocked(std::span<const std::string_view> nodes,
                                       std::chrono::system_clock::time_point now,
                                       std::vector<std::pair<uint32_t, std::string>>* early) const;
@@ -224,9 +239,9 @@ class ClusterState {
   struct NameListMemo {
     uint64_t generation = 0;  // slots_generation_ when filled; 0 = empty
     uint64_t last_used = 0;
-    std::string joined;          // the names back to back
-    std::vector<uint32_t> ends;  // where each name ends in `joined`
-    std::vector<uint32_t> slots;
+    std::string joined;           // the names back to back
+    std::vector<uint32_t> ends;   // where each name ends in `joined`
+    std::vector<uint32_t> slots;  // as SlotsOfLocked answers (repeats marked)
   };
   mutable LoopHelper loop_helper_;                  // splits a request's evaluations over two threads
   mutable std::mutex memo_mu_;                      // taken after mu_, never before

@@ -174,11 +174,26 @@ TEST(ClusterStateNamesTest, DeletedNodesFreeTheirSlotAndRepeatedNamesAreAnswered
   auto out = state.Filter(*request, {"a", "b", "c"});
   EXPECT_EQ(out.feasible, (std::vector<std::string>{"a", "c"}));
   EXPECT_NE(out.failed["b"].find("unknown"), std::string::npos) << out.failed["b"];
-  // A name listed twice gets the same verdict at both positions.
-  std::vector<std::string_view> names = {"c", "a", "c"};
+  // A name listed twice is answered once, at its first position; unknown
+  // names too.
+  std::vector<std::string_view> names = {"c", "a", "c", "x", "a", "x"};
   ClusterState::NodeVerdicts verdicts;
-  state.Filter(*request, names, verdicts);
-  EXPECT_EQ(verdicts.feasible, (std::vector<uint32_t>{0, 1, 2}));
+  for (int round = 0; round < 2; ++round) {  // the second from the name-list memo
+    state.Filter(*request, names, verdicts);
+    EXPECT_EQ(verdicts.feasible, (std::vector<uint32_t>{0, 1}));
+    ASSERT_EQ(verdicts.failed.size(), 1u);
+    EXPECT_EQ(verdicts.failed[0].first, 3u);
+  }
+  auto policy = core::MakePolicy("node-binpack");
+  ASSERT_TRUE(policy.ok());
+  ClusterState::NodeScores scores;
+  state.Prioritize(*request, **policy, names, scores);
+  EXPECT_EQ(scores.positions, (std::vector<uint32_t>{0, 1, 3}));
+  EXPECT_EQ(scores.scores.size(), 3u);
+  EXPECT_EQ(scores.scores[2], 0);  // unknown
+  std::vector<uint32_t> first;
+  state.FirstListings(names, first);
+  EXPECT_EQ(first, (std::vector<uint32_t>{0, 1, 3}));
   EXPECT_EQ(state.Stats().nodes, 2u);
 }
 

@@ -1,7 +1,6 @@
 #include "scheduler/extender.h"
 
 #include <chrono>
-#include <numeric>
 #include <set>
 
 #include "core/allocation_codec.h"
@@ -168,8 +167,7 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   }
   ClusterState::NodeVerdicts verdicts;
   if (request->containers.empty() && request->init_containers.empty()) {
-    verdicts.feasible.resize(args.names.size());  // asks for no GPU: every node passes
-    std::iota(verdicts.feasible.begin(), verdicts.feasible.end(), 0u);
+    deps_.state->FirstListings(args.names, verdicts.feasible);  // asks for no GPU: every node passes
   } else {
     deps_.state->Filter(*request, args.names, verdicts);
   }
@@ -182,8 +180,9 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   const Json& list = args.tree["Nodes"];
   Json items = Json::array();
   for (const Json& n : list["items"]) {
+    // erase: a node listed twice is answered once
     if (n.is_object() && n.contains("metadata") && n["metadata"].is_object() &&
-        pass.count(n["metadata"].value("name", ""))) {
+        pass.erase(n["metadata"].value("name", ""))) {
       items.push_back(n);
     }
   }
@@ -195,18 +194,24 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
 std::pair<int, std::string> Extender::PrioritizeUnchecked(std::string_view body) {
   Args args;
   if (!ReadArgs(body, args)) return {400, "[]"};
-  // A pod filter refused (malformed request, unknown policy) or one asking
-  // for no GPU: every node scores the same.
-  std::vector<int> scores(args.names.size(), 0);
+  ClusterState::NodeScores scores;
+  bool scored = false;
   if (args.pod && args.pod->is_object()) {
     auto request = core::DerivePodRequest(*args.pod, deps_.config.resources);
     auto policies = request.ok() ? PoliciesFor(*args.pod) : Result<Policies>(request.error());
     if (request.ok() && policies.ok() &&
         (!request->containers.empty() || !request->init_containers.empty())) {
       deps_.state->Prioritize(*request, *policies->node, args.names, scores);
+      scored = true;
     }
   }
-  return {200, wire::HostPriorityListText(args.names, scores)};
+  if (!scored) {
+    // A pod filter refused (malformed request, unknown policy) or one asking
+    // for no GPU: every node scores the same.
+    deps_.state->FirstListings(args.names, scores.positions);
+    scores.scores.assign(scores.positions.size(), 0);
+  }
+  return {200, wire::HostPriorityListText(args.names, scores.positions, scores.scores)};
 }
 
 std::pair<int, Json> Extender::BindUnchecked(const Json& args) {

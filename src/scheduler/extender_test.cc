@@ -118,6 +118,50 @@ TEST_F(ExtenderTest, BodiesReadFastAndBodiesParsedInFullGetTheSameAnswers) {
   EXPECT_EQ(extender_->PrioritizeBody("{not json"), (std::pair<int, std::string>{400, "[]"}));
 }
 
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(ExtenderTest, ANodeListedTwiceIsAnsweredOnce) {
+  // node-b does not fit, node-c is unknown, node-a fits; each listed twice.
+  Json args = Json::parse(kFilterArgs);
+  args["NodeNames"] = {"node-b", "node-a", "node-b", "node-c", "node-a", "node-c"};
+  const std::string fast = args.dump();
+  std::string slow = fast;  // an escaped name: the full parser reads this one
+  slow.replace(slow.find("\"node-a\""), 8, "\"node\\u002da\"");
+  ASSERT_EQ(Json::parse(slow), Json::parse(fast));
+  for (const std::string& body : {fast, slow, fast}) {  // fast twice: the second from the name-list memo
+    auto [status, filter] = extender_->FilterBody(body);
+    EXPECT_EQ(status, 200);
+    EXPECT_EQ(Occurrences(filter, "\"node-b\":"), 1u) << filter;  // one FailedNodes member each
+    EXPECT_EQ(Occurrences(filter, "\"node-c\":"), 1u) << filter;
+    EXPECT_EQ(Json::parse(filter)["NodeNames"], Json::array({"node-a"})) << filter;
+    auto [prio_status, prio] = extender_->PrioritizeBody(body);
+    EXPECT_EQ(prio_status, 200);
+    // kube-scheduler adds up a host's entries: one each, at its first listing.
+    Json list = Json::parse(prio);
+    ASSERT_EQ(list.size(), 3u) << prio;
+    EXPECT_EQ(list[0]["Host"], "node-b");
+    EXPECT_EQ(list[1]["Host"], "node-a");
+    EXPECT_EQ(list[2]["Host"], "node-c");
+    EXPECT_EQ(list[1]["Score"], 10);
+  }
+  // A pod asking for no GPU passes every node, each once.
+  args["Pod"]["spec"]["containers"][0]["resources"] = Json::object();
+  auto [status, filter] = extender_->Filter(args);
+  EXPECT_EQ(filter["NodeNames"], Json::array({"node-b", "node-a", "node-c"}));
+  EXPECT_EQ(extender_->Prioritize(args).second.size(), 3u);
+  // A NodeList with a node twice: its Node object comes back once.
+  Json list_args = Json::parse(kFilterArgs);
+  list_args.erase("NodeNames");
+  Json node_a = {{"metadata", {{"name", "node-a"}}}};
+  list_args["Nodes"] = {{"items", {node_a, node_a}}};
+  auto [list_status, list_filter] = extender_->Filter(list_args);
+  EXPECT_EQ(list_filter["Nodes"]["items"].size(), 1u) << list_filter.dump();
+}
+
 TEST_F(ExtenderTest, MalformedArgsGetAnError) {
   auto [status, result] = extender_->Filter(Json{{"NodeNames", {"node-a"}}});
   EXPECT_NE(result["Error"].get<std::string>().find("no Pod"), std::string::npos) << result.dump();

@@ -202,18 +202,19 @@ std::string FilterResultText(std::span<const std::string_view> names, std::span<
   return out;
 }
 
-std::string HostPriorityListText(std::span<const std::string_view> names, std::span<const int> scores) {
+std::string HostPriorityListText(std::span<const std::string_view> names, std::span<const uint32_t> positions,
+                                 std::span<const int> scores) {
   size_t size = 2;
-  for (std::string_view n : names) size += n.size() + 28;
+  for (uint32_t i : positions) size += names[i].size() + 28;
   std::string out;
   out.reserve(size);
   out.push_back('[');
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i) out.push_back(',');
+  for (size_t k = 0; k < positions.size(); ++k) {
+    if (k) out.push_back(',');
     out += R"({"Host":)";
-    AppendJsonString(out, names[i]);
+    AppendJsonString(out, names[positions[k]]);
     out += R"(,"Score":)";
-    out += std::to_string(i < scores.size() ? scores[i] : 0);
+    out += std::to_string(k < scores.size() ? scores[k] : 0);
     out.push_back('}');
   }
   out.push_back(']');

@@ -50,7 +50,9 @@ void AppendJsonString(std::string& out, std::string_view text);
 std::string FilterResultText(std::span<const std::string_view> names, std::span<const uint32_t> feasible,
                              std::span<const std::pair<uint32_t, std::string>> failed);
 
-// A HostPriorityList: [{"Host":<names[i]>,"Score":<scores[i]>},...].
-std::string HostPriorityListText(std::span<const std::string_view> names, std::span<const int> scores);
+// A HostPriorityList: [{"Host":<names[positions[k]]>,"Score":<scores[k]>},...]
+// (scores as long as positions).
+std::string HostPriorityListText(std::span<const std::string_view> names, std::span<const uint32_t> positions,
+                                 std::span<const int> scores);
 
 }  // namespace tessera::scheduler::wire

@@ -70,10 +70,17 @@ TEST(ExtenderWireTest, AnswersAreTheExtenderResultTypes) {
   Json none = Json::parse(FilterResultText(names, {}, {}));
   EXPECT_EQ(none["NodeNames"], Json::array());
 
+  std::vector<uint32_t> positions = {0, 1, 2};
   std::vector<int> scores = {10, 0, 7};
-  EXPECT_EQ(HostPriorityListText(names, scores), R"([{"Host":"a","Score":10},{"Host":"b\"q","Score":0},)"
-                                                 R"({"Host":"c","Score":7}])");
-  EXPECT_EQ(HostPriorityListText({}, {}), "[]");
+  EXPECT_EQ(HostPriorityListText(names, positions, scores),
+            R"([{"Host":"a","Score":10},{"Host":"b\"q","Score":0},)"
+            R"({"Host":"c","Score":7}])");
+  // Only the positions given are answered.
+  positions = {0, 2};
+  scores = {3, 9};
+  EXPECT_EQ(HostPriorityListText(names, positions, scores),
+            R"([{"Host":"a","Score":3},{"Host":"c","Score":9}])");
+  EXPECT_EQ(HostPriorityListText({}, {}, {}), "[]");
 }
 
 }  // namespace
