@@ -17,27 +17,50 @@ std::string PodKey(const Json& pod) {
   return kube::NamespaceOf(pod) + "/" + kube::NameOf(pod);
 }
 
-std::vector<int> ScaleToExtenderScores(const std::vector<std::optional<double>>& scores) {
-  double lo = 0, hi = 0;
-  bool any = false;
-  for (const auto& s : scores) {
+namespace {
+
+// ExtenderScores over n entries whose score and name are score_at(k) (a
+// pointer, nullptr = infeasible) and name_at(k): what the span version and
+// Prioritize share without copying the scores and names into arrays.
+template <typename ScoreAt, typename NameAt>
+void ExtenderScoresOf(size_t n, const ScoreAt& score_at, const NameAt& name_at, std::vector<int>& out) {
+  // core::Placer::Choose over the nodes in name order: a strictly higher
+  // score replaces the best so far, so equal scores stay with the first name.
+  constexpr size_t kNone = SIZE_MAX;
+  size_t chosen = kNone;
+  double best = 0;
+  double lo = 0;
+  for (size_t k = 0; k < n; ++k) {
+    const double* s = score_at(k);
     if (!s) continue;
-    lo = any ? std::min(lo, *s) : *s;
-    hi = any ? std::max(hi, *s) : *s;
-    any = true;
-  }
-  std::vector<int> out;
-  out.reserve(scores.size());
-  for (const auto& s : scores) {
-    if (!s) {
-      out.push_back(0);
-    } else if (hi == lo) {
-      out.push_back(10);
+    if (chosen == kNone) {
+      chosen = k;
+      best = lo = *s;
     } else {
-      out.push_back(static_cast<int>(std::floor(10.0 * (*s - lo) / (hi - lo))));
+      lo = std::min(lo, *s);
+      if (*s > best || (*s == best && name_at(k) < name_at(chosen))) {
+        chosen = k;
+        best = *s;
+      }
     }
   }
-  return out;
+  out.assign(n, 0);
+  if (chosen == kNone) return;
+  for (size_t k = 0; k < n; ++k) {
+    const double* s = score_at(k);
+    if (!s || k == chosen) continue;
+    out[k] = best == lo ? 9 : std::clamp(static_cast<int>(std::floor(9.0 * (*s - lo) / (best - lo))), 0, 9);
+  }
+  out[chosen] = 10;
+}
+
+}  // namespace
+
+void ExtenderScores(std::span<const std::string_view> names, std::span<const std::optional<double>> scores,
+                    std::vector<int>& out) {
+  ExtenderScoresOf(
+      scores.size(), [&](size_t k) { return scores[k] ? &*scores[k] : nullptr; },
+      [&](size_t k) { return names[k]; }, out);
 }
 
 ClusterState::ClusterState(SteadyNow now) : ClusterState(ClusterStateOptions{std::move(now), nullptr}) {}
@@ -438,27 +461,29 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
 void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               std::span<const std::string_view> nodes, NodeScores& out) const {
   out.positions.clear();
-  std::vector<std::optional<double>> scores;  // by entry of out.positions
   const auto now = wall_now_();
   auto cache =
       CacheFor(std::string(policy.name()) + "@" + std::to_string(policy.epoch()) + "|" + ShapeKey(pod));
-  {
-    std::lock_guard cache_lock(cache->mu);
-    std::shared_lock lock(mu_);
-    const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, nullptr);
-    RefreshLocked(*cache, slot_at, [&](const core::NodeState& node, CachedEval& e) {
-      auto c = policy.Evaluate(node, pod);
-      e.score = c ? std::optional<double>(c->score) : std::nullopt;
-    });
-    out.positions.reserve(nodes.size());
-    scores.reserve(nodes.size());
-    for (size_t i = 0; i < slot_at.size(); ++i) {
-      if (slot_at[i] == kRepeat) continue;
-      out.positions.push_back(static_cast<uint32_t>(i));
-      scores.push_back(slot_at[i] == kNoSlot ? std::nullopt : cache->entries[slot_at[i]].score);
-    }
+  std::lock_guard cache_lock(cache->mu);
+  std::shared_lock lock(mu_);
+  const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, nullptr);
+  RefreshLocked(*cache, slot_at, [&](const core::NodeState& node, CachedEval& e) {
+    auto c = policy.Evaluate(node, pod);
+    e.score = c ? std::optional<double>(c->score) : std::nullopt;
+  });
+  out.positions.reserve(nodes.size());
+  for (size_t i = 0; i < slot_at.size(); ++i) {
+    if (slot_at[i] != kRepeat) out.positions.push_back(static_cast<uint32_t>(i));
   }
-  out.scores = ScaleToExtenderScores(scores);
+  ExtenderScoresOf(
+      out.positions.size(),
+      [&](size_t k) -> const double* {
+        const uint32_t slot = slot_at[out.positions[k]];
+        if (slot == kNoSlot) return nullptr;
+        const std::optional<double>& score = cache->entries[slot].score;
+        return score ? &*score : nullptr;
+      },
+      [&](size_t k) { return nodes[out.positions[k]]; }, out.scores);
 }
 
 void ClusterState::FirstListings(std::span<const std::string_view> nodes, std::vector<uint32_t>& out) const {

@@ -109,7 +109,8 @@ class ClusterState {
     std::vector<uint32_t> positions;  // ascending
     std::vector<int> scores;          // 0..10
   };
-  // Scores 0..10 for `nodes` (best = 10; infeasible, stale or unknown = 0).
+  // Scores 0..10 for `nodes` (ExtenderScores: 10 for core's choice among
+  // them; infeasible, stale or unknown = 0).
   void Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                   std::span<const std::string_view> nodes, NodeScores& out) const;
   // The first position of every name in `nodes`, ascending (the positions a
@@ -262,8 +263,21 @@ class ClusterState {
 // "namespace/name" of a pod object.
 std::string PodKey(const Json& pod);
 
-// Linear map of policy scores onto the extender's 0..10 (best = 10, all equal =
-// 10, nullopt = infeasible = 0).
-std::vector<int> ScaleToExtenderScores(const std::vector<std::optional<double>>& scores);
+// The extender's 0..10 for the nodes named `names` whose policy scores are
+// `scores` (nullopt = infeasible), into `out`:
+//  - 10 for exactly the node core::Placer::Choose picks among them when given
+//    them in name order: the highest score, equal scores to the name that
+//    sorts first (bytewise). kube-scheduler adds every node's extender score
+//    (times the extender weight) to its own plugins' scores, and with the
+//    profile of docs/scheduler.md ("Making tessera's choice win") the one
+//    node at 10 is the node it picks: the decision the trace benchmark
+//    measures, not a tie among many nodes at 10 broken by kube-scheduler;
+//  - the other feasible nodes linearly onto 0..9 between the lowest score
+//    and the chosen one's (a score equal to the chosen one's, i.e. a lost
+//    tie-break, gets 9), so that they keep their order should the chosen node
+//    drop out;
+//  - infeasible 0.
+void ExtenderScores(std::span<const std::string_view> names, std::span<const std::optional<double>> scores,
+                    std::vector<int>& out);
 
 }  // namespace tessera::scheduler

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <random>
+#include <tuple>
 
 #include "core/pod_request.h"
+#include "core/policy_placer.h"
 #include "scheduler/testing.h"
 
 namespace tessera::scheduler {
@@ -242,7 +245,60 @@ TEST(ClusterStateNamesTest, ManyNodesEvaluatedAfreshGetTheVerdictsOfOneByOne) {
     auto c = (*policy)->Evaluate(*one.Node(names[i]), *request);
     raw.push_back(c ? std::optional<double>(c->score) : std::nullopt);
   }
-  EXPECT_EQ(scores, ScaleToExtenderScores(raw));
+  std::vector<std::string_view> views(names.begin(), names.end());
+  std::vector<int> expected;
+  ExtenderScores(views, raw, expected);
+  EXPECT_EQ(scores, expected);
+}
+
+// What kube-scheduler binds to (the one node prioritize scores 10) is what the
+// trace benchmark's engine decides: core::Placer over the same nodes, given in
+// name order, with the same policy.
+TEST(ClusterStateNamesTest, TheNodeScoredTenIsThePlacersChoice) {
+  std::mt19937 random(7);
+  ClusterState state;
+  std::vector<std::string> names;
+  int pods = 0;
+  for (int i = 0; i < 40; ++i) {
+    // Names out of order and in twins (same GPUs, same usage: equal scores).
+    const int kind = i / 2;
+    names.push_back("node-" + std::to_string((i * 17) % 40));
+    const int gpus = 1 + kind % 4;
+    const int64_t memory = kind % 3 == 0 ? 24000 : 81920;
+    state.UpsertNode(NodeWithGpus(names.back(), i + 1, gpus, memory, 4));
+    for (int p = 0; p < kind % 5; ++p) {
+      auto used = core::DerivePodRequest(GpuPod("d", "u", 1, 2000 + 1000 * (kind % 3), 10 * (kind % 4)), {});
+      ASSERT_TRUE(used.ok());
+      (void)state.Reserve("d/u" + std::to_string(++pods), *used, names.back(), core::GpuOrder::kBinpack,
+                          std::chrono::hours(1));
+    }
+  }
+  std::vector<std::string> by_name = names;
+  std::sort(by_name.begin(), by_name.end());
+  std::vector<core::NodeState> nodes;
+  for (const std::string& n : by_name) nodes.push_back(*state.Node(n));
+  core::Placer placer(nodes);
+  int decisions = 0;
+  for (std::string policy_name : {"node-binpack", "node-spread", "gpu-binpack", "gpu-spread", "tessera"}) {
+    auto policy = core::MakePolicy(policy_name);
+    ASSERT_TRUE(policy.ok());
+    for (auto [gpus, memory, cores] :
+         {std::tuple{1, 1000, 5}, std::tuple{1, 20000, 30}, std::tuple{2, 8000, 50},
+          std::tuple{1, 81920, 100}, std::tuple{4, 30000, 20}}) {
+      auto request = core::DerivePodRequest(GpuPod("d", "new", gpus, memory, cores), {});
+      ASSERT_TRUE(request.ok());
+      std::shuffle(names.begin(), names.end(), random);  // kube-scheduler's order varies
+      std::vector<int> scores = state.Prioritize(*request, **policy, names);
+      auto decision = placer.Choose(*request, **policy);
+      const std::string what = policy_name + " " + std::to_string(gpus) + "x" + std::to_string(memory);
+      ASSERT_EQ(std::count(scores.begin(), scores.end(), 10), decision ? 1 : 0) << what;
+      if (!decision) continue;
+      ++decisions;
+      const size_t ten = std::find(scores.begin(), scores.end(), 10) - scores.begin();
+      EXPECT_EQ(names[ten], by_name[decision->node]) << what;
+    }
+  }
+  EXPECT_GE(decisions, 20);  // most shapes fit somewhere
 }
 
 }  // namespace

@@ -372,9 +372,20 @@ TEST(ClusterStateTest, PodsSeenBeforeTheirNodeAreAppliedWhenItArrivesAndGarbageI
   EXPECT_EQ(state.Node("n")->gpus()[1].used.memory_mib, 0);
 }
 
-TEST(ClusterStateTest, ScoresScaleOntoZeroToTen) {
-  EXPECT_EQ(ScaleToExtenderScores({1.0, std::nullopt, 3.0, 2.0}), (std::vector<int>{0, 0, 10, 5}));
-  EXPECT_EQ(ScaleToExtenderScores({7.0, 7.0}), (std::vector<int>{10, 10}));
+TEST(ClusterStateTest, OnlyThePlacersChoiceScoresTen) {
+  auto scores = [](std::vector<std::string_view> names, std::vector<std::optional<double>> raw) {
+    std::vector<int> out;
+    ExtenderScores(names, raw, out);
+    return out;
+  };
+  // The best score gets 10, the others 0..9 between the lowest and the best.
+  EXPECT_EQ(scores({"d", "c", "b", "a"}, {1.0, std::nullopt, 3.0, 2.0}), (std::vector<int>{0, 0, 10, 4}));
+  // Equal scores: the name that sorts first wins (Placer order = by name).
+  EXPECT_EQ(scores({"n2", "n1", "n3"}, {7.0, 7.0, 7.0}), (std::vector<int>{9, 10, 9}));
+  EXPECT_EQ(scores({"b", "a", "c"}, {5.0, 5.0, 6.0}), (std::vector<int>{0, 0, 10}));
+  EXPECT_EQ(scores({"b", "a"}, {5.0, 4.0}), (std::vector<int>{10, 0}));
+  EXPECT_EQ(scores({"a", "b"}, {std::nullopt, std::nullopt}), (std::vector<int>{0, 0}));
+  EXPECT_EQ(scores({}, {}), std::vector<int>{});
 }
 
 }  // namespace
