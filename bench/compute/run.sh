@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Compute isolation benchmark (issue 5) on the simulated GPU.
 #
-#   bench/compute/run.sh [BUILD_DIR] [OUT_DIR]
+#   bench/compute/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...]
+#
+# Sections (default: all, in this order): one long ceiling latency groups
+# series cost.
 #
 # Needs the targets vgpu, tessera_sim_cuda, tessera_sim_nvml,
 # compute_share_workload and compute_launch_cost built in BUILD_DIR (default
@@ -17,6 +20,9 @@
 set -euo pipefail
 BUILD=$(realpath "${1:-build}")
 OUT=${2:-$(mktemp -d /tmp/tessera-compute-bench-XXXXXX)}
+shift $(($# < 2 ? $# : 2))
+SECTIONS=${*:-one long ceiling latency groups series cost}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/tessera-compute-run-XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -80,94 +86,109 @@ twin_stats() {
     }'
 }
 
-echo "== one tenant, policy force, saturating ($IN_FLIGHT_MS ms in flight): share per 1-s window after the first second"
-echo "quota kernel_us   mean    min    max  worst|dev| windows"
-for q in 10 30 50 70 90; do
-  for k in 100 1000 10000; do
-    tenant "one-q$q-k$k" "$q" force "$k" 6 1000
-    printf "%5s %9s %s\n" "$q" "$k" "$(stats "$OUT/one-q$q-k$k.txt" "$q" 1)"
-  done
-done
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-echo "== one tenant, policy force, 50 ms kernels: share per 5-s window after the first second"
-echo "quota kernel_us   mean    min    max  worst|dev| windows"
-for q in 10 30 50 70 90; do
-  tenant "long-q$q" "$q" force 50000 11.5 5000
-  # windows of 5 s: use the ones ending at 5 s and 10 s... shift by one second
-  printf "%5s %9s %s\n" "$q" 50000 "$(stats "$OUT/long-q$q.txt" "$q" 0)"
-done
-
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-echo "== unlimited (no quota) ceiling of the saturating workload on this machine"
-for k in 100 1000 10000; do
-  env TESSERA_REGION="$WORK/region-unl-$k/vgpu.region" LD_PRELOAD="$PRELOAD" "$WL" "unl-k$k" "$k" 4 1000 \
-    "$IN_FLIGHT_MS" > "$OUT/unl-k$k.txt"
-  printf "unlimited %9s %s\n" "$k" "$(stats "$OUT/unl-k$k.txt" 100 1)"
-done
-
-echo "== latency-bound tenant (3 kernels in flight), policy force, beside its unlimited twin on GPU 1"
-echo "quota kernel_us   mean    min    max  worst|dev| windows | twin mean, min; worst share - min(quota, twin)"
-for k in 100 1000; do
+if want one; then
+  echo "== one tenant, policy force, saturating ($IN_FLIGHT_MS ms in flight): share per 1-s window after the first second"
+  echo "quota kernel_us   mean    min    max  worst|dev| windows"
   for q in 10 30 50 70 90; do
-    tenant "lat-q$q-k$k" "$q" force "$k" 6 1000 0 &
-    lim=$!
-    env TESSERA_REGION="$WORK/region-twin-q$q-k$k/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_VISIBLE_DEVICES=1 \
-      "$WL" "twin-q$q-k$k" "$k" 6 1000 0 > "$OUT/twin-q$q-k$k.txt" &
-    wait "$lim" $!
-    printf "%5s %9s %s | %s\n" "$q" "$k" "$(stats "$OUT/lat-q$q-k$k.txt" "$q" 1)" \
-      "$(twin_stats "$OUT/lat-q$q-k$k.txt" "$OUT/twin-q$q-k$k.txt" "$q" 1)"
+    for k in 100 1000 10000; do
+      tenant "one-q$q-k$k" "$q" force "$k" 6 1000
+      printf "%5s %9s %s\n" "$q" "$k" "$(stats "$OUT/one-q$q-k$k.txt" "$q" 1)"
+    done
   done
-done
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 
-echo "== several tenants, policy force, saturating, 1 ms kernels, 1-s windows after the first second"
-echo "tenant quota   mean    min    max  worst|dev| windows"
-group() {
-  local name=$1
-  shift
-  local pids=() i=0
-  for q in "$@"; do
-    i=$((i + 1))
-    tenant "$name-$i-q$q" "$q" force 1000 6 1000 &
+if want long; then
+  echo "== one tenant, policy force, 50 ms kernels: share per 5-s window after the first second"
+  echo "quota kernel_us   mean    min    max  worst|dev| windows"
+  for q in 10 30 50 70 90; do
+    tenant "long-q$q" "$q" force 50000 11.5 5000
+    # windows of 5 s: use the ones ending at 5 s and 10 s... shift by one second
+    printf "%5s %9s %s\n" "$q" 50000 "$(stats "$OUT/long-q$q.txt" "$q" 0)"
+  done
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+if want ceiling; then
+  echo "== unlimited (no quota) ceiling of the saturating workload on this machine"
+  for k in 100 1000 10000; do
+    env TESSERA_REGION="$WORK/region-unl-$k/vgpu.region" LD_PRELOAD="$PRELOAD" "$WL" "unl-k$k" "$k" 4 1000 \
+      "$IN_FLIGHT_MS" > "$OUT/unl-k$k.txt"
+    printf "unlimited %9s %s\n" "$k" "$(stats "$OUT/unl-k$k.txt" 100 1)"
+  done
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+if want latency; then
+  echo "== latency-bound tenant (3 kernels in flight), policy force, beside its unlimited twin on GPU 1"
+  echo "quota kernel_us   mean    min    max  worst|dev| windows | twin mean, min; worst share - min(quota, twin)"
+  for k in 100 1000; do
+    for q in 10 30 50 70 90; do
+      tenant "lat-q$q-k$k" "$q" force "$k" 6 1000 0 &
+      lim=$!
+      env TESSERA_REGION="$WORK/region-twin-q$q-k$k/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_VISIBLE_DEVICES=1 \
+        "$WL" "twin-q$q-k$k" "$k" 6 1000 0 > "$OUT/twin-q$q-k$k.txt" &
+      wait "$lim" $!
+      printf "%5s %9s %s | %s\n" "$q" "$k" "$(stats "$OUT/lat-q$q-k$k.txt" "$q" 1)" \
+        "$(twin_stats "$OUT/lat-q$q-k$k.txt" "$OUT/twin-q$q-k$k.txt" "$q" 1)"
+    done
+  done
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+if want groups; then
+  echo "== several tenants, policy force, saturating, 1 ms kernels, 1-s windows after the first second"
+  echo "tenant quota   mean    min    max  worst|dev| windows"
+  group() {
+    local name=$1
+    shift
+    local pids=() i=0
+    for q in "$@"; do
+      i=$((i + 1))
+      tenant "$name-$i-q$q" "$q" force 1000 6 1000 &
+      pids+=($!)
+    done
+    wait "${pids[@]}"
+    i=0
+    for q in "$@"; do
+      i=$((i + 1))
+      printf "%-10s %5s %s\n" "$name-$i" "$q" "$(stats "$OUT/$name-$i-q$q.txt" "$q" 1)"
+    done
+  }
+  group two-10-90 10 90
+  group two-30-70 30 70
+  group four-25 25 25 25 25
+  echo "== one container (one region, one budget), four processes, quota 25: their sum"
+  pids=()
+  for i in 1 2 3 4; do
+    env TESSERA_REGION="$WORK/region-shared/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT=25 \
+      GPU_CORE_UTILIZATION_POLICY=force "$WL" "shared-$i" 1000 6 1000 "$IN_FLIGHT_MS" > "$OUT/shared-$i.txt" &
     pids+=($!)
   done
   wait "${pids[@]}"
-  i=0
-  for q in "$@"; do
-    i=$((i + 1))
-    printf "%-10s %5s %s\n" "$name-$i" "$q" "$(stats "$OUT/$name-$i-q$q.txt" "$q" 1)"
-  done
-}
-group two-10-90 10 90
-group two-30-70 30 70
-group four-25 25 25 25 25
-echo "== one container (one region, one budget), four processes, quota 25: their sum"
-pids=()
-for i in 1 2 3 4; do
-  env TESSERA_REGION="$WORK/region-shared/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT=25 \
-    GPU_CORE_UTILIZATION_POLICY=force "$WL" "shared-$i" 1000 6 1000 "$IN_FLIGHT_MS" > "$OUT/shared-$i.txt" &
-  pids+=($!)
-done
-wait "${pids[@]}"
-paste "$OUT"/shared-[1-4].txt | awk '{ print "shared", $2, $3 + $6 + $9 + $12 }' > "$OUT/shared-sum.txt"
-printf "%-10s %5s %s\n" "sum of 4" 25 "$(stats "$OUT/shared-sum.txt" 25 1)"
-tenant "alone-25" 25 force 1000 6 1000
-printf "%-10s %5s %s\n" "alone" 25 "$(stats "$OUT/alone-25.txt" 25 1)"
+  paste "$OUT"/shared-[1-4].txt | awk '{ print "shared", $2, $3 + $6 + $9 + $12 }' > "$OUT/shared-sum.txt"
+  printf "%-10s %5s %s\n" "sum of 4" 25 "$(stats "$OUT/shared-sum.txt" 25 1)"
+  tenant "alone-25" 25 force 1000 6 1000
+  printf "%-10s %5s %s\n" "alone" 25 "$(stats "$OUT/alone-25.txt" 25 1)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+if want series; then
+  echo "== time series for the plot: quota 30, force, saturating, 1 ms kernels, 100-ms windows"
+  tenant series 30 force 1000 10 100
+  cp "$OUT/series.txt" "$OUT/series-q30.txt"
+  printf "%-10s %5s %s\n" "series" 30 "$(stats "$OUT/series.txt" 30 1)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
 
-echo "== time series for the plot: quota 30, force, saturating, 1 ms kernels, 100-ms windows"
-tenant series 30 force 1000 10 100
-cp "$OUT/series.txt" "$OUT/series-q30.txt"
-printf "%-10s %5s %s\n" "series" 30 "$(stats "$OUT/series.txt" 30 1)"
+if want cost; then
+  echo "== launch hook cost (ns per cuLaunchKernel; 200000 launches)"
+  COST=$BUILD/bin/compute_launch_cost
+  printf "%-28s %s\n" "plain (no libvgpu)" "$("$COST")"
+  printf "%-28s %s\n" "libvgpu, no quota" "$(env TESSERA_REGION="$WORK/cost1/vgpu.region" LD_PRELOAD="$PRELOAD" "$COST")"
+  printf "%-28s %s\n" "libvgpu, quota 90 (under)" "$(env TESSERA_REGION="$WORK/cost2/vgpu.region" LD_PRELOAD="$PRELOAD" \
+    CUDA_DEVICE_SM_LIMIT=90 GPU_CORE_UTILIZATION_POLICY=force "$COST")"
+fi
 
-echo "== launch hook cost (ns per cuLaunchKernel; 200000 launches)"
-COST=$BUILD/bin/compute_launch_cost
-printf "%-28s %s\n" "plain (no libvgpu)" "$("$COST")"
-printf "%-28s %s\n" "libvgpu, no quota" "$(env TESSERA_REGION="$WORK/cost1/vgpu.region" LD_PRELOAD="$PRELOAD" "$COST")"
-printf "%-28s %s\n" "libvgpu, quota 90 (under)" "$(env TESSERA_REGION="$WORK/cost2/vgpu.region" LD_PRELOAD="$PRELOAD" \
-  CUDA_DEVICE_SM_LIMIT=90 GPU_CORE_UTILIZATION_POLICY=force "$COST")"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "raw output: $OUT"
