@@ -332,9 +332,13 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
 
   CLI::App app{
       "tessera-node: the tessera agent on a GPU node. Discovers GPUs through NVML, serves the kubelet\n"
-      "device-plugin API (v1beta1) for the configured resource and mounts libvgpu into GPU containers.\n"
-      "Settings come from built-in defaults, then --config, then flags, then this node's entry in the\n"
-      "per-node overrides file. Every flag has a YAML key of the same name with '_' for '-'.",
+      "device-plugin API (v1beta1) for the configured resource and mounts libvgpu into GPU containers,\n"
+      "publishes the node's GPU inventory for tessera-scheduler, ties each container's region to its pod\n"
+      "(kubelet PodResources) and removes those of pods that are gone, serves Prometheus metrics, and\n"
+      "kills processes that take their container past its memory limit behind libvgpu's back when\n"
+      "ACTIVE_OOM_KILLER says so. Settings come from built-in defaults, then --config, then flags, then\n"
+      "this node's entry in the per-node overrides file. Every flag has a YAML key of the same name with\n"
+      "'_' for '-'. docs/node.md has the deployment, every key and every metric.",
       "tessera-node"};
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(36);
@@ -355,7 +359,7 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
                       "CUDA_OVERSUBSCRIBE in containers)"),
        [&](NodeConfig& c) { c.memory_scaling = flags.memory_scaling; });
   bind(app.add_option("--core-scaling", flags.core_scaling,
-                      "compute offered per GPU = 100% x this; published with the node inventory"),
+                      "compute offered per GPU = 100% x this (0.01-100); > 1 oversubscribes compute"),
        [&](NodeConfig& c) { c.core_scaling = flags.core_scaling; });
   bind(app.add_flag("--disable-core-limit", flags.disable_core_limit,
                     "do not throttle compute in containers (sets GPU_CORE_UTILIZATION_POLICY=disable)"),
@@ -440,7 +444,8 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
        [&](NodeConfig& c) { c.node_name = flags.node_name; });
   bind(app.add_option("--node-config-file", flags.node_config_file,
                       "per-node overrides (YAML 'nodes: {<node>: {split_count: .., memory_scaling: .., "
-                      "core_scaling: .., disable_core_limit: .., ld_so_preload: ..}}')"),
+                      "core_scaling: .., disable_core_limit: .., ld_so_preload: .., active_oom_killer: .., "
+                      "memory_tolerance_mib: ..}}')"),
        [&](NodeConfig& c) { c.node_config_file = flags.node_config_file; });
   app.set_version_flag("--version", std::string("tessera-node ") + "0.1.0");
 
