@@ -11,6 +11,7 @@
 
 #include "kube/typed_api.h"
 #include "node/allocate.h"
+#include "node/atomic_file.h"
 #include "node/metrics.h"
 #include "node/prometheus_text.h"
 
@@ -27,19 +28,9 @@ std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gp
 }
 
 Status WritePreloadFile(const NodeConfig& config) {
-  const std::string path = config.PreloadFileHostPath();
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << config.libvgpu_container_path << "\n";
-    out.close();
-    if (!out)
-      return Error{"cannot write the preload file '" + temp + "' (is the libvgpu directory mounted?)"};
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return Error{"cannot install the preload file '" + path + "': " + why};
+  if (auto s = ReplaceFileAtomically(config.PreloadFileHostPath(), config.libvgpu_container_path + "\n");
+      !s.ok()) {
+    return s.error().Wrap("cannot install the preload file (is the libvgpu directory mounted?)");
   }
   return Status::Ok();
 }

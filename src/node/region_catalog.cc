@@ -1,5 +1,7 @@
 #include "node/region_catalog.h"
 
+#include "node/atomic_file.h"
+
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -82,21 +84,9 @@ Result<RegionRecord> DecodeRegionRecord(const std::string& text) {
 }
 
 Status WriteRegionRecord(const std::string& dir, const std::string& name, const RegionRecord& record) {
-  const std::string path = JoinPath(dir, name + ".json");
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << EncodeRegionRecord(record) << "\n";
-    out.close();
-    if (!out) {
-      ::unlink(temp.c_str());
-      return Error{"cannot write region record '" + temp + "'"};
-    }
-  }
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(temp.c_str());
-    return Error{"cannot install region record '" + path + "': " + why};
+  if (auto s = ReplaceFileAtomically(JoinPath(dir, name + ".json"), EncodeRegionRecord(record) + "\n");
+      !s.ok()) {
+    return s.error().Wrap("cannot write region record");
   }
   return Status::Ok();
 }

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "node/atomic_file.h"
+
 namespace tessera::runner {
 namespace {
 
@@ -90,33 +92,6 @@ Result<std::vector<LedgerEntry>> ParseLedger(const std::string& text, const std:
     return Error{"ledger " + path + " is corrupt (" + ex.what() +
                  "); it was left untouched. Stop all `tessera run` jobs, then remove it to start afresh"};
   }
-}
-
-Status WriteAtomically(const std::string& path, const std::string& text) {
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Error{Errno("cannot write " + tmp)};
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::write(fd, text.data() + off, text.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      Error err{Errno("cannot write " + tmp)};
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return err;
-    }
-    off += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{Errno("cannot flush " + tmp)};
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return Error{Errno("cannot replace " + path)};
-  }
-  return Status::Ok();
 }
 
 Status MakeDirs(const std::string& dir) {
@@ -216,7 +191,7 @@ Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)
   nlohmann::json jobs = nlohmann::json::array();
   for (const auto& e : entries) jobs.push_back(EntryToJson(e));
   nlohmann::json doc = {{"version", kLedgerVersion}, {"jobs", jobs}};
-  return WriteAtomically(path, doc.dump(2) + "\n");
+  return node::ReplaceFileAtomically(path, doc.dump(2) + "\n");
 }
 
 Result<std::vector<LedgerEntry>> SliceLedger::List() {
