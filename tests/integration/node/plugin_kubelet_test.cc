@@ -7,9 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kubelet_standin.h"
-#include "node/agent.h"
-#include "node/inventory.h"
+#include "agent_fixture.h"
 #include "node/registrar.h"
 
 namespace tessera::node {
@@ -17,24 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using test::kWait;
+using test::TwoGpus;
 using testing::KubeletStandIn;
-
-// Generous: the machine may be loaded; conditions are polled, never timed.
-constexpr auto kWait = 30s;
-
-std::vector<core::Gpu> TwoGpus() {
-  std::vector<core::Gpu> gpus;
-  for (int i = 0; i < 2; ++i) {
-    core::Gpu gpu;
-    gpu.uuid = "GPU-0000000" + std::to_string(i) + "-aaaa-bbbb-cccc-dddddddddddd";
-    gpu.index = i;
-    gpu.model = "NVIDIA A100-SXM4-80GB";
-    gpu.memory_mib = 81920;
-    gpu.numa_node = i;
-    gpus.push_back(gpu);
-  }
-  return gpus;
-}
 
 // Polls `condition` until it holds or kWait passes.
 template <typename Condition>
@@ -51,41 +34,9 @@ size_t CountHealth(const std::vector<v1beta1::Device>& devices, const std::strin
   return std::count_if(devices.begin(), devices.end(), [&](const auto& d) { return d.health() == health; });
 }
 
-class PluginKubeletTest : public ::testing::Test {
+class PluginKubeletTest : public test::AgentFixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tn-XXXXXX";  // short: unix socket paths are limited
-    root_ = ::mkdtemp(pattern);
-    fs::create_directories(root_ + "/dp");
-    fs::create_directories(root_ + "/lib");
-    std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in for libvgpu";
-    config_.plugin_dir = root_ + "/dp";
-    config_.libvgpu_host_path = root_ + "/lib/libvgpu.so";
-    config_.region_host_dir = root_ + "/regions";
-    config_.split_count = 3;
-    config_.kubelet_poll_ms = 50;
-    config_.metrics_port = 0;  // several agents run at once in tests
-    kubelet_ = std::make_unique<KubeletStandIn>(config_.plugin_dir);
-  }
-  void TearDown() override {
-    agent_.reset();
-    kubelet_.reset();
-    fs::remove_all(root_);
-  }
-
-  void StartAgent() {
-    auto inventory = std::make_unique<StaticInventory>(TwoGpus());
-    inventory_ = inventory.get();
-    agent_ = std::make_unique<Agent>(config_, std::move(inventory));
-    auto started = agent_->Start();
-    ASSERT_TRUE(started.ok()) << started.error().message;
-  }
-
-  std::string root_;
-  NodeConfig config_;
-  std::unique_ptr<KubeletStandIn> kubelet_;
-  StaticInventory* inventory_ = nullptr;
-  std::unique_ptr<Agent> agent_;
+  void SetUp() override { SetUpNode(); }
 };
 
 TEST_F(PluginKubeletTest, RegistersWhileServingAndAdvertisesSplitCountDevicesPerGpu) {

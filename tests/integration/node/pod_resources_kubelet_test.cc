@@ -10,8 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kubelet_standin.h"
-#include "node/agent.h"
+#include "agent_fixture.h"
 #include "node/inventory.h"
 #include "node/pod_resources.h"
 
@@ -20,27 +19,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using test::kWait;
+using test::TwoGpus;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::KubeletStandIn;
-
-// Generous: the machine may be loaded; conditions are polled, never timed.
-constexpr auto kWait = 30s;
-
-std::vector<core::Gpu> TwoGpus() {
-  std::vector<core::Gpu> gpus;
-  for (int i = 0; i < 2; ++i) {
-    core::Gpu gpu;
-    gpu.uuid = "GPU-0000000" + std::to_string(i) + "-aaaa-bbbb-cccc-dddddddddddd";
-    gpu.index = i;
-    gpu.model = "NVIDIA A100-SXM4-80GB";
-    gpu.memory_mib = 81920;
-    gpu.numa_node = i;
-    gpus.push_back(gpu);
-  }
-  return gpus;
-}
 
 std::string Device(int gpu, int replica) {
   return TwoGpus()[gpu].uuid + "::" + std::to_string(replica);
@@ -51,37 +35,15 @@ ino_t Inode(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
 }
 
-class PodResourcesKubeletTest : public ::testing::Test {
+class PodResourcesKubeletTest : public test::AgentFixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tn-XXXXXX";  // short: unix socket paths are limited
-    root_ = ::mkdtemp(pattern);
-    fs::create_directories(root_ + "/dp");
-    fs::create_directories(root_ + "/lib");
-    std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in for libvgpu";
-    config_.plugin_dir = root_ + "/dp";
-    config_.libvgpu_host_path = root_ + "/lib/libvgpu.so";
-    config_.region_host_dir = root_ + "/regions";
-    config_.split_count = 3;
-    config_.kubelet_poll_ms = 50;
-    // Laid out like a kubelet's root: <root>/device-plugins and <root>/pod-resources.
-    pod_resources_socket_ = root_ + "/pod-resources/kubelet.sock";
-    kubelet_ = std::make_unique<KubeletStandIn>(config_.plugin_dir, pod_resources_socket_);
-  }
-  void TearDown() override {
-    agent_.reset();
-    kubelet_.reset();
-    fs::remove_all(root_);
-  }
+  // Laid out like a kubelet's root: <root>/device-plugins and <root>/pod-resources.
+  void SetUp() override { SetUpNode("pod-resources/kubelet.sock"); }
 
   // The kubelet, then the agent, registered and advertising its 6 devices.
   void StartKubeletAndAgent() {
     ASSERT_TRUE(kubelet_->Start());
-    auto inventory = std::make_unique<StaticInventory>(TwoGpus());
-    inventory_ = inventory.get();
-    agent_ = std::make_unique<Agent>(config_, std::move(inventory));
-    auto started = agent_->Start();
-    ASSERT_TRUE(started.ok()) << started.error().message;
+    StartAgent();
     ASSERT_TRUE(kubelet_->WaitForDevices([](const auto& d) { return d.size() == 6; }, kWait));
   }
 
@@ -90,13 +52,6 @@ class PodResourcesKubeletTest : public ::testing::Test {
     EXPECT_TRUE(listed.ok()) << listed.error().message;
     return listed.ok() ? *listed : std::vector<ContainerDevices>{};
   }
-
-  std::string root_;
-  std::string pod_resources_socket_;
-  NodeConfig config_;
-  std::unique_ptr<KubeletStandIn> kubelet_;
-  StaticInventory* inventory_ = nullptr;
-  std::unique_ptr<Agent> agent_;
 };
 
 TEST_F(PodResourcesKubeletTest, AnAdmittedContainerIsListedWithItsDevicesUntilItsPodIsDeleted) {
