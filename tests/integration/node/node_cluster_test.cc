@@ -187,6 +187,11 @@ class NodeClusterTest : public ::testing::Test {
     return *inventory;
   }
 
+  // Metrics are published at the end of each monitor pass: wait for a line.
+  bool MetricsShow(const std::string& text) const {
+    return WaitFor([&] { return Metrics().find(text) != std::string::npos; });
+  }
+
   std::string Metrics() const {
     httplib::Client http("127.0.0.1", metrics_port_);
     http.set_connection_timeout(2);
@@ -285,6 +290,11 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
   EXPECT_EQ(inventory.gpus[0].slots, 4);
   EXPECT_EQ(inventory.gpus[0].memory_mib, gpus_[0].memory_mib);
   EXPECT_TRUE(inventory.gpus[0].healthy);
+  // The labels follow the annotation in a second request.
+  ASSERT_TRUE(WaitFor([&] {
+    auto node = api_->GetObject("nodes", "", kNode);
+    return node && node->value("/metadata/labels"_json_pointer, Json::object()).contains(kGpuCountLabel);
+  }));
   auto node = api_->GetObject("nodes", "", kNode);
   EXPECT_EQ((*node)["metadata"]["labels"][kGpuProductLabel], "NVIDIA-A100-SXM4-80GB");
   EXPECT_EQ((*node)["metadata"]["labels"][kGpuCountLabel], "2");
@@ -350,7 +360,9 @@ TEST_F(NodeClusterTest, APublishFailureIsRetriedAndTheApiServerRecoveryPicksItUp
   EXPECT_FALSE(PublishedInventory().has_value());
   api_->ClearFaults();
   ASSERT_TRUE(WaitFor([&] { return PublishedInventory().has_value(); })) << NodeLog();
-  EXPECT_NE(Metrics().find("tessera_node_inventory_publish_errors_total"), std::string::npos);
+  EXPECT_EQ(Metrics().find("tessera_node_inventory_publish_errors_total 0\n"), std::string::npos)
+      << Metrics();
+  EXPECT_NE(Metrics().find("tessera_node_inventory_publish_errors_total "), std::string::npos) << Metrics();
 }
 
 TEST_F(NodeClusterTest, ContainersAreAttributedMeteredAndScrapedByPrometheus) {
@@ -365,13 +377,9 @@ TEST_F(NodeClusterTest, ContainersAreAttributedMeteredAndScrapedByPrometheus) {
   // The agent ties the region to ml/train/main and meters it.
   const std::string labels =
       "namespace=\"ml\",pod=\"train\",container=\"main\",gpu_uuid=\"" + gpus_[0].uuid + "\"";
-  ASSERT_TRUE(WaitFor([&] {
-    return Metrics().find("tessera_container_memory_limit_bytes{" + labels) != std::string::npos;
-  })) << Metrics()
-      << NodeLog();
-  EXPECT_NE(
-      Metrics().find("tessera_gpu_allocated_memory_bytes{gpu_uuid=\"" + gpus_[0].uuid + "\"} 4194304000"),
-      std::string::npos)
+  ASSERT_TRUE(MetricsShow("tessera_container_memory_limit_bytes{" + labels)) << Metrics() << NodeLog();
+  EXPECT_TRUE(
+      MetricsShow("tessera_gpu_allocated_memory_bytes{gpu_uuid=\"" + gpus_[0].uuid + "\"} 4194304000\n"))
       << Metrics();
 
   // A real Prometheus scrapes the endpoint and answers a query on it.
@@ -432,7 +440,7 @@ TEST_F(NodeClusterTest, AProcessThatBypassesLibvgpuIsKilledAndThePodGetsAnEvent)
     EXPECT_NE(message.find("over its limit of 4000 MiB (from its allocation)"), std::string::npos) << message;
     EXPECT_NE(message.find("0 MiB of it seen by libvgpu"), std::string::npos) << message;
   }
-  EXPECT_NE(Metrics().find("tessera_node_enforcement_kills_total 1"), std::string::npos) << Metrics();
+  EXPECT_TRUE(MetricsShow("tessera_node_enforcement_kills_total 1\n")) << Metrics();
 }
 
 TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
@@ -460,7 +468,7 @@ TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
   EXPECT_NE(status.find("NSpid:\t" + std::to_string(snapshot.processes[0].host_pid) + "\t1\n"),
             std::string::npos)
       << status;
-  EXPECT_NE(Metrics().find("tessera_node_host_pids_recorded_total 1"), std::string::npos) << Metrics();
+  EXPECT_TRUE(MetricsShow("tessera_node_host_pids_recorded_total 1\n")) << Metrics();
 }
 
 TEST_F(NodeClusterTest, TheRegionOfAPodThatIsGoneIsRemoved) {
@@ -476,9 +484,10 @@ TEST_F(NodeClusterTest, TheRegionOfAPodThatIsGoneIsRemoved) {
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(fs::exists(region_host));
   kubelet_->RemovePod("ml", "train");
-  ASSERT_TRUE(WaitFor([&] { return !fs::exists(region_host); })) << NodeLog();
-  EXPECT_FALSE(fs::exists(region_host + ".json"));
-  EXPECT_NE(Metrics().find("tessera_node_regions_removed_total 1"), std::string::npos) << Metrics();
+  // The directory, then its record, then the pass's counters.
+  ASSERT_TRUE(WaitFor([&] { return !fs::exists(region_host) && !fs::exists(region_host + ".json"); }))
+      << NodeLog();
+  EXPECT_TRUE(MetricsShow("tessera_node_regions_removed_total 1\n")) << Metrics();
 }
 
 TEST_F(NodeClusterTest, WithoutTheKubeletsPodResourcesNothingIsRemoved) {
@@ -493,7 +502,7 @@ TEST_F(NodeClusterTest, WithoutTheKubeletsPodResourcesNothingIsRemoved) {
       EXPECT_TRUE(fs::exists(m.host_path()));
     }
   }
-  EXPECT_NE(Metrics().find("tessera_node_pod_resources_up 0"), std::string::npos);
+  EXPECT_TRUE(MetricsShow("tessera_node_pod_resources_up 0\n")) << Metrics();
 }
 
 }  // namespace
