@@ -2,6 +2,9 @@
 
 #include <httplib.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "kube/typed_api.h"
@@ -160,37 +163,39 @@ Status Scheduler::Start() {
     });
   };
 
-  http_ = std::make_unique<httplib::Server>();
-  install(*http_, false);
-  if (config_.port == 0 || !http_->bind_to_port(config_.bind_address.c_str(), config_.port)) {
-    // Port 0 is for tests: any free port.
-    port_ = config_.port == 0 ? http_->bind_to_any_port(config_.bind_address.c_str()) : -1;
-    if (port_ <= 0) {
-      return Error{"cannot listen on " + config_.bind_address + ":" + std::to_string(config_.port)};
-    }
-  } else {
-    port_ = config_.port;
-  }
+  auto plain = std::make_unique<httplib::Server>();
+  install(*plain, false);
+  http_ = std::make_unique<HttpListener>(std::move(plain));
+  // Port 0 is for tests: any free port.
+  auto port = http_->Listen(config_.bind_address, config_.port);
+  if (!port.ok()) return port.error();
+  port_ = *port;
   if (config_.webhook_port != 0) {
+    std::unique_ptr<httplib::Server> server;
     if (!config_.tls_cert_file.empty()) {
+      for (const auto& [key, path] : {std::pair{"server.tlsCertFile", &config_.tls_cert_file},
+                                      std::pair{"server.tlsKeyFile", &config_.tls_key_file}}) {
+        if (std::ifstream file(*path); !file) {
+          return Error{std::string(key) + " " + *path + ": cannot read it (" + std::strerror(errno) + ")"};
+        }
+      }
       auto ssl =
           std::make_unique<httplib::SSLServer>(config_.tls_cert_file.c_str(), config_.tls_key_file.c_str());
       if (!ssl->is_valid()) {
-        return Error{"cannot load TLS certificate " + config_.tls_cert_file + " / key " +
-                     config_.tls_key_file};
+        return Error{"server.tlsCertFile " + config_.tls_cert_file + " and server.tlsKeyFile " +
+                     config_.tls_key_file +
+                     " are not a PEM certificate (chain) and its private key, or the key does not match"};
       }
-      webhook_http_ = std::move(ssl);
+      server = std::move(ssl);
     } else {
-      webhook_http_ = std::make_unique<httplib::Server>();
+      server = std::make_unique<httplib::Server>();
     }
-    install(*webhook_http_, true);
-    if (!webhook_http_->bind_to_port(config_.bind_address.c_str(), config_.webhook_port)) {
-      return Error{"cannot listen on " + config_.bind_address + ":" + std::to_string(config_.webhook_port)};
-    }
-    webhook_port_ = config_.webhook_port;
-    webhook_thread_ = std::thread([this] { webhook_http_->listen_after_bind(); });
+    install(*server, true);
+    webhook_ = std::make_unique<HttpListener>(std::move(server));
+    auto bound = webhook_->Listen(config_.bind_address, config_.webhook_port);
+    if (!bound.ok()) return bound.error();
+    webhook_port_ = *bound;
   }
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
 
   nodes_->Start();
   pods_->Start();
@@ -220,10 +225,8 @@ void Scheduler::Stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (http_) http_->stop();
-  if (webhook_http_) webhook_http_->stop();
-  if (http_thread_.joinable()) http_thread_.join();
-  if (webhook_thread_.joinable()) webhook_thread_.join();
+  if (http_) http_->Stop();
+  if (webhook_) webhook_->Stop();
   if (expiry_thread_.joinable()) expiry_thread_.join();
   if (elector_) elector_->Stop();
   pods_->Stop();

@@ -25,10 +25,7 @@
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
 #include "scheduler/extender.h"
-
-namespace httplib {
-class Server;
-}
+#include "scheduler/http_listener.h"
 
 namespace tessera::scheduler {
 
@@ -41,8 +38,12 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Binds the listeners and starts the informers and the election. Fails when
-  // a port cannot be bound or a TLS file cannot be loaded.
+  // a port cannot be bound or a TLS file cannot be loaded (the message names
+  // the key and the file); what was started is stopped by Stop().
   Status Start();
+  // Stops the listeners (a connection still handshaking or idle in
+  // keep-alive holds its worker for at most the listener's read or keep-alive
+  // timeout, 5 s), then the informers and the election. Idempotent.
   void Stop();
 
   int port() const { return port_; }
@@ -66,10 +67,8 @@ class Scheduler {
   std::unique_ptr<kube::ApiLeaseStore> lease_store_;
   std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<Extender> extender_;
-  std::unique_ptr<httplib::Server> http_;
-  std::unique_ptr<httplib::Server> webhook_http_;
-  std::thread http_thread_;
-  std::thread webhook_thread_;
+  std::unique_ptr<HttpListener> http_;
+  std::unique_ptr<HttpListener> webhook_;
   std::thread expiry_thread_;
   int port_ = 0;
   int webhook_port_ = 0;

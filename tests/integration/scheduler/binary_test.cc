@@ -17,7 +17,8 @@ struct BinaryRun {
 
 BinaryRun RunBinary(const std::string& args) {
   BinaryRun r;
-  std::string cmd = std::string(TESSERA_SCHEDULER_BIN) + " " + args + " 2>&1";
+  // `timeout` bounds every run: a binary that does not exit fails the test.
+  std::string cmd = "timeout 60 " + std::string(TESSERA_SCHEDULER_BIN) + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -48,6 +49,19 @@ TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
   BinaryRun missing = RunBinary("--config /nonexistent/tessera.yaml");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("/nonexistent/tessera.yaml"), std::string::npos) << missing.output;
+}
+
+TEST(SchedulerBinaryTest, WebhookTlsFilesThatCannotBeReadStopTheStartWithExitCodeOne) {
+  // The API server is never reached: the listeners come first.
+  const int port = FreePort(), webhook_port = FreePort();
+  ASSERT_GT(port, 0);
+  BinaryRun run =
+      RunBinary("--api-server http://127.0.0.1:9 --leader-elect false --port " + std::to_string(port) +
+                " --webhook-port " + std::to_string(webhook_port == port ? port + 1 : webhook_port) +
+                " --tls-cert-file /nonexistent/tls.crt --tls-key-file /nonexistent/tls.key");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("server.tlsCertFile /nonexistent/tls.crt: cannot read it"), std::string::npos)
+      << run.output;
 }
 
 }  // namespace
