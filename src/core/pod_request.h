@@ -12,6 +12,9 @@
 //    config.default_memory_percent if set, else the whole GPU.
 //  - gpucores 0..100 (100 = exclusive, 0 = no compute limit); missing ->
 //    config.default_cores. gpumem-percentage 1..100. Count 1..16.
+//  - nvidia.com/priority 0..2^31-1, kept as given (ContainerRequest::priority:
+//    0 = high, 1 and above = low, as HAMi and CUDA); only a GPU container may
+//    set it.
 //  - Every value must be a whole, non-negative quantity ("3000", "3k").
 //  - Init containers are derived into PodRequest::init_containers and do not
 //    add to the app containers.

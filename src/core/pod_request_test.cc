@@ -21,7 +21,7 @@ json PodWithLimits(json limits) {
 }
 
 ContainerRequest Req(const std::string& name, int gpus, int64_t mem, std::optional<int> pct, int cores,
-                     int priority = 0) {
+                     std::optional<int> priority = std::nullopt) {
   ContainerRequest r;
   r.name = name;
   r.gpus = gpus;
@@ -44,6 +44,16 @@ TEST(DerivePodRequestTest, FullRequest) {
   EXPECT_EQ(r->containers[0], Req("app", 2, 3000, std::nullopt, 30, 1));
   EXPECT_TRUE(r->init_containers.empty());
   EXPECT_EQ(r->cpu_milli, 0);  // host resources are kube-scheduler's
+}
+
+TEST(DerivePodRequestTest, PriorityIsKeptAsGivenAndAbsentWhenNotGiven) {
+  // 0 is a priority (the highest), not "none": the webhook passes it on.
+  auto high = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "0"}}), {});
+  ASSERT_TRUE(high.ok()) << high.error().message;
+  EXPECT_EQ(high->containers[0].priority, std::optional<int>(0));
+  auto none = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), {});
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_EQ(none->containers[0].priority, std::nullopt);
 }
 
 TEST(DerivePodRequestTest, QuantityFormsAndJsonIntegers) {

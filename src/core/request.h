@@ -18,7 +18,12 @@ struct ContainerRequest {
   int64_t memory_mib = 0;             // per vGPU; 0 with memory_percent unset = whole GPU
   std::optional<int> memory_percent;  // per vGPU, percent of the chosen GPU's memory
   int cores = 0;                      // percent per vGPU; 100 = exclusive
-  int priority = 0;                   // nvidia.com/priority (higher = more important)
+  // nvidia.com/priority as given, nullopt when the container gives none. CUDA's
+  // and HAMi's convention, lower is more important: 0 = high, 1 and above =
+  // low. It does not affect placement; the webhook passes it to the container
+  // as CUDA_TASK_PRIORITY, where libvgpu lets a low-priority container yield
+  // compute to the others (docs/compute.md). Not given = high.
+  std::optional<int> priority;
   bool operator==(const ContainerRequest&) const = default;
 };
 

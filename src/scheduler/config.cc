@@ -121,7 +121,9 @@ const std::vector<Key>& Keys() {
               "resource name of the percentage of a GPU's memory per vGPU"),
       STR_KEY("resources.gpuCores", resources.gpu_cores_name,
               "resource name of the percent of compute per vGPU"),
-      STR_KEY("resources.gpuPriority", resources.gpu_priority_name, "resource name of the task priority"),
+      STR_KEY("resources.gpuPriority", resources.gpu_priority_name,
+              "resource name of the task priority (0 = high, 1 and above = low), passed to the container as "
+              "CUDA_TASK_PRIORITY"),
       INT_KEY("defaults.gpuCount", resources.default_gpu_count,
               "vGPUs for a container that gives memory or cores but no count (1..16)"),
       INT_KEY("defaults.memoryMiB", resources.default_memory_mib,

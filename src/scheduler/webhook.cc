@@ -1,6 +1,7 @@
 #include "scheduler/webhook.h"
 
-#include <set>
+#include <map>
+#include <optional>
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
@@ -27,7 +28,9 @@ Json AllocationEnv() {
               {"fieldPath", "metadata.annotations['" + std::string(core::kAllocationAnnotation) + "']"}}}}}};
 }
 
-void WireEnv(const Json& container, const std::string& base, bool init, size_t index, Json& patch) {
+// `priority`: the container's nvidia.com/priority, if it gives one.
+void WireEnv(const Json& container, const std::string& base, bool init, size_t index,
+             std::optional<int> priority, Json& patch) {
   Json missing = Json::array();
   if (!HasEnv(container, core::kAllocationEnvVar)) missing.push_back(AllocationEnv());
   if (!HasEnv(container, kVisibleDevicesEnvVar)) {
@@ -41,6 +44,11 @@ void WireEnv(const Json& container, const std::string& base, bool init, size_t i
   if (!HasEnv(container, core::kContainerNameEnvVar)) {
     missing.push_back(
         {{"name", std::string(core::kContainerNameEnvVar)}, {"value", container.value("name", "")}});
+  }
+  // Passed as given: nvidia.com/priority and CUDA_TASK_PRIORITY share HAMi's
+  // and CUDA's convention (0 = high, 1 and above = low).
+  if (priority && !HasEnv(container, kTaskPriorityEnvVar)) {
+    missing.push_back({{"name", std::string(kTaskPriorityEnvVar)}, {"value", std::to_string(*priority)}});
   }
   if (missing.empty()) return;
   auto env = container.find("env");
@@ -162,14 +170,18 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
   }
   for (const char* list : {"initContainers", "containers"}) {
     const bool init = std::string_view(list) == "initContainers";
-    std::set<std::string> gpu_names;
-    for (const auto& c : init ? request->init_containers : request->containers) gpu_names.insert(c.name);
+    std::map<std::string, std::optional<int>> gpu_containers;  // name -> priority
+    for (const auto& c : init ? request->init_containers : request->containers) {
+      gpu_containers[c.name] = c.priority;
+    }
     auto arr = spec.find(list);
     if (arr == spec.end() || !arr->is_array()) continue;
     for (size_t i = 0; i < arr->size(); ++i) {
       const Json& container = (*arr)[i];
-      if (!container.is_object() || !gpu_names.count(container.value("name", ""))) continue;
-      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, patch);
+      if (!container.is_object()) continue;
+      auto gpu = gpu_containers.find(container.value("name", ""));
+      if (gpu == gpu_containers.end()) continue;
+      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, gpu->second, patch);
     }
   }
   return patch;

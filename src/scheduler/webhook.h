@@ -12,8 +12,10 @@
 //    TESSERA_CONTAINER_NAME=<container name>, and NVIDIA_VISIBLE_DEVICES from
 //    the per-container annotation VisibleDevicesAnnotation() that bind writes
 //    beside the allocation (the node agent's default visible_devices: webhook
-//    leaves that variable to us). Variables the container already sets are
-//    left alone.
+//    leaves that variable to us); and, for a container that gives
+//    nvidia.com/priority, CUDA_TASK_PRIORITY=<that value> (a literal: 0 =
+//    high, 1 and above = low, the convention of HAMi, CUDA and libvgpu).
+//    Variables the container already sets are left alone.
 // Applying the patched pod again yields an empty patch (idempotent).
 // Malformed or impossible requests are denied with a message naming the
 // container and field (core's derivation errors, plus memory above the largest
@@ -48,6 +50,8 @@ nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& confi
 // "tessera.io/visible-devices.init-0".
 std::string VisibleDevicesAnnotation(bool init_container, size_t index);
 inline constexpr std::string_view kVisibleDevicesEnvVar = "NVIDIA_VISIBLE_DEVICES";
+// libvgpu's compute priority (docs/compute.md), from nvidia.com/priority.
+inline constexpr std::string_view kTaskPriorityEnvVar = "CUDA_TASK_PRIORITY";
 
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapeJsonPointer(std::string_view token);

@@ -105,6 +105,57 @@ TEST(WebhookTest, EnvAppendsToExistingListAndLeavesOtherContainersAlone) {
   EXPECT_FALSE(mutated["spec"]["containers"][1].contains("env"));
 }
 
+// The env entry `name` of a container, or null.
+Json EnvOf(const Json& container, const std::string& name) {
+  for (const Json& e : container.value("env", Json::array())) {
+    if (e.value("name", "") == name) return e;
+  }
+  return nullptr;
+}
+
+TEST(WebhookTest, PriorityReachesTheContainerAsCudaTaskPriority) {
+  Json pod = PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "0"}}, "high");
+  Json& containers = pod["spec"]["containers"];
+  containers.push_back(
+      {{"name", "low"},
+       {"resources", {{"limits", {{"nvidia.com/gpumem", "1000"}, {"nvidia.com/priority", 1}}}}}});
+  containers.push_back({{"name", "unset"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}});
+  // Its own value stays: the container's env wins, as for every variable.
+  containers.push_back(
+      {{"name", "own"},
+       {"env", {{{"name", "CUDA_TASK_PRIORITY"}, {"value", "1"}}}},
+       {"resources", {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "0"}}}}}});
+  containers.push_back({{"name", "sidecar"}, {"image", "busybox"}});
+  pod["spec"]["initContainers"] = {
+      {{"name", "warmup"},
+       {"resources", {{"limits", {{"nvidia.com/gpu", "1"}, {"nvidia.com/priority", "3"}}}}}}};
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 0);
+  ASSERT_TRUE(patch.ok()) << patch.error().message;
+  Json mutated = pod.patch(*patch);
+  const Json& c = mutated["spec"]["containers"];
+  // A literal value (pod-spec data: no Downward API), as given.
+  EXPECT_EQ(EnvOf(c[0], "CUDA_TASK_PRIORITY"), (Json{{"name", "CUDA_TASK_PRIORITY"}, {"value", "0"}}));
+  EXPECT_EQ(EnvOf(c[1], "CUDA_TASK_PRIORITY"), (Json{{"name", "CUDA_TASK_PRIORITY"}, {"value", "1"}}));
+  EXPECT_TRUE(EnvOf(c[2], "CUDA_TASK_PRIORITY").is_null()) << c[2].dump();  // none given: libvgpu's high
+  EXPECT_EQ(c[3]["env"].size(), 4u) << c[3].dump();
+  EXPECT_EQ(EnvOf(c[3], "CUDA_TASK_PRIORITY")["value"], "1");
+  EXPECT_FALSE(c[4].contains("env"));
+  EXPECT_EQ(EnvOf(mutated["spec"]["initContainers"][0], "CUDA_TASK_PRIORITY")["value"], "3");
+  // Applied twice: nothing more to do.
+  auto again = MutationPatch(mutated, SchedulerConfig{}, 0);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+
+  // The resource name is configurable; the variable is libvgpu's.
+  SchedulerConfig config;
+  config.resources.gpu_priority_name = "example.com/priority";
+  Json renamed = PodWithLimits({{"nvidia.com/gpu", "1"}, {"example.com/priority", "1"}});
+  auto renamed_patch = MutationPatch(renamed, config, 0);
+  ASSERT_TRUE(renamed_patch.ok()) << renamed_patch.error().message;
+  EXPECT_EQ(EnvOf(renamed.patch(*renamed_patch)["spec"]["containers"][0], "CUDA_TASK_PRIORITY")["value"],
+            "1");
+}
+
 TEST(WebhookTest, ResponseCarriesBase64JsonPatch) {
   Json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
   Json answer = Mutate(Review(pod), SchedulerConfig{}, 0);

@@ -52,6 +52,9 @@ struct Config {
   bool oom_killer = false;
   std::string region_path = kDefaultRegionPath;
   std::string core_policy = "default";  // force | disable | default
+  // CUDA_TASK_PRIORITY, as the webhook passes nvidia.com/priority: lower is
+  // more important (CUDA's and HAMi's convention). 0 (also when unset) =
+  // high, 1 and above = low.
   int priority = 0;
 
   std::vector<std::string> problems;  // each worth one log line

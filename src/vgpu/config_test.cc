@@ -144,5 +144,15 @@ TEST(Config, FlagsAndBadValues) {
   EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);
 }
 
+// CUDA_TASK_PRIORITY as the webhook passes nvidia.com/priority: CUDA's and
+// HAMi's convention, lower is more important. The compute limiter treats 0
+// (and unset) as high and 1 and above as low.
+TEST(Config, TaskPriorityIsReadAsGiven) {
+  EXPECT_EQ(load({}).priority, 0);
+  EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "0"}}).priority, 0);
+  EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "1"}}).priority, 1);
+  EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "7"}}).priority, 7);
+}
+
 }  // namespace
 }  // namespace tessera::vgpu
