@@ -56,7 +56,7 @@ std::unique_ptr<HttpListener> MakeListener() {
   return std::make_unique<HttpListener>(std::move(server));
 }
 
-TEST(HttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
+TEST(SchedulerHttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
   auto listener = MakeListener();
   auto port = listener->Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.error().message;
@@ -71,7 +71,7 @@ TEST(HttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
   listener->Stop();  // idempotent
 }
 
-TEST(HttpListenerTest, StopRightAfterListenReturns) {
+TEST(SchedulerHttpListenerTest, StopRightAfterListenReturns) {
   // Nothing between Listen and Stop: the accept loop has usually not started
   // yet. A single httplib stop() is then lost and the join hangs; the watchdog
   // turns that into a failure.
@@ -84,7 +84,7 @@ TEST(HttpListenerTest, StopRightAfterListenReturns) {
   }
 }
 
-TEST(HttpListenerTest, APortTakenFailsTheListenAndStopWithoutListenIsHarmless) {
+TEST(SchedulerHttpListenerTest, APortTakenFailsTheListenAndStopWithoutListenIsHarmless) {
   // A plain listening socket (no SO_REUSEPORT) holds a port.
   int holder = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = Loopback(0);
