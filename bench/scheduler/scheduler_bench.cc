@@ -6,7 +6,12 @@
 //     then from the prioritize body (NodeNames = those that passed) to its
 //     answer body, as the HTTP handler does it. Prints p50/p99/max over the
 //     iterations of wall time and of CPU time (all threads of the process);
-//     BENCH_COLD=1: a new pod shape every cycle; BENCH_STAGES=1: per-verb times.
+//     BENCH_COLD=1: a new pod shape every cycle; BENCH_STAGES=1: per-verb times;
+//     BENCH_POLICY=<name>: the node policy (policy.node; default binpack, the
+//     configuration's default). Every cycle's pod is a new pod (its own UID),
+//     as in a cluster, so the extender observes it as an arrival; the running
+//     pods are first filtered once each over no nodes (not timed), the arrivals
+//     a scheduler that placed them would have observed.
 //   scheduler_bench e2e [--nodes 100 --pods 2000 --workers 8]
 //     Pods bound per second end to end: the API-server stand-in, the real
 //     Scheduler (informers, HTTP listener, libcurl client), and `workers`
@@ -95,10 +100,12 @@ int Latency(int argc, char** argv) {
         ts::testing::NodeWithGpus(names.back(), n + 1, gpus, 81920, 10, "NVIDIA A100-SXM4-80GB", heartbeat));
   }
   // Running pods, accounted from their annotations as the informer would.
+  std::vector<Json> running;
   for (int p = 0; p < pods; ++p) {
     const int64_t mem = 2000 + (p % 7) * 1000;
     const int cores = 5 + (p % 4) * 5;
     Json pod = ts::testing::GpuPod("bench", "run-" + std::to_string(p), 1 + (p % 9 == 0), mem, cores);
+    pod["metadata"]["uid"] = "uid-run-" + std::to_string(p);
     auto request = tessera::core::DerivePodRequest(pod, {});
     auto alloc = state.Reserve("bench/run-" + std::to_string(p), *request, names[p % nodes],
                                tessera::core::GpuOrder::kSpread, std::chrono::hours(1));
@@ -106,15 +113,25 @@ int Latency(int argc, char** argv) {
     pod["metadata"]["annotations"]["tessera.io/allocation"] = *tessera::core::EncodeAllocation(*alloc);
     pod["status"]["phase"] = "Running";
     state.UpsertPod(pod);
+    running.push_back(std::move(pod));
   }
   ts::ExtenderDeps deps;
   deps.state = &state;
+  const char* policy = std::getenv("BENCH_POLICY");
+  if (policy) deps.config.node_policy = policy;
   ts::Extender extender(std::move(deps));
-  Json args = {
-      {"Pod", ts::testing::GpuPod("default", "new", 1, 8000, 20)}, {"Nodes", nullptr}, {"NodeNames", names}};
+  // The running pods arrived before: kube-scheduler asked about each of them.
+  for (const Json& pod : running) {
+    Json arrival = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", Json::array()}};
+    if (FilterCall(extender, arrival.dump()).first != 200) {
+      std::fprintf(stderr, "filter of a running pod failed\n");
+      return 1;
+    }
+  }
+  Json args = {{"Nodes", nullptr}, {"NodeNames", names}};
   const bool cold = std::getenv("BENCH_COLD") != nullptr;
   const bool stages = std::getenv("BENCH_STAGES") != nullptr;
-  std::string body = args.dump();
+  std::string body;
   std::vector<double> wall, cpu;
   size_t feasible = 0;
   auto churn_request = tessera::core::DerivePodRequest(ts::testing::GpuPod("bench", "churn", 1, 1000, 5), {});
@@ -124,10 +141,11 @@ int Latency(int argc, char** argv) {
     state.Unreserve("bench/churn");
     (void)state.Reserve("bench/churn", *churn_request, names[(i * 7919) % nodes],
                         tessera::core::GpuOrder::kSpread, std::chrono::hours(1));
-    if (cold) {  // every cycle a pod shape not seen before: nothing cached
-      args["Pod"] = ts::testing::GpuPod("default", "new", 1, 8000 + i, 20);
-      body = args.dump();
-    }
+    // Every cycle a new pod (a new UID); BENCH_COLD: of a shape not seen
+    // before, so nothing is cached.
+    args["Pod"] = ts::testing::GpuPod("default", "new-" + std::to_string(i), 1, cold ? 8000 + i : 8000, 20);
+    args["Pod"]["metadata"]["uid"] = "uid-new-" + std::to_string(i);
+    body = args.dump();
     // Timed: what tessera-scheduler does between receiving a request body
     // and having the answer body ready, for filter and then prioritize.
     // Building the prioritize request from the filter answer is
@@ -159,10 +177,11 @@ int Latency(int argc, char** argv) {
   }
   auto stats = state.Stats();
   std::printf(
-      "latency (%s): %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize (request body in, "
-      "answer body out) over %d iterations:\n  wall: %s\n  CPU (all threads): %s\n",
-      cold ? "new pod shape every cycle" : "same shape, one node changed per cycle", nodes, gpus, stats.pods,
-      feasible, iterations, Summary(wall).c_str(), Summary(cpu).c_str());
+      "latency (%s, node policy %s): %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize "
+      "(request body in, answer body out) over %d iterations:\n  wall: %s\n  CPU (all threads): %s\n",
+      cold ? "new pod shape every cycle" : "same shape, one node changed per cycle",
+      policy ? policy : "binpack", nodes, gpus, stats.pods, feasible, iterations, Summary(wall).c_str(),
+      Summary(cpu).c_str());
   return 0;
 }
 
