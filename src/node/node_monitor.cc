@@ -103,22 +103,25 @@ void NodeMonitor::Report(const Violation& v) {
   const std::string who = Describe(v.owner, v.region);
   const std::string over = who + " uses " + Mib(v.used_bytes) + " on GPU " + v.gpu_uuid +
                            ", over its limit of " + Mib(v.limit_bytes) + " (from its " + v.limit_source + ")";
-  for (const auto& o : v.offenders) {
+  for (const auto& o : v.kill ? v.offenders : std::vector<Offender>{}) {
     const std::string process = "process " + std::to_string(o.process.host_pid) + " (" + o.process.command +
                                 ", pid " + std::to_string(o.process.container_pid) +
                                 " in the container) holding " + Mib(o.used_bytes) + ", " +
                                 Mib(o.accounted_bytes) + " of it seen by libvgpu";
-    if (!v.kill) continue;
-    std::string message;
     if (o.killed) {
-      message = over + ": killed " + process + " (ACTIVE_OOM_KILLER)";
+      const std::string message = over + ": killed " + process + " (ACTIVE_OOM_KILLER)";
       spdlog::warn("{}", message);
-    } else {
-      message = over + ": could not kill " + process + ": " + o.kill_error;
-      spdlog::error("{}", message);
+      if (events_ && v.owner) events_(*v.owner, "GPUMemoryLimitKill", message);
+      continue;
     }
-    if (events_ && v.owner)
-      events_(*v.owner, o.killed ? "GPUMemoryLimitKill" : "GPUMemoryLimitKillFailed", message);
+    // A kill that fails is retried every pass; it is reported once per episode.
+    const std::string message = over + ": could not kill " + process + ": " + o.kill_error;
+    if (!v.new_episode) {
+      spdlog::debug("{}", message);
+      continue;
+    }
+    spdlog::error("{}", message);
+    if (events_ && v.owner) events_(*v.owner, "GPUMemoryLimitKillFailed", message);
   }
   if (!v.kill && v.new_episode) {
     std::string message = over + "; ACTIVE_OOM_KILLER is off, so nothing is killed";
