@@ -1,0 +1,95 @@
+// WorkloadLearner: the extender's `tessera` policy, learning its workload mix
+// from the pods the cluster asks tessera to place, as the trace benchmark's
+// policy learns from every arriving pod (docs/placement.md, "The default
+// policy"; docs/decisions.md for why arrivals are counted at filter).
+//
+// One core::FragmentationPolicy (the same class, options and Observe as
+// `tessera simulate --policy tessera-online`) is told about each pod once,
+// keyed by the pod's UID: kube-scheduler retries an unschedulable pod and
+// asks filter and prioritize about it on every attempt, and each asks count
+// nothing after the first. Whenever Observe makes that policy relearn its mix
+// (its epoch moves: at the first pod, then every `relearn_every` pods), an
+// immutable copy is published; scoring reads that copy (Current()), so a
+// request scores every node against one mix, never waits for learning, and
+// learning never waits for a request. Only a relearn publishes, which is also
+// the only moment cached scores go stale (their cache key carries the epoch).
+//
+// The UIDs are remembered until Forget (the pod was deleted or finished), so
+// the set holds about the live pods; a forgotten pod's count stays in the mix.
+//
+// Restart: nothing here is persisted. The scheduler rebuilds it from the pods
+// the API server lists (ObserveAll in their creation order) before it reports
+// ready; pods that finished before the restart are not counted again.
+//
+// Thread-safety: all methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "core/request.h"
+#include "core/score_fragmentation.h"
+
+namespace tessera::scheduler {
+
+class WorkloadLearner {
+ public:
+  // core::FragmentationPolicy's defaults: the policy core::MakePolicy("tessera")
+  // and the trace benchmark's `tessera-online` build.
+  WorkloadLearner();
+  explicit WorkloadLearner(core::FragmentationPolicy::Options options);
+
+  struct Observation {
+    size_t counted = 0;      // pods counted: UIDs not seen before (Observe: 0 or 1)
+    bool relearned = false;  // the mix was recomputed: Current() changed
+  };
+  // Counts `pod` into the mix unless `uid` was counted before (and not
+  // forgotten since). `uid` must not be empty.
+  Observation Observe(std::string_view uid, const core::PodRequest& pod);
+
+  struct Arrival {
+    std::string uid;
+    core::PodRequest pod;
+  };
+  // Observe for each, in the order given, publishing once at the end.
+  Observation ObserveAll(std::span<const Arrival> arrivals);
+
+  // The pod will not be asked about again (deleted, finished): its UID is
+  // dropped; its count stays.
+  void Forget(std::string_view uid);
+
+  // The policy to score with: immutable, valid for as long as it is held.
+  std::shared_ptr<const core::FragmentationPolicy> Current() const;
+
+  struct Stats {
+    uint64_t counted = 0;   // pods counted into the mix since start
+    size_t remembered = 0;  // UIDs held (observed, not forgotten)
+    uint64_t epoch = 0;     // the published policy's epoch: mixes learned
+    size_t mix_shapes = 0;  // shapes in the published mix
+  };
+  Stats stats() const;
+
+ private:
+  Observation ObserveLocked(std::string_view uid, const core::PodRequest& pod);
+  void PublishLocked();
+
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+
+  mutable std::mutex mu_;                                        // taken before published_mu_, never after
+  core::FragmentationPolicy learning_;                           // guarded by mu_
+  std::unordered_set<std::string, Hash, std::equal_to<>> seen_;  // guarded by mu_
+  uint64_t counted_ = 0;                                         // guarded by mu_
+  mutable std::mutex published_mu_;
+  std::shared_ptr<const core::FragmentationPolicy> published_;  // guarded by published_mu_
+};
+
+}  // namespace tessera::scheduler
