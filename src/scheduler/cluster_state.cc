@@ -291,7 +291,27 @@ std::string ShapeKey(const core::PodRequest& pod) {
   return key;
 }
 
+// Prioritize caches are keyed "<policy>@<epoch>|<shape>".
+std::string ScoresKeyPrefix(std::string_view policy_name, uint64_t epoch) {
+  return std::string(policy_name) + "@" + std::to_string(epoch) + "|";
+}
+
 }  // namespace
+
+void ClusterState::DropScoresOf(std::string_view policy_name, uint64_t keep_epoch) {
+  const std::string any = std::string(policy_name) + "@";
+  const std::string keep = ScoresKeyPrefix(policy_name, keep_epoch);
+  std::vector<std::shared_ptr<EvalCache>> dropped;  // freed after the lock
+  std::lock_guard lock(caches_mu_);
+  for (auto it = caches_.begin(); it != caches_.end();) {
+    if (it->first.starts_with(any) && !it->first.starts_with(keep)) {
+      dropped.push_back(std::move(it->second));
+      it = caches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
 
 std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::string& key) const {
   // At most this many shapes (and policies) are remembered, each a few
@@ -462,8 +482,7 @@ void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& p
                               std::span<const std::string_view> nodes, NodeScores& out) const {
   out.positions.clear();
   const auto now = wall_now_();
-  auto cache =
-      CacheFor(std::string(policy.name()) + "@" + std::to_string(policy.epoch()) + "|" + ShapeKey(pod));
+  auto cache = CacheFor(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod));
   std::lock_guard cache_lock(cache->mu);
   std::shared_lock lock(mu_);
   const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, nullptr);
@@ -585,6 +604,8 @@ ClusterStats ClusterState::Stats() const {
   s.reservations = reservations_.size();
   s.reservations_expired = expired_;
   s.inconsistent = inconsistent_;
+  std::lock_guard caches_lock(caches_mu_);
+  s.evaluation_caches = caches_.size();
   return s;
 }
 

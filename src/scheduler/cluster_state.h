@@ -79,6 +79,7 @@ struct ClusterStats {
   size_t reservations = 0;  // assumed, not yet seen bound
   uint64_t reservations_expired = 0;
   uint64_t inconsistent = 0;  // annotations that could not be applied (bad JSON, over capacity, unknown GPU)
+  size_t evaluation_caches = 0;  // pod shapes with cached fit verdicts, shape × policy with cached scores
 };
 
 class ClusterState {
@@ -113,6 +114,11 @@ class ClusterState {
   // them; infeasible, stale or unknown = 0).
   void Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                   std::span<const std::string_view> nodes, NodeScores& out) const;
+  // Drops the scores cached for policy `policy_name` at any epoch but
+  // `keep_epoch`. Scores are cached per policy epoch, so stale ones are never
+  // read once the epoch moves; this frees them at once (the learning policy
+  // calls it when it relearns) instead of when 256 newer shapes push them out.
+  void DropScoresOf(std::string_view policy_name, uint64_t keep_epoch);
   // The first position of every name in `nodes`, ascending (the positions a
   // request is answered at).
   void FirstListings(std::span<const std::string_view> nodes, std::vector<uint32_t>& out) const;

@@ -1,7 +1,9 @@
 #include "scheduler/extender.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
+#include <tuple>
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
@@ -97,24 +99,92 @@ std::string DumpLenient(const Json& j) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
+// The one policy that learns; served by the WorkloadLearner.
+constexpr std::string_view kLearningPolicy = "tessera";
+
+// What a pod is counted under: its UID (kube-scheduler's requests carry it);
+// namespace/name for a pod object without one (hand-written requests).
+std::string ArrivalKey(const Json& pod) {
+  if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+    if (auto uid = meta->find("uid"); uid != meta->end() && uid->is_string() && !uid->empty()) {
+      return uid->get<std::string>();
+    }
+  }
+  return PodKey(pod);
+}
+
+bool AsksForGpus(const core::PodRequest& request) {
+  return !request.containers.empty() || !request.init_containers.empty();
+}
+
 }  // namespace
 
 Extender::Extender(ExtenderDeps deps) : deps_(std::move(deps)) {
   for (const std::string& name : core::PolicyNames()) {
+    if (name == kLearningPolicy) continue;
     auto p = core::MakePolicy(name);
     if (p.ok()) policies_[name] = std::move(p).value();
   }
 }
 
-Result<const core::Policy*> Extender::NodePolicy(const std::string& value) const {
+Result<std::shared_ptr<const core::Policy>> Extender::NodePolicy(const std::string& value) const {
   std::string name = value;
   if (value == "binpack") name = "node-binpack";
   if (value == "spread") name = "node-spread";
+  if (name == kLearningPolicy) return std::shared_ptr<const core::Policy>(learner_.Current());
   auto it = policies_.find(name);
   if (it == policies_.end() || it->second->picks_uniformly()) {
     return Error{"'" + value + "' is not a node policy (binpack, spread, tessera, gpu-binpack, gpu-spread)"};
   }
-  return it->second.get();
+  return it->second;
+}
+
+void Extender::DropStaleScores() {
+  deps_.state->DropScoresOf(kLearningPolicy, learner_.Current()->epoch());
+}
+
+bool Extender::Observe(const Json& pod, const core::PodRequest& request) {
+  if (!learner_.Observe(ArrivalKey(pod), request).relearned) return false;
+  DropStaleScores();
+  return true;
+}
+
+size_t Extender::ObserveListedPods(const std::vector<Json>& pods) {
+  struct Listed {
+    std::string created;  // RFC 3339 in UTC: sorts as text
+    std::string key;      // namespace/name
+    WorkloadLearner::Arrival arrival;
+  };
+  std::vector<Listed> listed;
+  for (const Json& pod : pods) {
+    if (!pod.is_object() || kube::IsPodTerminal(pod)) continue;
+    const bool placed = !kube::AnnotationOf(pod, core::kAllocationAnnotation).empty();
+    std::string scheduler;
+    if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+      scheduler = spec->value("schedulerName", "");
+    }
+    if (!placed && scheduler != deps_.config.scheduler_name) continue;  // never sent to this extender
+    auto request = core::DerivePodRequest(pod, deps_.config.resources);
+    if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok()) continue;  // filter refuses it
+    std::string created;
+    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+      if (auto t = meta->find("creationTimestamp"); t != meta->end() && t->is_string()) created = *t;
+    }
+    listed.push_back({std::move(created), PodKey(pod), {ArrivalKey(pod), std::move(request).value()}});
+  }
+  std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
+    return std::tie(a.created, a.key) < std::tie(b.created, b.key);
+  });
+  std::vector<WorkloadLearner::Arrival> arrivals;
+  arrivals.reserve(listed.size());
+  for (Listed& l : listed) arrivals.push_back(std::move(l.arrival));
+  const WorkloadLearner::Observation o = learner_.ObserveAll(arrivals);
+  if (o.relearned) DropStaleScores();
+  return o.counted;
+}
+
+void Extender::ForgetPod(const Json& pod) {
+  learner_.Forget(ArrivalKey(pod));
 }
 
 Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
@@ -130,7 +200,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   }
   auto node = NodePolicy(node_value);
   if (!node.ok()) return node.error().Wrap(node_source);
-  out.node = *node;
+  out.node = std::move(node).value();
   std::string gpu_value = deps_.config.gpu_policy;
   std::string gpu_source = "policy.gpu";
   for (auto key : {kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation}) {
@@ -166,9 +236,10 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
     return fail(200, "pod " + PodKey(pod) + ": " + policies.error().message);
   }
   ClusterState::NodeVerdicts verdicts;
-  if (request->containers.empty() && request->init_containers.empty()) {
+  if (!AsksForGpus(*request)) {
     deps_.state->FirstListings(args.names, verdicts.feasible);  // asks for no GPU: every node passes
   } else {
+    Observe(pod, *request);  // an arrival, counted once however often it is filtered
     deps_.state->Filter(*request, args.names, verdicts);
   }
   if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
@@ -199,8 +270,10 @@ std::pair<int, std::string> Extender::PrioritizeUnchecked(std::string_view body)
   if (args.pod && args.pod->is_object()) {
     auto request = core::DerivePodRequest(*args.pod, deps_.config.resources);
     auto policies = request.ok() ? PoliciesFor(*args.pod) : Result<Policies>(request.error());
-    if (request.ok() && policies.ok() &&
-        (!request->containers.empty() || !request->init_containers.empty())) {
+    if (request.ok() && policies.ok() && AsksForGpus(*request)) {
+      // Filter counted it already, unless it went to another replica; if
+      // this pod made the mix relearn, it is scored with the new one.
+      if (Observe(*args.pod, *request)) policies = PoliciesFor(*args.pod);
       deps_.state->Prioritize(*request, *policies->node, args.names, scores);
       scored = true;
     }
@@ -249,7 +322,7 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   auto request = core::DerivePodRequest(*pod, deps_.config.resources);
   if (!request.ok()) return fail(200, "bind " + key + ": " + request.error().message);
   std::map<std::string, std::string> annotations;
-  const bool gpu_pod = !request->containers.empty() || !request->init_containers.empty();
+  const bool gpu_pod = AsksForGpus(*request);
   if (gpu_pod) {
     auto policies = PoliciesFor(*pod);
     if (!policies.ok()) return fail(200, "bind " + key + ": " + policies.error().message);

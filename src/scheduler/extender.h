@@ -15,6 +15,13 @@
 // other shape goes through nlohmann::json as a whole, and both give the same
 // answers.
 //
+// Learning (workload_learner.h): filter and prioritize count every pod that
+// asks for GPUs with a valid request into the `tessera` policy's workload mix,
+// once per UID, before it is scored: the arrivals the trace benchmark's policy
+// learns from. Scoring uses the policy as last published, held for the whole
+// request. When the mix is relearned, the prioritize scores cached under the
+// previous mix are dropped (ClusterState::DropScoresOf).
+//
 // Bind: only the leader binds. It derives the pod's request, reserves GPUs on
 // the node against the current state (ClusterState::Reserve, so concurrent
 // binds on one node never double-book), then POSTs one Binding carrying the
@@ -34,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +50,7 @@
 #include "kube/api_error.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
+#include "scheduler/workload_learner.h"
 
 namespace tessera::scheduler {
 
@@ -99,20 +108,40 @@ class Extender {
   const ExtenderCounters& counters() const { return counters_; }
 
   struct Policies {
-    const core::Policy* node = nullptr;
+    std::shared_ptr<const core::Policy> node;  // held: `tessera` is replaced when it relearns
     core::GpuOrder gpu = core::GpuOrder::kSpread;
   };
   // The policies for `pod` (annotations, else config); error names the annotation.
   Result<Policies> PoliciesFor(const nlohmann::json& pod) const;
 
+  // The workload mix of the `tessera` policy.
+  const WorkloadLearner& learner() const { return learner_; }
+
+  // Restart: counts the pods the API server lists, as if they had been asked
+  // about live — those filter would count (a GPU request that derives, valid
+  // policy annotations) that are not Succeeded/Failed and are addressed to
+  // this scheduler (spec.schedulerName) or placed by it (an allocation
+  // annotation) — in creation order (creationTimestamp, then namespace/name),
+  // each once. Returns how many were counted (pods already seen are not).
+  size_t ObserveListedPods(const std::vector<nlohmann::json>& pods);
+  // The pod will not be scheduled again (deleted, or Succeeded/Failed).
+  void ForgetPod(const nlohmann::json& pod);
+
  private:
-  Result<const core::Policy*> NodePolicy(const std::string& value) const;
+  Result<std::shared_ptr<const core::Policy>> NodePolicy(const std::string& value) const;
+  // Counts an arriving pod (the filter/prioritize path); when that relearned
+  // the mix, drops the scores cached under the previous one and returns true.
+  bool Observe(const nlohmann::json& pod, const core::PodRequest& request);
+  void DropStaleScores();
   std::pair<int, std::string> FilterUnchecked(std::string_view body);
   std::pair<int, std::string> PrioritizeUnchecked(std::string_view body);
   std::pair<int, nlohmann::json> BindUnchecked(const nlohmann::json& args);
 
   ExtenderDeps deps_;
-  std::map<std::string, std::unique_ptr<core::Policy>> policies_;  // immutable after construction
+  // The policies that learn nothing (immutable after construction); `tessera`
+  // is learner_'s.
+  std::map<std::string, std::shared_ptr<const core::Policy>> policies_;
+  WorkloadLearner learner_;
   ExtenderCounters counters_;
 };
 

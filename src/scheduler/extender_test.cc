@@ -2,11 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
+#include <random>
 #include <thread>
+#include <tuple>
 
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
+#include "core/policy_placer.h"
 #include "scheduler/testing.h"
 
 namespace tessera::scheduler {
@@ -422,6 +426,321 @@ TEST(ClusterStateTest, CachedEvaluationsFollowEveryChange) {
   EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 0u);
   state.UpsertNode(testing::NodeWithGpus("n", 1, 1, 10000));
   EXPECT_EQ(state.Filter(*request, {"n"}).feasible.size(), 1u);
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
+
+// Learning the workload mix: the extender's `tessera` policy learns from the
+// pods kube-scheduler asks about, as the trace benchmark's policy learns from
+// arrivals.
+namespace tessera::scheduler {
+namespace {
+
+using Json = nlohmann::json;
+using testing::GpuPod;
+using testing::NodeWithGpus;
+
+Json WithUid(Json pod, const std::string& uid) {
+  pod["metadata"]["uid"] = uid;
+  return pod;
+}
+
+Json ExtenderArgsFor(const Json& pod, const std::vector<std::string>& nodes) {
+  return {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}};
+}
+
+// The node prioritize scores 10 ("" when none).
+std::string ScoredTen(const Json& list) {
+  std::string ten;
+  for (const Json& h : list) {
+    if (h["Score"] == 10) {
+      EXPECT_EQ(ten, "") << "two nodes at 10: " << list.dump();
+      ten = h["Host"];
+    }
+  }
+  return ten;
+}
+
+// A cluster of assorted nodes (names out of order; 1-8 GPUs of 24, 40 or 80
+// GB; some already in use) and an extender scoring with `tessera`.
+struct LearningCluster {
+  ClusterState state;
+  std::vector<std::string> names;
+  std::unique_ptr<Extender> extender;
+
+  LearningCluster() {
+    int used = 0;
+    for (int i = 0; i < 24; ++i) {
+      names.push_back("gpu-" + std::to_string((i * 7) % 24));
+      const int gpus = std::vector<int>{1, 2, 4, 8}[i % 4];
+      const int64_t memory = std::vector<int64_t>{24576, 40960, 81920}[i % 3];
+      state.UpsertNode(NodeWithGpus(names.back(), i + 1, gpus, memory, 8));
+      for (int p = 0; p < (i * 5) % 7; ++p) {
+        auto pod = core::DerivePodRequest(GpuPod("d", "u", 1, 4000 + 3000 * ((i + p) % 4), 10 * (p % 3)), {});
+        EXPECT_TRUE(pod.ok());
+        (void)state.Reserve("d/used-" + std::to_string(++used), *pod, names.back(), core::GpuOrder::kBinpack,
+                            std::chrono::hours(1));
+      }
+    }
+    ExtenderDeps deps;
+    deps.state = &state;
+    deps.config.node_policy = "tessera";
+    extender = std::make_unique<Extender>(std::move(deps));
+  }
+
+  // The engine of the trace benchmark over the same nodes, in name order.
+  core::Placer Placer() const {
+    std::vector<std::string> by_name = names;
+    std::sort(by_name.begin(), by_name.end());
+    std::vector<core::NodeState> nodes;
+    for (const std::string& n : by_name) nodes.push_back(*state.Node(n));
+    return core::Placer(std::move(nodes));
+  }
+};
+
+// The i-th pod of a workload dominated by a few shapes (like a real trace):
+// mostly half-GPU slices, then whole GPUs, small slices and pairs.
+Json ArrivingPod(int i) {
+  const std::string name = "arrival-" + std::to_string(i);
+  switch (i % 10) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+      return GpuPod("d", name, 1, 20000, 50);
+    case 4:
+    case 5:
+      return GpuPod("d", name, 1, 40960, 100);
+    case 6:
+    case 7:
+      return GpuPod("d", name, 1, 6000, 10);
+    case 8:
+      return GpuPod("d", name, 2, 30000, 50);
+    default:
+      return GpuPod("d", name, 1, 12000 + 1000 * (i % 7), 30);
+  }
+}
+
+// Production and benchmark agree: after the same arrivals, the node the
+// extender's prioritize gives 10 is the node core::Placer (the engine of
+// `tessera simulate`) chooses with core's `tessera` policy told about the same
+// pods in the same order (Observe before Choose, as the replay does), over the
+// same cluster state — and, for some pods, not the node chosen before any pod
+// was seen (best fit), so the learning is what decides.
+TEST(ExtenderLearningTest, PrioritizeChoosesWhatTheBenchmarksPlacerChoosesAfterTheSameArrivals) {
+  LearningCluster cluster;
+  core::Placer placer = cluster.Placer();
+  auto benchmark = core::MakePolicy("tessera");  // = tessera-online's policy
+  auto unlearned = core::MakePolicy("tessera");  // sees nothing: what the extender did before
+  ASSERT_TRUE(benchmark.ok() && unlearned.ok());
+  int arrivals = 0;
+  int probes = 0;
+  int compared = 0;
+  int learning_decided = 0;
+  // 600 arrivals cross two relearns (pods 1 and 513); probes after each stage.
+  for (int stage : {1, 300, 600}) {
+    for (; arrivals < stage; ++arrivals) {
+      Json pod = WithUid(ArrivingPod(arrivals), "uid-" + std::to_string(arrivals));
+      (*benchmark)->Observe(*core::DerivePodRequest(pod, {}));
+      auto [status, answer] = cluster.extender->Filter(ExtenderArgsFor(pod, cluster.names));
+      ASSERT_EQ(status, 200);
+      ASSERT_EQ(answer["Error"], "");
+    }
+    for (auto [gpus, memory, cores] :
+         {std::tuple{1, 3000, 5}, std::tuple{1, 10000, 20}, std::tuple{1, 20000, 50},
+          std::tuple{2, 16000, 40}, std::tuple{1, 40960, 100}}) {
+      Json pod = WithUid(GpuPod("d", "probe", gpus, memory, cores), "uid-probe-" + std::to_string(++probes));
+      auto request = core::DerivePodRequest(pod, {});
+      ASSERT_TRUE(request.ok());
+      (*benchmark)->Observe(*request);
+      // kube-scheduler's cycle: filter (counts the pod), prioritize.
+      Json filtered = cluster.extender->Filter(ExtenderArgsFor(pod, cluster.names)).second;
+      std::vector<std::string> feasible = filtered["NodeNames"];
+      std::shuffle(feasible.begin(), feasible.end(), std::mt19937(probes));  // kube-scheduler's order varies
+      const std::string chosen =
+          ScoredTen(cluster.extender->Prioritize(ExtenderArgsFor(pod, feasible)).second);
+      auto decision = placer.Choose(*request, **benchmark);
+      const std::string what = "after " + std::to_string(stage) + " arrivals, " + std::to_string(gpus) + "x" +
+                               std::to_string(memory) + " MiB";
+      ASSERT_EQ(chosen.empty(), !decision) << what;
+      if (!decision) continue;
+      ++compared;
+      EXPECT_EQ(chosen, placer.node(decision->node).name()) << what;
+      EXPECT_EQ(cluster.extender->learner().Current()->epoch(), (*benchmark)->epoch()) << what;
+      auto best_fit = placer.Choose(*request, **unlearned);
+      learning_decided += best_fit && best_fit->node != decision->node;
+    }
+  }
+  EXPECT_EQ(compared, 15);
+  EXPECT_GE(learning_decided, 3) << learning_decided;
+  EXPECT_EQ(cluster.extender->learner().stats().counted, 615u);
+  EXPECT_EQ((*benchmark)->epoch(), 2u);
+}
+
+// kube-scheduler retries an unschedulable pod, and asks filter and then
+// prioritize about it on every attempt: it counts once, by UID.
+TEST(ExtenderLearningTest, APodAskedAboutManyTimesCountsOnce) {
+  LearningCluster cluster;
+  Extender& extender = *cluster.extender;
+  Json pod = WithUid(GpuPod("d", "retried", 1, 20000, 50), "uid-retried");
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    EXPECT_EQ(extender.Filter(ExtenderArgsFor(pod, cluster.names)).first, 200);
+    EXPECT_EQ(extender.Prioritize(ExtenderArgsFor(pod, cluster.names)).first, 200);
+  }
+  EXPECT_EQ(extender.learner().stats().counted, 1u);
+  // Another pod of the same shape is another arrival; one asked about only in
+  // prioritize (its filter went to another replica) counts too.
+  extender.Filter(ExtenderArgsFor(WithUid(GpuPod("d", "twin", 1, 20000, 50), "uid-twin"), cluster.names));
+  extender.Prioritize(ExtenderArgsFor(WithUid(GpuPod("d", "late", 1, 20000, 50), "uid-late"), cluster.names));
+  EXPECT_EQ(extender.learner().stats().counted, 3u);
+  // Without a UID (not from kube-scheduler) a pod is known by namespace/name.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    extender.Filter(ExtenderArgsFor(GpuPod("d", "no-uid", 1, 20000, 50), cluster.names));
+  }
+  EXPECT_EQ(extender.learner().stats().counted, 4u);
+  // Pods filter refuses, and pods asking for no GPU, are not arrivals of GPU work.
+  Json bad_policy = WithUid(GpuPod("d", "x", 1, 1000, 10, {{"tessera.io/node-policy", "fastest"}}), "uid-x");
+  Json bad_request = WithUid(GpuPod("d", "y", 1, 1000, 150), "uid-y");
+  Json no_gpu = WithUid(GpuPod("d", "z", 1, 1000, 10), "uid-z");
+  no_gpu["spec"]["containers"][0]["resources"] = Json::object();
+  for (const Json& p : {bad_policy, bad_request, no_gpu}) {
+    extender.Filter(ExtenderArgsFor(p, cluster.names));
+    extender.Prioritize(ExtenderArgsFor(p, cluster.names));
+  }
+  EXPECT_EQ(extender.learner().stats().counted, 4u);
+  // A pod that is gone is forgotten; its count stays.
+  extender.ForgetPod(pod);
+  EXPECT_EQ(extender.learner().stats().remembered, 3u);
+  EXPECT_EQ(extender.learner().stats().counted, 4u);
+}
+
+// Scores are cached per shape and policy epoch; the scores of the previous
+// mix are dropped when the mix is relearned, and only then.
+TEST(ExtenderLearningTest, RelearningDropsTheCachedScoresAndOnlyThen) {
+  LearningCluster cluster;
+  Extender& extender = *cluster.extender;
+  core::Placer placer = cluster.Placer();
+  auto benchmark = core::MakePolicy("tessera");
+  ASSERT_TRUE(benchmark.ok());
+  int uid = 0;
+  auto arrive = [&](const Json& pod) {
+    Json p = WithUid(pod, "uid-" + std::to_string(++uid));
+    (*benchmark)->Observe(*core::DerivePodRequest(p, {}));
+    return p;
+  };
+  auto choose = [&](const Json& probe) {
+    Json p = arrive(probe);
+    extender.Filter(ExtenderArgsFor(p, cluster.names));
+    return ScoredTen(extender.Prioritize(ExtenderArgsFor(p, cluster.names)).second);
+  };
+  extender.Filter(ExtenderArgsFor(arrive(GpuPod("d", "a", 1, 40960, 100)), cluster.names));  // mix 1
+  ASSERT_EQ(extender.learner().Current()->epoch(), 1u);
+  const std::vector<Json> probes = {GpuPod("d", "p", 1, 3000, 5), GpuPod("d", "q", 1, 10000, 20),
+                                    GpuPod("d", "r", 2, 16000, 40)};
+  for (const Json& probe : probes) choose(probe);
+  const size_t fit_and_scores = cluster.state.Stats().evaluation_caches;
+  EXPECT_EQ(fit_and_scores, 1u + 2 * probes.size());  // fit|a, fit|probe and tessera@1|probe each
+  // Pods of a shape already cached, up to the 512th pod since the first mix:
+  // nothing is dropped.
+  while (extender.learner().stats().counted < 512) {
+    extender.Filter(ExtenderArgsFor(arrive(GpuPod("d", "a", 1, 40960, 100)), cluster.names));
+  }
+  EXPECT_EQ(extender.learner().Current()->epoch(), 1u);
+  EXPECT_EQ(cluster.state.Stats().evaluation_caches, fit_and_scores);
+  // The 513th relearns: the scores of mix 1 go, the fit verdicts stay.
+  extender.Filter(ExtenderArgsFor(arrive(GpuPod("d", "a", 1, 40960, 100)), cluster.names));
+  EXPECT_EQ(extender.learner().Current()->epoch(), 2u);
+  EXPECT_EQ(cluster.state.Stats().evaluation_caches, 1u + probes.size());
+  // And the choices are the new mix's.
+  for (const Json& probe : probes) {
+    const std::string chosen = choose(probe);
+    auto decision = placer.Choose(*core::DerivePodRequest(probe, {}), **benchmark);
+    ASSERT_TRUE(decision);
+    EXPECT_EQ(chosen, placer.node(decision->node).name());
+  }
+}
+
+std::string CreatedAt(int second) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "2026-11-23T%02d:%02d:%02dZ", 10 + second / 3600, second / 60 % 60,
+                second % 60);
+  return buf;
+}
+
+// After a restart the pods the API server lists are counted as if they had
+// arrived: in creation order, only those filter would have counted, and the
+// mix then equals that of a scheduler that saw them arrive.
+TEST(ExtenderLearningTest, ListedPodsAreCountedAsTheirArrivalsWere) {
+  // 700 pods; the first 513 in creation order are mostly one shape, the rest
+  // another, so the mix learned at the 513th pod depends on the order. Names
+  // run against creation order, so sorting by name would get it wrong.
+  std::vector<Json> arrived;
+  for (int i = 0; i < 700; ++i) {
+    Json pod = i < 513 ? (i % 4 ? GpuPod("d", "", 1, 20000, 50) : GpuPod("d", "", 1, 6000, 10))
+                       : (i % 4 ? GpuPod("d", "", 2, 40960, 100) : GpuPod("d", "", 1, 6000, 10));
+    pod["metadata"]["name"] = "pod-" + std::to_string(1000 - i);
+    pod["metadata"]["uid"] = "uid-" + std::to_string(i);
+    pod["metadata"]["creationTimestamp"] = CreatedAt(i);
+    pod["status"]["phase"] = i % 3 ? "Running" : "Pending";
+    arrived.push_back(std::move(pod));
+  }
+  LearningCluster live;
+  for (const Json& pod : arrived) live.extender->Filter(ExtenderArgsFor(pod, live.names));
+
+  std::vector<Json> listed = arrived;
+  // Placed by tessera under another schedulerName: counted.
+  listed[5]["spec"]["schedulerName"] = "renamed";
+  listed[5]["metadata"]["annotations"]["tessera.io/allocation"] = "{}";
+  // Not counted: finished, another scheduler's, no GPU, refused by filter.
+  auto extra = [&](Json pod, const std::string& uid) {
+    pod["metadata"]["uid"] = uid;
+    pod["metadata"]["creationTimestamp"] = CreatedAt(100);
+    listed.push_back(std::move(pod));
+  };
+  Json done = GpuPod("d", "done", 1, 1000, 10);
+  done["status"]["phase"] = "Succeeded";
+  extra(done, "uid-done");
+  Json failed = GpuPod("d", "failed", 1, 1000, 10);
+  failed["status"]["phase"] = "Failed";
+  extra(failed, "uid-failed");
+  Json elsewhere = GpuPod("d", "elsewhere", 1, 1000, 10);
+  elsewhere["spec"]["schedulerName"] = "default-scheduler";
+  extra(elsewhere, "uid-elsewhere");
+  Json cpu = GpuPod("d", "cpu", 1, 1000, 10);
+  cpu["spec"]["containers"][0]["resources"] = Json::object();
+  extra(cpu, "uid-cpu");
+  extra(GpuPod("d", "bad", 1, 1000, 150), "uid-bad");
+  extra(GpuPod("d", "policy", 1, 1000, 10, {{"hami.io/node-scheduler-policy", "fastest"}}), "uid-policy");
+  std::shuffle(listed.begin(), listed.end(), std::mt19937(3));  // the API lists by name, not by age
+
+  LearningCluster restarted;
+  EXPECT_EQ(restarted.extender->ObserveListedPods(listed), 700u);
+  const auto& a = live.extender->learner();
+  const auto& b = restarted.extender->learner();
+  EXPECT_EQ(b.stats().counted, 700u);
+  EXPECT_EQ(b.Current()->epoch(), a.Current()->epoch());
+  ASSERT_EQ(b.Current()->mix().size(), a.Current()->mix().size());
+  for (size_t i = 0; i < a.Current()->mix().size(); ++i) {
+    EXPECT_EQ(b.Current()->mix()[i].shape, a.Current()->mix()[i].shape);
+    EXPECT_EQ(b.Current()->mix()[i].weight, a.Current()->mix()[i].weight);
+  }
+  // The same choices.
+  for (const Json& probe : {GpuPod("d", "p", 1, 3000, 5), GpuPod("d", "q", 1, 20000, 50)}) {
+    std::string choice[2];
+    int k = 0;
+    for (LearningCluster* c : {&live, &restarted}) {
+      Json p = WithUid(probe, "uid-probe-" + std::string(probe["metadata"]["name"]));
+      c->extender->Filter(ExtenderArgsFor(p, c->names));
+      choice[k++] = ScoredTen(c->extender->Prioritize(ExtenderArgsFor(p, c->names)).second);
+    }
+    EXPECT_EQ(choice[0], choice[1]);
+    EXPECT_NE(choice[0], "");
+  }
+  // A listed pod that kube-scheduler asks about again is not counted again.
+  restarted.extender->Filter(ExtenderArgsFor(arrived[600], restarted.names));
+  EXPECT_EQ(b.stats().counted, 702u);  // 700 + the two probes
+  EXPECT_EQ(restarted.extender->ObserveListedPods(listed), 0u);
 }
 
 }  // namespace

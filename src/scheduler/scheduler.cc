@@ -52,9 +52,17 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   kube::InformerOptions pod_options;
   pod_options.type = kube::resources::kPods;
   pods_ = std::make_unique<kube::Informer>(client_.get(), pod_options);
-  pods_->AddHandler({[this](const Json& p) { state_.UpsertPod(p); },
-                     [this](const Json&, const Json& p) { state_.UpsertPod(p); },
-                     [this](const Json& p) { state_.DeletePod(p); }});
+  // A pod that finished or is gone will not be asked about again: the
+  // workload learner lets go of its UID (its count stays in the mix).
+  auto upsert_pod = [this](const Json& p) {
+    state_.UpsertPod(p);
+    if (kube::IsPodTerminal(p)) extender_->ForgetPod(p);
+  };
+  pods_->AddHandler({upsert_pod, [upsert_pod](const Json&, const Json& p) { upsert_pod(p); },
+                     [this](const Json& p) {
+                       state_.DeletePod(p);
+                       extender_->ForgetPod(p);
+                     }});
 
   if (config_.leader_elect) {
     lease_store_ = std::make_unique<kube::ApiLeaseStore>(client_.get(), config_.renew_deadline);
@@ -90,7 +98,7 @@ bool Scheduler::IsLeader() const {
 }
 
 bool Scheduler::Ready() const {
-  return nodes_->HasSynced() && pods_->HasSynced();
+  return nodes_->HasSynced() && pods_->HasSynced() && mix_rebuilt_.load();
 }
 
 Result<Json> Scheduler::GetPod(const std::string& ns, const std::string& name) {
@@ -122,7 +130,10 @@ Status Scheduler::Start() {
         res.set_content("ok", "text/plain");
       } else {
         res.status = 503;
-        res.set_content("informers have not listed nodes and pods yet", "text/plain");
+        res.set_content(
+            "informers have not listed nodes and pods yet, or the workload mix is not relearned "
+            "from the pods yet",
+            "text/plain");
       }
     });
     s.Post("/mutate", [this](const httplib::Request& req, httplib::Response& res) {
@@ -205,6 +216,15 @@ Status Scheduler::Start() {
 }
 
 void Scheduler::ExpiryLoop() {
+  // First, once the pods are listed: the workload mix learned from them, as
+  // the scheduler this one replaces had learned it from their arrivals
+  // (Ready() waits for it).
+  while (!pods_->WaitForSync(std::chrono::milliseconds(50))) {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+  }
+  extender_->ObserveListedPods(pods_->List());
+  mix_rebuilt_ = true;
   const auto period = std::max(std::chrono::milliseconds(50),
                                std::min(std::chrono::milliseconds(1000), config_.reservation_timeout / 4));
   std::unique_lock lock(mu_);
@@ -260,6 +280,18 @@ std::string Scheduler::MetricsText() const {
   metric("tessera_scheduler_inconsistent_annotations_total", "counter",
          "allocation annotations that could not be accounted (unreadable, unknown GPU, over capacity)",
          double(s.inconsistent));
+  const WorkloadLearner::Stats mix = extender_->learner().stats();
+  metric("tessera_scheduler_workload_pods_observed_total", "counter",
+         "pods counted into the tessera policy's workload mix (each once; at start, the pods listed)",
+         double(mix.counted));
+  metric("tessera_scheduler_workload_pods_remembered", "gauge",
+         "UIDs of counted pods held so that a retried pod is not counted again (until deleted or finished)",
+         double(mix.remembered));
+  metric("tessera_scheduler_workload_mix_epoch", "counter",
+         "times the tessera policy's workload mix has been learned (each drops its cached scores)",
+         double(mix.epoch));
+  metric("tessera_scheduler_workload_mix_shapes", "gauge", "pod shapes in the tessera policy's workload mix",
+         double(mix.mix_shapes));
   metric("tessera_scheduler_filter_requests_total", "counter", "extender filter calls",
          double(c.filter_requests));
   metric("tessera_scheduler_filter_errors_total", "counter", "filter calls answered with an Error",

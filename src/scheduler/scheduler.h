@@ -3,10 +3,11 @@
 // expiry loop, and the HTTP listeners (extender verbs, /mutate, /healthz,
 // /readyz, /metrics).
 //
-// Readiness: /readyz answers 200 once both informers have listed (so a
-// restarted scheduler decides nothing before its state is rebuilt from the
-// API); followers are ready too — they filter and prioritise, only binding is
-// the leader's.
+// Readiness: /readyz answers 200 once both informers have listed and the
+// `tessera` policy's workload mix has been relearned from the pods listed
+// (Extender::ObserveListedPods), so a restarted scheduler decides nothing
+// before its state is rebuilt from the API; followers are ready too — they
+// filter and prioritise, only binding is the leader's.
 //
 // Thread-safety: Start/Stop from one thread; the accessors from any.
 #pragma once
@@ -57,6 +58,7 @@ class Scheduler {
 
  private:
   Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name);
+  // Observes the listed pods once they are listed, then expires reservations.
   void ExpiryLoop();
 
   const SchedulerConfig config_;
@@ -75,6 +77,7 @@ class Scheduler {
   std::atomic<uint64_t> mutate_requests_{0};
   std::atomic<uint64_t> mutate_denied_{0};
   std::atomic<uint64_t> pod_gets_{0};
+  std::atomic<bool> mix_rebuilt_{false};  // the listed pods have been observed
 
   std::mutex mu_;
   std::condition_variable cv_;
