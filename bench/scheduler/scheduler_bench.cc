@@ -182,6 +182,10 @@ int Latency(int argc, char** argv) {
       cold ? "new pod shape every cycle" : "same shape, one node changed per cycle",
       policy ? policy : "binpack", nodes, gpus, stats.pods, feasible, iterations, Summary(wall).c_str(),
       Summary(cpu).c_str());
+  const auto mix = extender.learner().stats();
+  std::printf("  workload mix: %llu pods counted, %zu shapes, learned %llu times\n",
+              static_cast<unsigned long long>(mix.counted), mix.mix_shapes,
+              static_cast<unsigned long long>(mix.epoch));
   return 0;
 }
 
