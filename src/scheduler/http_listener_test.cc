@@ -1,5 +1,7 @@
 #include "scheduler/http_listener.h"
 
+#include "scheduler/testing.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,20 +17,7 @@
 namespace tessera::scheduler {
 namespace {
 
-// Runs `fn`, waiting for it for at most `limit`; a hang ends the binary with a
-// message (a test must fail, not hang the run). Generous: it detects a hang,
-// it does not measure speed.
-void ReturnsOrAbort(const std::function<void()>& fn, const char* what,
-                    std::chrono::seconds limit = std::chrono::seconds(60)) {
-  auto done = std::async(std::launch::async, fn);
-  if (done.wait_for(limit) != std::future_status::ready) {
-    std::fprintf(stderr, "FAILED: %s did not return within %lld s\n", what,
-                 static_cast<long long>(limit.count()));
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  done.get();
-}
+using testing::ReturnsOrAbort;
 
 sockaddr_in Loopback(int port) {
   sockaddr_in addr{};

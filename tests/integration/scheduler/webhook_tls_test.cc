@@ -27,19 +27,7 @@
 namespace tessera::scheduler::it {
 namespace {
 
-// Runs `fn` and waits for it for at most `limit`; a hang ends the binary with
-// a message (a test must fail, not hang the run).
-void ReturnsOrAbort(const std::function<void()>& fn, const char* what,
-                    std::chrono::seconds limit = std::chrono::seconds(120)) {
-  auto done = std::async(std::launch::async, fn);
-  if (done.wait_for(limit) != std::future_status::ready) {
-    std::fprintf(stderr, "FAILED: %s did not return within %lld s\n", what,
-                 static_cast<long long>(limit.count()));
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  done.get();
-}
+using ::tessera::scheduler::testing::ReturnsOrAbort;
 
 bool Run(const std::string& command) {
   // `timeout` bounds every openssl call.
