@@ -20,6 +20,21 @@ int GpuState::free_milli_with(const GpuUsage& added) const {
   return static_cast<int>(std::min<int64_t>(by_memory, by_cores));
 }
 
+std::string GpuState::Overcommit() const {
+  std::string why;
+  auto add = [&](const std::string& part) { why += (why.empty() ? "" : ", ") + part; };
+  if (used.memory_mib > gpu.memory_mib) {
+    add(std::to_string(used.memory_mib) + " MiB allocated of " + std::to_string(gpu.memory_mib));
+  }
+  if (used.cores > gpu.cores)
+    add(std::to_string(used.cores) + "% cores allocated of " + std::to_string(gpu.cores));
+  if (used.slots > gpu.slots)
+    add(std::to_string(used.slots) + " vGPUs of " + std::to_string(gpu.slots) + " slots");
+  if (used.exclusive && used.slots > 1)
+    add("an exclusive slice shares it with " + std::to_string(used.slots - 1) + " other(s)");
+  return why;
+}
+
 int WorkloadTagOf(const PodAllocation& allocation, const std::vector<GpuState>& gpus) {
   int whole = 0;
   bool any = false;
@@ -113,10 +128,8 @@ Result<std::vector<NodeState::Delta>> NodeState::DeltasOf(const PodAllocation& a
   return deltas;
 }
 
-Status NodeState::Apply(const PodAllocation& allocation, const HostResources& host) {
-  auto deltas = DeltasOf(allocation);
-  if (!deltas) return deltas.error();
-  for (const Delta& d : *deltas) {
+Status NodeState::CheckFits(const std::vector<Delta>& deltas, const HostResources& host) const {
+  for (const Delta& d : deltas) {
     const GpuState& g = gpus_[d.gpu];
     const std::string where = "node '" + name_ + "' GPU " + g.gpu.uuid;
     if (g.used.exclusive) return Error{where + " is held exclusively by another pod"};
@@ -139,7 +152,12 @@ Status NodeState::Apply(const PodAllocation& allocation, const HostResources& ho
     return Error{"node '" + name_ + "': " + std::to_string(host.memory_mib) + " MiB host memory asked, " +
                  std::to_string(free_host_memory_mib()) + " free"};
   }
-  for (const Delta& d : *deltas) {
+  return Status::Ok();
+}
+
+void NodeState::Add(const std::vector<Delta>& deltas, const PodAllocation& allocation,
+                    const HostResources& host) {
+  for (const Delta& d : deltas) {
     GpuUsage& u = gpus_[d.gpu].used;
     u.memory_mib += d.usage.memory_mib;
     u.cores += d.usage.cores;
@@ -152,6 +170,20 @@ Status NodeState::Apply(const PodAllocation& allocation, const HostResources& ho
   if (tag >= 0) ++workload_tags_[tag];
   Recount();
   ++version_;
+}
+
+Status NodeState::Apply(const PodAllocation& allocation, const HostResources& host) {
+  auto deltas = DeltasOf(allocation);
+  if (!deltas) return deltas.error();
+  if (Status fits = CheckFits(*deltas, host); !fits) return fits;
+  Add(*deltas, allocation, host);
+  return Status::Ok();
+}
+
+Status NodeState::Account(const PodAllocation& allocation, const HostResources& host) {
+  auto deltas = DeltasOf(allocation);
+  if (!deltas) return deltas.error();
+  Add(*deltas, allocation, host);
   return Status::Ok();
 }
 

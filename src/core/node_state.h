@@ -43,6 +43,10 @@ struct GpuState {
   // free_milli() once `added` is placed on the GPU too: what a policy asks of
   // every candidate, so it reads the GPU in place instead of copying it.
   int free_milli_with(const GpuUsage& added) const;
+  // Why more is placed on the GPU than it offers ("" when it is not): memory,
+  // compute or vGPU slots over capacity, or an exclusive slice beside others.
+  // Only NodeState::Account can get a GPU there.
+  std::string Overcommit() const;
 };
 
 // Host resources of a node (or asked by a pod). 0 capacity = not tracked.
@@ -92,6 +96,13 @@ class NodeState {
   // conflict) the node is unchanged. Init containers reserve, per GPU, the
   // larger of their usage and the app containers' usage (see allocation.h).
   Status Apply(const PodAllocation& allocation, const HostResources& host = {});
+  // Accounts `allocation` as Apply does, but without the capacity and
+  // exclusivity checks: for views that must show what has been allocated even
+  // when it overcommits a GPU (the node agent's gauges), so that an overcommit
+  // is seen (GpuState::Overcommit) instead of hidden. Errors, changing
+  // nothing, only for an allocation this node cannot hold at all (an unknown
+  // GPU UUID, an invalid slice).
+  Status Account(const PodAllocation& allocation, const HostResources& host = {});
   // Gives back exactly what Apply took. Errors if it would go below zero.
   Status Release(const PodAllocation& allocation, const HostResources& host = {});
 
@@ -104,6 +115,8 @@ class NodeState {
     GpuUsage usage;
   };
   Result<std::vector<Delta>> DeltasOf(const PodAllocation& allocation) const;
+  Status CheckFits(const std::vector<Delta>& deltas, const HostResources& host) const;
+  void Add(const std::vector<Delta>& deltas, const PodAllocation& allocation, const HostResources& host);
   void Recount();
 
   std::string name_;

@@ -53,6 +53,29 @@ TEST(NodeStateTest, RejectsUnknownUuidExclusivityAndOverRelease) {
   EXPECT_EQ(node.gpus()[0].free_milli(), 0);
 }
 
+TEST(NodeStateTest, AccountShowsAnOvercommitThatApplyWouldRefuse) {
+  NodeState node("n", {G("a", 15360), G("b", 15360)});
+  ASSERT_TRUE(node.Account({"n", {{"big", {{"a", 15000, 50}}, false}}}).ok());
+  ASSERT_TRUE(node.Account({"n", {{"two", {{"a", 1000, 10}, {"b", 1000, 10}}, false}}}).ok());
+  EXPECT_FALSE(node.Apply({"n", {{"late", {{"a", 1000, 10}}, false}}}).ok());
+  ASSERT_TRUE(node.Account({"n", {{"late", {{"a", 1000, 10}}, false}}}).ok());
+  EXPECT_EQ(node.gpus()[0].used, (GpuUsage{17000, 70, 3, false}));
+  EXPECT_EQ(node.gpus()[1].used, (GpuUsage{1000, 10, 1, false}));  // untouched by the overcommit of "a"
+  EXPECT_EQ(node.gpus()[0].Overcommit(), "17000 MiB allocated of 15360");
+  EXPECT_EQ(node.gpus()[1].Overcommit(), "");
+  EXPECT_EQ(node.gpus()[0].free_milli(), 0);
+  // An exclusive slice beside another.
+  NodeState small("s", {G("x")});
+  ASSERT_TRUE(small.Account({"s", {{"c", {{"x", 100, 100}}, false}}}).ok());
+  ASSERT_TRUE(small.Account({"s", {{"d", {{"x", 100, 10}}, false}}}).ok());
+  EXPECT_EQ(small.gpus()[0].Overcommit(),
+            "110% cores allocated of 100, an exclusive slice shares it with 1 other(s)");
+  // What no GPU of the node can hold is still refused, and changes nothing.
+  uint64_t v = node.version();
+  EXPECT_FALSE(node.Account({"n", {{"c", {{"zzz", 1, 1}}, false}}}).ok());
+  EXPECT_EQ(node.version(), v);
+}
+
 TEST(NodeStateTest, FreeMilliIsScarcerOfMemoryAndCores) {
   NodeState node("n", {G("a", 10000)});
   ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 50}}, false}}}).ok());

@@ -78,7 +78,10 @@ void Agent::RecordEvent(const ContainerRef& owner, const std::string& reason, co
                              : kube::Json{{"namespace", owner.pod_namespace}, {"name", owner.pod_name}};
   spec.involved_object["kind"] = "Pod";
   spec.involved_object["apiVersion"] = "v1";
-  spec.involved_object["fieldPath"] = "spec.containers{" + owner.container_name + "}";
+  // An event about the pod as a whole (an overcommitted GPU) names no container.
+  if (!owner.container_name.empty()) {
+    spec.involved_object["fieldPath"] = "spec.containers{" + owner.container_name + "}";
+  }
   spec.reason = reason;
   spec.message = message;
   spec.type = "Warning";

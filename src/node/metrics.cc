@@ -49,6 +49,9 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
   t.Describe("tessera_node_memory_violations_total", T::kCounter,
              "Times a container's device memory (as the driver counts it) went over its limit.");
   t.Add("tessera_node_memory_violations_total", {}, static_cast<double>(counters.violations));
+  t.Describe("tessera_node_gpu_overcommits_total", T::kCounter,
+             "Times a GPU was found holding more allocations than it offers (once per episode).");
+  t.Add("tessera_node_gpu_overcommits_total", {}, static_cast<double>(counters.overcommits));
   t.Describe("tessera_node_enforcement_kills_total", T::kCounter,
              "Processes killed because their container was over its memory limit (ACTIVE_OOM_KILLER).");
   t.Add("tessera_node_enforcement_kills_total", {}, static_cast<double>(counters.kills));
@@ -89,6 +92,9 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
              "Compute (percent of the GPU) the scheduler allocated on the GPU.");
   t.Describe("tessera_gpu_slots_total", T::kGauge, "vGPUs that may share the GPU (split count).");
   t.Describe("tessera_gpu_slots_used", T::kGauge, "vGPUs the scheduler placed on the GPU.");
+  t.Describe("tessera_gpu_overcommitted", T::kGauge,
+             "1 while the pods bound here hold more of the GPU than it offers (memory, cores, slots or "
+             "exclusivity), else 0.");
   for (const auto& gpu : snapshot->gpus) {
     const MetricLabels id = {{"gpu_uuid", gpu.uuid}};
     t.Add("tessera_gpu_info",
@@ -111,6 +117,7 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
         t.Add("tessera_gpu_allocated_memory_bytes", id, static_cast<double>(a.used.memory_mib) * kMiB);
         t.Add("tessera_gpu_allocated_cores_percent", id, a.used.cores);
         t.Add("tessera_gpu_slots_used", id, a.used.slots);
+        t.Add("tessera_gpu_overcommitted", id, a.Overcommit().empty() ? 0 : 1);
       }
     }
   }

@@ -210,14 +210,17 @@ void NodeMonitor::PassOnce() {
     }
   }
 
-  // 5. The snapshot.
+  // 5. What the scheduler allocated here.
   if (pods_ != nullptr && pods_->synced()) {
     std::vector<std::string> problems;
     auto allocations = pods_->Allocations();
     auto state = AllocatedState("", snapshot->gpus, allocations, &problems);
+    delta.overcommits += ReportAllocations(allocations, state, problems);
     snapshot->allocations_known = true;
     snapshot->allocated = state.gpus();
   }
+
+  // 6. The snapshot.
   const double interval_ns =
       previous_pass_ == std::chrono::steady_clock::time_point{}
           ? 0
@@ -274,6 +277,54 @@ void NodeMonitor::PassOnce() {
   counters_.kills += delta.kills;
   counters_.kill_failures += delta.kill_failures;
   counters_.host_pids_recorded += delta.host_pids_recorded;
+  counters_.overcommits += delta.overcommits;
+}
+
+uint64_t NodeMonitor::ReportAllocations(const NodeAllocations& allocations, const core::NodeState& state,
+                                        const std::vector<std::string>& problems) {
+  std::set<std::string> still(problems.begin(), problems.end());
+  for (const auto& problem : problems) {
+    if (!reported_problems_.count(problem)) {
+      spdlog::error(
+          "allocation of pod {} is not accounted (the scheduler placed it on a GPU this node "
+          "does not have?)",
+          problem);
+    }
+  }
+  reported_problems_ = std::move(still);
+
+  uint64_t started = 0;
+  std::set<std::string> now;
+  for (const auto& g : state.gpus()) {
+    const std::string why = g.Overcommit();
+    if (why.empty()) {
+      if (overcommitted_.count(g.gpu.uuid)) spdlog::info("GPU {} is no longer overcommitted", g.gpu.uuid);
+      continue;
+    }
+    now.insert(g.gpu.uuid);
+    if (overcommitted_.count(g.gpu.uuid)) continue;
+    ++started;
+    std::string holders;
+    std::vector<ContainerRef> pods;
+    for (const auto& pod : allocations.pods) {
+      bool here = false;
+      for (const auto& c : pod.allocation.containers) {
+        for (const auto& d : c.devices) here = here || d.uuid == g.gpu.uuid;
+      }
+      if (!here) continue;
+      holders += (holders.empty() ? "" : ", ") + pod.pod_namespace + "/" + pod.pod_name;
+      pods.push_back({pod.pod_namespace, pod.pod_name, ""});
+    }
+    const std::string message = "GPU " + g.gpu.uuid + " is overcommitted: " + why +
+                                " (pods bound to this node with slices on it: " + holders +
+                                "); limits inside each container still hold, but together they may not fit";
+    spdlog::error("{}", message);
+    if (events_) {
+      for (const auto& pod : pods) events_(pod, "GPUOvercommitted", message);
+    }
+  }
+  overcommitted_ = std::move(now);
+  return started;
 }
 
 }  // namespace tessera::node

@@ -13,7 +13,11 @@
 //      libvgpu could not learn by itself into their region slots
 //      (docs/region.md), and runs the enforcer, reporting what it did (log
 //      line, Event on the pod, counters);
-//   5. publishes the result as an immutable snapshot, from which /metrics is
+//   5. accounts what the scheduler allocated to the pods bound here (their
+//      annotations), overcommit included: a GPU holding more than it offers
+//      is reported once per episode (error log, Event on each pod with a
+//      slice there, counter) and shown by the gauges;
+//   6. publishes the result as an immutable snapshot, from which /metrics is
 //      rendered: scrapes never touch NVML or the file system, and see one
 //      consistent pass.
 // Compute share per container and GPU is the GPU time its region gained
@@ -85,6 +89,7 @@ struct MonitorCounters {
   uint64_t kills = 0;       // processes killed by enforcement
   uint64_t kill_failures = 0;
   uint64_t host_pids_recorded = 0;  // region slots given their host pid
+  uint64_t overcommits = 0;         // GPUs found holding more than they offer (once per episode)
 };
 
 // Where enforcement reports go besides the log (an Event on the pod).
@@ -119,6 +124,10 @@ class NodeMonitor {
  private:
   void Run();
   void Report(const Violation& violation);
+  // Step 5's reports: new overcommits and allocations naming unknown GPUs.
+  // Returns how many GPUs turned overcommitted.
+  uint64_t ReportAllocations(const NodeAllocations& allocations, const core::NodeState& state,
+                             const std::vector<std::string>& problems);
 
   const MonitorOptions options_;
   InventorySource* const inventory_;
@@ -134,7 +143,9 @@ class NodeMonitor {
   std::map<std::pair<std::string, std::string>, uint64_t> previous_gpu_time_;  // monitor thread only
   std::chrono::steady_clock::time_point previous_pass_{};                      // monitor thread only
   bool pod_resources_failing_ = false;                                         // monitor thread only
-  std::set<std::string> reported_corrupt_;  // monitor thread only: corrupt regions already logged
+  std::set<std::string> reported_corrupt_;   // monitor thread only: corrupt regions already logged
+  std::set<std::string> overcommitted_;      // monitor thread only: GPUs in an overcommit episode
+  std::set<std::string> reported_problems_;  // monitor thread only: unaccountable allocations logged
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

@@ -24,7 +24,7 @@ core::NodeState AllocatedState(const std::string& node, const std::vector<core::
                                const NodeAllocations& allocations, std::vector<std::string>* problems) {
   core::NodeState state(node, gpus);
   for (const auto& pod : allocations.pods) {
-    if (auto s = state.Apply(pod.allocation); !s.ok() && problems != nullptr) {
+    if (auto s = state.Account(pod.allocation); !s.ok() && problems != nullptr) {
       problems->push_back(pod.pod_namespace + "/" + pod.pod_name + ": " + s.error().message);
     }
   }

@@ -36,9 +36,11 @@ struct NodeAllocations {
 // problem, not an allocation.
 NodeAllocations AllocationsOf(const std::vector<kube::Json>& pods);
 
-// Pure: the node's GPUs with every allocation applied (what the scheduler
-// sees as used). Allocations that do not fit the GPUs (unknown UUID, over
-// capacity) are reported in `problems` and left out.
+// Pure: the node's GPUs with every allocation accounted: what the scheduler
+// allocated here, overcommit included (GpuState::Overcommit says where), so
+// that the gauges show an overcommit instead of hiding the pods behind it.
+// Only allocations naming a GPU this node does not have (or an invalid slice)
+// are left out, each reported in `problems`.
 core::NodeState AllocatedState(const std::string& node, const std::vector<core::Gpu>& gpus,
                                const NodeAllocations& allocations, std::vector<std::string>* problems);
 

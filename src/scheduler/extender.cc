@@ -127,6 +127,14 @@ Extender::Extender(ExtenderDeps deps) : deps_(std::move(deps)) {
   }
 }
 
+std::string Extender::RefusalBeforeReady() {
+  std::string reason = deps_.not_ready ? deps_.not_ready() : "";
+  if (reason.empty()) return reason;
+  ++counters_.not_ready;
+  return "tessera-scheduler " + deps_.config.identity + " is not ready to decide: " + reason +
+         "; retry when it is (kube-scheduler retries this pod)";
+}
+
 Result<std::shared_ptr<const core::Policy>> Extender::NodePolicy(const std::string& value) const {
   std::string name = value;
   if (value == "binpack") name = "node-binpack";
@@ -301,12 +309,22 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   const std::string node = args.value("Node", "");
   if (name.empty() || node.empty()) return fail(400, "ExtenderBindingArgs needs PodName and Node");
   const std::string key = ns + "/" + name;
+  if (std::string refusal = RefusalBeforeReady(); !refusal.empty())
+    return fail(200, "bind " + key + ": " + refusal);
   if (deps_.is_leader && !deps_.is_leader()) {
     ++counters_.bind_not_leader;
+    const std::string& me = deps_.config.identity;
     std::string leader = deps_.leader_identity ? deps_.leader_identity() : "";
-    return fail(200, "tessera-scheduler " + deps_.config.identity + " is not the leader" +
-                         (leader.empty() ? std::string() : " (the leader is " + leader + ")") +
-                         "; only the leader binds, retry");
+    std::string why;
+    if (leader == me) {
+      // The Lease names this process (from before a restart, or a renewal
+      // that failed): it is not acting on it until it renews.
+      why = " (the lease names it, but it has not renewed the lease within the renew deadline)";
+    } else if (!leader.empty()) {
+      why = " (the leader is " + leader + ")";
+    }
+    return fail(200,
+                "tessera-scheduler " + me + " is not the leader" + why + "; only the leader binds, retry");
   }
   auto pod = deps_.get_pod(ns, name);
   if (!pod.ok()) return fail(200, "bind " + key + ": cannot read the pod: " + pod.error().message);
@@ -366,6 +384,10 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
 std::pair<int, std::string> Extender::FilterBody(std::string_view body) {
   ++counters_.filter_requests;
   Timer timer(counters_.filter_micros);
+  if (std::string refusal = RefusalBeforeReady(); !refusal.empty()) {
+    ++counters_.filter_errors;
+    return {200, DumpLenient(FilterResultJson(refusal))};
+  }
   try {
     return FilterUnchecked(body);
   } catch (const std::exception& e) {
@@ -377,6 +399,10 @@ std::pair<int, std::string> Extender::FilterBody(std::string_view body) {
 std::pair<int, std::string> Extender::PrioritizeBody(std::string_view body) {
   ++counters_.prioritize_requests;
   Timer timer(counters_.prioritize_micros);
+  // HostPriorityList has no error member: a status other than 200 is how an
+  // extender says it failed (kube-scheduler then scores without it, and bind
+  // refuses in turn).
+  if (!RefusalBeforeReady().empty()) return {503, "[]"};
   try {
     return PrioritizeUnchecked(body);
   } catch (const std::exception&) {

@@ -22,6 +22,12 @@
 // request. When the mix is relearned, the prioritize scores cached under the
 // previous mix are dropped (ClusterState::DropScoresOf).
 //
+// Readiness: until the scheduler's view is complete (deps.not_ready answers
+// ""), no verb decides anything: filter and bind answer with an Error and
+// prioritize with HTTP 503, which kube-scheduler treats as a failed cycle and
+// retries with backoff — never as "unschedulable" and never as a placement
+// made against a partial view.
+//
 // Bind: only the leader binds. It derives the pod's request, reserves GPUs on
 // the node against the current state (ClusterState::Reserve, so concurrent
 // binds on one node never double-book), then POSTs one Binding carrying the
@@ -64,6 +70,9 @@ inline constexpr std::string_view kHamiGpuPolicyAnnotation = "hami.io/gpu-schedu
 struct ExtenderDeps {
   ClusterState* state = nullptr;
   SchedulerConfig config;
+  // Why this process may not decide yet ("" once its view of nodes and pods
+  // is complete); unset = always ready (unit tests).
+  std::function<std::string()> not_ready;
   // True when this process may bind (the leader, or leader election is off).
   std::function<bool()> is_leader;
   // Who leads, for the follower's error message ("" = unknown).
@@ -84,6 +93,7 @@ struct ExtenderCounters {
   std::atomic<uint64_t> binds{0};
   std::atomic<uint64_t> bind_errors{0};
   std::atomic<uint64_t> bind_not_leader{0};
+  std::atomic<uint64_t> not_ready{0};  // filter, prioritize and bind calls refused before readiness
   std::atomic<uint64_t> filter_micros{0};
   std::atomic<uint64_t> prioritize_micros{0};
   std::atomic<uint64_t> bind_micros{0};
@@ -136,6 +146,8 @@ class Extender {
   std::pair<int, std::string> FilterUnchecked(std::string_view body);
   std::pair<int, std::string> PrioritizeUnchecked(std::string_view body);
   std::pair<int, nlohmann::json> BindUnchecked(const nlohmann::json& args);
+  // Why no decision may be made now ("" = ready); counts a refusal.
+  std::string RefusalBeforeReady();
 
   ExtenderDeps deps_;
   // The policies that learn nothing (immutable after construction); `tessera`

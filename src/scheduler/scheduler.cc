@@ -79,6 +79,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   ExtenderDeps deps;
   deps.state = &state_;
   deps.config = config_;
+  deps.not_ready = [this] { return NotReadyReason(); };
   deps.is_leader = [this] { return IsLeader(); };
   deps.leader_identity = [this] { return elector_ ? elector_->Holder() : config_.identity; };
   deps.get_pod = [this](const std::string& ns, const std::string& name) { return GetPod(ns, name); };
@@ -97,8 +98,19 @@ bool Scheduler::IsLeader() const {
   return !elector_ || elector_->IsLeader();
 }
 
-bool Scheduler::Ready() const {
-  return nodes_->HasSynced() && pods_->HasSynced() && mix_rebuilt_.load();
+std::string Scheduler::NotReadyReason() const {
+  std::string reason;
+  auto waiting_for = [&](const kube::Informer& informer, const char* what) {
+    if (informer.HasSynced()) return;
+    reason += (reason.empty() ? "" : "; ") + std::string("the ") + what + " are not listed yet";
+    if (std::string error = informer.Stats().last_error; !error.empty())
+      reason += " (last error: " + error + ")";
+  };
+  waiting_for(*nodes_, "nodes");
+  waiting_for(*pods_, "pods");
+  if (reason.empty() && !mix_rebuilt_.load())
+    reason = "the workload mix is being relearned from the listed pods";
+  return reason;
 }
 
 Result<Json> Scheduler::GetPod(const std::string& ns, const std::string& name) {
@@ -126,14 +138,11 @@ Status Scheduler::Start() {
     s.Get("/healthz",
           [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
     s.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      if (Ready()) {
+      if (std::string reason = NotReadyReason(); reason.empty()) {
         res.set_content("ok", "text/plain");
       } else {
         res.status = 503;
-        res.set_content(
-            "informers have not listed nodes and pods yet, or the workload mix is not relearned "
-            "from the pods yet",
-            "text/plain");
+        res.set_content("not ready: " + reason, "text/plain");
       }
     });
     s.Post("/mutate", [this](const httplib::Request& req, httplib::Response& res) {
@@ -210,21 +219,24 @@ Status Scheduler::Start() {
 
   nodes_->Start();
   pods_->Start();
-  if (elector_) elector_->Start();
-  expiry_thread_ = std::thread([this] { ExpiryLoop(); });
+  thread_ = std::thread([this] { Run(); });
   return Status::Ok();
 }
 
-void Scheduler::ExpiryLoop() {
-  // First, once the pods are listed: the workload mix learned from them, as
-  // the scheduler this one replaces had learned it from their arrivals
-  // (Ready() waits for it).
-  while (!pods_->WaitForSync(std::chrono::milliseconds(50))) {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
+void Scheduler::Run() {
+  // First, once nodes and pods are listed: the workload mix learned from the
+  // pods, as the scheduler this one replaces had learned it from their
+  // arrivals. That completes the view (Ready()); only then may this replica
+  // lead.
+  for (kube::Informer* informer : {pods_.get(), nodes_.get()}) {
+    while (!informer->WaitForSync(std::chrono::milliseconds(50))) {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+    }
   }
   extender_->ObserveListedPods(pods_->List());
   mix_rebuilt_ = true;
+  if (elector_) elector_->Start();
   const auto period = std::max(std::chrono::milliseconds(50),
                                std::min(std::chrono::milliseconds(1000), config_.reservation_timeout / 4));
   std::unique_lock lock(mu_);
@@ -247,7 +259,7 @@ void Scheduler::Stop() {
   cv_.notify_all();
   if (http_) http_->Stop();
   if (webhook_) webhook_->Stop();
-  if (expiry_thread_.joinable()) expiry_thread_.join();
+  if (thread_.joinable()) thread_.join();  // before the elector: Run() may start it
   if (elector_) elector_->Stop();
   pods_->Stop();
   nodes_->Stop();
@@ -261,7 +273,9 @@ std::string Scheduler::MetricsText() const {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
         << name << " " << value << "\n";
   };
-  metric("tessera_scheduler_ready", "gauge", "1 once nodes and pods have been listed", Ready() ? 1 : 0);
+  metric("tessera_scheduler_ready", "gauge",
+         "1 once nodes and pods have been listed and the workload mix relearned (before: no decisions)",
+         Ready() ? 1 : 0);
   metric("tessera_scheduler_leader", "gauge", "1 when this process holds the lease (may bind)",
          IsLeader() ? 1 : 0);
   metric("tessera_scheduler_nodes", "gauge", "nodes with a usable GPU inventory", double(s.nodes));
@@ -307,6 +321,9 @@ std::string Scheduler::MetricsText() const {
          double(c.bind_errors));
   metric("tessera_scheduler_bind_not_leader_total", "counter",
          "bind calls refused because this is a follower", double(c.bind_not_leader));
+  metric("tessera_scheduler_not_ready_refusals_total", "counter",
+         "filter, prioritize and bind calls refused because the view of nodes and pods was not complete yet",
+         double(c.not_ready));
   metric("tessera_scheduler_bind_seconds_total", "counter", "time spent in bind (API call included)",
          c.bind_micros / 1e6);
   metric("tessera_scheduler_mutate_requests_total", "counter", "admission reviews",

@@ -3,11 +3,17 @@
 // expiry loop, and the HTTP listeners (extender verbs, /mutate, /healthz,
 // /readyz, /metrics).
 //
-// Readiness: /readyz answers 200 once both informers have listed and the
+// Readiness: the scheduler is ready once both informers have listed and the
 // `tessera` policy's workload mix has been relearned from the pods listed
-// (Extender::ObserveListedPods), so a restarted scheduler decides nothing
-// before its state is rebuilt from the API; followers are ready too — they
-// filter and prioritise, only binding is the leader's.
+// (Extender::ObserveListedPods). Until then a restarted scheduler decides
+// nothing: /readyz answers 503, the extender verbs answer with errors that
+// kube-scheduler retries (extender.h), and it does not campaign for the
+// leader Lease — a replica without a complete view must neither bind nor keep
+// a ready peer from binding. (kube-scheduler runs beside it in the same pod
+// and calls it on 127.0.0.1, so the readiness probe alone would not keep its
+// calls away, and the pod name it uses as its identity survives a container
+// restart.) Followers are ready too: they filter and prioritise, only binding
+// is the leader's.
 //
 // Thread-safety: Start/Stop from one thread; the accessors from any.
 #pragma once
@@ -49,7 +55,9 @@ class Scheduler {
 
   int port() const { return port_; }
   int webhook_port() const { return webhook_port_; }
-  bool Ready() const;
+  bool Ready() const { return NotReadyReason().empty(); }
+  // What the scheduler still waits for before it decides ("" when ready).
+  std::string NotReadyReason() const;
   bool IsLeader() const;
 
   ClusterState& state() { return state_; }
@@ -58,8 +66,10 @@ class Scheduler {
 
  private:
   Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name);
-  // Observes the listed pods once they are listed, then expires reservations.
-  void ExpiryLoop();
+  // Waits for the informers' first lists, relearns the workload mix from the
+  // pods (readiness), starts the leader election, then expires reservations
+  // until Stop().
+  void Run();
 
   const SchedulerConfig config_;
   std::shared_ptr<kube::Client> client_;
@@ -71,7 +81,7 @@ class Scheduler {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpListener> http_;
   std::unique_ptr<HttpListener> webhook_;
-  std::thread expiry_thread_;
+  std::thread thread_;  // Run()
   int port_ = 0;
   int webhook_port_ = 0;
   std::atomic<uint64_t> mutate_requests_{0};

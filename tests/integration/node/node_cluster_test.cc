@@ -27,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
@@ -202,9 +203,14 @@ class NodeClusterTest : public ::testing::Test {
   // The pod the scheduler would have bound here: its allocation annotation
   // gives container "main" `mib` MiB on GPU 0.
   std::string BindPod(const std::string& name, int64_t mib) {
+    return BindPodWith(name, {{gpus_[0].uuid, mib, 30}});
+  }
+
+  // The same with container "main"'s slices given.
+  std::string BindPodWith(const std::string& name, std::vector<core::DeviceSlice> slices) {
     core::PodAllocation allocation;
     allocation.node = kNode;
-    allocation.containers.push_back({"main", {{gpus_[0].uuid, mib, 30}}, false});
+    allocation.containers.push_back({"main", std::move(slices), false});
     auto text = core::EncodeAllocation(allocation);
     EXPECT_TRUE(text.ok());
     Json pod = {{"metadata",
@@ -441,6 +447,60 @@ TEST_F(NodeClusterTest, AProcessThatBypassesLibvgpuIsKilledAndThePodGetsAnEvent)
     EXPECT_NE(message.find("0 MiB of it seen by libvgpu"), std::string::npos) << message;
   }
   EXPECT_TRUE(MetricsShow("tessera_node_enforcement_kills_total 1\n")) << Metrics();
+}
+
+// The gauges show what the scheduler allocated, overcommit included: a pod
+// that does not fit beside the others is neither dropped from the gauges nor
+// allowed to hide the pods on other GPUs, and the overcommit is reported.
+TEST_F(NodeClusterTest, AnOvercommitIsShownByTheGaugesAndReported) {
+  StartNode();
+  const int64_t offered = gpus_[0].memory_mib;
+  BindPodWith("big", {{gpus_[0].uuid, offered - 1361, 50}});
+  BindPodWith("two", {{gpus_[0].uuid, 1000, 10}, {gpus_[1].uuid, 1000, 10}});
+  const std::string gpu0 = "{gpu_uuid=\"" + gpus_[0].uuid + "\"} ";
+  const std::string gpu1 = "{gpu_uuid=\"" + gpus_[1].uuid + "\"} ";
+  ASSERT_TRUE(MetricsShow("tessera_gpu_slots_used" + gpu0 + "2\n")) << Metrics() << NodeLog();
+  EXPECT_NE(Metrics().find("tessera_gpu_overcommitted" + gpu0 + "0\n"), std::string::npos) << Metrics();
+
+  BindPodWith("late", {{gpus_[0].uuid, 1000, 10}});
+  const int64_t total_mib = offered - 1361 + 2000;
+  ASSERT_TRUE(MetricsShow("tessera_gpu_allocated_memory_bytes" + gpu0 +
+                          std::to_string(total_mib * 1024 * 1024) + "\n"))
+      << Metrics();
+  const std::string metrics = Metrics();
+  EXPECT_NE(metrics.find("tessera_gpu_slots_used" + gpu0 + "3\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_gpu_allocated_cores_percent" + gpu0 + "70\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_gpu_overcommitted" + gpu0 + "1\n"), std::string::npos) << metrics;
+  // GPU 1 is not overcommitted and keeps showing "two"'s slice.
+  EXPECT_NE(metrics.find("tessera_gpu_allocated_memory_bytes" + gpu1 + "1048576000\n"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("tessera_gpu_slots_used" + gpu1 + "1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_gpu_overcommitted" + gpu1 + "0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_node_gpu_overcommits_total 1\n"), std::string::npos) << metrics;
+
+  // An Event on each pod with a slice on the GPU, once, and an error line.
+  std::set<std::string> told;
+  ASSERT_TRUE(WaitFor([&] {
+    told.clear();
+    for (const Json& e : api_->ListObjects("events")) {
+      if (e.value("reason", "") != "GPUOvercommitted") continue;
+      told.insert(e["involvedObject"].value("name", ""));
+      EXPECT_FALSE(e["involvedObject"].contains("fieldPath")) << e.dump();
+      const std::string message = e.value("message", "");
+      EXPECT_NE(message.find(std::to_string(total_mib) + " MiB allocated of " + std::to_string(offered)),
+                std::string::npos)
+          << message;
+    }
+    return told.size() == 3;
+  })) << NodeLog();
+  EXPECT_EQ(told, (std::set<std::string>{"big", "two", "late"}));
+  EXPECT_NE(NodeLog().find("GPU " + gpus_[0].uuid + " is overcommitted"), std::string::npos) << NodeLog();
+
+  // Deleting the pod that overcommitted ends the episode.
+  ASSERT_TRUE(api_->DeleteObject("pods", "ml", "late").ok());
+  ASSERT_TRUE(MetricsShow("tessera_gpu_overcommitted" + gpu0 + "0\n")) << Metrics();
+  EXPECT_NE(NodeLog().find("GPU " + gpus_[0].uuid + " is no longer overcommitted"), std::string::npos);
 }
 
 TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {

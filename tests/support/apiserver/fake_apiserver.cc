@@ -914,16 +914,31 @@ void FakeApiServer::ServePatch(const Route& route, const httplib::Request& req, 
   Reply(res, status, out);
 }
 
-void FakeApiServer::ServeDelete(const Route& route, httplib::Response& res) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& objs = objects_[route.kind->plural];
-  auto it = objs.find(Key(route.ns, route.name));
-  if (it == objs.end()) return NotFound(res, *route.kind, route.name);
+std::optional<Json> FakeApiServer::DeleteLocked(const std::string& plural, const std::string& ns,
+                                                const std::string& name) {
+  auto& objs = objects_[plural];
+  auto it = objs.find(Key(ns, name));
+  if (it == objs.end()) return std::nullopt;
   Json last = it->second;
   objs.erase(it);
   last["metadata"]["resourceVersion"] = std::to_string(NextRvLocked());
-  RecordEventLocked(route.kind->plural, "DELETED", last, nullptr);
-  Reply(res, 200, last);
+  RecordEventLocked(plural, "DELETED", last, nullptr);
+  return last;
+}
+
+tessera::Status FakeApiServer::DeleteObject(const std::string& plural, const std::string& ns,
+                                            const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!DeleteLocked(plural, ns, name))
+    return tessera::Error{"fake apiserver: no " + plural + " " + ns + "/" + name};
+  return tessera::Status::Ok();
+}
+
+void FakeApiServer::ServeDelete(const Route& route, httplib::Response& res) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto last = DeleteLocked(route.kind->plural, route.ns, route.name);
+  if (!last) return NotFound(res, *route.kind, route.name);
+  Reply(res, 200, *last);
 }
 
 void FakeApiServer::ServeBinding(const Route& route, const Json& binding, httplib::Response& res) {

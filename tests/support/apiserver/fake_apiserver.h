@@ -121,6 +121,8 @@ class FakeApiServer {
   std::optional<Json> GetObject(const std::string& plural, const std::string& ns,
                                 const std::string& name) const;
   std::vector<Json> ListObjects(const std::string& plural) const;
+  // Deletes at once (as REST DELETE does here); errors when there is no such object.
+  tessera::Status DeleteObject(const std::string& plural, const std::string& ns, const std::string& name);
   uint64_t CurrentResourceVersion() const;
 
   // Fault injection.
@@ -164,6 +166,8 @@ class FakeApiServer {
   std::pair<int, Json> CreateLocked(const Kind& kind, const std::string& ns, Json object);
   std::pair<int, Json> ReplaceLocked(const Kind& kind, const std::string& ns, const std::string& name,
                                      const std::string& subresource, Json object);
+  // The deleted object (its DELETED event recorded), or nullopt when absent.
+  std::optional<Json> DeleteLocked(const std::string& plural, const std::string& ns, const std::string& name);
   void LogRequestLocked(RequestRecord record);
   void RecordEventLocked(const std::string& plural, const std::string& type, const Json& object,
                          const Json& prev);
