@@ -5,52 +5,31 @@
 // Private to src/sim. Every exported function takes Runtime::mu for the
 // process-local structures; it is never held while sleeping. Lock order:
 // Runtime::mu, then the SimState mutex (StateLock).
+//
+// The driver's sources are split by concept (docs/sim.md lists them); the
+// functions below are what one part offers the others, grouped by the file
+// that defines them. Graph internals shared among the graph files are in
+// cuda_graphs.h.
 #pragma once
 
 #define __CUDA_API_VERSION_INTERNAL 1
 #define __CUDA_API_PUSH_VISIBILITY_DEFAULT 1
 #include <cuda.h>
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
+#include "sim/cuda_device_heap.h"
 #include "sim/state.h"
 
 namespace tessera::sim::cuda {
-
-constexpr uint64_t kMiB = 1ull << 20;
-constexpr uint64_t kVmmGranularity = 2 * kMiB;
-
-// Device memory of one GPU as seen by this process: a sparse shared-memory file
-// (memfd) as large as twice the device, mapped once. Allocations are ranges of
-// it; IPC peers map the same range through /proc/<pid>/fd. Pages cost host
-// memory only once touched, and are returned (hole punched) when freed.
-class DeviceHeap {
- public:
-  ~DeviceHeap();
-  // Maps the heap on first use.
-  bool EnsureMapped(uint64_t device_bytes);
-  // An offset of `bytes` (rounded up to `align`), or UINT64_MAX when out of space.
-  uint64_t Allocate(uint64_t bytes, uint64_t align);
-  void Free(uint64_t offset, uint64_t bytes);
-  // Gives the pages of a range back to the host, keeping the range allocated.
-  void Discard(uint64_t offset, uint64_t bytes);
-  uint8_t* base() const { return base_; }
-  int fd() const { return fd_; }
-  uint64_t size() const { return size_; }
-
- private:
-  int fd_ = -1;
-  uint8_t* base_ = nullptr;
-  uint64_t size_ = 0;
-  std::map<uint64_t, uint64_t> free_;  // offset -> length
-};
 
 // kGraph: the virtual range of a graph allocation (charged through the graph
 // memory pool, not per allocation).
@@ -318,25 +297,43 @@ struct Runtime {
   unsigned long long next_id = 1;
 };
 
+// ----- cuda_init.cc -----
 Runtime& R();
-
 // Returns CUDA_SUCCESS once the driver is initialised (cuInit called and the
 // shared state attached).
 CUresult CheckInit();
+bool IsLive(const void* handle);
+
+// ----- cuda_devices.cc -----
+// The shared-state GPU index of CUdevice ordinal `dev` (after CheckInit);
+// CUDA_ERROR_INVALID_DEVICE for an ordinal this process does not see.
+CUresult ValidDevice(CUdevice dev, int* gpu);
+const GpuRecord& Gpu(int gpu);
+// The MIG GPU instance this process uses `gpu` through, or nullptr (whole GPU).
+const GpuInstanceRecord* MigInstanceOf(int gpu);
+// Memory of the device as this process sees it (the GPU, or its MIG instance).
+uint64_t DeviceTotalBytes(int gpu);
+
+// ----- cuda_contexts.cc -----
 // The calling thread's current context (nullptr if none or destroyed).
 CUcontext CurrentContext();
-bool IsLive(const void* handle);
 CUresult CurrentGpu(int* gpu, CUcontext* ctx);
+// In a forked child: forgets the calling thread's context stack.
+void ForgetContextStackAfterFork();
+
+// ----- cuda_streams.cc -----
+// A new stream of `ctx`, registered as live and in the context's list.
+CUstream NewStream(CUcontext ctx, unsigned flags, int priority);
 // Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
 // created stream); `ptds` selects what NULL means.
 CUresult ResolveStream(CUstream h, bool ptds, CUstream* out);
 // When the work queued so far on `s` completes (including implicit legacy-stream order).
 int64_t StreamReadyNs(CUstream s);
 void SleepUntilNs(int64_t t);
-// The MIG GPU instance this process uses `gpu` through, or nullptr (whole GPU).
-const GpuInstanceRecord* MigInstanceOf(int gpu);
-// Memory of the device as this process sees it (the GPU, or its MIG instance).
-uint64_t DeviceTotalBytes(int gpu);
+// In a forked child: forgets the calling thread's per-thread default streams.
+void ForgetPerThreadStreamsAfterFork();
+
+// ----- cuda_memory.cc -----
 // Device bytes: charge against the GPU's capacity (all processes), or give back.
 // With `resident`, charges as much of `bytes` as the device has free (possibly
 // nothing) and reports it there instead of failing: managed memory
@@ -351,34 +348,37 @@ CUresult AllocDevice(int gpu, uint64_t bytes, AllocKind kind, CUcontext ctx, CUd
 CUresult FreeDevice(CUdeviceptr p);
 // The allocation containing [p, p+n), or nullptr.
 Allocation* FindAllocation(uint64_t p, uint64_t n = 1);
+
+// ----- cuda_copies.cc -----
 uint64_t CopyTimeNs(uint64_t bytes);
-// Books a kernel on `s` (or records it into the stream's capture).
-CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns);
-uint64_t KernelDurationNs(CUfunction f, void** params, void** extra);
 // Generic 3D copy (all memory types), performed now.
 CUresult Copy3D(const CUDA_MEMCPY3D& c);
 // Memset of `height` rows of `width` elements of `elem` bytes.
 CUresult Memset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height);
 // After an asynchronous copy/memset of `bytes` on `s`: advances the stream's end.
 void AdvanceStreamForCopy(CUstream s, uint64_t bytes);
-// Runs the nodes of an executable graph on stream `s`: checks that its memory
-// nodes can run (unfreed allocations of an earlier launch, frees of memory
-// that is not live), backs its allocations from the graph memory pools
-// (CUDA_ERROR_OUT_OF_MEMORY, nothing changed, if that does not fit), then runs.
-CUresult LaunchGraphOn(CUgraphExec exec, CUstream s);
-// Maps physical memory for every allocation of `exec` (cuGraphUpload).
-CUresult BackGraphAllocations(CUgraphExec exec);
-// Ends the lifetime of a graph allocation freed outside its graph (cuMemFree,
-// cuMemFreeAsync); CUDA_ERROR_INVALID_VALUE if it is not live or its own graph frees it.
-CUresult FreeGraphAllocation(uint64_t p);
-// A stream capture's cuMemAllocAsync / cuMemFreeAsync: alloc and free nodes.
-CUresult CaptureMemAlloc(CUstream s, int device, uint64_t bytes, CUdeviceptr* dptr);
-CUresult CaptureMemFree(CUstream s, CUdeviceptr p);
-// Adds a node to the graph a capturing stream records into.
-CUresult CaptureNode(CUstream s, CUgraphNode_st node);
+
+// ----- cuda_modules.cc -----
+// Books a kernel on `s` (or records it into the stream's capture).
+CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns);
+uint64_t KernelDurationNs(CUfunction f, void** params, void** extra);
+
+// ----- cuda_pools.cc -----
 // Releases memory of pools cached above their release threshold (on synchronize).
 void TrimPoolsOnSync();
 
+// ----- cuda_capture.cc, cuda_graph_memory.cc -----
+// Adds a node to the graph a capturing stream records into.
+CUresult CaptureNode(CUstream s, CUgraphNode_st node);
+// A stream capture's cuMemAllocAsync / cuMemFreeAsync: alloc and free nodes.
+CUresult CaptureMemAlloc(CUstream s, int device, uint64_t bytes, CUdeviceptr* dptr);
+CUresult CaptureMemFree(CUstream s, CUdeviceptr p);
+// Ends the lifetime of a graph allocation freed outside its graph (cuMemFree,
+// cuMemFreeAsync); CUDA_ERROR_INVALID_VALUE if it is not live or its own graph frees it.
+CUresult FreeGraphAllocation(uint64_t p);
+
+// Runs an entry point's body, turning exceptions into CUDA errors (none may
+// cross the C boundary).
 template <typename F>
 CUresult Guard(F&& f) noexcept {
   try {
@@ -391,3 +391,6 @@ CUresult Guard(F&& f) noexcept {
 }
 
 }  // namespace tessera::sim::cuda
+
+// Takes Runtime::mu for the rest of the enclosing scope.
+#define LOCKED std::lock_guard<std::recursive_mutex> lock_(::tessera::sim::cuda::R().mu)

@@ -1,0 +1,195 @@
+// Initialisation of the simulated driver: the process-wide Runtime, cuInit
+// (configuration from the environment, attaching the shared state, registering
+// this process), the CUDA_VISIBLE_DEVICES view of the GPUs (indices, GPU UUIDs,
+// MIG UUIDs), and the exit and fork hooks that give this process's record back
+// or make a forked child forget its parent's contexts and memory.
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sim/cuda_internal.h"
+
+namespace tessera::sim::cuda {
+
+Runtime& R() {
+  static Runtime* rt = new Runtime();  // never destroyed: other threads may outlive exit
+  return *rt;
+}
+
+namespace {
+
+void ReleaseProcessAtExit() {
+  Runtime& rt = R();
+  if (!rt.state) return;
+  // Do not wait forever on a lock held by a thread that will never run again.
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 1;
+  const int rc = pthread_mutex_timedlock(&rt.state->file()->mutex, &deadline);
+  if (rc == EOWNERDEAD) {
+    pthread_mutex_consistent(&rt.state->file()->mutex);
+  } else if (rc != 0) {
+    return;  // others reclaim us once we are gone
+  }
+  const int slot = rt.state->ProcessSlotLocked(rt.pid, false);
+  if (slot >= 0)
+    std::memset(static_cast<void*>(&rt.state->file()->processes[slot]), 0, sizeof(ProcessRecord));
+  pthread_mutex_unlock(&rt.state->file()->mutex);
+}
+
+void AfterForkInChild() {
+  // CUDA is not usable in a forked child; make it start from scratch if it tries.
+  // The parent's contexts, memory and handles are not the child's: forget them
+  // (leaking the bookkeeping) so that nothing is charged or freed twice.
+  Runtime& rt = R();
+  new (&rt.mu) std::recursive_mutex();
+  rt.initialized = false;
+  rt.pid = SelfPid();
+  rt.allocs.clear();
+  rt.live.clear();
+  rt.vmm_handles.clear();
+  rt.vmm_mappings.clear();
+  rt.vmm_reservations.clear();
+  rt.graph_allocs.clear();
+  for (int g = 0; g < kMaxGpus; ++g) {
+    rt.graph_pool[g] = GraphMemPool{};
+    rt.primary[g] = nullptr;
+    rt.primary_refs[g] = 0;
+    rt.contexts[g] = 0;
+    rt.default_pool[g] = nullptr;
+    rt.current_pool[g] = nullptr;
+    rt.gpu_gi[g] = -1;
+    rt.gpu_ci[g] = -1;
+  }
+  ForgetContextStackAfterFork();
+  ForgetPerThreadStreamsAfterFork();
+}
+
+// CUDA_VISIBLE_DEVICES: indices or GPU UUIDs (prefixes accepted); the list ends
+// at the first entry that names no device, as with the real driver.
+std::vector<int> VisibleDevices(SimState& state) {
+  std::vector<int> all;
+  for (int i = 0; i < state.gpu_count(); ++i) all.push_back(i);
+  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (env == nullptr) return all;
+  std::vector<int> out;
+  std::stringstream ss(env);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    int found = -1;
+    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
+      int idx = std::atoi(item.c_str());
+      if (idx < state.gpu_count()) found = idx;
+    } else if (item.rfind("GPU-", 0) == 0) {
+      for (int i = 0; i < state.gpu_count(); ++i) {
+        if (std::string(state.file()->gpus[i].uuid).rfind(item, 0) == 0) found = i;
+      }
+    } else if (item.rfind("MIG-", 0) == 0) {
+      // A MIG device: the GPU, used through one GPU/compute instance.
+      StateLock lock(state);
+      for (int i = 0; i < state.gpu_count() && found < 0; ++i) {
+        const GpuRecord& g = state.file()->gpus[i];
+        for (int gi = 0; gi < kMaxGpuInstances && found < 0; ++gi) {
+          for (int ci = 0; ci < kMaxComputeInstances && found < 0; ++ci) {
+            if (g.gis[gi].in_use && g.gis[gi].cis[ci].in_use &&
+                MigDeviceUuid(g, g.gis[gi], g.gis[gi].cis[ci]).rfind(item, 0) == 0 && R().gpu_gi[i] < 0) {
+              found = i;
+              R().gpu_gi[i] = gi;
+              R().gpu_ci[i] = ci;
+            }
+          }
+        }
+      }
+    }
+    if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) break;
+    out.push_back(found);
+  }
+  return out;
+}
+
+CUresult DoInit() {
+  Runtime& rt = R();
+  if (rt.initialized) return rt.init_error;
+  rt.initialized = true;
+  rt.pid = SelfPid();
+  bool is_explicit = false;
+  auto config = ConfigFromEnvironment(&is_explicit);
+  if (!config.ok()) {
+    rt.init_message = config.error().message;
+    std::fprintf(stderr, "tessera sim: %s\n", rt.init_message.c_str());
+    return rt.init_error = CUDA_ERROR_INVALID_VALUE;
+  }
+  auto state = SimState::Open(SimState::DefaultDir(), *config, is_explicit);
+  if (!state.ok()) {
+    rt.init_message = state.error().message;
+    std::fprintf(stderr, "tessera sim: %s\n", rt.init_message.c_str());
+    return rt.init_error = CUDA_ERROR_NOT_INITIALIZED;
+  }
+  rt.state = std::move(*state);
+  {
+    StateLock lock(*rt.state);
+    rt.state->ReclaimDeadLocked();
+    if (rt.state->ProcessSlotLocked(rt.pid, true) < 0) {
+      rt.init_message = "the simulator's process table is full";
+      return rt.init_error = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  rt.visible = VisibleDevices(*rt.state);
+  static bool hooks = false;
+  if (!hooks) {
+    hooks = true;
+    std::atexit(ReleaseProcessAtExit);
+    pthread_atfork(nullptr, nullptr, AfterForkInChild);
+  }
+  return rt.init_error = CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult CheckInit() {
+  Runtime& rt = R();
+  if (!rt.initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  return rt.init_error;
+}
+
+bool IsLive(const void* handle) {
+  return handle != nullptr && R().live.count(handle) > 0;
+}
+
+}  // namespace tessera::sim::cuda
+
+using namespace tessera::sim;
+using namespace tessera::sim::cuda;
+
+extern "C" {
+
+CUresult cuInit(unsigned int Flags) {
+  return Guard([&]() -> CUresult {
+    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    LOCKED;
+    return DoInit();
+  });
+}
+
+CUresult cuDriverGetVersion(int* driverVersion) {
+  return Guard([&]() -> CUresult {
+    if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = CUDA_VERSION;
+    LOCKED;
+    if (CheckInit() == CUDA_SUCCESS) *driverVersion = static_cast<int>(R().state->file()->driver_version);
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // extern "C"
