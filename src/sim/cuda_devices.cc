@@ -1,10 +1,13 @@
 // Devices as the driver API shows them: ordinals (CUDA_VISIBLE_DEVICES),
 // identity (name, UUID, PCI bus id, total memory), attributes, and peer
-// access between devices. A process running in a MIG instance sees the instance as its device (its
+// access between devices. Attributes come from a table: for each
+// CUdevice_attribute, a constant or a function of the GPU's record and model.
+// A process running in a MIG instance sees the instance as its device (its
 // name, memory and share of the SMs).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "sim/cuda_internal.h"
@@ -40,6 +43,168 @@ uint64_t DeviceTotalBytes(int gpu) {
   }
   return R().state->file()->gpus[gpu].total_bytes;
 }
+
+namespace {
+
+// What a device attribute is read from: the GPU's record in the shared state,
+// its catalog model, and its index there.
+struct AttributeSource {
+  const GpuRecord& record;
+  const GpuModel& model;
+  int gpu;
+};
+
+// One row of the attribute table: how to read `attribute`.
+struct DeviceAttribute {
+  CUdevice_attribute attribute;
+  int (*read)(const AttributeSource&);
+};
+
+template <int kValue>
+int Fixed(const AttributeSource&) {
+  return kValue;
+}
+
+template <uint32_t GpuModel::*kField>
+int ModelFigure(const AttributeSource& s) {
+  return static_cast<int>(s.model.*kField);
+}
+
+template <uint32_t GpuModel::*kMhz>
+int ModelKiloHertz(const AttributeSource& s) {
+  return static_cast<int>(s.model.*kMhz * 1000);
+}
+
+// A MIG device has its compute instance's share of its GPU instance's SMs.
+int MultiprocessorCount(const AttributeSource& s) {
+  int v = static_cast<int>(s.record.sm_count);
+  if (const GpuInstanceRecord* gi = MigInstanceOf(s.gpu)) {
+    const MigProfile* p = FindMigProfileById(s.model, gi->profile_id);
+    const ComputeInstanceRecord& ci = gi->cis[R().gpu_ci[s.gpu]];
+    if (p != nullptr) v = static_cast<int>(ComputeInstanceSmCount(s.model, *p, ci.size));
+  }
+  return v;
+}
+
+// Every attribute the simulator answers. An attribute that is not listed reads
+// 0 (a feature it does not offer); some are listed as 0 to say so explicitly.
+// Stream wait-value and 64-bit stream memory operations read 0: those waits
+// are not simulated (CUDA_ERROR_NOT_SUPPORTED).
+constexpr DeviceAttribute kDeviceAttributes[] = {
+    // Launch and memory limits, the same on every model.
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, Fixed<1024>},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, Fixed<1024>},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, Fixed<1024>},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, Fixed<64>},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, Fixed<2147483647>},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, Fixed<65535>},
+    {CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, Fixed<65535>},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, Fixed<49152>},
+    {CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, Fixed<65536>},
+    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, Fixed<32>},
+    {CU_DEVICE_ATTRIBUTE_MAX_PITCH, Fixed<2147483647>},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, Fixed<65536>},
+    {CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, Fixed<512>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH, Fixed<131072>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH, Fixed<131072>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT, Fixed<65536>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH, Fixed<16384>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT, Fixed<16384>},
+    {CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH, Fixed<16384>},
+    {CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, Fixed<512>},
+    {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, Fixed<32>},
+    {CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, Fixed<1024>},
+    {CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, Fixed<2>},
+
+    // The model's figures (catalog.cc).
+    {CU_DEVICE_ATTRIBUTE_CLOCK_RATE, ModelKiloHertz<&GpuModel::sm_clock_mhz>},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, ModelKiloHertz<&GpuModel::mem_clock_mhz>},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, ModelFigure<&GpuModel::memory_bus_width>},
+    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, ModelFigure<&GpuModel::l2_cache_bytes>},
+    {CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE,
+     [](const AttributeSource& s) { return static_cast<int>(s.model.l2_cache_bytes / 4 * 3); }},
+    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, ModelFigure<&GpuModel::max_threads_per_sm>},
+    {CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, ModelFigure<&GpuModel::max_blocks_per_sm>},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, ModelFigure<&GpuModel::shared_mem_per_sm>},
+    {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+     ModelFigure<&GpuModel::shared_mem_per_block_optin>},
+    {CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, ModelFigure<&GpuModel::regs_per_sm>},
+    {CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, ModelFigure<&GpuModel::async_engines>},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, ModelFigure<&GpuModel::cc_major>},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, ModelFigure<&GpuModel::cc_minor>},
+    {CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, ModelFigure<&GpuModel::pci_device_id>},
+    {CU_DEVICE_ATTRIBUTE_ECC_ENABLED,
+     [](const AttributeSource& s) { return s.model.architecture >= 7 || s.model.key == "V100" ? 1 : 0; }},
+    {CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH,
+     [](const AttributeSource& s) { return s.model.cc_major >= 9 ? 1 : 0; }},
+
+    // This GPU (or MIG device): its record in the shared state.
+    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, MultiprocessorCount},
+    {CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+     [](const AttributeSource& s) { return static_cast<int>(s.record.pci_bus); }},
+    {CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, Fixed<0>},
+    {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, Fixed<0>},
+    {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, Fixed<0>},
+    {CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID, [](const AttributeSource& s) { return s.gpu; }},
+    {CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, Fixed<0>},
+    {CU_DEVICE_ATTRIBUTE_NUMA_ID, Fixed<-1>},
+    {CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, [](const AttributeSource& s) { return s.record.numa_node; }},
+
+    // Features: what the simulator offers (1) and does not (0).
+    {CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, Fixed<CU_COMPUTEMODE_DEFAULT>},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, Fixed<1>},
+    {CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, Fixed<CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR>},
+    {CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, Fixed<0>},
+};
+
+constexpr bool EachAttributeOnce() {
+  for (size_t i = 0; i < std::size(kDeviceAttributes); ++i) {
+    for (size_t j = i + 1; j < std::size(kDeviceAttributes); ++j) {
+      if (kDeviceAttributes[i].attribute == kDeviceAttributes[j].attribute) return false;
+    }
+  }
+  return true;
+}
+static_assert(EachAttributeOnce(), "an attribute is listed twice in kDeviceAttributes");
+
+// The value of a listed attribute (kDeviceAttributes) on a device.
+int ListedAttribute(const AttributeSource& source, CUdevice_attribute attribute) {
+  for (const DeviceAttribute& a : kDeviceAttributes) {
+    if (a.attribute == attribute) return a.read(source);
+  }
+  return 0;
+}
+
+// The value of `attribute` on `gpu`; CUDA_ERROR_INVALID_VALUE for a value
+// outside the CUdevice_attribute enumeration.
+CUresult ReadDeviceAttribute(int gpu, const GpuModel& model, CUdevice_attribute attribute, int* value) {
+  const AttributeSource source{Gpu(gpu), model, gpu};
+  for (const DeviceAttribute& a : kDeviceAttributes) {
+    if (a.attribute == attribute) {
+      *value = a.read(source);
+      return CUDA_SUCCESS;
+    }
+  }
+  if (attribute <= 0 || attribute >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
+  *value = 0;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
 
 }  // namespace tessera::sim::cuda
 
@@ -151,222 +316,9 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
     LOCKED;
     int gpu;
     if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
-    const GpuRecord& g = Gpu(gpu);
     const GpuModel* m = R().state->model(gpu);
     if (m == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-    int v = 0;
-    switch (attrib) {
-      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-        v = 1024;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
-        v = 1024;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
-        v = 1024;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
-        v = 64;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
-        v = 2147483647;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
-        v = 65535;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
-        v = 65535;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK:
-        v = 49152;
-        break;
-      case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
-        v = 65536;
-        break;
-      case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
-        v = 32;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
-        v = 2147483647;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:
-        v = 65536;
-        break;
-      case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
-        v = static_cast<int>(m->sm_clock_mhz * 1000);
-        break;
-      case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
-        v = 512;
-        break;
-      case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: {
-        v = static_cast<int>(g.sm_count);
-        if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
-          // The compute instance's share of its GPU instance's SMs.
-          const MigProfile* p = FindMigProfileById(*m, gi->profile_id);
-          const ComputeInstanceRecord& ci = gi->cis[R().gpu_ci[gpu]];
-          if (p != nullptr) v = static_cast<int>(ComputeInstanceSmCount(*m, *p, ci.size));
-        }
-        break;
-      }
-      case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
-        v = CU_COMPUTEMODE_DEFAULT;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
-        v = 131072;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
-        v = 131072;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
-        v = 65536;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
-        v = 16384;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
-        v = 16384;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
-        v = 16384;
-        break;
-      case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
-        v = 512;
-        break;
-      case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_ECC_ENABLED:
-        v = m->architecture >= 7 || m->key == "V100" ? 1 : 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
-        v = static_cast<int>(g.pci_bus);
-        break;
-      case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
-        v = 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
-        v = 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
-        v = static_cast<int>(m->mem_clock_mhz * 1000);
-        break;
-      case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
-        v = static_cast<int>(m->memory_bus_width);
-        break;
-      case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
-        v = static_cast<int>(m->l2_cache_bytes);
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
-        v = static_cast<int>(m->max_threads_per_sm);
-        break;
-      case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
-        v = static_cast<int>(m->async_engines);
-        break;
-      case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
-        v = 32;
-        break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-        v = static_cast<int>(m->cc_major);
-        break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-        v = static_cast<int>(m->cc_minor);
-        break;
-      case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR:
-        v = static_cast<int>(m->shared_mem_per_sm);
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
-        v = static_cast<int>(m->regs_per_sm);
-        break;
-      case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD:
-        v = 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
-        v = static_cast<int>(gpu);
-        break;
-      case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO:
-        v = 2;
-        break;
-      case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
-        v = static_cast<int>(m->shared_mem_per_block_optin);
-        break;
-      case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
-        v = static_cast<int>(m->max_blocks_per_sm);
-        break;
-      case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
-        v = static_cast<int>(m->l2_cache_bytes / 4 * 3);
-        break;
-      case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
-        v = 1024;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-        v = 1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-        v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        break;
-      case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
-        v = m->cc_major >= 9 ? 1 : 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED:
-        v = 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
-        v = 0;
-        break;
-      case CU_DEVICE_ATTRIBUTE_NUMA_ID:
-        v = -1;
-        break;
-      case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
-        v = g.numa_node;
-        break;
-      case CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID:
-        v = static_cast<int>(m->pci_device_id);
-        break;
-      default:
-        if (attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-        v = 0;
-    }
-    *pi = v;
-    return CUDA_SUCCESS;
+    return ReadDeviceAttribute(gpu, *m, attrib, pi);
   });
 }
 
@@ -386,22 +338,24 @@ CUresult cuDeviceGetProperties(CUdevprop* prop, CUdevice dev) {
     LOCKED;
     int gpu;
     if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
-    const GpuModel* m = R().state->model(gpu);
+    // The attribute table's figures (the legacy properties are a subset).
+    const AttributeSource source{Gpu(gpu), *R().state->model(gpu), gpu};
+    auto attribute = [&](CUdevice_attribute a) { return ListedAttribute(source, a); };
     *prop = CUdevprop{};
-    prop->maxThreadsPerBlock = 1024;
-    prop->maxThreadsDim[0] = 1024;
-    prop->maxThreadsDim[1] = 1024;
-    prop->maxThreadsDim[2] = 64;
-    prop->maxGridSize[0] = 2147483647;
-    prop->maxGridSize[1] = 65535;
-    prop->maxGridSize[2] = 65535;
-    prop->sharedMemPerBlock = 49152;
-    prop->totalConstantMemory = 65536;
-    prop->SIMDWidth = 32;
-    prop->memPitch = 2147483647;
-    prop->regsPerBlock = 65536;
-    prop->clockRate = static_cast<int>(m->sm_clock_mhz * 1000);
-    prop->textureAlign = 512;
+    prop->maxThreadsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    prop->maxThreadsDim[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X);
+    prop->maxThreadsDim[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y);
+    prop->maxThreadsDim[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z);
+    prop->maxGridSize[0] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X);
+    prop->maxGridSize[1] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y);
+    prop->maxGridSize[2] = attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z);
+    prop->sharedMemPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
+    prop->totalConstantMemory = attribute(CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY);
+    prop->SIMDWidth = attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+    prop->memPitch = attribute(CU_DEVICE_ATTRIBUTE_MAX_PITCH);
+    prop->regsPerBlock = attribute(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
+    prop->clockRate = attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+    prop->textureAlign = attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT);
     return CUDA_SUCCESS;
   });
 }
