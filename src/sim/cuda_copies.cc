@@ -107,21 +107,17 @@ CUresult Memset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, si
   return CUDA_SUCCESS;
 }
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
-extern "C" {
-
 namespace {
 
 enum class Sync { kBlocking, kAsync };
 
-// Performs a copy described by `c` with the ordering of `stream` (sync: after
-// the context's legacy-stream work, blocking the caller for the copy time;
-// async: queued after the stream's work, the caller does not wait).
-CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, bool ptds, Sync sync) {
+// Performs `work`, a copy or memset moving `bytes` between host and device,
+// with the ordering of stream `h`: blocking, after the stream's earlier work
+// (the legacy stream's implicit order included) and then for the copy time;
+// async, queued after the stream's work without the caller waiting. A
+// capturing stream records node() instead.
+template <typename Work, typename Node>
+CUresult InStreamOrder(CUstream h, bool ptds, Sync sync, uint64_t bytes, Work&& work, Node&& node) {
   CUstream s = nullptr;
   int64_t wait_until = 0;
   {
@@ -130,26 +126,52 @@ CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, bool ptds, S
     if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
     if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
       if (sync == Sync::kBlocking) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-      CUgraphNode_st node;
-      node.kind = NodeKind::kMemcpy;
-      node.memcpy = c;
-      return CaptureNode(s, std::move(node));
+      return CaptureNode(s, node());
     }
     if (sync == Sync::kAsync) {
-      if (CUresult r = Copy3D(c); r != CUDA_SUCCESS) return r;
+      if (CUresult r = work(); r != CUDA_SUCCESS) return r;
       AdvanceStreamForCopy(s, bytes);
       return CUDA_SUCCESS;
     }
     wait_until = StreamReadyNs(s);
   }
-  SleepUntilNs(wait_until);  // device work that precedes the copy
+  SleepUntilNs(wait_until);  // device work that precedes it
   {
     LOCKED;
-    if (CUresult r = Copy3D(c); r != CUDA_SUCCESS) return r;
+    if (CUresult r = work(); r != CUDA_SUCCESS) return r;
   }
   const uint64_t t = CopyTimeNs(bytes);
   if (t > 0) SleepUntilNs(MonotonicNs() + static_cast<int64_t>(t));
   return CUDA_SUCCESS;
+}
+
+CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, bool ptds, Sync sync) {
+  return InStreamOrder(
+      h, ptds, sync, bytes, [&] { return Copy3D(c); },
+      [&] {
+        CUgraphNode_st node;
+        node.kind = NodeKind::kMemcpy;
+        node.memcpy = c;
+        return node;
+      });
+}
+
+// Memsets take no device time (see docs/sim.md): no bytes of copy time.
+CUresult DoMemset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
+                  CUstream h, bool ptds, Sync sync) {
+  return InStreamOrder(
+      h, ptds, sync, 0, [&] { return Memset(dst, pitch, value, elem, width, height); },
+      [&] {
+        CUgraphNode_st node;
+        node.kind = NodeKind::kMemset;
+        node.memset.dst = dst;
+        node.memset.pitch = pitch;
+        node.memset.value = value;
+        node.memset.elementSize = elem;
+        node.memset.width = width;
+        node.memset.height = height;
+        return node;
+      });
 }
 
 CUDA_MEMCPY3D Linear(CUmemorytype dt, void* dh, CUdeviceptr dd, CUmemorytype st, const void* sh,
@@ -167,7 +189,9 @@ CUDA_MEMCPY3D Linear(CUmemorytype dt, void* dh, CUdeviceptr dd, CUmemorytype st,
   return c;
 }
 
-CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& p) {
+// The fields CUDA_MEMCPY2D and CUDA_MEMCPY3D_PEER have in common with CUDA_MEMCPY3D.
+template <typename Params>
+CUDA_MEMCPY3D PlanarFields(const Params& p) {
   CUDA_MEMCPY3D c{};
   c.srcXInBytes = p.srcXInBytes;
   c.srcY = p.srcY;
@@ -185,6 +209,11 @@ CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& p) {
   c.dstPitch = p.dstPitch;
   c.WidthInBytes = p.WidthInBytes;
   c.Height = p.Height;
+  return c;
+}
+
+CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& p) {
+  CUDA_MEMCPY3D c = PlanarFields(p);
   c.Depth = 1;
   return c;
 }
@@ -199,7 +228,27 @@ CUDA_MEMCPY3D ArrayCopy(CUmemorytype dt, void* dh, CUdeviceptr dd, CUarray da, s
   return c;
 }
 
+// Peer copies: all memory is host-addressable here, so a peer copy is a copy.
+CUDA_MEMCPY3D FromPeer(const CUDA_MEMCPY3D_PEER& p) {
+  CUDA_MEMCPY3D c = PlanarFields(p);
+  c.srcZ = p.srcZ;
+  c.srcLOD = p.srcLOD;
+  c.srcHeight = p.srcHeight;
+  c.dstZ = p.dstZ;
+  c.dstLOD = p.dstLOD;
+  c.dstHeight = p.dstHeight;
+  c.Depth = p.Depth;
+  return c;
+}
+
 }  // namespace
+
+}  // namespace tessera::sim::cuda
+
+using namespace tessera::sim;
+using namespace tessera::sim::cuda;
+
+extern "C" {
 
 #define COPY_SYNC(c, n) \
   return Guard([&]() -> CUresult { return DoCopy(c, n, nullptr, false, Sync::kBlocking); })
@@ -381,43 +430,6 @@ CUresult cuMemcpyAtoHAsync_v2_ptsz(void* dst, CUarray src, size_t off, size_t n,
       ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n), n, s);
 }
 
-// ----- memset -----
-namespace {
-
-CUresult DoMemset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
-                  CUstream h, bool ptds, Sync sync) {
-  CUstream s = nullptr;
-  int64_t wait_until = 0;
-  {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-      if (sync == Sync::kBlocking) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-      CUgraphNode_st node;
-      node.kind = NodeKind::kMemset;
-      node.memset.dst = dst;
-      node.memset.pitch = pitch;
-      node.memset.value = value;
-      node.memset.elementSize = elem;
-      node.memset.width = width;
-      node.memset.height = height;
-      return CaptureNode(s, std::move(node));
-    }
-    if (sync == Sync::kAsync) {
-      if (CUresult r = Memset(dst, pitch, value, elem, width, height); r != CUDA_SUCCESS) return r;
-      s->last_end_ns = std::max(StreamReadyNs(s), MonotonicNs());
-      return CUDA_SUCCESS;
-    }
-    wait_until = StreamReadyNs(s);
-  }
-  SleepUntilNs(wait_until);
-  LOCKED;
-  return Memset(dst, pitch, value, elem, width, height);
-}
-
-}  // namespace
-
 #define MEMSET(dst, pitch, v, e, w, h, s, ptds, sync) \
   return Guard([&]() -> CUresult { return DoMemset(dst, pitch, v, e, w, h, s, ptds, sync); })
 
@@ -494,34 +506,6 @@ CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t
   MEMSET(d, p, v, 4, w, h, s, true, Sync::kAsync);
 }
 
-// Peer copies: all memory is host-addressable here, so a peer copy is a copy.
-static CUDA_MEMCPY3D FromPeer(const CUDA_MEMCPY3D_PEER& p) {
-  CUDA_MEMCPY3D c{};
-  c.srcXInBytes = p.srcXInBytes;
-  c.srcY = p.srcY;
-  c.srcZ = p.srcZ;
-  c.srcLOD = p.srcLOD;
-  c.srcMemoryType = p.srcMemoryType;
-  c.srcHost = p.srcHost;
-  c.srcDevice = p.srcDevice;
-  c.srcArray = p.srcArray;
-  c.srcPitch = p.srcPitch;
-  c.srcHeight = p.srcHeight;
-  c.dstXInBytes = p.dstXInBytes;
-  c.dstY = p.dstY;
-  c.dstZ = p.dstZ;
-  c.dstLOD = p.dstLOD;
-  c.dstMemoryType = p.dstMemoryType;
-  c.dstHost = p.dstHost;
-  c.dstDevice = p.dstDevice;
-  c.dstArray = p.dstArray;
-  c.dstPitch = p.dstPitch;
-  c.dstHeight = p.dstHeight;
-  c.WidthInBytes = p.WidthInBytes;
-  c.Height = p.Height;
-  c.Depth = p.Depth;
-  return c;
-}
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMCPY3D c = FromPeer(*p);
