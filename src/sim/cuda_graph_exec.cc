@@ -16,15 +16,9 @@ CUresult LaunchGraphOn(CUgraphExec exec, CUstream s) {
   if (CUresult r = PrepareGraphMemory(exec); r != CUDA_SUCCESS) return r;
   for (CUgraphNode_st& n : exec->nodes) {
     switch (n.kind) {
-      case NodeKind::kKernel: {
-        StateLock lock(*rt.state);
-        auto [start, end] =
-            rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
-                                       static_cast<int64_t>(n.duration_ns), rt.gpu_gi[s->ctx->gpu]);
-        (void)start;
-        s->last_end_ns = end;
+      case NodeKind::kKernel:
+        BookKernel(s, n.duration_ns);
         break;
-      }
       case NodeKind::kMemset:
         if (CUresult r = Memset(n.memset.dst, n.memset.pitch, n.memset.value, n.memset.elementSize,
                                 n.memset.width, n.memset.height);

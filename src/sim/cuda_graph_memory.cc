@@ -326,13 +326,6 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* out) {
   });
 }
 
-static CUresult GraphMemDevice(CUdevice dev, int* gpu) {
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
-  *gpu = R().visible[dev];
-  return CUDA_SUCCESS;
-}
-
 // Returns to the device what the graph memory pool holds but no allocation
 // uses: memory of executables that are not running and whose allocations are
 // not live (they map it again when next launched), and idle memory.
@@ -340,7 +333,7 @@ CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   return Guard([&]() -> CUresult {
     LOCKED;
     int gpu;
-    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     const int64_t now = MonotonicNs();
     for (auto& [p, ga] : R().graph_allocs) {
       if (ga.gpu != gpu || !ga.backed || ga.live) continue;
@@ -356,7 +349,7 @@ CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, v
   return Guard([&]() -> CUresult {
     LOCKED;
     int gpu;
-    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const GraphMemPool& pool = R().graph_pool[gpu];
     auto* out = static_cast<cuuint64_t*>(value);
@@ -386,7 +379,7 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, v
   return Guard([&]() -> CUresult {
     LOCKED;
     int gpu;
-    if (CUresult r = GraphMemDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
     GraphMemPool& pool = R().graph_pool[gpu];
     switch (attr) {

@@ -361,6 +361,9 @@ void AdvanceStreamForCopy(CUstream s, uint64_t bytes);
 // ----- cuda_modules.cc -----
 // Books a kernel on `s` (or records it into the stream's capture).
 CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns);
+// Books `duration_ns` of kernel time on the timeline of `s`'s GPU (or its MIG
+// instance), after the stream's earlier work.
+void BookKernel(CUstream s, uint64_t duration_ns);
 uint64_t KernelDurationNs(CUfunction f, void** params, void** extra);
 
 // ----- cuda_pools.cc -----

@@ -39,7 +39,6 @@ uint64_t KernelDurationNs(CUfunction f, void** params, void** extra) {
 }
 
 CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns) {
-  Runtime& rt = R();
   if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     CUgraphNode_st node;
     node.kind = NodeKind::kKernel;
@@ -48,12 +47,17 @@ CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns) {
     node.kernel.func = f;
     return CaptureNode(s, std::move(node));
   }
+  BookKernel(s, duration_ns);
+  return CUDA_SUCCESS;
+}
+
+void BookKernel(CUstream s, uint64_t duration_ns) {
+  Runtime& rt = R();
   StateLock lock(*rt.state);
   auto [start, end] = rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
                                                  static_cast<int64_t>(duration_ns), rt.gpu_gi[s->ctx->gpu]);
   (void)start;
   s->last_end_ns = end;
-  return CUDA_SUCCESS;
 }
 
 }  // namespace tessera::sim::cuda

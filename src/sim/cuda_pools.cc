@@ -151,12 +151,12 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
     const int dev = props->location.id;
-    if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
+    int gpu;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     auto* p = new CUmemPoolHandle_st();
     p->device = dev;
-    p->gpu = R().visible[dev];
+    p->gpu = gpu;
     R().live.insert(p);
     Pools().push_back(p);
     *pool = p;
@@ -260,9 +260,8 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
   return Guard([&]() -> CUresult {
     if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
     LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
-    const int gpu = R().visible[dev];
+    int gpu;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
     DefaultPool(dev, gpu);
     *pool = R().default_pool[gpu];
     return CUDA_SUCCESS;
@@ -273,9 +272,9 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return Guard([&]() -> CUresult {
     if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
     LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
-    *pool = DefaultPool(dev, R().visible[dev]);
+    int gpu;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    *pool = DefaultPool(dev, gpu);
     return CUDA_SUCCESS;
   });
 }
@@ -283,9 +282,9 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   return Guard([&]() -> CUresult {
     LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (dev < 0 || dev >= static_cast<int>(R().visible.size())) return CUDA_ERROR_INVALID_DEVICE;
-    if (!IsLive(pool) || pool->magic != kPoolMagic || pool->gpu != R().visible[dev]) {
+    int gpu;
+    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+    if (!IsLive(pool) || pool->magic != kPoolMagic || pool->gpu != gpu) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     DefaultPool(dev, pool->gpu);

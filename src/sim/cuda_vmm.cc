@@ -31,11 +31,9 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CU
       return CUDA_ERROR_INVALID_VALUE;
     }
     LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+    int gpu;
+    if (CUresult r = ValidDevice(prop->location.id, &gpu); r != CUDA_SUCCESS) return r;
     Runtime& rt = R();
-    const int dev = prop->location.id;
-    if (dev < 0 || dev >= static_cast<int>(rt.visible.size())) return CUDA_ERROR_INVALID_DEVICE;
-    const int gpu = rt.visible[dev];
     DeviceHeap& heap = rt.heaps[gpu];
     if (!heap.EnsureMapped(rt.state->file()->gpus[gpu].total_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     if (CUresult r = ChargeDevice(gpu, size); r != CUDA_SUCCESS) return r;
