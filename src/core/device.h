@@ -37,7 +37,14 @@ struct Gpu {
   int cores = 100;
   bool mig_capable = false;
   std::vector<GpuLink> links;
+  // "<namespace>/<name>" of a pod tessera-scheduler did not place that holds
+  // the GPU whole (the node agent's unplaced_pods: whole-gpu); "" = none.
+  std::string held_by;
   bool operator==(const Gpu&) const = default;
+
+  // Whether slices may be placed on it: healthy and not held whole by a pod
+  // tessera did not place.
+  bool usable() const { return healthy && held_by.empty(); }
 };
 
 }  // namespace tessera::core

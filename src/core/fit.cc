@@ -28,6 +28,8 @@ std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
       return head + "fits";
     case GpuReason::kUnhealthy:
       return head + "unhealthy";
+    case GpuReason::kHeldByUnplacedPod:
+      return head + "held whole by pod " + gpu.gpu.held_by + ", which tessera-scheduler did not place";
     case GpuReason::kUuidNotAllowed:
       return head + "excluded by the pod's GPU UUID filter";
     case GpuReason::kTypeNotAllowed:
@@ -114,6 +116,8 @@ std::string_view ReasonName(GpuReason reason) {
       return "fits";
     case GpuReason::kUnhealthy:
       return "unhealthy";
+    case GpuReason::kHeldByUnplacedPod:
+      return "held-by-unplaced-pod";
     case GpuReason::kUuidNotAllowed:
       return "uuid-not-allowed";
     case GpuReason::kTypeNotAllowed:
@@ -158,6 +162,7 @@ GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilte
                   const GpuUsage& pending) {
   GpuCheck r;
   if (!gpu.gpu.healthy) return {GpuReason::kUnhealthy};
+  if (!gpu.gpu.held_by.empty()) return {GpuReason::kHeldByUnplacedPod};
   if (!UuidAllowed(filter, gpu.gpu.uuid)) return {GpuReason::kUuidNotAllowed};
   if (!TypeAllowed(filter, gpu.gpu.model)) return {GpuReason::kTypeNotAllowed};
   int slots_used = gpu.used.slots + pending.slots;

@@ -35,11 +35,12 @@ namespace tessera::core {
 enum class GpuReason {
   kFits,
   kUnhealthy,
-  kUuidNotAllowed,   // use-gpuuuid / nouse-gpuuuid
-  kTypeNotAllowed,   // use-gputype / nouse-gputype
-  kHeldExclusively,  // another vGPU holds the GPU with cores = 100
-  kNeedsExclusive,   // the request has cores = 100 but the GPU is in use
-  kNoFreeSlot,       // all vGPU slots of the GPU are taken
+  kHeldByUnplacedPod,  // a pod tessera did not place holds it whole (Gpu::held_by)
+  kUuidNotAllowed,     // use-gpuuuid / nouse-gpuuuid
+  kTypeNotAllowed,     // use-gputype / nouse-gputype
+  kHeldExclusively,    // another vGPU holds the GPU with cores = 100
+  kNeedsExclusive,     // the request has cores = 100 but the GPU is in use
+  kNoFreeSlot,         // all vGPU slots of the GPU are taken
   kInsufficientMemory,
   kInsufficientCores,
   kUsedBySameContainer,  // a container's vGPUs must be on distinct GPUs

@@ -52,6 +52,20 @@ TEST(FitTest, UnhealthyGpuIsRejected) {
   EXPECT_THAT(r.message, HasSubstr("unhealthy"));
 }
 
+TEST(FitTest, AGpuHeldByAPodTesseraDidNotPlaceIsRejected) {
+  Gpu g = MakeGpu("GPU-a");
+  g.held_by = "ml/legacy";
+  NodeState node("n", {g, MakeGpu("GPU-b")});
+  EXPECT_EQ(node.gpus()[0].free_milli(), 0);
+  EXPECT_EQ(node.free_milli_total(), 1000) << "only GPU-b counts as free";
+  FitResult r = FitNode(node, OneGpu(1000, 10, 2));
+  EXPECT_FALSE(r.fits);
+  EXPECT_THAT(r.message, HasSubstr("held whole by pod ml/legacy, which tessera-scheduler did not place"));
+  FitResult one = FitNode(node, OneGpu(1000, 10));
+  ASSERT_TRUE(one.fits) << one.message;
+  EXPECT_EQ(one.placement.containers[0].slices[0].gpu, 1);
+}
+
 TEST(FitTest, TypeFilterIsCaseInsensitiveSubstring) {
   NodeState node("n", {MakeGpu("GPU-a", "NVIDIA A100-SXM4-80GB")});
   PodRequest use = OneGpu(1000, 10);

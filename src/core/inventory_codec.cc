@@ -67,6 +67,14 @@ Status ValidateInventory(const NodeInventory& inv) {
       return Error{where + ": \"cores\" is " + std::to_string(g.cores) + "; expected 1 to " +
                    std::to_string(kMaxCoresPercent) + " (percent of the GPU offered)"};
     }
+    if (!g.held_by.empty()) {
+      const auto slash = g.held_by.find('/');
+      if (slash == std::string::npos || slash == 0 || slash + 1 == g.held_by.size() ||
+          g.held_by.size() > kMaxHeldByLength) {
+        return Error{where + ": \"heldBy\" is \"" + g.held_by.substr(0, 80) +
+                     "\"; expected <namespace>/<pod name> of the pod holding the GPU"};
+      }
+    }
   }
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
     const Gpu& g = inv.gpus[i];
@@ -114,6 +122,7 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
                     {"cores", g.cores},
                     {"migCapable", g.mig_capable},
                     {"links", std::move(links)}});
+    if (!g.held_by.empty()) gpus.back()["heldBy"] = g.held_by;
   }
   return json{{"version", kInventoryVersion},
               {"node", inv.node},
@@ -179,6 +188,13 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       auto cores = ReadInt(g, "cores", where, 1, kMaxCoresPercent);
       if (!cores) return cores.error();
       gpu.cores = static_cast<int>(*cores);
+    }
+    // Added within version 1, optional: present only while a pod tessera did
+    // not place holds the GPU whole.
+    if (g.contains("heldBy")) {
+      auto held = ReadString(g, "heldBy", where);
+      if (!held) return held.error();
+      gpu.held_by = std::move(*held);
     }
     auto mig = ReadBool(g, "migCapable", where);
     if (!mig) return mig.error();

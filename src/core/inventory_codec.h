@@ -6,6 +6,7 @@
 //    "gpus": [{"uuid": "GPU-…", "index": 0, "model": "NVIDIA A100-SXM4-80GB",
 //              "memoryMiB": 81920, "smCount": 108, "numaNode": 0, "healthy": true,
 //              "slots": 10, "cores": 100, "migCapable": true,
+//              "heldBy": "ml/legacy-job",   (optional: held whole by a pod tessera did not place)
 //              "links": [{"peer": "GPU-…", "kind": "nvlink", "lanes": 12}]}]}
 //
 // Same policy as the allocation payload: every known field is required and
@@ -31,7 +32,8 @@ inline constexpr std::string_view kInventoryAnnotation = "tessera.io/gpu-invento
 inline constexpr int kMaxGpuIndex = 1023;
 inline constexpr int kMaxLinkLanes = 64;
 inline constexpr int kMaxSlots = 1024;
-inline constexpr int kMaxCoresPercent = 10000;  // core scaling up to 100
+inline constexpr int kMaxCoresPercent = 10000;             // core scaling up to 100
+inline constexpr size_t kMaxHeldByLength = 253 + 1 + 253;  // namespace/name
 
 struct NodeInventory {
   std::string node;
@@ -44,7 +46,8 @@ struct NodeInventory {
 // a well-formed UUID unique on the node, a unique index 0..1023, a non-empty
 // model, memoryMiB 0..1048576, smCount >= 0, numaNode >= -1, slots 0..1024
 // (0 = offers no vGPU), cores 1..10000 (percent of the GPU offered; absent in
-// an inventory from before the field existed, which reads as 100); per link a peer that is another GPU of
+// an inventory from before the field existed, which reads as 100), heldBy absent or "<namespace>/<name>";
+// per link a peer that is another GPU of
 // this inventory, listed once, lanes 1..64. An empty GPU list is valid (a node without GPUs).
 Status ValidateInventory(const NodeInventory& inventory);
 

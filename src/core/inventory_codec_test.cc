@@ -93,6 +93,30 @@ TEST(InventoryCodecTest, ComputeOfferedRoundTripsAndIsChecked) {
   }
 }
 
+TEST(InventoryCodecTest, HeldByIsOptionalRoundTripsAndIsChecked) {
+  NodeInventory inv = Sample();
+  EXPECT_FALSE(InventoryToJson(inv)->at("gpus")[0].contains("heldBy")) << "absent while nothing holds it";
+  inv.gpus[2].held_by = "ml/legacy-job";
+  auto back = DecodeInventory(*EncodeInventory(inv));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->gpus[2].held_by, "ml/legacy-job");
+  EXPECT_FALSE(back->gpus[2].usable());
+  EXPECT_TRUE(back->gpus[0].usable());
+  for (const char* bad : {"legacy-job", "/x", "ml/", ""}) {
+    inv.gpus[2].held_by = bad;
+    if (*bad == '\0') {
+      EXPECT_TRUE(EncodeInventory(inv).ok());
+      continue;
+    }
+    auto refused = EncodeInventory(inv);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.error().message.find("\"heldBy\""), std::string::npos) << refused.error().message;
+  }
+  nlohmann::json j = *InventoryToJson(Sample());
+  j["gpus"][0]["heldBy"] = 7;
+  EXPECT_FALSE(DecodeInventory(j.dump()).ok());
+}
+
 // The sample's JSON with one change applied, as text.
 std::string Mutated(const std::function<void(nlohmann::json&)>& change) {
   nlohmann::json j = *InventoryToJson(Sample());

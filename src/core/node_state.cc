@@ -10,7 +10,7 @@ int GpuState::free_milli() const {
 }
 
 int GpuState::free_milli_with(const GpuUsage& added) const {
-  if (!gpu.healthy || used.exclusive || added.exclusive || free_slots() - added.slots <= 0) return 0;
+  if (!gpu.usable() || used.exclusive || added.exclusive || free_slots() - added.slots <= 0) return 0;
   // Free compute in thousandths of what the GPU offers (a GPU offering 200 %
   // with 100 % used is half free, like one offering 100 % with 50 % used).
   const int free_cores_after = std::max(0, free_cores() - added.cores);
@@ -71,7 +71,7 @@ void NodeState::Recount() {
   free_milli_total_ = 0;
   idle_gpus_ = 0;
   for (const GpuState& g : gpus_) {
-    if (!g.gpu.healthy) continue;
+    if (!g.gpu.usable()) continue;
     free_milli_total_ += g.free_milli();
     if (g.idle()) ++idle_gpus_;
   }

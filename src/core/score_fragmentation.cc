@@ -88,11 +88,11 @@ FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix&
     int64_t demand = -1;
     for (size_t g = 0; g < g_count; ++g) {
       int need = INT_MAX;
-      if (g > 0 && gpus[g].gpu.healthy == gpus[g - 1].gpu.healthy &&
+      if (g > 0 && gpus[g].gpu.usable() == gpus[g - 1].gpu.usable() &&
           gpus[g].gpu.memory_mib == gpus[g - 1].gpu.memory_mib &&
           gpus[g].gpu.model == gpus[g - 1].gpu.model) {
         need = need_[m * g_count + g - 1];  // same kind of GPU as the previous one
-      } else if (shape.gpus > 0 && gpus[g].gpu.healthy && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
+      } else if (shape.gpus > 0 && gpus[g].gpu.usable() && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
         need = MilliNeeded(shape, gpus[g].gpu);
         if (demand < 0) demand = int64_t{shape.gpus} * need;
       }

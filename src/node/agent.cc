@@ -194,6 +194,7 @@ Status Agent::Start() {
   options.interval = std::chrono::milliseconds(config_.monitor_interval_ms);
   options.region_grace_seconds = config_.region_grace_seconds;
   options.resource_name = config_.resource_name;
+  options.unplaced_pods = config_.unplaced_pods;
   monitor_ = std::make_unique<NodeMonitor>(
       options, deps_.inventory.get(), &state_, &catalog_, deps_.pod_resources.get(), pods_.get(),
       deps_.inspector.get(), enforcer_.get(),

@@ -158,15 +158,18 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   if (!config.ld_so_preload) envs["LD_PRELOAD"] = config.libvgpu_container_path;
   if (config.memory_scaling > 1.0) envs["CUDA_OVERSUBSCRIBE"] = "true";
   if (config.disable_core_limit) envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+  std::string kubelet_gpus;
+  for (const auto& uuid : gpu_uuids) kubelet_gpus += (kubelet_gpus.empty() ? "" : ",") + uuid;
+  // For a container whose pod tessera did not place (it has no
+  // TESSERA_ALLOCATION): what libvgpu gives it, and which GPUs are its own.
+  envs["TESSERA_UNPLACED_PODS"] = UnplacedPodsPolicyName(config.unplaced_pods);
+  envs["TESSERA_KUBELET_GPUS"] = kubelet_gpus;
   switch (config.visible_devices) {
     case VisibleDevicesMode::kWebhook:
       break;
-    case VisibleDevicesMode::kDeviceIds: {
-      std::string joined;
-      for (const auto& uuid : gpu_uuids) joined += (joined.empty() ? "" : ",") + uuid;
-      envs["NVIDIA_VISIBLE_DEVICES"] = joined;
+    case VisibleDevicesMode::kDeviceIds:
+      envs["NVIDIA_VISIBLE_DEVICES"] = kubelet_gpus;
       break;
-    }
     case VisibleDevicesMode::kAll:
       envs["NVIDIA_VISIBLE_DEVICES"] = "all";
       break;

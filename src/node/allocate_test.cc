@@ -77,6 +77,10 @@ TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   EXPECT_EQ(response->envs().count("NVIDIA_VISIBLE_DEVICES"), 0u);  // the webhook wires it
   EXPECT_EQ(response->envs().count("CUDA_OVERSUBSCRIBE"), 0u);
   EXPECT_EQ(response->envs().count("GPU_CORE_UTILIZATION_POLICY"), 0u);
+  // For a container whose pod tessera did not place: the node's policy and
+  // the GPUs behind the kubelet's device IDs.
+  EXPECT_EQ(response->envs().at("TESSERA_UNPLACED_PODS"), "refuse");
+  EXPECT_EQ(response->envs().at("TESSERA_KUBELET_GPUS"), "GPU-1");
   EXPECT_EQ(response->annotations().at(kRegionDirAnnotation), root_ + "/regions/region-1");
   EXPECT_EQ(response->devices_size(), 0);
 
@@ -110,6 +114,8 @@ TEST_F(AllocateTest, EachContainerGetsItsOwnRegion) {
 }
 
 TEST_F(AllocateTest, EnvironmentFollowsTheNodeConfiguration) {
+  config_.unplaced_pods = UnplacedPodsPolicy::kWholeGpu;
+  ASSERT_EQ(Allocate({"GPU-0::0"})->envs().at("TESSERA_UNPLACED_PODS"), "whole-gpu");
   config_.ld_so_preload = false;
   config_.memory_scaling = 1.5;
   config_.disable_core_limit = true;

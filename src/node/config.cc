@@ -91,6 +91,15 @@ const std::vector<YamlKey>& YamlKeys() {
                 }
                 return Status::Ok();
               }},
+      YamlKey{"unplaced_pods", false,
+              [](const YAML::Node& n, NodeConfig& c) -> Status {
+                std::string text;
+                if (auto s = ReadScalar(n, "unplaced_pods", "a string", text); !s.ok()) return s;
+                if (!ParseUnplacedPodsPolicy(text, c.unplaced_pods)) {
+                  return Error{"'unplaced_pods' must be refuse or whole-gpu, got '" + text + "'"};
+                }
+                return Status::Ok();
+              }},
       TESSERA_YAML_FIELD(nvml_library, false, "a path or library name"),
       TESSERA_YAML_FIELD(kubernetes, false, "true or false"),
       TESSERA_YAML_FIELD(kubeconfig, false, "a path"),
@@ -176,6 +185,21 @@ Status RequireAbsolute(const char* key, const std::string& path) {
 }
 
 }  // namespace
+
+const char* UnplacedPodsPolicyName(UnplacedPodsPolicy policy) {
+  return policy == UnplacedPodsPolicy::kWholeGpu ? "whole-gpu" : "refuse";
+}
+
+bool ParseUnplacedPodsPolicy(const std::string& text, UnplacedPodsPolicy& out) {
+  if (text == "refuse") {
+    out = UnplacedPodsPolicy::kRefuse;
+  } else if (text == "whole-gpu") {
+    out = UnplacedPodsPolicy::kWholeGpu;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 const char* VisibleDevicesModeName(VisibleDevicesMode mode) {
   switch (mode) {
@@ -329,6 +353,7 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   NodeConfig flags;  // flag values land here; only the ones given are copied over
   std::string config_file;
   std::string visible_devices = "webhook";
+  std::string unplaced_pods = "refuse";
 
   CLI::App app{
       "tessera-node: the tessera agent on a GPU node. Discovers GPUs through NVML, serves the kubelet\n"
@@ -397,6 +422,12 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
               "picks) or all")
            ->check(CLI::IsMember({"webhook", "device-ids", "all"})),
        [&](NodeConfig& c) { ParseVisibleDevices(visible_devices, c.visible_devices); });
+  bind(app.add_option("--unplaced-pods", unplaced_pods,
+                      "GPU containers of pods tessera-scheduler did not place (no allocation annotation): "
+                      "refuse (no GPU visible, an Event on the pod) or whole-gpu (the kubelet's GPUs whole, "
+                      "published as held so the scheduler places nothing else there)")
+           ->check(CLI::IsMember({"refuse", "whole-gpu"})),
+       [&](NodeConfig& c) { ParseUnplacedPodsPolicy(unplaced_pods, c.unplaced_pods); });
   bind(app.add_option("--nvml-library", flags.nvml_library, "NVML library to dlopen"),
        [&](NodeConfig& c) { c.nvml_library = flags.nvml_library; });
   bind(app.add_option("--kubernetes", flags.kubernetes,

@@ -25,6 +25,19 @@ enum class VisibleDevicesMode {
 
 const char* VisibleDevicesModeName(VisibleDevicesMode mode);
 
+// What a GPU container gets when tessera-scheduler did not place its pod (no
+// tessera.io/allocation: a namespace the webhook skips, spec.nodeName set by
+// hand, another scheduler). Allocate cannot tell such a container apart, so it
+// tells libvgpu the policy, and libvgpu applies it when the container has no
+// TESSERA_ALLOCATION (docs/node.md, "Pods tessera did not place").
+enum class UnplacedPodsPolicy {
+  kRefuse,    // no GPU is visible to it; the pod gets an Event saying why
+  kWholeGpu,  // the GPUs behind the kubelet's device IDs, whole and unlimited, published as held
+};
+
+const char* UnplacedPodsPolicyName(UnplacedPodsPolicy policy);
+bool ParseUnplacedPodsPolicy(const std::string& text, UnplacedPodsPolicy& out);
+
 struct NodeConfig {
   // --- what is advertised -------------------------------------------------
   std::string resource_name = "nvidia.com/gpu";
@@ -45,6 +58,7 @@ struct NodeConfig {
   std::string region_host_dir = "/var/lib/tessera/regions";
   std::string region_container_dir = "/tmp/tessera";
   VisibleDevicesMode visible_devices = VisibleDevicesMode::kWebhook;
+  UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
 
   // --- discovery -----------------------------------------------------------
   std::string nvml_library = "libnvidia-ml.so.1";

@@ -48,7 +48,7 @@ TEST_F(ConfigTest, DefaultsAreValidAndMatchTheKubeletConventions) {
 TEST_F(ConfigTest, FileThenFlagsThenNodeEntry) {
   std::string file = Write("config.yaml",
                            "split_count: 4\nmemory_scaling: 2\nresource_name: example.com/vgpu\n"
-                           "visible_devices: device-ids\nld_so_preload: false\n");
+                           "visible_devices: device-ids\nld_so_preload: false\nunplaced_pods: whole-gpu\n");
   std::string nodes = Write("nodes.yaml",
                             "nodes:\n  gpu-7:\n    split_count: 6\n    disable_core_limit: true\n"
                             "  gpu-8:\n    memory_scaling: 3\n");
@@ -61,6 +61,7 @@ TEST_F(ConfigTest, FileThenFlagsThenNodeEntry) {
   EXPECT_TRUE(c.disable_core_limit);               // node entry
   EXPECT_FALSE(c.ld_so_preload);                   // file
   EXPECT_EQ(c.visible_devices, VisibleDevicesMode::kDeviceIds);
+  EXPECT_EQ(c.unplaced_pods, UnplacedPodsPolicy::kWholeGpu);
   EXPECT_EQ(c.node_name, "gpu-7");
 
   // Another node's entry does not apply; the flag picks the node over NODE_NAME.
@@ -85,7 +86,7 @@ TEST_F(ConfigTest, HelpDocumentsEveryKey) {
   for (const char* flag :
        {"--split-count", "--memory-scaling", "--core-scaling", "--disable-core-limit", "--resource-name",
         "--plugin-dir", "--libvgpu-host-path", "--region-host-dir", "--ld-so-preload", "--node-config-file",
-        "--visible-devices", "--pre-start-required"}) {
+        "--visible-devices", "--pre-start-required", "--unplaced-pods"}) {
     EXPECT_NE(parsed.output.find(flag), std::string::npos) << flag;
   }
 }
@@ -107,6 +108,8 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
       {{"--resource-name", "kubernetes.io/gpu"}, "", "", "reserved"},
       {{"--plugin-dir", "relative/dir"}, "", "", "plugin_dir must be an absolute path"},
       {{"--visible-devices", "some"}, "", "", "--visible-devices"},
+      {{"--unplaced-pods", "allow"}, "", "", "--unplaced-pods"},
+      {{}, "unplaced_pods: allow\n", "", "'unplaced_pods' must be refuse or whole-gpu"},
       {{"--no-such-flag"}, "", "", "--no-such-flag"},
       {{}, "split_cont: 4\n", "", "unknown key 'split_cont'"},
       {{}, "split_count: many\n", "", "'split_count' must be an integer"},

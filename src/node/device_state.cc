@@ -54,6 +54,25 @@ bool DeviceState::SetHealth(const std::string& gpu_uuid, bool healthy) {
   return true;
 }
 
+bool DeviceState::SetHeldBy(const std::map<std::string, std::string>& held) {
+  {
+    std::lock_guard lock(mu_);
+    bool changed = false;
+    for (auto& gpu : gpus_) {
+      auto it = held.find(gpu.uuid);
+      const std::string& holder = it == held.end() ? std::string() : it->second;
+      if (gpu.held_by != holder) {
+        gpu.held_by = holder;
+        changed = true;
+      }
+    }
+    if (!changed) return false;
+    ++version_;
+  }
+  changed_.notify_all();
+  return true;
+}
+
 DeviceState::Snapshot DeviceState::Get() const {
   std::lock_guard lock(mu_);
   return Snapshot{version_, gpus_};

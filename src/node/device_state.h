@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,6 +43,11 @@ class DeviceState {
   // Marks one GPU; returns true when its health actually changed (and the
   // version moved). Unknown UUIDs are ignored and return false.
   bool SetHealth(const std::string& gpu_uuid, bool healthy);
+
+  // Sets every GPU's held_by from `held` (UUID -> "<namespace>/<pod>"; GPUs
+  // not named are held by nobody). Returns true when anything changed (and
+  // the version moved, so the inventory is republished).
+  bool SetHeldBy(const std::map<std::string, std::string>& held);
 
   Snapshot Get() const;
 

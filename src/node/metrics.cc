@@ -49,6 +49,11 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
   t.Describe("tessera_node_memory_violations_total", T::kCounter,
              "Times a container's device memory (as the driver counts it) went over its limit.");
   t.Add("tessera_node_memory_violations_total", {}, static_cast<double>(counters.violations));
+  if (snapshot && snapshot->allocations_known) {
+    t.Describe("tessera_node_unplaced_gpu_pods", T::kGauge,
+               "GPU pods bound to this node that tessera-scheduler did not place (see unplaced_pods).");
+    t.Add("tessera_node_unplaced_gpu_pods", {}, snapshot->unplaced_pods);
+  }
   t.Describe("tessera_node_gpu_overcommits_total", T::kCounter,
              "Times a GPU was found holding more allocations than it offers (once per episode).");
   t.Add("tessera_node_gpu_overcommits_total", {}, static_cast<double>(counters.overcommits));
@@ -92,6 +97,8 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
              "Compute (percent of the GPU) the scheduler allocated on the GPU.");
   t.Describe("tessera_gpu_slots_total", T::kGauge, "vGPUs that may share the GPU (split count).");
   t.Describe("tessera_gpu_slots_used", T::kGauge, "vGPUs the scheduler placed on the GPU.");
+  t.Describe("tessera_gpu_held_by_unplaced_pod", T::kGauge,
+             "1 while a pod tessera-scheduler did not place holds the GPU whole (unplaced_pods: whole-gpu).");
   t.Describe("tessera_gpu_overcommitted", T::kGauge,
              "1 while the pods bound here hold more of the GPU than it offers (memory, cores, slots or "
              "exclusivity), else 0.");
@@ -102,6 +109,7 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
     t.Add("tessera_gpu_healthy", id, gpu.healthy ? 1 : 0);
     t.Add("tessera_gpu_memory_offered_bytes", id, static_cast<double>(gpu.memory_mib) * kMiB);
     t.Add("tessera_gpu_slots_total", id, gpu.slots);
+    t.Add("tessera_gpu_held_by_unplaced_pod", id, gpu.held_by.empty() ? 0 : 1);
     for (const auto& s : snapshot->samples) {
       if (s.uuid != gpu.uuid || s.lost) continue;
       if (s.memory_total_bytes > 0) {

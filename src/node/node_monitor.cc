@@ -156,7 +156,6 @@ void NodeMonitor::PassOnce() {
     ++delta.sample_errors;
     spdlog::warn("cannot sample the GPUs: {}", samples.error().message);
   }
-  snapshot->gpus = devices_->Get().gpus;
 
   // 2. Regions.
   std::vector<RegionDir> regions;
@@ -167,8 +166,10 @@ void NodeMonitor::PassOnce() {
   }
 
   // 3. Owners, and cleanup of regions whose container is gone.
+  std::optional<std::vector<ContainerDevices>> containers;  // the kubelet's answer, when it gave one
   if (pod_resources_ != nullptr) {
     auto listed = pod_resources_->List();
+    if (listed.ok()) containers = *listed;
     if (listed.ok()) {
       if (pod_resources_failing_) spdlog::info("the kubelet's PodResources API answers again");
       pod_resources_failing_ = false;
@@ -214,13 +215,17 @@ void NodeMonitor::PassOnce() {
   if (pods_ != nullptr && pods_->synced()) {
     std::vector<std::string> problems;
     auto allocations = pods_->Allocations();
-    auto state = AllocatedState("", snapshot->gpus, allocations, &problems);
+    auto state = AllocatedState("", devices_->Get().gpus, allocations, &problems);
     delta.overcommits += ReportAllocations(allocations, state, problems);
+    const auto unplaced = pods_->UnplacedGpuPods(options_.resource_name);
+    HandleUnplaced(unplaced, containers ? &*containers : nullptr);
+    snapshot->unplaced_pods = static_cast<int>(unplaced.size());
     snapshot->allocations_known = true;
     snapshot->allocated = state.gpus();
   }
 
-  // 6. The snapshot.
+  // 6. The snapshot (the devices as step 5 left them).
+  snapshot->gpus = devices_->Get().gpus;
   const double interval_ns =
       previous_pass_ == std::chrono::steady_clock::time_point{}
           ? 0
@@ -278,6 +283,45 @@ void NodeMonitor::PassOnce() {
   counters_.kill_failures += delta.kill_failures;
   counters_.host_pids_recorded += delta.host_pids_recorded;
   counters_.overcommits += delta.overcommits;
+}
+
+void NodeMonitor::HandleUnplaced(const std::vector<UnplacedPod>& unplaced,
+                                 const std::vector<ContainerDevices>* containers) {
+  const bool whole = options_.unplaced_pods == UnplacedPodsPolicy::kWholeGpu;
+  std::set<std::string> seen;
+  for (const auto& pod : unplaced) {
+    const std::string id = pod.uid.empty() ? pod.key() : pod.uid;
+    seen.insert(id);
+    if (reported_unplaced_.count(id)) continue;
+    const std::string message =
+        "pod " + pod.key() + " asks for " + options_.resource_name +
+        " but tessera-scheduler did not place it (no tessera.io/allocation annotation: another scheduler, "
+        "spec.nodeName set by hand, or a namespace the webhook skips); " +
+        (whole ? std::string("under unplaced_pods: whole-gpu it holds the GPUs the kubelet gave it whole, "
+                             "without limits, and tessera places nothing else on them while it runs")
+               : std::string("under unplaced_pods: refuse its containers see no GPU; create it with "
+                             "schedulerName: tessera-scheduler in a namespace the webhook covers"));
+    spdlog::warn("{}", message);
+    if (events_) events_({pod.pod_namespace, pod.pod_name, ""}, "UnplacedGPUPod", message);
+  }
+  reported_unplaced_ = std::move(seen);
+  if (!whole || containers == nullptr) return;  // without the kubelet's answer: keep what is published
+  std::set<std::string> keys;
+  for (const auto& pod : unplaced) keys.insert(pod.key());
+  std::map<std::string, std::string> held;
+  for (const auto& c : *containers) {
+    const std::string key = c.pod_namespace + "/" + c.pod_name;
+    if (c.resource_name != options_.resource_name || !keys.count(key)) continue;
+    for (const auto& id : c.device_ids) {
+      if (auto parsed = ParseDeviceId(id); parsed.ok()) held[parsed->gpu_uuid] = key;
+    }
+  }
+  if (devices_->SetHeldBy(held)) {
+    std::string list;
+    for (const auto& [uuid, pod] : held) list += (list.empty() ? "" : ", ") + uuid + " by " + pod;
+    spdlog::info("GPUs held whole by pods tessera did not place, published in the inventory: {}",
+                 list.empty() ? "none" : list);
+  }
 }
 
 uint64_t NodeMonitor::ReportAllocations(const NodeAllocations& allocations, const core::NodeState& state,

@@ -16,7 +16,10 @@
 //   5. accounts what the scheduler allocated to the pods bound here (their
 //      annotations), overcommit included: a GPU holding more than it offers
 //      is reported once per episode (error log, Event on each pod with a
-//      slice there, counter) and shown by the gauges;
+//      slice there, counter) and shown by the gauges; GPU pods tessera did
+//      not place are reported once each (log, Event) and, under
+//      unplaced_pods: whole-gpu, the GPUs the kubelet gave them are marked
+//      held in the advertised devices (so the inventory tells the scheduler);
 //   6. publishes the result as an immutable snapshot, from which /metrics is
 //      rendered: scrapes never touch NVML or the file system, and see one
 //      consistent pass.
@@ -42,6 +45,7 @@
 #include <vector>
 
 #include "core/node_state.h"
+#include "node/config.h"
 #include "node/device_state.h"
 #include "node/enforcer.h"
 #include "node/inventory.h"
@@ -77,6 +81,7 @@ struct NodeSnapshot {
   int regions = 0;
   int regions_corrupt = 0;
   int regions_unowned = 0;  // no container listed by the kubelet owns them (yet)
+  int unplaced_pods = 0;    // GPU pods bound here that tessera-scheduler did not place
   bool pod_resources_ok = false;
 };
 
@@ -100,6 +105,7 @@ struct MonitorOptions {
   std::chrono::milliseconds interval{1000};
   int64_t region_grace_seconds = 300;
   std::string resource_name = "nvidia.com/gpu";
+  UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
 };
 
 class NodeMonitor {
@@ -128,6 +134,10 @@ class NodeMonitor {
   // Returns how many GPUs turned overcommitted.
   uint64_t ReportAllocations(const NodeAllocations& allocations, const core::NodeState& state,
                              const std::vector<std::string>& problems);
+  // Step 5 for pods tessera did not place; `containers` is this pass's
+  // PodResources answer (null when the kubelet did not answer).
+  void HandleUnplaced(const std::vector<UnplacedPod>& unplaced,
+                      const std::vector<ContainerDevices>* containers);
 
   const MonitorOptions options_;
   InventorySource* const inventory_;
@@ -146,6 +156,7 @@ class NodeMonitor {
   std::set<std::string> reported_corrupt_;   // monitor thread only: corrupt regions already logged
   std::set<std::string> overcommitted_;      // monitor thread only: GPUs in an overcommit episode
   std::set<std::string> reported_problems_;  // monitor thread only: unaccountable allocations logged
+  std::set<std::string> reported_unplaced_;  // monitor thread only: UIDs of unplaced pods reported
 
   mutable std::mutex mu_;
   std::condition_variable wake_;

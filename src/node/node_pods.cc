@@ -20,6 +20,46 @@ NodeAllocations AllocationsOf(const std::vector<kube::Json>& pods) {
   return out;
 }
 
+namespace {
+
+// Whether a container's resources ask for `resource`: a quantity other than 0
+// under limits or requests (an extended resource is a whole number).
+bool AsksFor(const kube::Json& container, const std::string& resource) {
+  auto resources = container.find("resources");
+  if (resources == container.end() || !resources->is_object()) return false;
+  for (const char* kind : {"limits", "requests"}) {
+    auto list = resources->find(kind);
+    if (list == resources->end() || !list->is_object()) continue;
+    auto q = list->find(resource);
+    if (q == list->end()) continue;
+    if (q->is_string() && !q->get_ref<const std::string&>().empty() &&
+        q->get_ref<const std::string&>() != "0")
+      return true;
+    if (q->is_number() && q->get<double>() > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<UnplacedPod> UnplacedGpuPodsOf(const std::vector<kube::Json>& pods,
+                                           const std::string& resource_name) {
+  std::vector<UnplacedPod> out;
+  for (const auto& pod : pods) {
+    if (kube::IsPodTerminal(pod) || !kube::AnnotationOf(pod, core::kAllocationAnnotation).empty()) continue;
+    auto spec = pod.find("spec");
+    if (spec == pod.end() || !spec->is_object()) continue;
+    bool asks = false;
+    for (const char* list : {"containers", "initContainers"}) {
+      auto containers = spec->find(list);
+      if (containers == spec->end() || !containers->is_array()) continue;
+      for (const auto& c : *containers) asks = asks || (c.is_object() && AsksFor(c, resource_name));
+    }
+    if (asks) out.push_back({kube::NamespaceOf(pod), kube::NameOf(pod), kube::UidOf(pod)});
+  }
+  return out;
+}
+
 core::NodeState AllocatedState(const std::string& node, const std::vector<core::Gpu>& gpus,
                                const NodeAllocations& allocations, std::vector<std::string>* problems) {
   core::NodeState state(node, gpus);
@@ -56,6 +96,10 @@ bool NodePods::synced() const {
 
 NodeAllocations NodePods::Allocations() const {
   return AllocationsOf(informer_->List());
+}
+
+std::vector<UnplacedPod> NodePods::UnplacedGpuPods(const std::string& resource_name) const {
+  return UnplacedGpuPodsOf(informer_->List(), resource_name);
 }
 
 std::optional<kube::Json> NodePods::Get(const std::string& ns, const std::string& name) const {

@@ -36,6 +36,20 @@ struct NodeAllocations {
 // problem, not an allocation.
 NodeAllocations AllocationsOf(const std::vector<kube::Json>& pods);
 
+// A GPU pod bound here that tessera-scheduler did not place: not finished,
+// no allocation annotation, and a container (or init container) asking for
+// `resource_name`.
+struct UnplacedPod {
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string uid;
+  std::string key() const { return pod_namespace + "/" + pod_name; }
+};
+
+// Pure: the unplaced GPU pods among `pods`.
+std::vector<UnplacedPod> UnplacedGpuPodsOf(const std::vector<kube::Json>& pods,
+                                           const std::string& resource_name);
+
 // Pure: the node's GPUs with every allocation accounted: what the scheduler
 // allocated here, overcommit included (GpuState::Overcommit says where), so
 // that the gauges show an overcommit instead of hiding the pods behind it.
@@ -53,6 +67,7 @@ class NodePods {
   bool synced() const;
 
   NodeAllocations Allocations() const;
+  std::vector<UnplacedPod> UnplacedGpuPods(const std::string& resource_name) const;
   std::optional<kube::Json> Get(const std::string& ns, const std::string& name) const;
   // Memory (MiB) the scheduler allocated to `container` of the pod on `gpu_uuid`;
   // nullopt when the pod, the container or the GPU is not in an allocation.

@@ -67,6 +67,8 @@ std::string WhyNot(const core::GpuState& gpu, int index, const core::GpuCheck& c
       return head + "fits";
     case core::GpuReason::kUnhealthy:
       return head + "unhealthy";
+    case core::GpuReason::kHeldByUnplacedPod:  // a cluster's case; tessera run never marks a GPU held
+      return head + "held whole by " + gpu.gpu.held_by;
     case core::GpuReason::kUuidNotAllowed:
       return head + "not among the GPUs the job may use";
     case core::GpuReason::kTypeNotAllowed:

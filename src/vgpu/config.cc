@@ -67,8 +67,13 @@ int Config::cores_for(const char* uuid, int index) const {
 }
 
 bool Config::device_visible(const char* uuid) const {
-  if (control_disabled || source != ConfigSource::kAllocation) return true;
-  return grant_for(uuid) != nullptr;
+  if (!filters_devices()) return true;
+  // The node's refusal is not the container's to lift with CUDA_DISABLE_CONTROL.
+  if (unplaced_refused()) return false;
+  if (source == ConfigSource::kAllocation) return grant_for(uuid) != nullptr;
+  for (const auto& g : kubelet_gpus)  // unplaced_pods: whole-gpu
+    if (uuid != nullptr && strcasecmp(g.c_str(), uuid) == 0) return true;
+  return false;
 }
 
 bool parse_memory_size(const char* text, uint64_t* bytes) {
@@ -218,6 +223,40 @@ bool parse_allocation(const char* json, const char* container_name, std::vector<
   return true;
 }
 
+namespace {
+
+// TESSERA_UNPLACED_PODS / TESSERA_KUBELET_GPUS, read after the allocation:
+// they matter only for a container that has none.
+void load_unplaced_policy(const char* policy, const char* gpus, Config& c) {
+  if (policy == nullptr) return;
+  const std::string p = policy;
+  if (p == "refuse") {
+    c.unplaced = UnplacedPolicy::kRefuse;
+  } else if (p == "whole-gpu") {
+    c.unplaced = UnplacedPolicy::kWholeGpu;
+  } else {
+    // Set by the node, not the user: an unknown value is read as the safe one.
+    c.unplaced = UnplacedPolicy::kRefuse;
+    c.problems.push_back("TESSERA_UNPLACED_PODS=" + p + " is not refuse or whole-gpu; refusing");
+  }
+  for (const char* at = gpus; at != nullptr && *at != '\0';) {
+    const char* comma = strchr(at, ',');
+    std::string uuid = comma ? std::string(at, comma) : std::string(at);
+    if (!uuid.empty()) c.kubelet_gpus.push_back(uuid);
+    at = comma ? comma + 1 : nullptr;
+  }
+  if (c.source == ConfigSource::kAllocation) return;
+  if (c.unplaced == UnplacedPolicy::kRefuse) {
+    c.problems.push_back(
+        "no usable TESSERA_ALLOCATION: tessera-scheduler did not place this container's pod, and this node "
+        "refuses "
+        "GPUs to such pods (tessera-node unplaced_pods: refuse); no GPU is visible. Schedule the pod with "
+        "schedulerName tessera-scheduler (in a namespace the webhook covers) to get a GPU slice");
+  }
+}
+
+}  // namespace
+
 Config load_config(EnvLookup lookup, void* context) {
   Config c;
   auto env = [&](const char* name) -> const char* {
@@ -306,6 +345,7 @@ Config load_config(EnvLookup lookup, void* context) {
                            (hami_any ? "the CUDA_DEVICE_* variables" : "no limits"));
     }
   }
+  load_unplaced_policy(env("TESSERA_UNPLACED_PODS"), env("TESSERA_KUBELET_GPUS"), c);
   return c;
 }
 

@@ -12,6 +12,14 @@
 // A malformed TESSERA_ALLOCATION is reported (Config::problems) and ignored in
 // favour of the HAMi variables; nothing here aborts.
 //
+// A container whose pod tessera-scheduler did not place has no
+// TESSERA_ALLOCATION; tessera-node's Allocate tells libvgpu what such a
+// container gets (TESSERA_UNPLACED_PODS: "refuse" = no device is visible, even
+// with CUDA_DISABLE_CONTROL; "whole-gpu" = only the GPUs behind the kubelet's
+// device IDs, TESSERA_KUBELET_GPUS, with no limit unless HAMi's variables set
+// one). Without TESSERA_UNPLACED_PODS (tessera run, a container libvgpu was
+// put in by hand) nothing changes.
+//
 // Other variables: CUDA_DEVICE_MEMORY_SHARED_CACHE / TESSERA_REGION (region
 // path), CUDA_OVERSUBSCRIBE, ACTIVE_OOM_KILLER, CUDA_DISABLE_CONTROL,
 // GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY, LIBCUDA_LOG_LEVEL.
@@ -34,6 +42,9 @@ struct DeviceGrant {
 
 enum class ConfigSource { kNone, kHami, kAllocation };
 
+// TESSERA_UNPLACED_PODS: what a container without an allocation gets.
+enum class UnplacedPolicy { kUnset, kRefuse, kWholeGpu };
+
 struct Config {
   bool control_disabled = false;  // CUDA_DISABLE_CONTROL: pass everything through
   int log_level = 2;
@@ -47,6 +58,10 @@ struct Config {
   int64_t hami_memory_by_index[kMaxConfigDevices];
   int hami_cores_default = -1;
   int hami_cores_by_index[kMaxConfigDevices];
+
+  // Applies only while source != kAllocation.
+  UnplacedPolicy unplaced = UnplacedPolicy::kUnset;
+  std::vector<std::string> kubelet_gpus;  // TESSERA_KUBELET_GPUS (UUIDs)
 
   bool oversubscribe = false;
   bool oom_killer = false;
@@ -66,9 +81,21 @@ struct Config {
   // `uuid`; 0 = unlimited.
   uint64_t memory_limit_for(const char* uuid, int index) const;
   int cores_for(const char* uuid, int index) const;
-  bool source_is_allocation() const { return !control_disabled && source == ConfigSource::kAllocation; }
-  // Whether the container may see this device at all.
+  // Whether the container sees only some devices (device_visible says which):
+  // those of its allocation, none when the node refuses it (even with
+  // CUDA_DISABLE_CONTROL), the kubelet's under unplaced_pods: whole-gpu.
+  bool filters_devices() const {
+    if (unplaced_refused()) return true;
+    if (control_disabled) return false;
+    return source == ConfigSource::kAllocation || unplaced == UnplacedPolicy::kWholeGpu;
+  }
+  // Whether the container may see this device at all ("" = a device whose
+  // UUID could not be read).
   bool device_visible(const char* uuid) const;
+  // The container was not placed by tessera-scheduler and the node refuses it GPUs.
+  bool unplaced_refused() const {
+    return source != ConfigSource::kAllocation && unplaced == UnplacedPolicy::kRefuse;
+  }
 };
 
 // Environment lookup seam so tests need not touch the real environment.

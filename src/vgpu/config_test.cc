@@ -124,6 +124,39 @@ TEST(Config, UnknownContainerNameIsAProblem) {
   EXPECT_NE(c.problems[0].find("\"b\""), std::string::npos);
 }
 
+TEST(Config, AContainerTesseraDidNotPlaceGetsWhatTheNodeSays) {
+  // refuse: nothing visible, even with CUDA_DISABLE_CONTROL, and one line why.
+  Config refused = load({{"TESSERA_UNPLACED_PODS", "refuse"},
+                         {"TESSERA_KUBELET_GPUS", kUuidA},
+                         {"CUDA_DISABLE_CONTROL", "true"}});
+  EXPECT_TRUE(refused.unplaced_refused());
+  EXPECT_FALSE(refused.device_visible(kUuidA));
+  EXPECT_FALSE(refused.device_visible(kUuidB));
+  ASSERT_EQ(refused.problems.size(), 1u);
+  EXPECT_NE(refused.problems[0].find("tessera-scheduler did not place"), std::string::npos)
+      << refused.problems[0];
+  // whole-gpu: the kubelet's GPUs, unlimited.
+  Config whole = load(
+      {{"TESSERA_UNPLACED_PODS", "whole-gpu"}, {"TESSERA_KUBELET_GPUS", std::string(kUuidB) + ",GPU-other"}});
+  EXPECT_FALSE(whole.unplaced_refused());
+  EXPECT_FALSE(whole.device_visible(kUuidA));
+  EXPECT_TRUE(whole.device_visible(kUuidB));
+  EXPECT_FALSE(whole.device_visible(""));
+  EXPECT_EQ(whole.memory_limit_for(kUuidB, 0), 0u);
+  EXPECT_TRUE(whole.problems.empty());
+  // With an allocation the policy does not apply: the allocation decides.
+  std::string json = std::string(R"({"version":1,"containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
+                     R"(","memoryMiB":10}]}]})";
+  Config placed = load({{"TESSERA_ALLOCATION", json}, {"TESSERA_UNPLACED_PODS", "refuse"}});
+  EXPECT_FALSE(placed.unplaced_refused());
+  EXPECT_TRUE(placed.device_visible(kUuidA));
+  EXPECT_TRUE(placed.problems.empty());
+  // An unknown policy value is read as refuse, with a problem naming it.
+  Config odd = load({{"TESSERA_UNPLACED_PODS", "allow"}});
+  EXPECT_TRUE(odd.unplaced_refused());
+  EXPECT_NE(odd.problems[0].find("TESSERA_UNPLACED_PODS=allow"), std::string::npos);
+}
+
 TEST(Config, DisableControlLiftsLimits) {
   Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}, {"CUDA_DISABLE_CONTROL", "true"}});
   EXPECT_TRUE(c.control_disabled);

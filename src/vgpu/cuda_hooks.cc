@@ -126,7 +126,7 @@ TESSERA_EXPORT CUresult cuDeviceGetCount(int* count) {
   Runtime& rt = runtime();
   if (rt.cuda.cuDeviceGetCount == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = rt.cuda.cuDeviceGetCount(count);
-  if (rc != CUDA_SUCCESS || count == nullptr || !rt.config.source_is_allocation()) return rc;
+  if (rc != CUDA_SUCCESS || count == nullptr || !rt.config.filters_devices()) return rc;
   rt.on_cuda_initialised();
   *count = rt.cuda_visible_count;
   return rc;
@@ -135,7 +135,7 @@ TESSERA_EXPORT CUresult cuDeviceGetCount(int* count) {
 TESSERA_EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   Runtime& rt = runtime();
   if (rt.cuda.cuDeviceGet == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (!rt.config.source_is_allocation()) return rt.cuda.cuDeviceGet(device, ordinal);
+  if (!rt.config.filters_devices()) return rt.cuda.cuDeviceGet(device, ordinal);
   if (!rt.cuda_devices_ready.load(std::memory_order_acquire)) {
     CUresult rc = rt.cuda.cuDeviceGet(device, 0);  // reports NOT_INITIALIZED etc. as the driver would
     if (rc != CUDA_SUCCESS) return rc;

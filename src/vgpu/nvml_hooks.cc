@@ -47,7 +47,7 @@ nvmlReturn_t after_init(Runtime& rt, nvmlReturn_t rc) {
 }
 
 nvmlReturn_t visible_count(Runtime& rt, nvmlReturn_t rc, unsigned int* count) {
-  if (rc != NVML_SUCCESS || count == nullptr || !rt.config.source_is_allocation()) return rc;
+  if (rc != NVML_SUCCESS || count == nullptr || !rt.config.filters_devices()) return rc;
   rt.on_nvml_initialised();
   *count = static_cast<unsigned int>(rt.nvml_visible_count);
   return rc;
@@ -55,7 +55,7 @@ nvmlReturn_t visible_count(Runtime& rt, nvmlReturn_t rc, unsigned int* count) {
 
 nvmlReturn_t handle_by_index(Runtime& rt, unsigned int index, nvmlDevice_t* device,
                              nvmlReturn_t (*real)(unsigned int, nvmlDevice_t*)) {
-  if (!rt.config.source_is_allocation()) return real(index, device);
+  if (!rt.config.filters_devices()) return real(index, device);
   if (!rt.nvml_ready.load(std::memory_order_acquire)) {
     unsigned int n = 0;
     nvmlReturn_t rc = rt.nvml.nvmlDeviceGetCount_v2(&n);  // NVML_ERROR_UNINITIALIZED etc. as the library says
@@ -67,7 +67,7 @@ nvmlReturn_t handle_by_index(Runtime& rt, unsigned int index, nvmlDevice_t* devi
 }
 
 nvmlReturn_t only_visible(Runtime& rt, nvmlReturn_t rc, nvmlDevice_t* device) {
-  if (rc != NVML_SUCCESS || device == nullptr || !rt.config.source_is_allocation()) return rc;
+  if (rc != NVML_SUCCESS || device == nullptr || !rt.config.filters_devices()) return rc;
   rt.on_nvml_initialised();
   int e = rt.nvml_entry(*device);
   if (e < 0 || !rt.nvml_devices[e].visible) {
@@ -296,7 +296,7 @@ TESSERA_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int
   Runtime* rt = nvml_runtime();
   if (rt == nullptr || rt->nvml.nvmlDeviceGetIndex == nullptr) return NVML_ERROR_LIBRARY_NOT_FOUND;
   nvmlReturn_t rc = rt->nvml.nvmlDeviceGetIndex(device, index);
-  if (rc != NVML_SUCCESS || index == nullptr || !rt->config.source_is_allocation()) return rc;
+  if (rc != NVML_SUCCESS || index == nullptr || !rt->config.filters_devices()) return rc;
   rt->on_nvml_initialised();
   int e = rt->nvml_entry(device);
   for (int v = 0; v < rt->nvml_visible_count; ++v) {

@@ -212,7 +212,7 @@ void Runtime::on_cuda_initialised() {
     if (cuda.cuDeviceGetUuid_v2 != nullptr && cuda.cuDeviceGetUuid_v2(&uuid, handle) == CUDA_SUCCESS) {
       format_uuid(reinterpret_cast<const unsigned char*>(uuid.bytes), view.uuid, sizeof(view.uuid));
     }
-    view.visible = view.uuid[0] != '\0' ? config.device_visible(view.uuid) : !config.source_is_allocation();
+    view.visible = config.device_visible(view.uuid);
     if (!view.visible) continue;
     setup_region_device(&view, visible);
     cuda_visible[visible++] = i;
@@ -247,7 +247,7 @@ void Runtime::on_nvml_initialised() {
     }
     nvml_handles[i] = h;
     if (nvml.nvmlDeviceGetUUID != nullptr) nvml.nvmlDeviceGetUUID(h, view.uuid, sizeof(view.uuid));
-    view.visible = view.uuid[0] != '\0' ? config.device_visible(view.uuid) : !config.source_is_allocation();
+    view.visible = config.device_visible(view.uuid);
     if (!view.visible) continue;
     setup_region_device(&view, visible);
     nvml_visible[visible++] = static_cast<int>(i);
@@ -271,7 +271,7 @@ int Runtime::region_index_for_cuda_device(CUdevice dev) const {
 bool Runtime::cuda_device_visible(CUdevice dev) const {
   if (!cuda_devices_ready.load(std::memory_order_acquire)) return true;
   int i = cuda_entry(dev);
-  return i < 0 ? !config.source_is_allocation() : cuda_devices[i].visible;
+  return i < 0 ? !config.filters_devices() : cuda_devices[i].visible;
 }
 
 int Runtime::current_device(CUdevice* handle) {

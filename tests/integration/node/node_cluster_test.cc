@@ -223,18 +223,52 @@ class NodeClusterTest : public ::testing::Test {
     return *text;
   }
 
+  // A GPU pod bound here by someone else than tessera-scheduler: no
+  // allocation annotation, one container asking for one nvidia.com/gpu.
+  void BindUnplacedPod(const std::string& name) {
+    Json pod = {
+        {"metadata", {{"name", name}, {"namespace", "ml"}}},
+        {"spec",
+         {{"nodeName", kNode},
+          {"containers",
+           {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+        {"status", {{"phase", "Running"}}}};
+    EXPECT_TRUE(api_->CreateObject("pods", pod).ok());
+  }
+
+  // The events with this reason, by the pod they are about.
+  std::map<std::string, Json> EventsFor(const std::string& reason) const {
+    std::map<std::string, Json> out;
+    for (const Json& e : api_->ListObjects("events")) {
+      if (e.value("reason", "") == reason) out[e["involvedObject"].value("name", "")] = e;
+    }
+    return out;
+  }
+
+  // The probe's output file once it holds `text` (or what it holds at the deadline).
+  std::string OutputOnce(const std::string& path, const std::string& text) {
+    std::string content;
+    WaitFor([&] {
+      std::ifstream in(path);
+      content.assign(std::istreambuf_iterator<char>(in), {});
+      return content.find(text) != std::string::npos;
+    });
+    return content;
+  }
+
   // The kubelet admits the pod's container: Allocate through tessera's plugin.
-  v1beta1::ContainerAllocateResponse Admit(const std::string& pod) {
+  v1beta1::ContainerAllocateResponse Admit(const std::string& pod, int gpu = 0) {
     v1beta1::ContainerAllocateResponse response;
-    auto status = kubelet_->AdmitContainer("ml", pod, "main", {gpus_[0].uuid + "::0"}, &response);
+    auto status = kubelet_->AdmitContainer("ml", pod, "main", {gpus_[gpu].uuid + "::0"}, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   }
 
   // Starts a "container" process: a new mount namespace in which the region
   // directory Allocate made is bind-mounted at the container path, and the
-  // environment the kubelet (plugin env) and the webhook (Downward API) give.
-  // `probe_args` is what vgpu_probe does; `preload` whether libvgpu is loaded.
+  // environment the kubelet (plugin env) and the webhook (Downward API) give
+  // (no TESSERA_ALLOCATION when `allocation` is empty: a pod the webhook never
+  // saw). `probe_args` is what vgpu_probe does; `preload` whether libvgpu is loaded.
   pid_t StartContainerProcess(const v1beta1::ContainerAllocateResponse& allocated,
                               const std::string& allocation, bool preload, const std::string& probe_args,
                               const std::string& out, bool own_pid_namespace = false) {
@@ -243,9 +277,9 @@ class NodeClusterTest : public ::testing::Test {
       if (m.container_path() == root_ + "/view") region_host = m.host_path();
     }
     EXPECT_FALSE(region_host.empty());
-    std::string env = "env LD_LIBRARY_PATH=" + std::string(TESSERA_SIM_LIB_DIR) +
-                      " TESSERA_ALLOCATION=" + ShellQuote(allocation) + " TESSERA_CONTAINER_NAME=main" +
-                      " ACTIVE_OOM_KILLER=true";
+    std::string env = "env LD_LIBRARY_PATH=" + std::string(TESSERA_SIM_LIB_DIR) + " ACTIVE_OOM_KILLER=true";
+    if (!allocation.empty())
+      env += " TESSERA_ALLOCATION=" + ShellQuote(allocation) + " TESSERA_CONTAINER_NAME=main";
     for (const auto& [k, v] : allocated.envs()) env += " " + k + "=" + ShellQuote(v);
     if (preload) env += " LD_PRELOAD=" + root_ + "/lib/libvgpu.so";
     // In its own pid namespace the process is pid 1 there, and the simulated
@@ -501,6 +535,106 @@ TEST_F(NodeClusterTest, AnOvercommitIsShownByTheGaugesAndReported) {
   ASSERT_TRUE(api_->DeleteObject("pods", "ml", "late").ok());
   ASSERT_TRUE(MetricsShow("tessera_gpu_overcommitted" + gpu0 + "0\n")) << Metrics();
   EXPECT_NE(NodeLog().find("GPU " + gpus_[0].uuid + " is no longer overcommitted"), std::string::npos);
+}
+
+// A GPU pod tessera-scheduler did not place, under the default policy
+// (unplaced_pods: refuse): its container sees no GPU through libvgpu, the pod
+// gets an Event saying why, and the agent counts it.
+TEST_F(NodeClusterTest, APodTesseraDidNotPlaceIsRefusedItsGpusAndTold) {
+  if (!NamespacesWork()) GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
+  StartNode();
+  BindUnplacedPod("legacy");
+  auto allocated = Admit("legacy", 1);
+  EXPECT_EQ(allocated.envs().at("TESSERA_UNPLACED_PODS"), "refuse");
+  StartContainerProcess(allocated, "", true, "init count", root_ + "/a.out");
+  const std::string out = OutputOnce(root_ + "/a.out", "count ");
+  EXPECT_NE(out.find("count 0 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("tessera-scheduler did not place this container's pod"), std::string::npos) << out;
+
+  ASSERT_TRUE(WaitFor([&] { return EventsFor("UnplacedGPUPod").count("legacy") == 1; })) << NodeLog();
+  const std::string message = EventsFor("UnplacedGPUPod")["legacy"].value("message", "");
+  EXPECT_NE(message.find("under unplaced_pods: refuse its containers see no GPU"), std::string::npos)
+      << message;
+  EXPECT_TRUE(MetricsShow("tessera_node_unplaced_gpu_pods 1\n")) << Metrics();
+  EXPECT_EQ(Metrics().find("tessera_gpu_held_by_unplaced_pod{gpu_uuid=\"" + gpus_[0].uuid + "\"} 1"),
+            std::string::npos);
+
+  // A pod the scheduler placed on the same node is not affected.
+  const std::string allocation = BindPod("placed", 2000);
+  auto placed = Admit("placed");
+  StartContainerProcess(placed, allocation, true, "init count ctx:0 alloc:1000", root_ + "/b.out");
+  const std::string placed_out = OutputOnce(root_ + "/b.out", "alloc ");
+  EXPECT_NE(placed_out.find("count 0 1"), std::string::npos) << placed_out;
+  EXPECT_NE(placed_out.find("alloc 0"), std::string::npos) << placed_out;
+  EXPECT_EQ(EventsFor("UnplacedGPUPod").count("placed"), 0u);
+}
+
+// Under unplaced_pods: whole-gpu the container gets the GPU the kubelet gave
+// it, whole; the inventory says the GPU is held, and tessera-scheduler places
+// nothing else there until the pod is gone.
+TEST_F(NodeClusterTest, APodTesseraDidNotPlaceHoldsItsGpuWholeWhenConfigured) {
+  if (!NamespacesWork()) GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
+  StartNode({{"--unplaced-pods", "whole-gpu"}});
+  BindUnplacedPod("legacy");
+  auto allocated = Admit("legacy", 1);
+  StartContainerProcess(allocated, "", true, "init count ctx:0 alloc:60000 hold", root_ + "/a.out");
+  const std::string out = OutputOnce(root_ + "/a.out", "holding");
+  EXPECT_NE(out.find("count 0 1"), std::string::npos) << "only the kubelet's GPU: " << out;
+  EXPECT_NE(out.find("alloc 0"), std::string::npos) << "no slice limit on it: " << out;
+
+  ASSERT_TRUE(WaitFor([&] {
+    auto inventory = PublishedInventory();
+    return inventory && inventory->gpus[1].held_by == "ml/legacy" && inventory->gpus[0].held_by.empty();
+  })) << NodeLog();
+  EXPECT_TRUE(MetricsShow("tessera_gpu_held_by_unplaced_pod{gpu_uuid=\"" + gpus_[1].uuid + "\"} 1\n"))
+      << Metrics();
+  ASSERT_TRUE(WaitFor([&] { return EventsFor("UnplacedGPUPod").count("legacy") == 1; })) << NodeLog();
+
+  // The scheduler's own code: a pod asking for both GPUs does not fit, and
+  // says which pod holds the second.
+  scheduler::SchedulerConfig config;
+  config.port = 0;
+  config.bind_address = "127.0.0.1";
+  config.leader_elect = false;
+  config.identity = "it";
+  kube::CurlTransportOptions transport;
+  transport.server = api_->url();
+  auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
+  scheduler::Scheduler scheduler(config, client);
+  ASSERT_TRUE(scheduler.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return scheduler.Ready(); }));
+  Json pod = {
+      {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"},
+           {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}}}}}}}}}}};
+  httplib::Client http("127.0.0.1", scheduler.port());
+  Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
+  Json answer;
+  ASSERT_TRUE(WaitFor([&] {
+    auto res = http.Post("/filter", args.dump(), "application/json");
+    answer = res ? Json::parse(res->body, nullptr, false) : Json();
+    return answer.is_object() && answer["FailedNodes"].contains(kNode);
+  })) << answer.dump();
+  EXPECT_NE(answer["FailedNodes"][kNode].get<std::string>().find(
+                "held whole by pod ml/legacy, which tessera-scheduler did not place"),
+            std::string::npos)
+      << answer.dump();
+
+  // The pod goes: the GPU is offered again.
+  kubelet_->RemovePod("ml", "legacy");
+  ASSERT_TRUE(api_->DeleteObject("pods", "ml", "legacy").ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto inventory = PublishedInventory();
+    return inventory && inventory->gpus[1].held_by.empty();
+  })) << NodeLog();
+  ASSERT_TRUE(WaitFor([&] {
+    auto res = http.Post("/filter", args.dump(), "application/json");
+    answer = res ? Json::parse(res->body, nullptr, false) : Json();
+    return answer.is_object() && answer["NodeNames"].is_array() && answer["NodeNames"].size() == 1;
+  })) << answer.dump();
+  scheduler.Stop();
 }
 
 TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
