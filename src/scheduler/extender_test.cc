@@ -49,7 +49,8 @@ class ExtenderTest : public ::testing::Test {
     deps.state = &state_;
     deps.config.identity = "me";
     deps.is_leader = [this] { return leader_.load(); };
-    deps.leader_identity = [] { return std::string("other"); };
+    deps.leader_identity = [this] { return holder_; };
+    deps.not_ready = [this] { return not_ready_; };
     deps.get_pod = [this](const std::string& ns, const std::string& name) -> Result<Json> {
       std::lock_guard lock(mu_);
       auto it = pods_.find(ns + "/" + name);
@@ -72,6 +73,8 @@ class ExtenderTest : public ::testing::Test {
   std::vector<BindCall> binds_;
   bool fail_binds_ = false;
   std::atomic<bool> leader_{true};
+  std::string holder_ = "other";  // the Lease's holder as the elector last saw it
+  std::string not_ready_;         // "" = ready; read on each call
   std::unique_ptr<Extender> extender_;
 };
 
@@ -273,6 +276,39 @@ TEST_F(ExtenderTest, FollowerRefusesToBind) {
   EXPECT_NE(error.find("not the leader"), std::string::npos) << error;
   EXPECT_NE(error.find("other"), std::string::npos) << error;
   EXPECT_TRUE(binds_.empty());
+}
+
+TEST_F(ExtenderTest, AFollowerWhoseLeaseNamesItselfDoesNotCallItselfTheLeader) {
+  leader_ = false;
+  holder_ = "me";  // restarted with the same identity, or failing to renew
+  auto [status, result] = extender_->Bind(Json::parse(kBindArgs));
+  std::string error = result["Error"];
+  EXPECT_NE(error.find("tessera-scheduler me is not the leader (the lease names it, but it has not renewed"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("the leader is me"), std::string::npos) << error;
+  EXPECT_TRUE(binds_.empty());
+}
+
+TEST_F(ExtenderTest, NothingIsDecidedBeforeTheViewIsComplete) {
+  not_ready_ = "the pods are not listed yet";
+  auto [fstatus, filtered] = extender_->Filter(Json::parse(kFilterArgs));
+  EXPECT_EQ(fstatus, 200);
+  EXPECT_NE(filtered["Error"].get<std::string>().find("is not ready to decide: the pods are not listed yet"),
+            std::string::npos)
+      << filtered.dump();
+  EXPECT_TRUE(filtered["NodeNames"].is_null());
+  EXPECT_TRUE(filtered["FailedNodes"].empty());
+  auto [pstatus, scores] = extender_->Prioritize(Json::parse(kFilterArgs));
+  EXPECT_EQ(pstatus, 503);
+  auto [bstatus, bound] = extender_->Bind(Json::parse(kBindArgs));
+  EXPECT_NE(bound["Error"].get<std::string>().find("not ready to decide"), std::string::npos) << bound.dump();
+  EXPECT_TRUE(binds_.empty());
+  EXPECT_EQ(state_.Stats().reservations, 0u);
+  EXPECT_EQ(extender_->counters().not_ready.load(), 3u);
+  EXPECT_EQ(extender_->learner().stats().counted, 0u) << "a refused pod is not counted as an arrival";
+  not_ready_.clear();
+  EXPECT_EQ(extender_->Bind(Json::parse(kBindArgs)).second["Error"], "");
 }
 
 TEST_F(ExtenderTest, RefusedBindingGivesTheReservationBack) {
