@@ -7,12 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "contract/container_contract.h"
 #include "vgpu/json.h"
 
 namespace tessera::vgpu {
 namespace {
-
-constexpr int64_t kMaxMemoryMiB = int64_t{1} << 40;  // 1 EiB: anything above is a typo
 
 bool parse_percent(const char* text, int* out) {
   if (text == nullptr || *text == '\0') return false;
@@ -121,6 +120,83 @@ bool parse_bool(const char* text) {
          strcasecmp(text, "on") == 0;
 }
 
+namespace {
+
+// One device entry of the payload, checked by the contract's rules.
+bool parse_device(const JsonValue& d, const std::string& where, DeviceGrant* out, std::string* error) {
+  if (d.kind != JsonValue::Kind::kObject) {
+    *error = where + ": not an object";
+    return false;
+  }
+  const JsonValue* uuid = d.find("uuid");
+  if (uuid == nullptr || uuid->kind != JsonValue::Kind::kString ||
+      !contract::IsValidDeviceUuid(uuid->string)) {
+    *error = where + ": no valid \"uuid\" (GPU-<8-4-4-4-12 hex> or a MIG UUID)";
+    return false;
+  }
+  out->uuid = uuid->string;
+  const JsonValue* mem = d.find("memoryMiB");
+  if (mem == nullptr || !mem->is_integer || mem->integer < 0 || mem->integer > contract::kMaxMemoryMiB) {
+    *error = where + ": \"memoryMiB\" must be an integer from 0 (no limit) to " +
+             std::to_string(contract::kMaxMemoryMiB);
+    return false;
+  }
+  out->memory_bytes = static_cast<uint64_t>(mem->integer) << 20;
+  const JsonValue* cores = d.find("cores");
+  if (cores == nullptr || !cores->is_integer || cores->integer < 0 ||
+      cores->integer > contract::kMaxCoresPercent) {
+    *error = where + ": \"cores\" must be an integer from 0 (no limit) to 100";
+    return false;
+  }
+  out->cores = static_cast<int>(cores->integer);
+  return true;
+}
+
+// One container entry: its name and its devices.
+bool parse_container(const JsonValue& c, const std::string& where, std::string* name,
+                     std::vector<DeviceGrant>* grants, std::string* error) {
+  if (c.kind != JsonValue::Kind::kObject) {
+    *error = where + ": not an object";
+    return false;
+  }
+  const JsonValue* n = c.find("name");
+  if (n == nullptr || n->kind != JsonValue::Kind::kString || n->string.empty()) {
+    *error = where + ": no non-empty string \"name\"";
+    return false;
+  }
+  *name = n->string;
+  const JsonValue* init = c.find("init");
+  if (init != nullptr && init->kind != JsonValue::Kind::kBool) {
+    *error = where + ": \"init\" must be true or false";
+    return false;
+  }
+  const JsonValue* devices = c.find("devices");
+  if (devices == nullptr || devices->kind != JsonValue::Kind::kArray || devices->array.empty()) {
+    *error = where + ": no non-empty \"devices\" array";
+    return false;
+  }
+  if (devices->array.size() > contract::kMaxDevicesPerContainer) {
+    *error = where + ": more than " + std::to_string(contract::kMaxDevicesPerContainer) + " devices";
+    return false;
+  }
+  grants->clear();
+  for (size_t k = 0; k < devices->array.size(); ++k) {
+    DeviceGrant g;
+    if (!parse_device(devices->array[k], where + ".devices[" + std::to_string(k) + "]", &g, error))
+      return false;
+    for (const auto& other : *grants) {
+      if (other.uuid == g.uuid) {
+        *error = where + ": device " + g.uuid + " listed twice";
+        return false;
+      }
+    }
+    grants->push_back(std::move(g));
+  }
+  return true;
+}
+
+}  // namespace
+
 bool parse_allocation(const char* json, const char* container_name, std::vector<DeviceGrant>* grants,
                       std::string* error) {
   JsonValue root;
@@ -138,8 +214,13 @@ bool parse_allocation(const char* json, const char* container_name, std::vector<
     *error = "missing integer \"version\"";
     return false;
   }
-  if (version->integer != 1) {
+  if (version->integer != contract::kAllocationVersion) {
     *error = "unsupported version " + std::to_string(version->integer) + " (this libvgpu reads version 1)";
+    return false;
+  }
+  const JsonValue* node = root.find("node");
+  if (node == nullptr || node->kind != JsonValue::Kind::kString || node->string.empty()) {
+    *error = "missing non-empty string \"node\"";
     return false;
   }
   const JsonValue* containers = root.find("containers");
@@ -147,79 +228,37 @@ bool parse_allocation(const char* json, const char* container_name, std::vector<
     *error = "missing or empty \"containers\" array";
     return false;
   }
-  const JsonValue* mine = nullptr;
-  bool have_name = container_name != nullptr && *container_name != '\0';
-  for (const JsonValue& c : containers->array) {
-    if (c.kind != JsonValue::Kind::kObject) {
-      *error = "a \"containers\" entry is not an object";
+  // Every entry is checked, not only ours: a payload is valid or not as a
+  // whole, as the scheduler's own reader (core) judges it.
+  const bool have_name = container_name != nullptr && *container_name != '\0';
+  std::vector<std::string> names;
+  std::vector<DeviceGrant> mine;
+  bool found = false;
+  for (size_t i = 0; i < containers->array.size(); ++i) {
+    std::string name;
+    std::vector<DeviceGrant> entry;
+    if (!parse_container(containers->array[i], "containers[" + std::to_string(i) + "]", &name, &entry,
+                         error)) {
       return false;
     }
-    const JsonValue* name = c.find("name");
-    if (name == nullptr || name->kind != JsonValue::Kind::kString) {
-      *error = "a container entry has no string \"name\"";
-      return false;
+    for (const auto& other : names) {
+      if (other == name) {
+        *error = "container \"" + name + "\" has two entries";
+        return false;
+      }
     }
-    if (have_name && name->string == container_name) mine = &c;
+    names.push_back(name);
+    if ((have_name && name == container_name) || (!have_name && containers->array.size() == 1)) {
+      mine = std::move(entry);
+      found = true;
+    }
   }
-  if (mine == nullptr) {
-    if (have_name) {
-      *error = std::string("no entry for container \"") + container_name + "\"";
-      return false;
-    }
-    if (containers->array.size() != 1) {
-      *error = "several container entries and TESSERA_CONTAINER_NAME is not set";
-      return false;
-    }
-    mine = &containers->array[0];
-  }
-  const JsonValue* devices = mine->find("devices");
-  if (devices == nullptr || devices->kind != JsonValue::Kind::kArray) {
-    *error = "container entry has no \"devices\" array";
+  if (!found) {
+    *error = have_name ? std::string("no entry for container \"") + container_name + "\""
+                       : std::string("several container entries and TESSERA_CONTAINER_NAME is not set");
     return false;
   }
-  if (devices->array.size() > static_cast<size_t>(kMaxConfigDevices)) {
-    *error = "more than 16 devices";
-    return false;
-  }
-  std::vector<DeviceGrant> out;
-  for (const JsonValue& d : devices->array) {
-    if (d.kind != JsonValue::Kind::kObject) {
-      *error = "a device entry is not an object";
-      return false;
-    }
-    const JsonValue* uuid = d.find("uuid");
-    const JsonValue* mem = d.find("memoryMiB");
-    const JsonValue* cores = d.find("cores");
-    if (uuid == nullptr || uuid->kind != JsonValue::Kind::kString || uuid->string.empty() ||
-        uuid->string.size() >= 64) {
-      *error = "a device has no valid \"uuid\"";
-      return false;
-    }
-    DeviceGrant g;
-    g.uuid = uuid->string;
-    if (mem != nullptr) {
-      if (!mem->is_integer || mem->integer < 0 || mem->integer > kMaxMemoryMiB) {
-        *error = "device " + g.uuid + ": \"memoryMiB\" must be an integer >= 0";
-        return false;
-      }
-      g.memory_bytes = static_cast<uint64_t>(mem->integer) << 20;
-    }
-    if (cores != nullptr) {
-      if (!cores->is_integer || cores->integer < 0 || cores->integer > 100) {
-        *error = "device " + g.uuid + ": \"cores\" must be an integer in [0, 100]";
-        return false;
-      }
-      g.cores = static_cast<int>(cores->integer);
-    }
-    for (const auto& other : out) {
-      if (strcasecmp(other.uuid.c_str(), g.uuid.c_str()) == 0) {
-        *error = "device " + g.uuid + " listed twice";
-        return false;
-      }
-    }
-    out.push_back(std::move(g));
-  }
-  *grants = std::move(out);
+  *grants = std::move(mine);
   return true;
 }
 
@@ -230,9 +269,9 @@ namespace {
 void load_unplaced_policy(const char* policy, const char* gpus, Config& c) {
   if (policy == nullptr) return;
   const std::string p = policy;
-  if (p == "refuse") {
+  if (p == contract::kUnplacedRefuse) {
     c.unplaced = UnplacedPolicy::kRefuse;
-  } else if (p == "whole-gpu") {
+  } else if (p == contract::kUnplacedWholeGpu) {
     c.unplaced = UnplacedPolicy::kWholeGpu;
   } else {
     // Set by the node, not the user: an unknown value is read as the safe one.
@@ -264,21 +303,21 @@ Config load_config(EnvLookup lookup, void* context) {
     return (v != nullptr && *v != '\0') ? v : nullptr;
   };
 
-  if (const char* v = env("LIBCUDA_LOG_LEVEL")) {
+  if (const char* v = env(contract::kLogLevelEnv)) {
     int level = 0;
     if (parse_percent(v, &level) && level <= 4)
       c.log_level = level;
     else
       c.problems.push_back(std::string("LIBCUDA_LOG_LEVEL=") + v + " is not 0..4; using 2");
   }
-  c.control_disabled = parse_bool(env("CUDA_DISABLE_CONTROL"));
-  c.oversubscribe = parse_bool(env("CUDA_OVERSUBSCRIBE"));
-  c.oom_killer = parse_bool(env("ACTIVE_OOM_KILLER"));
-  if (const char* v = env("TESSERA_REGION"))
+  c.control_disabled = parse_bool(env(contract::kDisableControlEnv));
+  c.oversubscribe = parse_bool(env(contract::kOversubscribeEnv));
+  c.oom_killer = parse_bool(env(contract::kOomKillerEnv));
+  if (const char* v = env(contract::kRegionEnv))
     c.region_path = v;
-  else if (const char* h = env("CUDA_DEVICE_MEMORY_SHARED_CACHE"))
+  else if (const char* h = env(contract::kSharedCacheEnv))
     c.region_path = h;
-  if (const char* v = env("GPU_CORE_UTILIZATION_POLICY")) {
+  if (const char* v = env(contract::kCorePolicyEnv)) {
     std::string p = v;
     for (auto& ch : p) ch = static_cast<char>(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
     if (p == "force" || p == "disable" || p == "default")
@@ -286,12 +325,12 @@ Config load_config(EnvLookup lookup, void* context) {
     else
       c.problems.push_back(std::string("GPU_CORE_UTILIZATION_POLICY=") + v + " is unknown; using default");
   }
-  if (const char* v = env("CUDA_TASK_PRIORITY")) c.priority = atoi(v);
+  if (const char* v = env(contract::kTaskPriorityEnv)) c.priority = atoi(v);
 
   // HAMi's variables are always read: they are the fallback when the
   // allocation is absent or unusable.
   bool hami_any = false;
-  if (const char* v = env("CUDA_DEVICE_MEMORY_LIMIT")) {
+  if (const char* v = env(contract::kMemoryLimitEnv)) {
     uint64_t b = 0;
     if (parse_memory_size(v, &b)) {
       c.hami_memory_default = static_cast<int64_t>(b);
@@ -300,7 +339,7 @@ Config load_config(EnvLookup lookup, void* context) {
       c.problems.push_back(std::string("CUDA_DEVICE_MEMORY_LIMIT=") + v + " is not a size; ignored");
     }
   }
-  if (const char* v = env("CUDA_DEVICE_SM_LIMIT")) {
+  if (const char* v = env(contract::kSmLimitEnv)) {
     int p = 0;
     if (parse_percent(v, &p)) {
       c.hami_cores_default = p;
@@ -311,7 +350,7 @@ Config load_config(EnvLookup lookup, void* context) {
   }
   for (int i = 0; i < kMaxConfigDevices; ++i) {
     char name[64];
-    snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", i);
+    snprintf(name, sizeof(name), "%s_%d", contract::kMemoryLimitEnv, i);
     if (const char* v = env(name)) {
       uint64_t b = 0;
       if (parse_memory_size(v, &b)) {
@@ -321,7 +360,7 @@ Config load_config(EnvLookup lookup, void* context) {
         c.problems.push_back(std::string(name) + "=" + v + " is not a size; ignored");
       }
     }
-    snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%d", i);
+    snprintf(name, sizeof(name), "%s_%d", contract::kSmLimitEnv, i);
     if (const char* v = env(name)) {
       int p = 0;
       if (parse_percent(v, &p)) {
@@ -334,10 +373,10 @@ Config load_config(EnvLookup lookup, void* context) {
   }
   if (hami_any) c.source = ConfigSource::kHami;
 
-  if (const char* json = env("TESSERA_ALLOCATION")) {
+  if (const char* json = env(contract::kAllocationEnv)) {
     std::string error;
     std::vector<DeviceGrant> grants;
-    if (parse_allocation(json, env("TESSERA_CONTAINER_NAME"), &grants, &error)) {
+    if (parse_allocation(json, env(contract::kContainerNameEnv), &grants, &error)) {
       c.grants = std::move(grants);
       c.source = ConfigSource::kAllocation;
     } else {
@@ -345,7 +384,7 @@ Config load_config(EnvLookup lookup, void* context) {
                            (hami_any ? "the CUDA_DEVICE_* variables" : "no limits"));
     }
   }
-  load_unplaced_policy(env("TESSERA_UNPLACED_PODS"), env("TESSERA_KUBELET_GPUS"), c);
+  load_unplaced_policy(env(contract::kUnplacedPodsEnv), env(contract::kKubeletGpusEnv), c);
   return c;
 }
 

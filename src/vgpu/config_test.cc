@@ -70,7 +70,8 @@ TEST(Config, NoVariablesMeansNoLimits) {
 
 TEST(Config, AllocationTakesPrecedenceAndMatchesByUuid) {
   std::string json = std::string(R"({"version":1,"node":"node-a","containers":[)") +
-                     R"({"name":"side","devices":[]},)" + R"({"name":"app","devices":[{"uuid":")" + kUuidB +
+                     R"({"name":"side","devices":[{"uuid":")" + kUuidA + R"(","memoryMiB":1,"cores":1}]},)" +
+                     R"({"name":"app","devices":[{"uuid":")" + kUuidB +
                      R"(","memoryMiB":3000,"cores":30}]}]})";
   Config c = load({{"TESSERA_ALLOCATION", json},
                    {"TESSERA_CONTAINER_NAME", "app"},
@@ -86,8 +87,9 @@ TEST(Config, AllocationTakesPrecedenceAndMatchesByUuid) {
 }
 
 TEST(Config, SingleContainerEntryAppliesWithoutName) {
-  std::string json = std::string(R"({"version":1,"containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
-                     R"(","memoryMiB":0}]}]})";
+  std::string json =
+      std::string(R"({"version":1,"node":"n","containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
+      R"(","memoryMiB":0,"cores":0}]}]})";
   Config c = load({{"TESSERA_ALLOCATION", json}});
   ASSERT_EQ(c.source, ConfigSource::kAllocation);
   EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 0u);  // 0 = no memory limit
@@ -117,8 +119,10 @@ TEST(Config, BadAllocationFallsBackToHamiWithOneProblem) {
 }
 
 TEST(Config, UnknownContainerNameIsAProblem) {
-  Config c = load({{"TESSERA_ALLOCATION", R"({"version":1,"containers":[{"name":"a","devices":[]}]})"},
-                   {"TESSERA_CONTAINER_NAME", "b"}});
+  Config c = load(
+      {{"TESSERA_ALLOCATION", std::string(R"({"version":1,"node":"n","containers":[{"name":"a",)") +
+                                  R"("devices":[{"uuid":")" + kUuidA + R"(","memoryMiB":1,"cores":1}]}]})"},
+       {"TESSERA_CONTAINER_NAME", "b"}});
   EXPECT_EQ(c.source, ConfigSource::kNone);
   ASSERT_EQ(c.problems.size(), 1u);
   EXPECT_NE(c.problems[0].find("\"b\""), std::string::npos);
@@ -145,8 +149,9 @@ TEST(Config, AContainerTesseraDidNotPlaceGetsWhatTheNodeSays) {
   EXPECT_EQ(whole.memory_limit_for(kUuidB, 0), 0u);
   EXPECT_TRUE(whole.problems.empty());
   // With an allocation the policy does not apply: the allocation decides.
-  std::string json = std::string(R"({"version":1,"containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
-                     R"(","memoryMiB":10}]}]})";
+  std::string json =
+      std::string(R"({"version":1,"node":"n","containers":[{"name":"x","devices":[{"uuid":")") + kUuidA +
+      R"(","memoryMiB":10,"cores":0}]}]})";
   Config placed = load({{"TESSERA_ALLOCATION", json}, {"TESSERA_UNPLACED_PODS", "refuse"}});
   EXPECT_FALSE(placed.unplaced_refused());
   EXPECT_TRUE(placed.device_visible(kUuidA));

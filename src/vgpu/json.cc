@@ -170,6 +170,23 @@ class Parser {
     }
   }
 
+  // The length of the well-formed UTF-8 sequence at `s` (RFC 3629: no
+  // overlong forms, no surrogates, nothing past U+10FFFF), or 0.
+  static size_t utf8_sequence_length(const unsigned char* s) {
+    const unsigned char c = s[0];
+    auto cont = [&](int i) { return (s[i] & 0xC0) == 0x80; };
+    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+    if (c >= 0xE0 && c <= 0xEF) {
+      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+      return s[1] >= lo && s[1] <= hi && cont(2) ? 3 : 0;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+      return s[1] >= lo && s[1] <= hi && cont(2) && cont(3) ? 4 : 0;
+    }
+    return 0;
+  }
+
   bool string(std::string* out) {
     ++p_;  // opening quote
     for (;;) {
@@ -179,6 +196,13 @@ class Parser {
       if (c == '"') {
         ++p_;
         return true;
+      }
+      if (c >= 0x80) {  // JSON text is UTF-8 (RFC 8259 section 8.1): one well-formed sequence
+        const size_t n = utf8_sequence_length(reinterpret_cast<const unsigned char*>(p_));
+        if (n == 0) return fail("invalid UTF-8 in string");
+        out->append(p_, n);
+        p_ += n;
+        continue;
       }
       if (c != '\\') {
         out->push_back(static_cast<char>(c));

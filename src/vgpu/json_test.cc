@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace tessera::vgpu {
 namespace {
 
@@ -31,6 +33,24 @@ TEST(Json, RejectsWhatIsNotStrictJson) {
     std::string err;
     EXPECT_FALSE(parse_json(text, &v, &err)) << text;
     EXPECT_FALSE(err.empty()) << text;
+  }
+}
+
+TEST(Json, StringsMustBeWellFormedUtf8) {
+  for (const char* good : {"\"caf\xc3\xa9\"", "\"\xe2\x82\xac\"", "\"\xf0\x9f\x98\x80\""}) {
+    JsonValue v;
+    std::string err;
+    ASSERT_TRUE(parse_json(good, &v, &err)) << err;
+    EXPECT_EQ(v.string, std::string(good + 1, std::strlen(good) - 2));
+  }
+  // A lone continuation byte, a truncated sequence, an overlong '/', a
+  // surrogate, a code point past U+10FFFF, bytes never used in UTF-8.
+  for (const char* bad : {"\"\x80\"", "\"\xc3\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"", "\"\xf4\x90\x80\x80\"",
+                          "\"\xff\"", "\"\xe2\x82\""}) {
+    JsonValue v;
+    std::string err;
+    EXPECT_FALSE(parse_json(bad, &v, &err)) << bad;
+    EXPECT_NE(err.find("UTF-8"), std::string::npos) << err;
   }
 }
 

@@ -1,5 +1,7 @@
 #include "vgpu/runtime.h"
 
+#include "contract/container_contract.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
@@ -12,6 +14,7 @@
 #include <cstring>
 #include <new>
 
+#include "contract/container_contract.h"
 #include "vgpu/log.h"
 
 namespace tessera::vgpu {
@@ -86,7 +89,7 @@ void initialise() {
   set_log_level(rt->config.log_level);
   for (const auto& problem : rt->config.problems) log_event(LogLevel::kError, "%s", problem.c_str());
   if (rt->config.control_disabled) log_event(LogLevel::kInfo, "CUDA_DISABLE_CONTROL set: passing through");
-  if (const char* v = getenv("TESSERA_CONTEXT_OVERHEAD")) {
+  if (const char* v = getenv(contract::kContextOverheadEnv)) {
     uint64_t b = 0;
     if (parse_memory_size(v, &b))
       rt->context_overhead_env = static_cast<int64_t>(b);

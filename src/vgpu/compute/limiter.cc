@@ -13,6 +13,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "contract/container_contract.h"
 #include "vgpu/compute/controller.h"
 #include "vgpu/compute/estimator.h"
 #include "vgpu/compute/neighbours.h"
@@ -337,7 +338,7 @@ void initialise() {
   s->policy = parse_policy(rt.config.core_policy.c_str());
   // CUDA_TASK_PRIORITY follows CUDA's convention: lower is more important;
   // 0 (the default) is high, 1 and above are low.
-  s->low_priority = rt.config.priority >= 1;
+  s->low_priority = !contract::IsHighPriority(rt.config.priority);
   if (rt.config.control_disabled || !rt.accounting || s->policy == Policy::kDisable) {
     g_mode.store(1, std::memory_order_release);
     return;

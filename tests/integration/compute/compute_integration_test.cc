@@ -179,7 +179,7 @@ TEST_F(ComputeTest, QuotaFromTheAllocationHoldsToo) {
   close(fd);
   std::string uuid = entry.uuid;
   ASSERT_FALSE(uuid.empty());
-  std::string alloc = R"({"version":1,"containers":[{"name":"main","devices":[{"uuid":")" + uuid +
+  std::string alloc = R"({"version":1,"node":"n","containers":[{"name":"main","devices":[{"uuid":")" + uuid +
                       R"(","memoryMiB":4096,"cores":50}]}]})";
   Result r = run("c", {{"TESSERA_ALLOCATION", alloc}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, kSaturate);
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -906,7 +906,9 @@ TEST_F(PidNamespaceTest, ActiveOomKillerFindsAProcessByItsHostPidEvenAsPidOne) {
 
 TEST_F(VgpuTest, AllocationAnnotationSelectsDevicesByUuid) {
   std::string b = uuid(1);
-  std::string json = R"({"version":1,"node":"n","containers":[{"name":"other","devices":[]},)"
+  std::string json = R"({"version":1,"node":"n","containers":[{"name":"other","devices":[{"uuid":")" +
+                     uuid(0) +
+                     R"(","memoryMiB":100,"cores":10}]},)"
                      R"({"name":"app","devices":[{"uuid":")" +
                      b + R"(","memoryMiB":2000,"cores":30}]}]})";
   ProbeRun r = run(
@@ -940,8 +942,8 @@ TEST_F(VgpuTest, NvmlLookupsBySerialAndPciBusIdFindOnlyGrantedDevices) {
   for (const char* op : {"nvmlserial", "nvmlpci"})
     for (int i = 0; i < (op == std::string("nvmlpci") ? 4 : 2); ++i)
       EXPECT_EQ(bare.rc(op, i), NVML_SUCCESS) << bare.out;
-  std::string json =
-      R"({"version":1,"containers":[{"name":"app","devices":[{"uuid":")" + b + R"(","memoryMiB":2000}]}]})";
+  std::string json = R"({"version":1,"node":"n","containers":[{"name":"app","devices":[{"uuid":")" + b +
+                     R"(","memoryMiB":2000,"cores":0}]}]})";
   ProbeRun r = run(ops, {{"TESSERA_ALLOCATION", json}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.rc("nvmlserial", 0), NVML_ERROR_NOT_FOUND) << r.out;
@@ -954,8 +956,8 @@ TEST_F(VgpuTest, NvmlLookupsBySerialAndPciBusIdFindOnlyGrantedDevices) {
 
 TEST_F(VgpuTest, LegacyContextEntryPointsNeitherReachHiddenDevicesNorEscapeTheLimit) {
   // Device 0 (CUdevice 0) is hidden; the container holds device 1 with 2000 MiB.
-  std::string json = R"({"version":1,"containers":[{"name":"app","devices":[{"uuid":")" + uuid(1) +
-                     R"(","memoryMiB":2000}]}]})";
+  std::string json = R"({"version":1,"node":"n","containers":[{"name":"app","devices":[{"uuid":")" + uuid(1) +
+                     R"(","memoryMiB":2000,"cores":0}]}]})";
   Env env{{"TESSERA_ALLOCATION", json}};
   // Without the library, the pre-3.2 cuCtxCreate reaches device 0 like any other.
   ProbeRun bare = run({"init", "lctx:direct:0", "alloc:3000"}, {}, false);
