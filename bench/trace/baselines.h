@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "core/policy.h"
-#include "core/result.h"
 #include "core/score_fragmentation.h"
 #include "trace/trace.h"
 

@@ -11,9 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "core/node_state.h"
 #include "core/request.h"
-#include "core/result.h"
 
 namespace tessera::trace {
 

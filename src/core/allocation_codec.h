@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "core/allocation.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

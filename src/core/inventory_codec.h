@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "core/device.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/allocation.h"
 #include "core/device.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

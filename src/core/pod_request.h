@@ -36,9 +36,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "core/request.h"
 #include "core/resource_config.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

@@ -25,10 +25,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "core/fit.h"
 #include "core/node_state.h"
 #include "core/request.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/fit.h"
 #include "core/node_state.h"
 #include "core/policy.h"
-#include "core/result.h"
 
 namespace tessera::core {
 

@@ -1,4 +1,5 @@
-// ApiError / ApiResult<T>: errors from the Kubernetes API as values.
+// ApiError / ApiResult<T> / ApiStatus: errors from the Kubernetes API as values;
+// ApiResult and ApiStatus are base/result.h's types over ApiError.
 //
 // An ApiError is either a transport failure (no HTTP response: connection
 // refused, timeout, TLS failure; http_status == 0) or an HTTP error answer from
@@ -9,12 +10,9 @@
 // Thread-safety: plain values.
 #pragma once
 
-#include <cassert>
 #include <string>
-#include <utility>
-#include <variant>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace tessera::kube {
 
@@ -38,63 +36,9 @@ struct ApiError {
 };
 
 template <typename T>
-class [[nodiscard]] ApiResult {
- public:
-  ApiResult(T value) : v_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
-  ApiResult(ApiError error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
-
-  bool ok() const { return std::holds_alternative<T>(v_); }
-  explicit operator bool() const { return ok(); }
-
-  const T& value() const& {
-    assert(ok());
-    return std::get<T>(v_);
-  }
-  T& value() & {
-    assert(ok());
-    return std::get<T>(v_);
-  }
-  T&& value() && {
-    assert(ok());
-    return std::get<T>(std::move(v_));
-  }
-  const T& operator*() const& { return value(); }
-  T& operator*() & { return value(); }
-  const T* operator->() const { return &value(); }
-  T* operator->() { return &value(); }
-
-  const ApiError& error() const {
-    assert(!ok());
-    return std::get<ApiError>(v_);
-  }
-
-  // Converts to the project-wide Result<T>, dropping the HTTP details.
-  tessera::Result<T> ToResult() && {
-    if (ok()) return std::move(*this).value();
-    return error().ToError();
-  }
-
- private:
-  std::variant<T, ApiError> v_;
-};
+using ApiResult = tessera::Result<T, ApiError>;
 
 // Success, or an ApiError.
-class [[nodiscard]] ApiStatus {
- public:
-  ApiStatus() = default;
-  ApiStatus(ApiError error) : error_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
-  static ApiStatus Ok() { return ApiStatus(); }
-
-  bool ok() const { return ok_; }
-  explicit operator bool() const { return ok_; }
-  const ApiError& error() const {
-    assert(!ok_);
-    return error_;
-  }
-
- private:
-  ApiError error_;
-  bool ok_ = true;
-};
+using ApiStatus = tessera::BasicStatus<ApiError>;
 
 }  // namespace tessera::kube

@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kube/client.h"
 #include "kube/clock.h"
 #include "kube/curl_transport.h"

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace tessera::kube {
 

@@ -16,7 +16,7 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kube/client.h"
 #include "node/config.h"
 #include "node/device_state.h"

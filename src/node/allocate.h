@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/device.h"
-#include "core/result.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "node/config.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/device.h"
-#include "core/result.h"
 
 namespace tessera::node {
 

@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace tessera::node {
 

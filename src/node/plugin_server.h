@@ -16,7 +16,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "node/config.h"
 #include "node/device_state.h"
 #include "node/plugin_service.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace grpc {
 class Channel;

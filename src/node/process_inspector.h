@@ -25,7 +25,7 @@
 #include <optional>
 #include <string>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace tessera::node {
 

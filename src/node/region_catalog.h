@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "node/pod_resources.h"
 #include "node/region_reader.h"
 

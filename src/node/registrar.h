@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "node/config.h"
 #include "node/plugin_server.h"
 

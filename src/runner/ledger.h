@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/allocation.h"
-#include "core/result.h"
 
 namespace tessera::runner {
 

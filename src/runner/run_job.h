@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/result.h"
 #include "core/allocation.h"
-#include "core/result.h"
 #include "runner/job_process.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"

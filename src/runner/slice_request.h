@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/result.h"
 #include "core/request.h"
-#include "core/result.h"
 
 namespace tessera::runner {
 

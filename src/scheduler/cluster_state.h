@@ -49,11 +49,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "core/fit.h"
 #include "core/node_state.h"
 #include "core/policy.h"
 #include "core/request.h"
-#include "core/result.h"
 #include "scheduler/loop_helper.h"
 
 namespace tessera::scheduler {

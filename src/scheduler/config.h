@@ -11,8 +11,8 @@
 #include <chrono>
 #include <string>
 
+#include "base/result.h"
 #include "core/resource_config.h"
-#include "core/result.h"
 
 namespace tessera::scheduler {
 

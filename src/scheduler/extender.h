@@ -51,8 +51,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/result.h"
 #include "core/policy.h"
-#include "core/result.h"
 #include "kube/api_error.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <thread>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace httplib {
 class Server;

@@ -25,7 +25,7 @@
 #include <string>
 #include <thread>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"

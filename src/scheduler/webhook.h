@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "scheduler/config.h"
 
 namespace tessera::scheduler {

@@ -45,7 +45,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace httplib {
 class Server;

@@ -38,7 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/result.h"
+#include "base/result.h"
 
 namespace tessera::testing {
 
