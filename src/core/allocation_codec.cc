@@ -39,6 +39,10 @@ Status ValidateAllocation(const PodAllocation& allocation) {
                    "\" appears more than once; each needs one entry"};
     }
     if (c.devices.empty()) return Error{where + ": \"devices\" is empty; expected at least one device"};
+    if (c.devices.size() > contract::kMaxDevicesPerContainer) {
+      return Error{where + ": " + std::to_string(c.devices.size()) + " devices; a container holds at most " +
+                   std::to_string(contract::kMaxDevicesPerContainer)};
+    }
     std::set<std::string> uuids;
     for (size_t j = 0; j < c.devices.size(); ++j) {
       const DeviceSlice& d = c.devices[j];

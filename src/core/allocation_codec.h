@@ -23,17 +23,20 @@
 #include <nlohmann/json.hpp>
 
 #include "base/result.h"
+#include "contract/container_contract.h"
 #include "core/allocation.h"
 
 namespace tessera::core {
 
-inline constexpr int kAllocationVersion = 1;
-inline constexpr std::string_view kAllocationAnnotation = "tessera.io/allocation";
-inline constexpr std::string_view kAllocationEnvVar = "TESSERA_ALLOCATION";
-inline constexpr std::string_view kContainerNameEnvVar = "TESSERA_CONTAINER_NAME";
+// The contract's names (contract/container_contract.h has the rules libvgpu
+// applies too; a test holds the two readers to the same verdicts).
+inline constexpr int kAllocationVersion = contract::kAllocationVersion;
+inline constexpr std::string_view kAllocationAnnotation = contract::kAllocationAnnotation;
+inline constexpr std::string_view kAllocationEnvVar = contract::kAllocationEnv;
+inline constexpr std::string_view kContainerNameEnvVar = contract::kContainerNameEnv;
 
 // The rules every allocation obeys: a node name; at least one container; each
-// container a non-empty unique name and at least one device; each device a
+// container a non-empty unique name and 1..16 devices; each device a
 // well-formed UUID (GPU-… or MIG-…) not repeated within the container,
 // memoryMiB 0..1048576, cores 0..100. The error names the container and field.
 Status ValidateAllocation(const PodAllocation& allocation);

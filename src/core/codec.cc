@@ -1,38 +1,12 @@
 #include "core/codec.h"
 
+#include "contract/container_contract.h"
+
 #include <cctype>
 #include <string>
 
 namespace tessera::core {
 namespace {
-
-bool IsHex(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
-
-// xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
-bool IsHexGroups(std::string_view s) {
-  static constexpr size_t kGroups[] = {8, 4, 4, 4, 12};
-  size_t pos = 0;
-  for (size_t g = 0; g < 5; ++g) {
-    if (g > 0) {
-      if (pos >= s.size() || s[pos] != '-') return false;
-      ++pos;
-    }
-    for (size_t i = 0; i < kGroups[g]; ++i, ++pos) {
-      if (pos >= s.size() || !IsHex(s[pos])) return false;
-    }
-  }
-  return pos == s.size();
-}
-
-bool IsDecimal(std::string_view s) {
-  if (s.empty() || s.size() > 9) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
-}
 
 const char* TypeName(const nlohmann::json& v) {
   if (v.is_number_float()) return "a fractional number";
@@ -43,19 +17,7 @@ const char* TypeName(const nlohmann::json& v) {
 }  // namespace
 
 bool IsValidDeviceUuid(std::string_view uuid) {
-  if (uuid.starts_with("GPU-")) return IsHexGroups(uuid.substr(4));
-  if (uuid.starts_with("MIG-GPU-")) {
-    // MIG-GPU-<groups>/<gpu instance>/<compute instance>
-    std::string_view rest = uuid.substr(8);
-    size_t slash = rest.find('/');
-    if (slash == std::string_view::npos || !IsHexGroups(rest.substr(0, slash))) return false;
-    rest.remove_prefix(slash + 1);
-    slash = rest.find('/');
-    if (slash == std::string_view::npos) return false;
-    return IsDecimal(rest.substr(0, slash)) && IsDecimal(rest.substr(slash + 1));
-  }
-  if (uuid.starts_with("MIG-")) return IsHexGroups(uuid.substr(4));
-  return false;
+  return contract::IsValidDeviceUuid(uuid);
 }
 
 Status ValidateDeviceUuid(std::string_view uuid, std::string_view where) {

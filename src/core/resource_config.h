@@ -11,6 +11,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "contract/container_contract.h"
 
 namespace tessera::core {
 
@@ -18,7 +19,7 @@ namespace tessera::core {
 // node has GPUs can never be placed; memory past kMaxGpuMemoryMiB is almost
 // always a unit mistake ("gpumem: 8Gi" is 8 Gi MiB, not 8 GiB).
 inline constexpr int kMaxGpusPerContainer = 16;
-inline constexpr int64_t kMaxGpuMemoryMiB = int64_t{1} << 20;  // 1 TiB of device memory per GPU
+inline constexpr int64_t kMaxGpuMemoryMiB = contract::kMaxMemoryMiB;  // 1 TiB of device memory per GPU
 
 struct ResourceConfig {
   // Resource names (extended resources under resources.limits / requests).
