@@ -119,26 +119,20 @@ constexpr int64_t kMaxInt = int64_t{1} << 40;
 }  // namespace
 
 Result<std::vector<TraceNode>> ParseNodes(std::string_view text, const std::string& source) {
-  auto table = Table::Open(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, 5);
-  if (!table) return table.error();
+  TESSERA_ASSIGN_OR_RETURN(const Table table,
+                           Table::Open(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, 5));
   std::vector<TraceNode> nodes;
-  for (size_t r = 0; r < table->rows(); ++r) {
-    auto fields = table->Row(r);
-    if (!fields) return fields.error();
+  for (size_t r = 0; r < table.rows(); ++r) {
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string_view> fields, table.Row(r));
     TraceNode n;
-    n.name = std::string(table->Field(*fields, "sn"));
-    if (n.name.empty()) return Error{table->Where(r) + ": empty node name (column 'sn')"};
-    auto cpu = table->Integer(*fields, r, "cpu_milli", 0, kMaxInt);
-    if (!cpu) return cpu.error();
-    auto mem = table->Integer(*fields, r, "memory_mib", 0, kMaxInt);
-    if (!mem) return mem.error();
-    auto gpus = table->Integer(*fields, r, "gpu", 0, 1024);
-    if (!gpus) return gpus.error();
-    n.cpu_milli = *cpu;
-    n.memory_mib = *mem;
-    n.gpus = static_cast<int>(*gpus);
-    n.model = std::string(table->Field(*fields, "model"));
-    if (n.gpus > 0 && n.model.empty()) return Error{table->Where(r) + ": node has GPUs but no model"};
+    n.name = std::string(table.Field(fields, "sn"));
+    if (n.name.empty()) return Error{table.Where(r) + ": empty node name (column 'sn')"};
+    // Integers are read within bounds that fit their fields.
+    TESSERA_ASSIGN_OR_RETURN(n.cpu_milli, table.Integer(fields, r, "cpu_milli", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(n.memory_mib, table.Integer(fields, r, "memory_mib", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(n.gpus, table.Integer(fields, r, "gpu", 0, 1024));
+    n.model = std::string(table.Field(fields, "model"));
+    if (n.gpus > 0 && n.model.empty()) return Error{table.Where(r) + ": node has GPUs but no model"};
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) return Error{source + ": no nodes"};
@@ -146,33 +140,25 @@ Result<std::vector<TraceNode>> ParseNodes(std::string_view text, const std::stri
 }
 
 Result<std::vector<TraceTask>> ParseTasks(std::string_view text, const std::string& source) {
-  auto table =
-      Table::Open(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"}, 5);
-  if (!table) return table.error();
+  TESSERA_ASSIGN_OR_RETURN(
+      const Table table,
+      Table::Open(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"}, 5));
   std::vector<TraceTask> tasks;
-  for (size_t r = 0; r < table->rows(); ++r) {
-    auto fields = table->Row(r);
-    if (!fields) return fields.error();
+  for (size_t r = 0; r < table.rows(); ++r) {
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string_view> fields, table.Row(r));
     TraceTask t;
-    t.name = std::string(table->Field(*fields, "name"));
-    if (t.name.empty()) return Error{table->Where(r) + ": empty task name (column 'name')"};
-    auto cpu = table->Integer(*fields, r, "cpu_milli", 0, kMaxInt);
-    if (!cpu) return cpu.error();
-    auto mem = table->Integer(*fields, r, "memory_mib", 0, kMaxInt);
-    if (!mem) return mem.error();
-    auto num_gpu = table->Integer(*fields, r, "num_gpu", 0, 1024);
-    if (!num_gpu) return num_gpu.error();
-    auto milli = table->Integer(*fields, r, "gpu_milli", 0, 1000);
-    if (!milli) return milli.error();
-    t.cpu_milli = *cpu;
-    t.memory_mib = *mem;
-    t.num_gpu = static_cast<int>(*num_gpu);
-    t.gpu_milli = static_cast<int>(*milli);
+    t.name = std::string(table.Field(fields, "name"));
+    if (t.name.empty()) return Error{table.Where(r) + ": empty task name (column 'name')"};
+    // Integers are read within bounds that fit their fields.
+    TESSERA_ASSIGN_OR_RETURN(t.cpu_milli, table.Integer(fields, r, "cpu_milli", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(t.memory_mib, table.Integer(fields, r, "memory_mib", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(t.num_gpu, table.Integer(fields, r, "num_gpu", 0, 1024));
+    TESSERA_ASSIGN_OR_RETURN(t.gpu_milli, table.Integer(fields, r, "gpu_milli", 0, 1000));
     if ((t.num_gpu == 0) != (t.gpu_milli == 0)) {
-      return Error{table->Where(r) + ": num_gpu " + std::to_string(t.num_gpu) + " with gpu_milli " +
+      return Error{table.Where(r) + ": num_gpu " + std::to_string(t.num_gpu) + " with gpu_milli " +
                    std::to_string(t.gpu_milli) + " (both must be 0 for a CPU-only task, or both positive)"};
     }
-    std::string_view spec = table->Field(*fields, "gpu_spec");
+    std::string_view spec = table.Field(fields, "gpu_spec");
     while (!spec.empty()) {
       size_t bar = spec.find('|');
       std::string_view part = spec.substr(0, bar);
@@ -187,15 +173,13 @@ Result<std::vector<TraceTask>> ParseTasks(std::string_view text, const std::stri
 }
 
 Result<std::vector<TraceNode>> LoadNodes(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text) return text.error();
-  return ParseNodes(*text, path);
+  TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseNodes(text, path);
 }
 
 Result<std::vector<TraceTask>> LoadTasks(const std::string& path) {
-  auto text = ReadFile(path);
-  if (!text) return text.error();
-  return ParseTasks(*text, path);
+  TESSERA_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
+  return ParseTasks(text, path);
 }
 
 core::NodeState ToNodeState(const TraceNode& node) {

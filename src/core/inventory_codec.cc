@@ -103,8 +103,7 @@ Status ValidateInventory(const NodeInventory& inv) {
 }
 
 Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
-  Status s = ValidateInventory(inv);
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(ValidateInventory(inv));
   json gpus = json::array();
   for (const Gpu& g : inv.gpus) {
     json links = json::array();
@@ -131,9 +130,8 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
 }
 
 Result<std::string> EncodeInventory(const NodeInventory& inv) {
-  auto j = InventoryToJson(inv);
-  if (!j) return j.error();
-  return j->dump();
+  TESSERA_ASSIGN_OR_RETURN(const json j, InventoryToJson(inv));
+  return j.dump();
 }
 
 Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
@@ -141,101 +139,65 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
     return Error{std::string("inventory: expected a JSON object such as {\"version\":1,...}, got ") +
                  j.type_name()};
   }
-  Status version = CheckVersion(j, kInventoryVersion, kPayload);
-  if (!version) return version.error();
+  TESSERA_RETURN_IF_ERROR(CheckVersion(j, kInventoryVersion, kPayload));
   NodeInventory out;
-  auto node = ReadString(j, "node", "inventory");
-  if (!node) return node.error();
-  out.node = std::move(*node);
-  auto heartbeat = ReadString(j, "heartbeat", "inventory");
-  if (!heartbeat) return heartbeat.error();
-  out.heartbeat = std::move(*heartbeat);
-  auto gpus = ReadArray(j, "gpus", "inventory");
-  if (!gpus) return gpus.error();
-  for (size_t i = 0; i < (*gpus)->size(); ++i) {
-    const json& g = (**gpus)[i];
+  TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "inventory"));
+  TESSERA_ASSIGN_OR_RETURN(out.heartbeat, ReadString(j, "heartbeat", "inventory"));
+  TESSERA_ASSIGN_OR_RETURN(const json* gpus, ReadArray(j, "gpus", "inventory"));
+  for (size_t i = 0; i < gpus->size(); ++i) {
+    const json& g = (*gpus)[i];
     std::string where = GpuWhere(i, "");
     if (!g.is_object()) return Error{where + ": expected an object {\"uuid\":…,\"index\":…,…}"};
     Gpu gpu;
-    auto uuid = ReadString(g, "uuid", where);
-    if (!uuid) return uuid.error();
-    gpu.uuid = std::move(*uuid);
+    TESSERA_ASSIGN_OR_RETURN(gpu.uuid, ReadString(g, "uuid", where));
     where = GpuWhere(i, gpu.uuid);
-    auto index = ReadInt(g, "index", where, 0, kMaxGpuIndex);
-    if (!index) return index.error();
-    gpu.index = static_cast<int>(*index);
-    auto model = ReadString(g, "model", where);
-    if (!model) return model.error();
-    gpu.model = std::move(*model);
-    auto memory = ReadInt(g, "memoryMiB", where, 0, kMaxGpuMemoryMiB);
-    if (!memory) return memory.error();
-    gpu.memory_mib = *memory;
-    auto sm = ReadInt(g, "smCount", where, 0, INT32_MAX);
-    if (!sm) return sm.error();
-    gpu.sm_count = static_cast<int>(*sm);
-    auto numa = ReadInt(g, "numaNode", where, -1, INT32_MAX);
-    if (!numa) return numa.error();
-    gpu.numa_node = static_cast<int>(*numa);
-    auto healthy = ReadBool(g, "healthy", where);
-    if (!healthy) return healthy.error();
-    gpu.healthy = *healthy;
-    auto slots = ReadInt(g, "slots", where, 0, kMaxSlots);
-    if (!slots) return slots.error();
-    gpu.slots = static_cast<int>(*slots);
+    // Integers are read within bounds that fit their fields.
+    TESSERA_ASSIGN_OR_RETURN(gpu.index, ReadInt(g, "index", where, 0, kMaxGpuIndex));
+    TESSERA_ASSIGN_OR_RETURN(gpu.model, ReadString(g, "model", where));
+    TESSERA_ASSIGN_OR_RETURN(gpu.memory_mib, ReadInt(g, "memoryMiB", where, 0, kMaxGpuMemoryMiB));
+    TESSERA_ASSIGN_OR_RETURN(gpu.sm_count, ReadInt(g, "smCount", where, 0, INT32_MAX));
+    TESSERA_ASSIGN_OR_RETURN(gpu.numa_node, ReadInt(g, "numaNode", where, -1, INT32_MAX));
+    TESSERA_ASSIGN_OR_RETURN(gpu.healthy, ReadBool(g, "healthy", where));
+    TESSERA_ASSIGN_OR_RETURN(gpu.slots, ReadInt(g, "slots", where, 0, kMaxSlots));
     // Added within version 1: absent in inventories of older agents, which
     // offered 100 %. Present, it is checked like every other field.
     if (g.contains("cores")) {
-      auto cores = ReadInt(g, "cores", where, 1, kMaxCoresPercent);
-      if (!cores) return cores.error();
-      gpu.cores = static_cast<int>(*cores);
+      TESSERA_ASSIGN_OR_RETURN(gpu.cores, ReadInt(g, "cores", where, 1, kMaxCoresPercent));
     }
     // Added within version 1, optional: present only while a pod tessera did
     // not place holds the GPU whole.
     if (g.contains("heldBy")) {
-      auto held = ReadString(g, "heldBy", where);
-      if (!held) return held.error();
-      gpu.held_by = std::move(*held);
+      TESSERA_ASSIGN_OR_RETURN(gpu.held_by, ReadString(g, "heldBy", where));
     }
-    auto mig = ReadBool(g, "migCapable", where);
-    if (!mig) return mig.error();
-    gpu.mig_capable = *mig;
-    auto links = ReadArray(g, "links", where);
-    if (!links) return links.error();
-    for (size_t k = 0; k < (*links)->size(); ++k) {
-      const json& l = (**links)[k];
+    TESSERA_ASSIGN_OR_RETURN(gpu.mig_capable, ReadBool(g, "migCapable", where));
+    TESSERA_ASSIGN_OR_RETURN(const json* links, ReadArray(g, "links", where));
+    for (size_t k = 0; k < links->size(); ++k) {
+      const json& l = (*links)[k];
       const std::string lwhere = where + ".links[" + std::to_string(k) + "]";
       if (!l.is_object()) return Error{lwhere + ": expected an object {\"peer\":…,\"kind\":…,\"lanes\":…}"};
       GpuLink link;
-      auto peer = ReadString(l, "peer", lwhere);
-      if (!peer) return peer.error();
-      Status ps = ValidateDeviceUuid(*peer, lwhere + ": peer");
-      if (!ps) return ps.error();
-      link.peer_uuid = std::move(*peer);
-      auto kind = ReadString(l, "kind", lwhere);
-      if (!kind) return kind.error();
-      if (*kind == "nvlink") {
+      TESSERA_ASSIGN_OR_RETURN(link.peer_uuid, ReadString(l, "peer", lwhere));
+      TESSERA_RETURN_IF_ERROR(ValidateDeviceUuid(link.peer_uuid, lwhere + ": peer"));
+      TESSERA_ASSIGN_OR_RETURN(const std::string kind, ReadString(l, "kind", lwhere));
+      if (kind == "nvlink") {
         link.kind = LinkKind::kNvlink;
-      } else if (*kind == "pcie") {
+      } else if (kind == "pcie") {
         link.kind = LinkKind::kPcie;
       } else {
-        return Error{lwhere + ": \"kind\" is \"" + *kind + "\"; expected \"nvlink\" or \"pcie\""};
+        return Error{lwhere + ": \"kind\" is \"" + kind + "\"; expected \"nvlink\" or \"pcie\""};
       }
-      auto lanes = ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes);
-      if (!lanes) return lanes.error();
-      link.lanes = static_cast<int>(*lanes);
+      TESSERA_ASSIGN_OR_RETURN(link.lanes, ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes));
       gpu.links.push_back(std::move(link));
     }
     out.gpus.push_back(std::move(gpu));
   }
-  Status s = ValidateInventory(out);
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(ValidateInventory(out));
   return out;
 }
 
 Result<NodeInventory> DecodeInventory(std::string_view text) {
-  auto j = ParseJsonText(text, kPayload);
-  if (!j) return j.error();
-  return InventoryFromJson(*j);
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonText(text, kPayload));
+  return InventoryFromJson(j);
 }
 
 }  // namespace tessera::core

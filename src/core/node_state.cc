@@ -173,24 +173,21 @@ void NodeState::Add(const std::vector<Delta>& deltas, const PodAllocation& alloc
 }
 
 Status NodeState::Apply(const PodAllocation& allocation, const HostResources& host) {
-  auto deltas = DeltasOf(allocation);
-  if (!deltas) return deltas.error();
-  if (Status fits = CheckFits(*deltas, host); !fits) return fits;
-  Add(*deltas, allocation, host);
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Delta> deltas, DeltasOf(allocation));
+  TESSERA_RETURN_IF_ERROR(CheckFits(deltas, host));
+  Add(deltas, allocation, host);
   return Status::Ok();
 }
 
 Status NodeState::Account(const PodAllocation& allocation, const HostResources& host) {
-  auto deltas = DeltasOf(allocation);
-  if (!deltas) return deltas.error();
-  Add(*deltas, allocation, host);
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Delta> deltas, DeltasOf(allocation));
+  Add(deltas, allocation, host);
   return Status::Ok();
 }
 
 Status NodeState::Release(const PodAllocation& allocation, const HostResources& host) {
-  auto deltas = DeltasOf(allocation);
-  if (!deltas) return deltas.error();
-  for (const Delta& d : *deltas) {
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<Delta> deltas, DeltasOf(allocation));
+  for (const Delta& d : deltas) {
     const GpuUsage& u = gpus_[d.gpu].used;
     if (d.usage.memory_mib > u.memory_mib || d.usage.cores > u.cores || d.usage.slots > u.slots) {
       return Error{"node '" + name_ + "' GPU " + gpus_[d.gpu].gpu.uuid +
@@ -200,7 +197,7 @@ Status NodeState::Release(const PodAllocation& allocation, const HostResources& 
   if (host.cpu_milli > host_used_.cpu_milli || host.memory_mib > host_used_.memory_mib) {
     return Error{"node '" + name_ + "': releasing more host CPU/memory than is in use"};
   }
-  for (const Delta& d : *deltas) {
+  for (const Delta& d : deltas) {
     GpuUsage& u = gpus_[d.gpu].used;
     u.memory_mib -= d.usage.memory_mib;
     u.cores -= d.usage.cores;

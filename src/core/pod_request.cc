@@ -42,9 +42,8 @@ Result<std::optional<Given>> ReadResource(const json& list, const std::string& n
   if (it == list.end()) return std::optional<Given>();
   if (it->is_string()) {
     const std::string text = it->get<std::string>();
-    auto q = Quantity::Parse(text);
-    if (!q) return q.error().Wrap(where + ": " + name);
-    return std::optional<Given>(Given{*q, text});
+    TESSERA_ASSIGN_OR_RETURN_WRAP(Quantity q, Quantity::Parse(text), where + ": " + name);
+    return std::optional<Given>(Given{q, text});
   }
   if (it->is_number_unsigned() && it->get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
     auto v = static_cast<int64_t>(it->get<uint64_t>());
@@ -63,14 +62,10 @@ Result<std::optional<Given>> Lookup(const json* limits, const json* requests, co
                                     const std::string& where) {
   std::optional<Given> limit, request;
   if (limits) {
-    auto r = ReadResource(*limits, name, where);
-    if (!r) return r.error();
-    limit = *r;
+    TESSERA_ASSIGN_OR_RETURN(limit, ReadResource(*limits, name, where));
   }
   if (requests) {
-    auto r = ReadResource(*requests, name, where);
-    if (!r) return r.error();
-    request = *r;
+    TESSERA_ASSIGN_OR_RETURN(request, ReadResource(*requests, name, where));
   }
   if (limit && request && limit->value != request->value) {
     return Error{where + ": " + name + " has limit " + Quote(limit->text) + " but request " +
@@ -104,38 +99,33 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
                                        const ResourceConfig& config) {
   ParsedContainer out;
   out.request.name = container["name"].get<std::string>();
-  auto resources = OptionalObject(container, "resources", where);
-  if (!resources) return resources.error();
+  TESSERA_ASSIGN_OR_RETURN(const json* resources, OptionalObject(container, "resources", where));
   const json* limits = nullptr;
   const json* requests = nullptr;
-  if (*resources) {
-    auto l = OptionalObject(**resources, "limits", where + ": resources");
-    if (!l) return l.error();
-    auto r = OptionalObject(**resources, "requests", where + ": resources");
-    if (!r) return r.error();
-    limits = *l;
-    requests = *r;
+  if (resources) {
+    TESSERA_ASSIGN_OR_RETURN(limits, OptionalObject(*resources, "limits", where + ": resources"));
+    TESSERA_ASSIGN_OR_RETURN(requests, OptionalObject(*resources, "requests", where + ": resources"));
   }
 
-  auto count = Lookup(limits, requests, config.gpu_count_name, where);
-  if (!count) return count.error();
-  auto memory = Lookup(limits, requests, config.gpu_memory_name, where);
-  if (!memory) return memory.error();
-  auto percent = Lookup(limits, requests, config.gpu_memory_percent_name, where);
-  if (!percent) return percent.error();
-  auto cores = Lookup(limits, requests, config.gpu_cores_name, where);
-  if (!cores) return cores.error();
-  auto priority = Lookup(limits, requests, config.gpu_priority_name, where);
-  if (!priority) return priority.error();
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> count,
+                           Lookup(limits, requests, config.gpu_count_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> memory,
+                           Lookup(limits, requests, config.gpu_memory_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> percent,
+                           Lookup(limits, requests, config.gpu_memory_percent_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> cores,
+                           Lookup(limits, requests, config.gpu_cores_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> priority,
+                           Lookup(limits, requests, config.gpu_priority_name, where));
 
-  out.has_count = count->has_value();
-  out.has_memory = memory->has_value();
-  out.has_percent = percent->has_value();
-  out.has_cores = cores->has_value();
+  out.has_count = count.has_value();
+  out.has_memory = memory.has_value();
+  out.has_percent = percent.has_value();
+  out.has_cores = cores.has_value();
   const bool has_slice = out.has_memory || out.has_percent || out.has_cores;
 
   if (!out.has_count && !has_slice) {
-    if (priority->has_value()) {
+    if (priority.has_value()) {
       return Error{where + ": " + config.gpu_priority_name +
                    " is set but the container asks for no GPU; add " + config.gpu_count_name +
                    " (e.g. \"1\") or remove " + config.gpu_priority_name};
@@ -146,15 +136,15 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
   int64_t gpus = config.default_gpu_count;
   if (out.has_count) {
     const std::string accepted = "1 to " + std::to_string(kMaxGpusPerContainer) + " vGPUs, e.g. \"1\"";
-    auto n = WholeInRange(**count, config.gpu_count_name, where, 0, kMaxGpusPerContainer, accepted);
-    if (!n) return n.error();
-    if (*n == 0) {
-      if (has_slice || priority->has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(const int64_t n, WholeInRange(*count, config.gpu_count_name, where, 0,
+                                                           kMaxGpusPerContainer, accepted));
+    if (n == 0) {
+      if (has_slice || priority.has_value()) {
         std::string others;
         for (const auto& [set, name] : {std::pair{out.has_memory, &config.gpu_memory_name},
                                         std::pair{out.has_percent, &config.gpu_memory_percent_name},
                                         std::pair{out.has_cores, &config.gpu_cores_name},
-                                        std::pair{priority->has_value(), &config.gpu_priority_name}}) {
+                                        std::pair{priority.has_value(), &config.gpu_priority_name}}) {
           if (set) others += (others.empty() ? "" : ", ") + *name;
         }
         return Error{where + ": " + config.gpu_count_name + " is \"0\" but the container also sets " +
@@ -162,7 +152,7 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
       }
       return out;  // "nvidia.com/gpu: 0" alone asks for nothing
     }
-    gpus = *n;
+    gpus = n;
   }
 
   if (out.has_memory && out.has_percent) {
@@ -173,7 +163,7 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
   ContainerRequest& req = out.request;
   req.gpus = static_cast<int>(gpus);
   if (out.has_memory) {
-    const Given& m = **memory;
+    const Given& m = *memory;
     std::string accepted =
         "whole MiB per vGPU from 0 (whole GPU) to " + std::to_string(kMaxGpuMemoryMiB) + ", e.g. \"3000\"";
     // A binary suffix is almost always meant as bytes ("8Gi"); say what to write instead.
@@ -184,15 +174,14 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
                        ? "for " + m.text + " of memory write \"" + std::to_string(mib) + "\")"
                        : m.text + " of memory is " + std::to_string(mib) + " MiB, outside that range)");
     }
-    auto v = WholeInRange(m, config.gpu_memory_name, where, 0, kMaxGpuMemoryMiB, accepted);
-    if (!v) return v.error();
-    req.memory_mib = *v;
+    TESSERA_ASSIGN_OR_RETURN(req.memory_mib,
+                             WholeInRange(m, config.gpu_memory_name, where, 0, kMaxGpuMemoryMiB, accepted));
   }
   if (out.has_percent) {
-    auto v = WholeInRange(**percent, config.gpu_memory_percent_name, where, 1, 100,
-                          "a whole percent of the GPU's memory from 1 to 100, e.g. \"25\"");
-    if (!v) return v.error();
-    req.memory_percent = static_cast<int>(*v);
+    TESSERA_ASSIGN_OR_RETURN(const int64_t v,
+                             WholeInRange(*percent, config.gpu_memory_percent_name, where, 1, 100,
+                                          "a whole percent of the GPU's memory from 1 to 100, e.g. \"25\""));
+    req.memory_percent = static_cast<int>(v);
   }
   if (req.memory_mib == 0 && !req.memory_percent) {
     if (config.default_memory_mib > 0) {
@@ -203,17 +192,18 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
   }
   req.cores = config.default_cores;
   if (out.has_cores) {
-    auto v = WholeInRange(
-        **cores, config.gpu_cores_name, where, 0, 100,
-        "a whole percent of the GPU's compute from 0 (no limit) to 100 (exclusive), e.g. \"30\"");
-    if (!v) return v.error();
-    req.cores = static_cast<int>(*v);
+    TESSERA_ASSIGN_OR_RETURN(
+        const int64_t v,
+        WholeInRange(
+            *cores, config.gpu_cores_name, where, 0, 100,
+            "a whole percent of the GPU's compute from 0 (no limit) to 100 (exclusive), e.g. \"30\""));
+    req.cores = static_cast<int>(v);
   }
-  if (priority->has_value()) {
-    auto v = WholeInRange(**priority, config.gpu_priority_name, where, 0, INT32_MAX,
-                          "a whole number from 0 to 2147483647, e.g. \"0\" or \"1\"");
-    if (!v) return v.error();
-    req.priority = static_cast<int>(*v);
+  if (priority.has_value()) {
+    TESSERA_ASSIGN_OR_RETURN(const int64_t v,
+                             WholeInRange(*priority, config.gpu_priority_name, where, 0, INT32_MAX,
+                                          "a whole number from 0 to 2147483647, e.g. \"0\" or \"1\""));
+    req.priority = static_cast<int>(v);
   }
   out.asks_for_gpus = true;
   return out;
@@ -244,8 +234,7 @@ Status ForEachContainer(const json& pod, Fn&& fn) {
       }
       std::string where =
           std::string(init ? "init container " : "container ") + Quote(name->get_ref<const std::string&>());
-      Status s = fn(c, init, i, where);
-      if (!s) return s;
+      TESSERA_RETURN_IF_ERROR(fn(c, init, i, where));
     }
   }
   return Status::Ok();
@@ -266,10 +255,7 @@ Result<std::vector<std::string>> SplitList(const json& annotations, std::string_
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
     if (!item.empty()) {
-      if (uuids) {
-        Status s = ValidateDeviceUuid(item, where);
-        if (!s) return s.error();
-      }
+      if (uuids) TESSERA_RETURN_IF_ERROR(ValidateDeviceUuid(item, where));
       if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     }
     start = comma + 1;
@@ -300,9 +286,7 @@ Result<GpuFilter> ParseFilter(const json& pod) {
                          Field{kNoUseGpuTypeAnnotation, &filter.nouse_types, false},
                          Field{kUseGpuUuidAnnotation, &filter.use_uuids, true},
                          Field{kNoUseGpuUuidAnnotation, &filter.nouse_uuids, true}}) {
-    auto list = SplitList(*annotations, f.key, f.uuids);
-    if (!list) return list.error();
-    *f.out = std::move(*list);
+    TESSERA_ASSIGN_OR_RETURN(*f.out, SplitList(*annotations, f.key, f.uuids));
   }
   auto contradict = [](const std::vector<std::string>& use, const std::vector<std::string>& nouse,
                        std::string_view use_key, std::string_view nouse_key) -> Status {
@@ -323,10 +307,10 @@ Result<GpuFilter> ParseFilter(const json& pod) {
     }
     return Status::Ok();
   };
-  Status s = contradict(filter.use_types, filter.nouse_types, kUseGpuTypeAnnotation, kNoUseGpuTypeAnnotation);
-  if (!s) return s.error();
-  s = contradict(filter.use_uuids, filter.nouse_uuids, kUseGpuUuidAnnotation, kNoUseGpuUuidAnnotation);
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(
+      contradict(filter.use_types, filter.nouse_types, kUseGpuTypeAnnotation, kNoUseGpuTypeAnnotation));
+  TESSERA_RETURN_IF_ERROR(
+      contradict(filter.use_uuids, filter.nouse_uuids, kUseGpuUuidAnnotation, kNoUseGpuUuidAnnotation));
   return filter;
 }
 
@@ -334,17 +318,14 @@ Result<GpuFilter> ParseFilter(const json& pod) {
 
 Result<PodRequest> DerivePodRequest(const nlohmann::json& pod, const ResourceConfig& config) {
   PodRequest out;
-  Status s = ForEachContainer(pod, [&](const json& c, bool init, size_t, const std::string& where) -> Status {
-    auto parsed = ParseContainer(c, where, config);
-    if (!parsed) return parsed.error();
-    if (parsed->asks_for_gpus) (init ? out.init_containers : out.containers).push_back(parsed->request);
+  auto add = [&](const json& c, bool init, size_t, const std::string& where) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(ParsedContainer parsed, ParseContainer(c, where, config));
+    if (parsed.asks_for_gpus) (init ? out.init_containers : out.containers).push_back(parsed.request);
     return Status::Ok();
-  });
-  if (!s) return s.error();
+  };
+  TESSERA_RETURN_IF_ERROR(ForEachContainer(pod, add));
   if (out.containers.empty() && out.init_containers.empty()) return out;
-  auto filter = ParseFilter(pod);
-  if (!filter) return filter.error();
-  out.filter = std::move(*filter);
+  TESSERA_ASSIGN_OR_RETURN(out.filter, ParseFilter(pod));
   return out;
 }
 
@@ -387,30 +368,27 @@ bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& co
 Result<std::vector<ContainerDefaults>> DefaultedLimits(const nlohmann::json& pod,
                                                        const ResourceConfig& config) {
   std::vector<ContainerDefaults> out;
-  Status s =
-      ForEachContainer(pod, [&](const json& c, bool init, size_t index, const std::string& where) -> Status {
-        auto parsed = ParseContainer(c, where, config);
-        if (!parsed) return parsed.error();
-        if (!parsed->asks_for_gpus) return Status::Ok();
-        ContainerDefaults d{init, index, parsed->request.name, {}};
-        const ContainerRequest& r = parsed->request;
-        if (!parsed->has_count) d.limits_to_add.emplace_back(config.gpu_count_name, std::to_string(r.gpus));
-        if (!parsed->has_memory && !parsed->has_percent) {
-          if (r.memory_mib > 0) {
-            d.limits_to_add.emplace_back(config.gpu_memory_name, std::to_string(r.memory_mib));
-          } else if (r.memory_percent) {
-            d.limits_to_add.emplace_back(config.gpu_memory_percent_name, std::to_string(*r.memory_percent));
-          }
-        }
-        if (!parsed->has_cores && r.cores > 0)
-          d.limits_to_add.emplace_back(config.gpu_cores_name, std::to_string(r.cores));
-        if (!d.limits_to_add.empty()) out.push_back(std::move(d));
-        return Status::Ok();
-      });
-  if (!s) return s.error();
+  auto add = [&](const json& c, bool init, size_t index, const std::string& where) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(const ParsedContainer parsed, ParseContainer(c, where, config));
+    if (!parsed.asks_for_gpus) return Status::Ok();
+    ContainerDefaults d{init, index, parsed.request.name, {}};
+    const ContainerRequest& r = parsed.request;
+    if (!parsed.has_count) d.limits_to_add.emplace_back(config.gpu_count_name, std::to_string(r.gpus));
+    if (!parsed.has_memory && !parsed.has_percent) {
+      if (r.memory_mib > 0) {
+        d.limits_to_add.emplace_back(config.gpu_memory_name, std::to_string(r.memory_mib));
+      } else if (r.memory_percent) {
+        d.limits_to_add.emplace_back(config.gpu_memory_percent_name, std::to_string(*r.memory_percent));
+      }
+    }
+    if (!parsed.has_cores && r.cores > 0)
+      d.limits_to_add.emplace_back(config.gpu_cores_name, std::to_string(r.cores));
+    if (!d.limits_to_add.empty()) out.push_back(std::move(d));
+    return Status::Ok();
+  };
+  TESSERA_RETURN_IF_ERROR(ForEachContainer(pod, add));
   // Fail exactly when DerivePodRequest does (the filter annotations too).
-  auto whole = DerivePodRequest(pod, config);
-  if (!whole) return whole.error();
+  TESSERA_RETURN_IF_ERROR(DerivePodRequest(pod, config));
   return out;
 }
 

@@ -65,8 +65,7 @@ Result<PodAllocation> Placer::Commit(const Decision& decision, const PodRequest&
   }
   NodeState& node = nodes_[decision.node];
   PodAllocation allocation = ToAllocation(node, pod, decision.candidate.placement);
-  Status s = node.Apply(allocation, HostDemandOf(pod));
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(node.Apply(allocation, HostDemandOf(pod)));
   return allocation;
 }
 

@@ -168,20 +168,19 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
     return Fail(text, std::string("no digits before the suffix; a quantity starts with a number, ") +
                           kAcceptedExamples);
   }
-  auto scale = ParseSuffix(text, text.substr(pos));
-  if (!scale) return scale.error();
+  TESSERA_ASSIGN_OR_RETURN(const Scale scale, ParseSuffix(text, text.substr(pos)));
 
   // value = digits * 10^(exp10 - |frac|) * 1024^power; in nano-units shift by 9 more.
   std::string digits(int_digits);
   digits.append(frac_digits);
   digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size()));
   if (digits.empty()) return Quantity();  // zero, whatever the sign and suffix
-  for (int i = 0; i < scale->binary_power; ++i) MultiplyDigits(digits, 1024);
+  for (int i = 0; i < scale.binary_power; ++i) MultiplyDigits(digits, 1024);
 
   constexpr size_t kMaxDigits = 38;  // 10^38 < 2^127: any 38-digit number fits a Nanos
   const std::string overflow =
       "is larger than the largest quantity (2^63-1 = 9223372036854775807 units), e.g. 8E or 4Ei is the most";
-  int shift = scale->exp10 - static_cast<int>(frac_digits.size()) + 9;
+  int shift = scale.exp10 - static_cast<int>(frac_digits.size()) + 9;
   bool round_up = false;
   if (shift >= 0) {
     if (digits.size() + static_cast<size_t>(shift) > kMaxDigits) return Fail(text, overflow);

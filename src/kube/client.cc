@@ -186,9 +186,7 @@ ApiResult<Json> Client::Call(HttpRequest request) {
   if (request.timeout.count() == 0) request.timeout = options_.timeout;
   limiter_.Wait();
   const std::string what = request.method + " " + request.path;
-  auto response = transport_->Do(request);
-  if (!response.ok()) return response.error();
-  const HttpResponse& r = *response;
+  TESSERA_ASSIGN_OR_RETURN(const HttpResponse r, transport_->Do(request));
   if (r.status < 200 || r.status >= 300) return ErrorFromResponse(what, r.status, r.body);
   Json body = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
@@ -218,9 +216,7 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
   if (!options.field_selector.empty()) AddQuery(&req.path, "fieldSelector", options.field_selector);
   if (!options.resource_version.empty()) AddQuery(&req.path, "resourceVersion", options.resource_version);
   const std::string what = "GET " + req.path;
-  auto body = Call(std::move(req));
-  if (!body.ok()) return body.error();
-  const Json& j = *body;
+  TESSERA_ASSIGN_OR_RETURN(const Json j, Call(std::move(req)));
   ObjectList list;
   if (!j.contains("items") || !(j["items"].is_array() || j["items"].is_null())) {
     return ApiError{200, "InvalidResponse", what + ": the list answer has no \"items\" array"};
@@ -297,8 +293,7 @@ ApiStatus Client::Delete(const ResourceType& type, const std::string& ns, const 
   HttpRequest req;
   req.method = "DELETE";
   req.path = type.ObjectPath(ns, name);
-  auto r = Call(std::move(req));
-  if (!r.ok()) return r.error();
+  TESSERA_RETURN_IF_ERROR(Call(std::move(req)));
   return ApiStatus::Ok();
 }
 

@@ -71,9 +71,8 @@ tessera::Result<LabelSelector> LabelSelector::Parse(std::string_view text) {
   LabelSelector selector;
   text = TrimView(text);
   if (text.empty()) return selector;
-  auto parts = SplitTopLevel(text);
-  if (!parts.ok()) return parts.error();
-  for (std::string_view raw : *parts) {
+  TESSERA_ASSIGN_OR_RETURN(const auto parts, SplitTopLevel(text));
+  for (std::string_view raw : parts) {
     std::string_view part = TrimView(raw);
     const std::string quoted = "\"" + std::string(part) + "\"";
     if (part.empty())

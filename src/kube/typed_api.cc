@@ -58,8 +58,7 @@ ApiStatus PodsApi::Bind(const std::string& ns, const std::string& name, const st
                   {"metadata", {{"name", name}, {"namespace", ns}}},
                   {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
   if (!annotations.empty()) binding["metadata"]["annotations"] = annotations;
-  auto r = client_->CreateSubresource(resources::kPods, ns, name, "binding", binding);
-  if (!r.ok()) return r.error();
+  TESSERA_RETURN_IF_ERROR(client_->CreateSubresource(resources::kPods, ns, name, "binding", binding));
   return ApiStatus::Ok();
 }
 
@@ -191,17 +190,17 @@ tessera::Result<LeaseRecord> LeaseRecord::FromJson(const Json& lease) {
     if (!spec.contains(field) || spec[field].is_null()) continue;
     if (!spec[field].is_string())
       return tessera::Error{"lease " + r.name + ": spec." + field + " is not a string"};
-    auto t = ParseMicroTime(spec[field].get<std::string>());
-    if (!t.ok()) return t.error().Wrap("lease " + r.name + ": spec." + field);
-    (std::string(field) == "acquireTime" ? r.acquire_time : r.renew_time) = *t;
+    auto& slot = std::string(field) == "acquireTime" ? r.acquire_time : r.renew_time;
+    TESSERA_ASSIGN_OR_RETURN_WRAP(slot, ParseMicroTime(spec[field].get<std::string>()),
+                                  "lease " + r.name + ": spec." + field);
   }
   return r;
 }
 
 namespace {
 ApiResult<LeaseRecord> ToLease(ApiResult<Json> r, const std::string& what) {
-  if (!r.ok()) return r.error();
-  auto lease = LeaseRecord::FromJson(*r);
+  TESSERA_ASSIGN_OR_RETURN(const Json object, std::move(r));
+  auto lease = LeaseRecord::FromJson(object);
   if (!lease.ok()) return ApiError{200, "InvalidResponse", what + ": " + lease.error().message};
   return std::move(lease).value();
 }

@@ -28,10 +28,9 @@ std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gp
 }
 
 Status WritePreloadFile(const NodeConfig& config) {
-  if (auto s = ReplaceFileAtomically(config.PreloadFileHostPath(), config.libvgpu_container_path + "\n");
-      !s.ok()) {
-    return s.error().Wrap("cannot install the preload file (is the libvgpu directory mounted?)");
-  }
+  TESSERA_RETURN_IF_ERROR_WRAP(
+      ReplaceFileAtomically(config.PreloadFileHostPath(), config.libvgpu_container_path + "\n"),
+      "cannot install the preload file (is the libvgpu directory mounted?)");
   return Status::Ok();
 }
 
@@ -138,25 +137,22 @@ Status Agent::StartMetricsServer() {
 
 Status Agent::Start() {
   if (started_) return Status::Ok();
-  auto gpus = deps_.inventory->Discover();
-  if (!gpus.ok()) return gpus.error().Wrap("GPU discovery");
-  if (gpus->empty()) spdlog::warn("no GPUs found: advertising no devices");
-  for (const auto& gpu : *gpus) {
+  TESSERA_ASSIGN_OR_RETURN_WRAP(std::vector<core::Gpu> gpus, deps_.inventory->Discover(), "GPU discovery");
+  if (gpus.empty()) spdlog::warn("no GPUs found: advertising no devices");
+  for (const auto& gpu : gpus) {
     spdlog::info("GPU {} {} '{}': {} MiB, {} SMs, NUMA {}, MIG {}, {} links{}", gpu.index, gpu.uuid,
                  gpu.model, gpu.memory_mib, gpu.sm_count, gpu.numa_node, gpu.mig_capable ? "capable" : "no",
                  gpu.links.size(), gpu.healthy ? "" : ", UNHEALTHY");
   }
-  state_.SetGpus(ApplyOffer(config_, std::move(gpus).value()));
+  state_.SetGpus(ApplyOffer(config_, std::move(gpus)));
 
-  if (config_.ld_so_preload) {
-    if (auto s = WritePreloadFile(config_); !s.ok()) return s;
-  }
+  if (config_.ld_so_preload) TESSERA_RETURN_IF_ERROR(WritePreloadFile(config_));
   if (::access(config_.libvgpu_host_path.c_str(), R_OK) != 0) {
     spdlog::warn("libvgpu is not at {} yet: Allocate refuses GPU containers until it is",
                  config_.libvgpu_host_path);
   }
 
-  if (auto s = plugin_.Start(); !s.ok()) return s;
+  TESSERA_RETURN_IF_ERROR(plugin_.Start());
   registrar_.Start();
   if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {

@@ -39,7 +39,7 @@ Status MakeDirectory(const std::string& path, mode_t mode) {
 // it is world-writable. Set with chmod rather than by changing the umask,
 // which is process-wide.
 Status MakeRegionDirectory(const std::string& root, const std::string& name, std::string& out_path) {
-  if (auto s = MakeDirectory(root, 0755); !s.ok()) return s;
+  TESSERA_RETURN_IF_ERROR(MakeDirectory(root, 0755));
   out_path = JoinPath(root, name);
   if (::mkdir(out_path.c_str(), 0700) != 0) {
     return Error{"cannot create region directory '" + out_path + "': " + std::strerror(errno)};
@@ -82,11 +82,10 @@ Result<std::vector<std::string>> CheckRequest(const AllocateContext& context,
 
   std::vector<std::string> gpu_uuids;
   for (const auto& id : request.devices_ids()) {
-    auto parsed = ParseDeviceId(id);
-    if (!parsed.ok()) return parsed.error();
-    const core::Gpu* gpu = FindGpu(*context.gpus, parsed->gpu_uuid);
+    TESSERA_ASSIGN_OR_RETURN(const DeviceId parsed, ParseDeviceId(id));
+    const core::Gpu* gpu = FindGpu(*context.gpus, parsed.gpu_uuid);
     if (gpu == nullptr) return Error{"device ID '" + id + "' names a GPU this node does not have"};
-    if (parsed->replica >= gpu->slots) {
+    if (parsed.replica >= gpu->slots) {
       return Error{"device ID '" + id + "' is beyond the " + std::to_string(gpu->slots) +
                    " replicas of its GPU"};
     }
@@ -111,23 +110,18 @@ Result<std::vector<std::string>> CheckRequest(const AllocateContext& context,
 
 Status CheckContainerRequest(const AllocateContext& context,
                              const v1beta1::ContainerAllocateRequest& request) {
-  auto checked = CheckRequest(context, request);
-  if (!checked.ok()) return checked.error();
+  TESSERA_RETURN_IF_ERROR(CheckRequest(context, request));
   return Status::Ok();
 }
 
 Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
     const AllocateContext& context, const v1beta1::ContainerAllocateRequest& request) {
   const NodeConfig& config = *context.config;
-  auto checked = CheckRequest(context, request);
-  if (!checked.ok()) return checked.error();
-  const std::vector<std::string>& gpu_uuids = *checked;
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string> gpu_uuids, CheckRequest(context, request));
 
   std::string region_host_path;
   const std::string region_name = context.new_region_name();
-  if (auto s = MakeRegionDirectory(config.region_host_dir, region_name, region_host_path); !s.ok()) {
-    return s.error();
-  }
+  TESSERA_RETURN_IF_ERROR(MakeRegionDirectory(config.region_host_dir, region_name, region_host_path));
   // The record ties the directory to the kubelet's device IDs, which its
   // PodResources API later ties to a pod (region_catalog.h). Without it the
   // directory could never be attributed or cleaned up: fail instead.
@@ -189,18 +183,16 @@ Result<std::vector<std::string>> PreferredDevices(
   }
   std::set<std::string> used_gpus;
   for (const auto& id : chosen) {
-    auto parsed = ParseDeviceId(id);
-    if (!parsed.ok()) return parsed.error();
-    used_gpus.insert(parsed->gpu_uuid);
+    TESSERA_ASSIGN_OR_RETURN(const DeviceId parsed, ParseDeviceId(id));
+    used_gpus.insert(parsed.gpu_uuid);
   }
 
   // Free replicas per GPU, each list in replica order.
   std::map<std::string, std::vector<std::pair<int, std::string>>> free;
   for (const auto& id : request.available_deviceids()) {
     if (std::find(chosen.begin(), chosen.end(), id) != chosen.end()) continue;
-    auto parsed = ParseDeviceId(id);
-    if (!parsed.ok()) return parsed.error();
-    free[parsed->gpu_uuid].emplace_back(parsed->replica, id);
+    TESSERA_ASSIGN_OR_RETURN(const DeviceId parsed, ParseDeviceId(id));
+    free[parsed.gpu_uuid].emplace_back(parsed.replica, id);
   }
   for (auto& [uuid, replicas] : free) std::sort(replicas.begin(), replicas.end());
 

@@ -72,7 +72,7 @@ Status NvmlInventory::EnsureInitialized() {
 }
 
 Result<std::vector<core::Gpu>> NvmlInventory::Discover() {
-  if (auto s = EnsureInitialized(); !s.ok()) return s.error();
+  TESSERA_RETURN_IF_ERROR(EnsureInitialized());
   unsigned count = 0;
   if (nvmlReturn_t rc = api_.DeviceGetCount(&count); rc != NVML_SUCCESS) {
     return Error{"nvmlDeviceGetCount failed: " + NvmlErrorText(api_, rc)};
@@ -184,7 +184,7 @@ Result<std::vector<core::Gpu>> NvmlInventory::Discover() {
 
 Status NvmlInventory::StartHealthWatch(HealthCallback on_health) {
   if (watcher_.joinable()) return Status::Ok();
-  if (auto s = EnsureInitialized(); !s.ok()) return s;
+  TESSERA_RETURN_IF_ERROR(EnsureInitialized());
   if (api_.EventSetCreate == nullptr || api_.DeviceRegisterEvents == nullptr ||
       api_.EventSetWait == nullptr) {
     spdlog::warn("this NVML has no event API: GPU health will not follow XID errors");
@@ -248,7 +248,7 @@ void NvmlInventory::WatchLoop(nvmlEventSet_t set, HealthCallback on_health) {
 }
 
 Result<std::vector<GpuSample>> NvmlInventory::Sample() {
-  if (auto s = EnsureInitialized(); !s.ok()) return s.error();
+  TESSERA_RETURN_IF_ERROR(EnsureInitialized());
   std::vector<GpuSample> samples;
   for (const auto& [handle, uuid] : uuid_by_handle_) {
     GpuSample sample;

@@ -84,10 +84,9 @@ Result<RegionRecord> DecodeRegionRecord(const std::string& text) {
 }
 
 Status WriteRegionRecord(const std::string& dir, const std::string& name, const RegionRecord& record) {
-  if (auto s = ReplaceFileAtomically(JoinPath(dir, name + ".json"), EncodeRegionRecord(record) + "\n");
-      !s.ok()) {
-    return s.error().Wrap("cannot write region record");
-  }
+  TESSERA_RETURN_IF_ERROR_WRAP(
+      ReplaceFileAtomically(JoinPath(dir, name + ".json"), EncodeRegionRecord(record) + "\n"),
+      "cannot write region record");
   return Status::Ok();
 }
 

@@ -76,7 +76,7 @@ const DeviceUsage* RegionSnapshot::Find(const std::string& uuid) const {
 
 Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
   Mapping m;
-  if (auto s = MapRegion(path, false, m, missing); !s.ok()) return s.error();
+  TESSERA_RETURN_IF_ERROR(MapRegion(path, false, m, missing));
   const auto* region = static_cast<const vgpu::Region*>(m.map);
 
   RegionSnapshot snap;
@@ -124,7 +124,7 @@ Result<RegionSnapshot> ReadRegion(const std::string& path, bool* missing) {
 
 Result<int> RecordHostPids(const std::string& path, const std::vector<HostPid>& pids) {
   Mapping m;
-  if (auto s = MapRegion(path, true, m, nullptr); !s.ok()) return s.error();
+  TESSERA_RETURN_IF_ERROR(MapRegion(path, true, m, nullptr));
   auto* region = static_cast<vgpu::Region*>(m.map);
   int written = 0;
   for (uint32_t i = 0; i < vgpu::kRegionMaxProcesses; ++i) {

@@ -151,9 +151,8 @@ ProcessId SelfProcessId() {
 }
 
 Result<ProcessId> LookupProcessId(pid_t pid) {
-  auto ticks = ReadStartTicks(pid);
-  if (!ticks.ok()) return ticks.error();
-  return ProcessId{pid, *ticks};
+  TESSERA_ASSIGN_OR_RETURN(const uint64_t ticks, ReadStartTicks(pid));
+  return ProcessId{pid, ticks};
 }
 
 bool IsAlive(const ProcessId& id) {
@@ -171,22 +170,19 @@ bool IsAlive(const ProcessId& id) {
 SliceLedger::SliceLedger(std::string dir) : dir_(std::move(dir)) {}
 
 Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)>& mutate) {
-  if (auto made = MakeDirs(dir_); !made.ok()) return made;
+  TESSERA_RETURN_IF_ERROR(MakeDirs(dir_));
   const std::string path = dir_ + "/ledger.json";
-  auto lock = FileLock::Acquire(dir_ + "/ledger.lock");
-  if (!lock.ok()) return lock.error();
+  TESSERA_ASSIGN_OR_RETURN(const FileLock lock, FileLock::Acquire(dir_ + "/ledger.lock"));
 
   std::string text;
   {
     std::ifstream in(path);
     if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  auto parsed = ParseLedger(text, path);
-  if (!parsed.ok()) return parsed.error();
-  std::vector<LedgerEntry> entries = std::move(parsed).value();
+  TESSERA_ASSIGN_OR_RETURN(std::vector<LedgerEntry> entries, ParseLedger(text, path));
   std::erase_if(entries, [](const LedgerEntry& e) { return !AnyHolderAlive(e); });
 
-  if (auto st = mutate(entries); !st.ok()) return st;
+  TESSERA_RETURN_IF_ERROR(mutate(entries));
 
   nlohmann::json jobs = nlohmann::json::array();
   for (const auto& e : entries) jobs.push_back(EntryToJson(e));
@@ -196,11 +192,10 @@ Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)
 
 Result<std::vector<LedgerEntry>> SliceLedger::List() {
   std::vector<LedgerEntry> out;
-  auto st = Update([&](std::vector<LedgerEntry>& entries) {
+  TESSERA_RETURN_IF_ERROR(Update([&](std::vector<LedgerEntry>& entries) {
     out = entries;
     return Status::Ok();
-  });
-  if (!st.ok()) return st.error();
+  }));
   return out;
 }
 

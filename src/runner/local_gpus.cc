@@ -43,9 +43,8 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
   if (!options.sim_spec) {
     auto real = node::NvmlLibrary::Load("libnvidia-ml.so.1");
     if (real.ok()) {
-      auto gpus = DiscoverWith(std::move(real).value());
-      if (!gpus.ok()) return gpus.error().Wrap("cannot list the GPUs through NVML");
-      out.gpus = std::move(gpus).value();
+      TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(real).value()),
+                                    "cannot list the GPUs through NVML");
       return out;
     }
     out.note = "tessera: no NVIDIA driver found (no libnvidia-ml.so.1); using the simulated GPU " +
@@ -62,11 +61,10 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
     return Error{"the simulated GPU library " + lib +
                  " is missing; build tessera first (make) or set TESSERA_SIM_LIB_DIR"};
   }
-  auto sim = node::NvmlLibrary::Load(lib);
-  if (!sim.ok()) return sim.error().Wrap("cannot load the simulated GPU");
-  auto gpus = DiscoverWith(std::move(sim).value());
-  if (!gpus.ok()) return gpus.error().Wrap("the simulated GPU " + out.sim_spec + " did not start");
-  out.gpus = std::move(gpus).value();
+  TESSERA_ASSIGN_OR_RETURN_WRAP(std::unique_ptr<node::NvmlLibrary> sim, node::NvmlLibrary::Load(lib),
+                                "cannot load the simulated GPU");
+  TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(sim)),
+                                "the simulated GPU " + out.sim_spec + " did not start");
   out.job_env["TESSERA_SIM_GPUS"] = out.sim_spec;
   if (const char* state = std::getenv("TESSERA_SIM_STATE"); state && *state) {
     out.job_env["TESSERA_SIM_STATE"] = state;

@@ -41,11 +41,10 @@ Result<core::NodeState> LocalNodeState(const std::vector<core::Gpu>& gpus,
                                        const std::vector<LedgerEntry>& entries) {
   core::NodeState node(kLocalNode, gpus);
   for (const auto& e : entries) {
-    if (auto st = node.Apply(AllocationOf(e)); !st.ok()) {
-      // A GPU vanished or shrank since that job started: its slice cannot be
-      // accounted, so placing anything would risk overcommit.
-      return st.error().Wrap("job " + e.job_id + " holds a slice this machine can no longer account");
-    }
+    // A GPU vanished or shrank since that job started: its slice cannot be
+    // accounted, so placing anything would risk overcommit.
+    TESSERA_RETURN_IF_ERROR_WRAP(node.Apply(AllocationOf(e)),
+                                 "job " + e.job_id + " holds a slice this machine can no longer account");
   }
   return node;
 }
@@ -121,28 +120,26 @@ std::string RefusalMessage(const core::NodeState& node, const core::FitResult& f
 
 Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gpu>& gpus,
                                  const SliceRequest& request, const std::vector<std::string>& command) {
-  if (auto st = Validate(request); !st.ok()) return st.error();
-  auto policy = core::MakePolicy(CorePolicyName(request));
-  if (!policy.ok()) return policy.error();
+  TESSERA_RETURN_IF_ERROR(Validate(request));
+  TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<core::Policy> policy,
+                           core::MakePolicy(CorePolicyName(request)));
   const core::PodRequest pod = ToPodRequest(request);
 
   Reservation out;
-  auto st = ledger.Update([&](std::vector<LedgerEntry>& entries) -> Status {
-    auto node = LocalNodeState(gpus, entries);
-    if (!node.ok()) return node.error();
-    core::Placer placer({*node});
-    auto decision = placer.Choose(pod, **policy);
+  auto reserve = [&](std::vector<LedgerEntry>& entries) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(core::NodeState node, LocalNodeState(gpus, entries));
+    core::Placer placer({std::move(node)});
+    auto decision = placer.Choose(pod, *policy);
     if (!decision) {
       out.refusal = RefusalMessage(placer.node(0), core::FitNode(placer.node(0), pod), request);
       return Status::Ok();  // nothing added: the write leaves the ledger as it was
     }
-    auto allocation = placer.Commit(*decision, pod);
-    if (!allocation.ok()) return allocation.error();
+    TESSERA_ASSIGN_OR_RETURN(const core::PodAllocation allocation, placer.Commit(*decision, pod));
     LedgerEntry e;
     e.job_id = NewJobId();
     e.command = command;
     e.holders = {SelfProcessId()};
-    e.slices = allocation->containers.at(0);
+    e.slices = allocation.containers.at(0);
     e.slices.container = kJobContainer;
     e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/vgpu.region";
     e.core_policy = request.core_policy;
@@ -152,8 +149,8 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
     entries.push_back(e);
     out.slice = ReservedSlice{e, AllocationOf(e)};
     return Status::Ok();
-  });
-  if (!st.ok()) return st.error();
+  };
+  TESSERA_RETURN_IF_ERROR(ledger.Update(reserve));
   return out;
 }
 
@@ -163,12 +160,11 @@ Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& pat
     return Error{"the interception library " + paths.libvgpu +
                  " is missing; build tessera first (make) or set TESSERA_LIBVGPU"};
   }
-  auto encoded = core::EncodeAllocation(slice.allocation);
-  if (!encoded.ok()) return encoded.error();
+  TESSERA_ASSIGN_OR_RETURN(const std::string encoded, core::EncodeAllocation(slice.allocation));
   JobSpec spec;
   spec.argv = command;
   spec.set_env = local.job_env;
-  spec.set_env[std::string(core::kAllocationEnvVar)] = *encoded;
+  spec.set_env[std::string(core::kAllocationEnvVar)] = encoded;
   spec.set_env[std::string(core::kContainerNameEnvVar)] = kJobContainer;
   spec.set_env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = slice.entry.region_path;
   spec.set_env["TESSERA_JOB_ID"] = slice.entry.job_id;

@@ -20,18 +20,16 @@ Status ParseGpuMemory(std::string_view text, SliceRequest& request) {
     request.memory_mib = 0;
     return Status::Ok();
   }
-  auto q = core::Quantity::Parse(text);
-  if (!q.ok()) return q.error().Wrap("--gpumem");
-  if (q->IsNegative()) return Error{"--gpumem: must not be negative, got " + std::string(text)};
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const core::Quantity q, core::Quantity::Parse(text), "--gpumem");
+  if (q.IsNegative()) return Error{"--gpumem: must not be negative, got " + std::string(text)};
   const bool has_suffix = !text.empty() && !std::isdigit(static_cast<unsigned char>(text.back()));
   int64_t mib = 0;
   if (has_suffix) {
     // A size in bytes ("3Gi"): whole MiB, rounded up so the job gets at least that.
-    auto bytes = q->ToIntegerCeil();
-    if (!bytes.ok()) return bytes.error().Wrap("--gpumem");
-    mib = (*bytes + (1 << 20) - 1) >> 20;
+    TESSERA_ASSIGN_OR_RETURN_WRAP(const int64_t bytes, q.ToIntegerCeil(), "--gpumem");
+    mib = (bytes + (1 << 20) - 1) >> 20;
   } else {
-    auto whole = q->ToInteger();
+    auto whole = q.ToInteger();
     if (!whole.ok()) return Error{"--gpumem: MiB must be a whole number, got " + std::string(text)};
     mib = *whole;
   }

@@ -553,7 +553,7 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
   core::FitResult fit = core::FitNode(n->state, pod, order);
   if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
   core::PodAllocation allocation = core::ToAllocation(n->state, pod, fit.placement);
-  if (Status s = n->state.Apply(allocation); !s) return s.error().Wrap("node " + node);
+  TESSERA_RETURN_IF_ERROR_WRAP(n->state.Apply(allocation), "node " + node);
   reservations_[pod_key] = Reservation{allocation, now_() + ttl};
   keys_by_node_[node].insert(pod_key);
   return allocation;

@@ -206,9 +206,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
       break;
     }
   }
-  auto node = NodePolicy(node_value);
-  if (!node.ok()) return node.error().Wrap(node_source);
-  out.node = std::move(node).value();
+  TESSERA_ASSIGN_OR_RETURN_WRAP(out.node, NodePolicy(node_value), node_source);
   std::string gpu_value = deps_.config.gpu_policy;
   std::string gpu_source = "policy.gpu";
   for (auto key : {kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation}) {

@@ -187,9 +187,7 @@ Status Scheduler::Start() {
   install(*plain, false);
   http_ = std::make_unique<HttpListener>(std::move(plain));
   // Port 0 is for tests: any free port.
-  auto port = http_->Listen(config_.bind_address, config_.port);
-  if (!port.ok()) return port.error();
-  port_ = *port;
+  TESSERA_ASSIGN_OR_RETURN(port_, http_->Listen(config_.bind_address, config_.port));
   if (config_.webhook_port != 0) {
     std::unique_ptr<httplib::Server> server;
     if (!config_.tls_cert_file.empty()) {
@@ -212,9 +210,7 @@ Status Scheduler::Start() {
     }
     install(*server, true);
     webhook_ = std::make_unique<HttpListener>(std::move(server));
-    auto bound = webhook_->Listen(config_.bind_address, config_.webhook_port);
-    if (!bound.ok()) return bound.error();
-    webhook_port_ = *bound;
+    TESSERA_ASSIGN_OR_RETURN(webhook_port_, webhook_->Listen(config_.bind_address, config_.webhook_port));
   }
 
   nodes_->Start();

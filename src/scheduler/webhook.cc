@@ -138,18 +138,17 @@ namespace {
 Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
   Json patch = Json::array();
   if (!pod.is_object() || !core::AsksForTesseraResources(pod, config.resources)) return patch;
-  auto request = core::DerivePodRequest(pod, config.resources);
-  if (!request.ok()) return request.error();
-  if (Status s = CheckAgainstCluster(request->containers, config, largest_gpu_mib); !s) return s.error();
-  if (Status s = CheckAgainstCluster(request->init_containers, config, largest_gpu_mib); !s) return s.error();
-  auto defaults = core::DefaultedLimits(pod, config.resources);
-  if (!defaults.ok()) return defaults.error();
+  TESSERA_ASSIGN_OR_RETURN(const core::PodRequest request, core::DerivePodRequest(pod, config.resources));
+  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.containers, config, largest_gpu_mib));
+  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.init_containers, config, largest_gpu_mib));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<core::ContainerDefaults> defaults,
+                           core::DefaultedLimits(pod, config.resources));
 
   const Json& spec = pod.at("spec");
   if (spec.value("schedulerName", "") != config.scheduler_name) {
     patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
   }
-  for (const core::ContainerDefaults& d : *defaults) {
+  for (const core::ContainerDefaults& d : defaults) {
     const char* list = d.init_container ? "initContainers" : "containers";
     const Json& container = spec.at(list).at(d.index);
     std::string base = "/spec/" + std::string(list) + "/" + std::to_string(d.index);
@@ -171,7 +170,7 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
   for (const char* list : {"initContainers", "containers"}) {
     const bool init = std::string_view(list) == "initContainers";
     std::map<std::string, std::optional<int>> gpu_containers;  // name -> priority
-    for (const auto& c : init ? request->init_containers : request->containers) {
+    for (const auto& c : init ? request.init_containers : request.containers) {
       gpu_containers[c.name] = c.priority;
     }
     auto arr = spec.find(list);
