@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
 # Installs every Debian package that tessera's build, tests and benchmarks need.
 # Idempotent: when everything is already present it does nothing (no apt-get update either).
+#
+#   scripts/install-deps.sh               everything: build, tests, benchmarks, `make image`
+#   scripts/install-deps.sh --build-only  what configuring and building needs (the Dockerfile's build stage)
 set -euo pipefail
 
-PACKAGES=(
+# What `cmake -S . -B build && cmake --build build` needs (the configure step finds GTest and benchmark too).
+BUILD_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libcpp-httplib-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev
   libcurl4-openssl-dev libssl-dev openssl
   libgtest-dev libgmock-dev libbenchmark-dev
+)
+# What the tests, benchmarks and `make image` add.
+TEST_PACKAGES=(
   python3 clang-format  # clang-format: `make format`
   prometheus  # /usr/bin/prometheus and promtool for the metrics integration tests (~22 MB download, ~330 MB installed)
+  mmdebstrap umoci  # `make image` and its test (image/build.sh): the root file system and the OCI layout
+  python3-yaml  # tests/image: reading the rendered manifests (`kubectl kustomize deploy/`)
 )
+
+PACKAGES=("${BUILD_PACKAGES[@]}")
+case "${1:-}" in
+  --build-only) ;;
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+esac
 
 # The CUDA toolkit's cuda.h (the driver API's published declarations) is needed to build the simulated
 # driver and libvgpu. It is not a Debian main package (Debian's nvidia-cuda-dev is in non-free, and older),
