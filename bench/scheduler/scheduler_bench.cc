@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "apiserver/fake_apiserver.h"
+#include "base/clock.h"
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
 #include "kube/curl_transport.h"
@@ -90,8 +91,9 @@ int Latency(int argc, char** argv) {
   // a wall clock held at the inventories' heartbeat however long the run takes.
   const auto start = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
   const std::string heartbeat = ts::testing::Heartbeat(start);
+  tessera::FakeClock clock(start + std::chrono::seconds(30));  // stands still
   ts::ClusterStateOptions options;
-  options.wall_now = [start] { return start + std::chrono::seconds(30); };
+  options.clock = &clock;
   ts::ClusterState state(options);
   std::vector<std::string> names;
   for (int n = 0; n < nodes; ++n) {

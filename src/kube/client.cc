@@ -180,7 +180,7 @@ std::string KeyOf(const Json& o) {
 Client::Client(std::shared_ptr<Transport> transport, ClientOptions options)
     : transport_(std::move(transport)),
       options_(options),
-      limiter_(options.qps, options.burst, options.clock != nullptr ? options.clock : RealClock::Get()) {}
+      limiter_(options.qps, options.burst, OrRealClock(options.clock)) {}
 
 ApiResult<Json> Client::Call(HttpRequest request) {
   if (request.timeout.count() == 0) request.timeout = options_.timeout;

@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "kube/api_error.h"
-#include "kube/clock.h"
 #include "kube/rate_limiter.h"
 #include "kube/transport.h"
 

@@ -237,7 +237,7 @@ tessera::Result<ClientConfig> ResolveConfig(const ResolveOptions& options) {
 }
 
 FileTokenSource::FileTokenSource(std::string path, std::chrono::seconds period, Clock* clock)
-    : path_(std::move(path)), period_(period), clock_(clock != nullptr ? clock : RealClock::Get()) {}
+    : path_(std::move(path)), period_(period), clock_(OrRealClock(clock)) {}
 
 std::string FileTokenSource::Token() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -19,9 +19,9 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "kube/client.h"
-#include "kube/clock.h"
 #include "kube/curl_transport.h"
 
 namespace tessera::kube {

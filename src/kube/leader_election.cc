@@ -21,7 +21,7 @@ tessera::Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
 }
 
 LeaderElector::LeaderElector(LeaseStore* store, LeaderElectionConfig config, Clock* clock)
-    : store_(store), config_(std::move(config)), clock_(clock != nullptr ? clock : RealClock::Get()) {}
+    : store_(store), config_(std::move(config)), clock_(OrRealClock(clock)) {}
 
 LeaderElector::~LeaderElector() {
   Stop();

@@ -27,8 +27,8 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.h"
 #include "kube/api_error.h"
-#include "kube/clock.h"
 #include "kube/typed_api.h"
 
 namespace tessera::kube {

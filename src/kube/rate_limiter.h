@@ -12,7 +12,7 @@
 #include <chrono>
 #include <mutex>
 
-#include "kube/clock.h"
+#include "base/clock.h"
 
 namespace tessera::kube {
 

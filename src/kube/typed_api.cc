@@ -240,7 +240,7 @@ Json MakeObjectReference(const Json& object) {
 }
 
 ApiResult<Json> EventsApi::Create(const std::string& ns, const EventSpec& spec) {
-  Clock* clock = clock_ != nullptr ? clock_ : RealClock::Get();
+  Clock* clock = OrRealClock(clock_);
   const auto now = clock->WallNow();
   std::string rfc3339 = FormatMicroTime(now);
   rfc3339 = rfc3339.substr(0, 19) + "Z";  // Time (seconds) for first/lastTimestamp

@@ -31,7 +31,7 @@ std::string LabelValue(const std::string& text) {
 }  // namespace
 
 core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
-                                   kube::Clock::Wall now) {
+                                   Clock::Wall now) {
   core::NodeInventory inventory;
   inventory.node = node;
   inventory.heartbeat = kube::FormatMicroTime(now).substr(0, 19) + "Z";
@@ -53,13 +53,12 @@ std::map<std::string, std::optional<std::string>> NodeLabels(const std::vector<c
 }
 
 InventoryPublisher::InventoryPublisher(kube::Client* client, const DeviceState& devices,
-                                       std::string node_name, std::chrono::seconds heartbeat,
-                                       kube::Clock* clock)
+                                       std::string node_name, std::chrono::seconds heartbeat, Clock* clock)
     : client_(client),
       devices_(devices),
       node_name_(std::move(node_name)),
       heartbeat_(heartbeat),
-      clock_(clock != nullptr ? clock : kube::RealClock::Get()) {}
+      clock_(OrRealClock(clock)) {}
 
 InventoryPublisher::~InventoryPublisher() {
   Stop();

@@ -22,9 +22,9 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.h"
 #include "core/inventory_codec.h"
 #include "kube/client.h"
-#include "kube/clock.h"
 #include "node/device_state.h"
 
 namespace tessera::node {
@@ -34,7 +34,7 @@ inline constexpr const char* kGpuCountLabel = "tessera.io/gpu.count";
 
 // The inventory for `gpus` stamped with `now` (RFC 3339, seconds, UTC).
 core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
-                                   kube::Clock::Wall now);
+                                   Clock::Wall now);
 
 // Label values: the product name made a valid label value ("NVIDIA A100-SXM4-80GB"
 // -> "NVIDIA-A100-SXM4-80GB"), "mixed" when the node has several models,
@@ -51,7 +51,7 @@ struct PublisherStats {
 class InventoryPublisher {
  public:
   InventoryPublisher(kube::Client* client, const DeviceState& devices, std::string node_name,
-                     std::chrono::seconds heartbeat, kube::Clock* clock = nullptr);
+                     std::chrono::seconds heartbeat, Clock* clock = nullptr);
   ~InventoryPublisher();
   InventoryPublisher(const InventoryPublisher&) = delete;
   InventoryPublisher& operator=(const InventoryPublisher&) = delete;
@@ -71,7 +71,7 @@ class InventoryPublisher {
   const DeviceState& devices_;
   const std::string node_name_;
   const std::chrono::seconds heartbeat_;
-  kube::Clock* const clock_;
+  Clock* const clock_;
 
   mutable std::mutex mu_;
   PublisherStats stats_;                                          // guarded by mu_

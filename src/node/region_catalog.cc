@@ -27,11 +27,6 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return dir + "/" + name;
 }
 
-int64_t NowUnix() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 std::vector<std::string> Sorted(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
   return ids;
@@ -90,11 +85,10 @@ Status WriteRegionRecord(const std::string& dir, const std::string& name, const 
   return Status::Ok();
 }
 
-RegionCatalog::RegionCatalog(std::string region_host_dir, std::string region_file_name,
-                             std::function<int64_t()> now_unix)
+RegionCatalog::RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock)
     : root_(std::move(region_host_dir)),
       region_file_name_(std::move(region_file_name)),
-      now_unix_(now_unix ? std::move(now_unix) : std::function<int64_t()>(NowUnix)) {}
+      clock_(OrRealClock(clock)) {}
 
 Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
   std::vector<RegionDir> dirs;
@@ -146,7 +140,7 @@ Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
 std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& dirs,
                                                 int64_t grace_seconds) const {
   std::vector<std::string> removed;
-  const int64_t now = now_unix_();
+  const int64_t now = clock_->WallUnixSeconds();
   for (const auto& dir : dirs) {
     if (dir.owner || !dir.record) continue;
     if (now - dir.record->created_unix < grace_seconds) continue;

@@ -25,11 +25,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "node/pod_resources.h"
 #include "node/region_reader.h"
@@ -78,8 +78,8 @@ struct RegionDir {
 class RegionCatalog {
  public:
   // `region_file_name` is the file libvgpu keeps inside each directory.
-  RegionCatalog(std::string region_host_dir, std::string region_file_name,
-                std::function<int64_t()> now_unix = nullptr);
+  // `clock` dates the clean-up (nullptr: the real clock).
+  RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock = nullptr);
 
   const std::string& root() const { return root_; }
 
@@ -97,7 +97,7 @@ class RegionCatalog {
  private:
   const std::string root_;
   const std::string region_file_name_;
-  std::function<int64_t()> now_unix_;
+  Clock* const clock_;
 };
 
 // Sets each directory's owner from the kubelet's list (entries of

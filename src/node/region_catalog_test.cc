@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/clock.h"
 #include "vgpu/region.h"
 
 namespace tessera::node {
@@ -40,7 +41,8 @@ class RegionCatalogTest : public ::testing::Test {
   }
 
   std::string root_;
-  int64_t now_ = 1'000'000;
+  FakeClock clock_{Clock::Wall{} + std::chrono::seconds(1'000'000)};
+  const int64_t now_ = clock_.WallUnixSeconds();
 };
 
 TEST(RegionRecordTest, RoundTripsAndRefusesAnythingElse) {
@@ -154,7 +156,7 @@ TEST_F(RegionCatalogTest, CleanUpRemovesOnlyUnownedRecordedRegionsPastTheGrace) 
   fs::create_symlink(root_ + "/outside", root_ + "/" + kB + "/link");
   fs::create_directories(root_ + "/" + kB + "/sub");
 
-  RegionCatalog catalog(root_, "vgpu.region", [this] { return now_; });
+  RegionCatalog catalog(root_, "vgpu.region", &clock_);
   auto dirs = catalog.Scan();
   ASSERT_TRUE(dirs.ok());
   AssignOwners(*dirs, {{"ns", "p", "c", "nvidia.com/gpu", {"GPU-1::0"}}}, "nvidia.com/gpu");
@@ -167,7 +169,7 @@ TEST_F(RegionCatalogTest, CleanUpRemovesOnlyUnownedRecordedRegionsPastTheGrace) 
   EXPECT_TRUE(fs::exists(root_ + "/" + std::string(kA) + ".json"));
 
   // Later, once the young one is past the grace period and still unowned.
-  now_ += 1000;
+  clock_.Advance(std::chrono::seconds(1000));
   dirs = catalog.Scan();
   ASSERT_TRUE(dirs.ok());
   AssignOwners(*dirs, {{"ns", "p", "c", "nvidia.com/gpu", {"GPU-1::0"}}}, "nvidia.com/gpu");

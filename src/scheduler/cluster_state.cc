@@ -63,15 +63,8 @@ void ExtenderScores(std::span<const std::string_view> names, std::span<const std
       [&](size_t k) { return names[k]; }, out);
 }
 
-ClusterState::ClusterState(SteadyNow now) : ClusterState(ClusterStateOptions{std::move(now), nullptr}) {}
-
 ClusterState::ClusterState(ClusterStateOptions options)
-    : now_(std::move(options.now)),
-      wall_now_(std::move(options.wall_now)),
-      stale_after_(options.inventory_stale_after) {
-  if (!now_) now_ = [] { return std::chrono::steady_clock::now(); };
-  if (!wall_now_) wall_now_ = [] { return std::chrono::system_clock::now(); };
-}
+    : clock_(OrRealClock(options.clock)), stale_after_(options.inventory_stale_after) {}
 
 const ClusterState::NodeEntry* ClusterState::FindLocked(std::string_view name) const {
   auto it = slots_.find(name);
@@ -451,7 +444,7 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
                           NodeVerdicts& out) const {
   out.feasible.clear();
   out.failed.clear();
-  const auto now = wall_now_();
+  const auto now = clock_->WallNow();
   auto cache = CacheFor("fit|" + ShapeKey(pod));
   std::lock_guard cache_lock(cache->mu);
   std::shared_lock lock(mu_);
@@ -481,7 +474,7 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
 void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               std::span<const std::string_view> nodes, NodeScores& out) const {
   out.positions.clear();
-  const auto now = wall_now_();
+  const auto now = clock_->WallNow();
   auto cache = CacheFor(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod));
   std::lock_guard cache_lock(cache->mu);
   std::shared_lock lock(mu_);
@@ -549,12 +542,12 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
   NodeEntry* n = FindLocked(node);
   if (!n) return Error{"node " + node + " is unknown to tessera (no GPU inventory seen)"};
   if (!n->error.empty()) return Error{n->error};
-  if (std::string stale = StaleReason(*n, wall_now_()); !stale.empty()) return Error{stale};
+  if (std::string stale = StaleReason(*n, clock_->WallNow()); !stale.empty()) return Error{stale};
   core::FitResult fit = core::FitNode(n->state, pod, order);
   if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
   core::PodAllocation allocation = core::ToAllocation(n->state, pod, fit.placement);
   TESSERA_RETURN_IF_ERROR_WRAP(n->state.Apply(allocation), "node " + node);
-  reservations_[pod_key] = Reservation{allocation, now_() + ttl};
+  reservations_[pod_key] = Reservation{allocation, clock_->Now() + ttl};
   keys_by_node_[node].insert(pod_key);
   return allocation;
 }
@@ -565,7 +558,7 @@ void ClusterState::Unreserve(const std::string& pod_key) {
 }
 
 size_t ClusterState::ExpireReservations() {
-  const auto now = now_();
+  const auto now = clock_->Now();
   std::unique_lock lock(mu_);
   std::vector<std::string> expired;
   for (const auto& [key, r] : reservations_) {
@@ -587,7 +580,7 @@ int64_t ClusterState::LargestGpuMemoryMiB() const {
 }
 
 ClusterStats ClusterState::Stats() const {
-  const auto now = wall_now_();
+  const auto now = clock_->WallNow();
   std::shared_lock lock(mu_);
   ClusterStats s;
   for (const NodeEntry& n : nodes_) {

@@ -49,6 +49,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/result.h"
 #include "core/fit.h"
 #include "core/node_state.h"
@@ -59,12 +60,11 @@
 namespace tessera::scheduler {
 
 using Json = nlohmann::json;
-using SteadyNow = std::function<std::chrono::steady_clock::time_point()>;
-using WallNow = std::function<std::chrono::system_clock::time_point()>;
 
 struct ClusterStateOptions {
-  SteadyNow now;     // reservation expiry; default steady_clock
-  WallNow wall_now;  // inventory heartbeat age; default system_clock
+  // Monotonic time for reservation expiry, wall time for the age of inventory
+  // heartbeats. nullptr: the real clock.
+  Clock* clock = nullptr;
   // A node whose inventory heartbeat is older than this does not fit
   // (0 = never stale).
   std::chrono::milliseconds inventory_stale_after{120000};
@@ -84,9 +84,7 @@ struct ClusterStats {
 
 class ClusterState {
  public:
-  // `now` is the seam for reservation expiry (default: steady_clock).
-  explicit ClusterState(SteadyNow now = nullptr);
-  explicit ClusterState(ClusterStateOptions options);
+  explicit ClusterState(ClusterStateOptions options = {});
 
   // Informer handlers. Objects are core/v1 Node / Pod JSON.
   void UpsertNode(const Json& node);
@@ -226,8 +224,7 @@ class ClusterState {
   void ForgetPodLocked(const std::string& key);
   void ReleaseReservationLocked(const std::string& key);
 
-  SteadyNow now_;
-  WallNow wall_now_;
+  Clock* const clock_;
   const std::chrono::milliseconds stale_after_;
   mutable std::shared_mutex mu_;
   // Each known node has a slot: its index in nodes_ and in every EvalCache.

@@ -8,6 +8,7 @@
 #include <random>
 #include <tuple>
 
+#include "base/clock.h"
 #include "core/pod_request.h"
 #include "core/policy_placer.h"
 #include "scheduler/testing.h"
@@ -47,7 +48,7 @@ class StaleInventoryTest : public ::testing::Test {
 
   void Make(std::chrono::milliseconds stale_after) {
     ClusterStateOptions options;
-    options.wall_now = [this] { return now_; };
+    options.clock = &clock_;
     options.inventory_stale_after = stale_after;
     state_ = std::make_unique<ClusterState>(options);
   }
@@ -64,14 +65,14 @@ class StaleInventoryTest : public ::testing::Test {
   }
 
   const Wall t0_ = std::chrono::time_point_cast<seconds>(Wall{} + std::chrono::hours(24 * 365 * 57));
-  Wall now_ = t0_;
+  FakeClock clock_{t0_};
   std::unique_ptr<ClusterState> state_;
 };
 
 TEST_F(StaleInventoryTest, StaleNodeDoesNotFitAndTheReasonSaysWhatToCheck) {
   AddNode("fresh", t0_, 1);
   AddNode("silent", t0_ - seconds(300), 2);
-  now_ = t0_ + seconds(10);
+  clock_.AdvanceTo(t0_ + seconds(10));
   auto out = state_->Filter(Request(1000), {"fresh", "silent"});
   EXPECT_EQ(out.feasible, std::vector<std::string>{"fresh"});
   ASSERT_EQ(out.failed.count("silent"), 1u);
@@ -103,12 +104,12 @@ TEST_F(StaleInventoryTest, NodeTurnsStaleAsTimePassesAndFreshAgainOnAHeartbeat) 
   EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{10});
   EXPECT_EQ(policy.evaluations, 1);
 
-  now_ = t0_ + seconds(120);  // exactly the limit: still fresh
+  clock_.AdvanceTo(t0_ + seconds(120));  // exactly the limit: still fresh
   EXPECT_EQ(state_->Stats().nodes_stale, 0u);
   auto out = state_->Filter(Request(1000), {"n"});
   EXPECT_EQ(out.feasible.size(), 1u);
 
-  now_ = t0_ + seconds(121);  // no event at all, only time
+  clock_.AdvanceTo(t0_ + seconds(121));  // no event at all, only time
   out = state_->Filter(Request(1000), {"n"});
   EXPECT_TRUE(out.feasible.empty());
   EXPECT_NE(out.failed["n"].find("121 s ago"), std::string::npos) << out.failed["n"];
@@ -120,7 +121,7 @@ TEST_F(StaleInventoryTest, NodeTurnsStaleAsTimePassesAndFreshAgainOnAHeartbeat) 
   // The agent writes again: only the heartbeat changes. The node is not
   // rebuilt (no evaluation afresh, the reservation still counts) and the
   // cached verdicts stay right.
-  AddNode("n", now_);
+  AddNode("n", clock_.WallNow());
   EXPECT_EQ(state_->Stats().nodes_stale, 0u);
   EXPECT_EQ(state_->Prioritize(Request(1000), policy, {"n"}), std::vector<int>{10});
   EXPECT_EQ(policy.evaluations, 1);
@@ -151,8 +152,8 @@ TEST_F(StaleInventoryTest, InventoryChangeWithTheHeartbeatRebuildsTheNode) {
   const core::PodRequest request = Request(8000);
   EXPECT_EQ(state_->Filter(request, {"n"}).feasible.size(), 1u);
   // The GPU now reports less memory: a real change, not only a heartbeat.
-  now_ = t0_ + seconds(30);
-  state_->UpsertNode(NodeWithGpus("n", 1, 1, 4000, 10, kModel, Heartbeat(now_)));
+  clock_.AdvanceTo(t0_ + seconds(30));
+  state_->UpsertNode(NodeWithGpus("n", 1, 1, 4000, 10, kModel, Heartbeat(clock_.WallNow())));
   auto out = state_->Filter(request, {"n"});
   EXPECT_TRUE(out.feasible.empty());
   EXPECT_NE(out.failed["n"].find("not enough memory"), std::string::npos) << out.failed["n"];

@@ -357,8 +357,8 @@ TEST_F(ExtenderTest, ConcurrentBindsOnOneNodeNeverDoubleBook) {
 }
 
 TEST(ClusterStateTest, ReservationsExpireAndTerminalPodsRelease) {
-  auto now = std::make_shared<std::chrono::steady_clock::time_point>(std::chrono::steady_clock::time_point{});
-  ClusterState state([now] { return *now; });
+  FakeClock clock(std::chrono::system_clock::now());  // the nodes' heartbeats are the real now
+  ClusterState state(ClusterStateOptions{&clock});
   state.UpsertNode(NodeWithGpus("n", 1, 1, 10000));
   auto request = core::DerivePodRequest(GpuPod("d", "a", 1, 6000, 0), {});
   ASSERT_TRUE(request.ok());
@@ -366,9 +366,9 @@ TEST(ClusterStateTest, ReservationsExpireAndTerminalPodsRelease) {
   auto second = state.Reserve("d/b", *request, "n", core::GpuOrder::kBinpack, std::chrono::seconds(5));
   ASSERT_FALSE(second.ok());
   EXPECT_NE(second.error().message.find("no longer fits"), std::string::npos) << second.error().message;
-  *now += std::chrono::seconds(4);
+  clock.Advance(std::chrono::seconds(4));
   EXPECT_EQ(state.ExpireReservations(), 0u);
-  *now += std::chrono::seconds(2);
+  clock.Advance(std::chrono::seconds(2));
   EXPECT_EQ(state.ExpireReservations(), 1u);
   EXPECT_EQ(state.Node("n")->gpus()[0].used.memory_mib, 0);
 
@@ -378,7 +378,7 @@ TEST(ClusterStateTest, ReservationsExpireAndTerminalPodsRelease) {
   Json pod = GpuPod("d", "b", 1, 6000, 0, Json{{"tessera.io/allocation", *core::EncodeAllocation(*alloc)}});
   pod["status"]["phase"] = "Running";
   state.UpsertPod(pod);
-  *now += std::chrono::seconds(60);
+  clock.Advance(std::chrono::seconds(60));
   state.ExpireReservations();
   EXPECT_EQ(state.Node("n")->gpus()[0].used.memory_mib, 6000);
   pod["status"]["phase"] = "Succeeded";

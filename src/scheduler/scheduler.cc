@@ -42,7 +42,7 @@ bool ParseBody(const httplib::Request& req, httplib::Response& res, Json& out,
 Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> client)
     : config_(std::move(config)),
       client_(std::move(client)),
-      state_(ClusterStateOptions{nullptr, nullptr, config_.inventory_stale}) {
+      state_(ClusterStateOptions{nullptr, config_.inventory_stale}) {
   kube::InformerOptions node_options;
   node_options.type = kube::resources::kNodes;
   nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);

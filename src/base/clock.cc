@@ -1,8 +1,13 @@
-#include "kube/clock.h"
+#include "base/clock.h"
 
+#include <cassert>
 #include <thread>
 
-namespace tessera::kube {
+namespace tessera {
+
+int64_t Clock::WallUnixSeconds() const {
+  return std::chrono::duration_cast<std::chrono::seconds>(WallNow().time_since_epoch()).count();
+}
 
 RealClock* RealClock::Get() {
   static RealClock clock;
@@ -14,10 +19,12 @@ void RealClock::SleepFor(std::chrono::nanoseconds d) {
 }
 
 FakeClock::FakeClock(bool auto_advance_on_sleep)
+    : FakeClock(Wall{} + std::chrono::seconds(1893456000), auto_advance_on_sleep) {}
+
+FakeClock::FakeClock(Wall wall_start, bool auto_advance_on_sleep)
     : auto_advance_(auto_advance_on_sleep),
       mono_base_(std::chrono::steady_clock::time_point{} + std::chrono::hours(1000)),
-      // A fixed, recognisable wall time: 2030-01-01T00:00:00Z.
-      wall_base_(std::chrono::system_clock::time_point{} + std::chrono::seconds(1893456000)) {}
+      wall_base_(wall_start) {}
 
 Clock::Monotonic FakeClock::Now() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -48,9 +55,18 @@ void FakeClock::Advance(std::chrono::nanoseconds d) {
   cv_.notify_all();
 }
 
+void FakeClock::AdvanceTo(Wall t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto target = std::chrono::duration_cast<std::chrono::nanoseconds>(t - wall_base_);
+  assert(target >= elapsed_ && "FakeClock::AdvanceTo: the clock does not go back");
+  if (target < elapsed_) return;
+  elapsed_ = target;
+  cv_.notify_all();
+}
+
 std::chrono::nanoseconds FakeClock::TotalSlept() const {
   std::lock_guard<std::mutex> lock(mu_);
   return slept_;
 }
 
-}  // namespace tessera::kube
+}  // namespace tessera

@@ -1,8 +1,11 @@
-// Clock: the seam through which src/kube reads time and waits, so rate limiting
-// and leader election can be tested on a fake clock without sleeping.
+// Clock: the one seam through which tessera reads time and waits, so that
+// rate limiting, leader election, reservation expiry, inventory heartbeats and
+// region clean-up can be tested on a fake clock without sleeping.
 //
-// Two time lines: a monotonic one for intervals (rate limiter, renew deadline)
-// and a wall one for timestamps written to the API server (Lease renewTime).
+// Two time lines: a monotonic one for intervals and deadlines (rate limiter,
+// renew deadline, reservation expiry) and a wall one for timestamps that leave
+// the process or are compared with ones that did (Lease renewTime, inventory
+// heartbeats, region records).
 //
 // Thread-safety: implementations must be safe to call from any thread.
 #pragma once
@@ -11,7 +14,7 @@
 #include <condition_variable>
 #include <mutex>
 
-namespace tessera::kube {
+namespace tessera {
 
 class Clock {
  public:
@@ -22,6 +25,9 @@ class Clock {
   virtual Monotonic Now() const = 0;
   virtual Wall WallNow() const = 0;
   virtual void SleepFor(std::chrono::nanoseconds d) = 0;
+
+  // Whole seconds since the Unix epoch on the wall time line.
+  int64_t WallUnixSeconds() const;
 };
 
 // The real clocks; a process-wide instance is returned by RealClock::Get().
@@ -33,16 +39,29 @@ class RealClock : public Clock {
   void SleepFor(std::chrono::nanoseconds d) override;
 };
 
-// A clock that only moves when told. SleepFor(d) blocks until another thread has
-// advanced the clock by d (or immediately advances it itself when auto-advance
-// is on, which suits single-threaded tests).
+// `clock`, or the real clock when it is null: what a constructor taking an
+// optional Clock* keeps.
+inline Clock* OrRealClock(Clock* clock) {
+  return clock != nullptr ? clock : RealClock::Get();
+}
+
+// A clock that only moves when told; both time lines move together.
+// SleepFor(d) blocks until another thread has advanced the clock by d (or
+// immediately advances it itself when auto-advance is on, which suits
+// single-threaded tests).
 class FakeClock : public Clock {
  public:
+  // Starts at a fixed, recognisable wall time: 2030-01-01T00:00:00Z.
   explicit FakeClock(bool auto_advance_on_sleep = true);
+  explicit FakeClock(Wall wall_start, bool auto_advance_on_sleep = true);
+
   Monotonic Now() const override;
   Wall WallNow() const override;
   void SleepFor(std::chrono::nanoseconds d) override;
   void Advance(std::chrono::nanoseconds d);
+  // Advances until WallNow() == t; a `t` in the past is a test's mistake
+  // (asserted) and leaves the clock where it is.
+  void AdvanceTo(Wall t);
   // Total time slept through SleepFor (useful to assert a limiter waited).
   std::chrono::nanoseconds TotalSlept() const;
 
@@ -56,4 +75,4 @@ class FakeClock : public Clock {
   const Wall wall_base_;
 };
 
-}  // namespace tessera::kube
+}  // namespace tessera
