@@ -4,16 +4,19 @@
 #   make demo    install deps, build, run the demo on simulated GPUs
 #   make test    install deps, build, run every test (ctest)
 #   make bench   install deps, build, run the benchmarks
+#   make image   install deps, build, write the container image: $(BUILD_DIR)/image/oci (docs/install.md)
 #
-# Variables: BUILD_DIR (default build), JOBS (default: nproc), SANITIZE (address|thread).
+# Variables: BUILD_DIR (default build), JOBS (default: nproc), SANITIZE (address|thread),
+# IMAGE_FLAGS (image/build.sh options, e.g. --refresh-base to take Debian's latest updates).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SANITIZE ?=
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
+IMAGE_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench format clean
+.PHONY: all deps configure build test demo bench image format clean
 
 all: build
 
@@ -36,6 +39,11 @@ demo: build
 
 bench: build
 	./bench/run-all.sh $(BUILD_DIR)
+
+# Only what goes into the image is built for it: the three programs and libvgpu.so.
+image: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target tessera tessera-scheduler tessera-node vgpu
+	./image/build.sh --build-dir $(BUILD_DIR) --out $(BUILD_DIR)/image $(IMAGE_FLAGS)
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i
