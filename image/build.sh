@@ -82,7 +82,7 @@ exec 9>"$out_dir/.lock"
 flock 9
 
 # Every library the binaries link must come from a listed package, or the image would not run them.
-runtime_packages=$(grep -v '^\s*\(#\|$\)' "$packages_file" | awk '{print $1}' | sort -u)
+runtime_packages=$(sed 's/#.*//' "$packages_file" | awk 'NF {print $1}' | sort -u)
 needed=$("$here/derive-packages.sh" "${inputs[@]}")
 unlisted=$(comm -23 <(echo "$needed") <(echo "$runtime_packages"))
 if [ -n "$unlisted" ]; then
