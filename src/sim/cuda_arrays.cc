@@ -7,9 +7,7 @@
 
 #include "sim/cuda_internal.h"
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+namespace tessera::sim::cuda {
 namespace {
 
 size_t FormatBytes(CUarray_format f) {
@@ -30,10 +28,6 @@ size_t FormatBytes(CUarray_format f) {
   }
 }
 
-CUresult ValidArray(CUarray a) {
-  return IsLive(a) && a->magic == kArrayMagic ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 // Fills the geometry of an array (or mip level) from its descriptor.
 CUresult Geometry(CUarray_st* a, const CUDA_ARRAY3D_DESCRIPTOR& d) {
   if (d.Width == 0 || (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4)) {
@@ -52,63 +46,62 @@ size_t ArrayBytes(const CUarray_st& a) {
 
 CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& d) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  int gpu;
-  CUcontext ctx;
-  if (CUresult r = CurrentGpu(&gpu, &ctx); r != CUDA_SUCCESS) return r;
-  auto a = std::make_unique<CUarray_st>();
-  if (CUresult r = Geometry(a.get(), d); r != CUDA_SUCCESS) return r;
-  if (CUresult r = AllocDevice(gpu, ArrayBytes(*a), AllocKind::kArray, ctx, &a->storage, 512);
-      r != CUDA_SUCCESS) {
-    return r;
-  }
-  R().live.insert(a.get());
-  *out = a.release();
+  return InCurrentContext([&](CUcontext ctx) {
+    auto a = std::make_unique<CUarray_st>();
+    if (CUresult r = Geometry(a.get(), d); r != CUDA_SUCCESS) return r;
+    if (CUresult r = AllocDevice(ctx->gpu, ArrayBytes(*a), AllocKind::kArray, ctx, &a->storage, 512);
+        r != CUDA_SUCCESS) {
+      return r;
+    }
+    R().live.insert(a.get());
+    *out = a.release();
+    return CUDA_SUCCESS;
+  });
+}
+
+// What an array or mipmapped array costs on the device: what the simulator
+// charged for its storage (`otherwise` if that is not an allocation).
+CUresult MemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUdeviceptr storage, uint64_t otherwise) {
+  std::memset(req, 0, sizeof(*req));
+  const Allocation* alloc = FindAllocation(storage);
+  req->size = alloc != nullptr ? alloc->charged : otherwise;
+  req->alignment = 512;
   return CUDA_SUCCESS;
 }
 
 }  // namespace
 
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    CUDA_ARRAY3D_DESCRIPTOR d{};
-    d.Width = p->Width;
-    d.Height = p->Height;
-    d.Depth = 0;
-    d.Format = p->Format;
-    d.NumChannels = p->NumChannels;
-    return CreateArray(pHandle, d);
-  });
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = p->Width;
+  d.Height = p->Height;
+  d.Depth = 0;
+  d.Format = p->Format;
+  d.NumChannels = p->NumChannels;
+  return CreateArray(pHandle, d);
 }
 
 CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    return CreateArray(pHandle, *p);
-  });
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CreateArray(pHandle, *p);
 }
 
 CUresult cuArrayDestroy(CUarray a) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = ValidArray(a); r != CUDA_SUCCESS) return r;
+  return OnHandle(a, [&] {
     if (!a->owned) return CUDA_ERROR_INVALID_HANDLE;  // a mipmap level
     FreeDevice(a->storage);
-    R().live.erase(a);
-    a->magic = 0;
-    delete a;
+    DestroyHandle(a);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* d, CUarray a) {
-  return Guard([&]() -> CUresult {
-    if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidArray(a); r != CUDA_SUCCESS) return r;
+  if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(a, [&] {
     d->Width = a->desc.Width;
     d->Height = a->desc.Height;
     d->Format = a->desc.Format;
@@ -118,23 +111,13 @@ CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* d, CUarray a) {
 }
 
 CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR* d, CUarray a) {
-  return Guard([&]() -> CUresult {
-    if (d == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidArray(a); r != CUDA_SUCCESS) return r;
-    *d = a->desc;
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(a, d, [&] { return a->desc; });
 }
 
 CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                 unsigned int numMipmapLevels) {
-  return Guard([&]() -> CUresult {
-    if (pHandle == nullptr || desc == nullptr || numMipmapLevels == 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    CUcontext ctx;
-    if (CUresult r = CurrentGpu(&gpu, &ctx); r != CUDA_SUCCESS) return r;
+  if (pHandle == nullptr || desc == nullptr || numMipmapLevels == 0) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext ctx) -> CUresult {
     auto m = std::make_unique<CUmipmappedArray_st>();
     m->desc = *desc;
     CUDA_ARRAY3D_DESCRIPTOR level = *desc;
@@ -150,7 +133,8 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DE
       if (level.Height > 0) level.Height = std::max<size_t>(level.Height / 2, 1);
       if (level.Depth > 0) level.Depth = std::max<size_t>(level.Depth / 2, 1);
     }
-    if (CUresult r = AllocDevice(gpu, total, AllocKind::kArray, ctx, &m->storage, 512); r != CUDA_SUCCESS) {
+    if (CUresult r = AllocDevice(ctx->gpu, total, AllocKind::kArray, ctx, &m->storage, 512);
+        r != CUDA_SUCCESS) {
       return r;
     }
     for (auto& a : m->levels) {
@@ -164,10 +148,8 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DE
 }
 
 CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray m, unsigned int level) {
-  return Guard([&]() -> CUresult {
-    if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(m) || m->magic != kMipmapMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(m, [&] {
     if (level >= m->levels.size()) return CUDA_ERROR_INVALID_VALUE;
     *pLevelArray = m->levels[level].get();
     return CUDA_SUCCESS;
@@ -175,46 +157,27 @@ CUresult cuMipmappedArrayGetLevel(CUarray* pLevelArray, CUmipmappedArray m, unsi
 }
 
 CUresult cuMipmappedArrayDestroy(CUmipmappedArray m) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(m) || m->magic != kMipmapMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return OnHandle(m, [&] {
     for (auto& a : m->levels) R().live.erase(a.get());
     FreeDevice(m->storage);
-    R().live.erase(m);
-    m->magic = 0;
-    delete m;
+    DestroyHandle(m);
     return CUDA_SUCCESS;
   });
 }
 
-// What an array costs on the device: what the simulator charged for it.
-CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, CUdevice device) {
-  (void)device;
-  return Guard([&]() -> CUresult {
-    if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidArray(a); r != CUDA_SUCCESS) return r;
-    std::memset(req, 0, sizeof(*req));
-    const Allocation* alloc = FindAllocation(a->storage);
-    req->size = alloc != nullptr && a->owned ? alloc->charged : ArrayBytes(*a);
-    req->alignment = 512;
-    return CUDA_SUCCESS;
-  });
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray a, CUdevice) {
+  if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A mipmap level's storage is part of its mipmapped array's allocation.
+  return OnHandle(a, [&] { return MemoryRequirements(req, a->owned ? a->storage : 0, ArrayBytes(*a)); });
 }
 
 CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray m,
-                                               CUdevice device) {
-  (void)device;
-  return Guard([&]() -> CUresult {
-    if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(m) || m->magic != kMipmapMagic) return CUDA_ERROR_INVALID_HANDLE;
-    std::memset(req, 0, sizeof(*req));
-    const Allocation* alloc = FindAllocation(m->storage);
-    req->size = alloc != nullptr ? alloc->charged : 0;
-    req->alignment = 512;
-    return CUDA_SUCCESS;
-  });
+                                               CUdevice) {
+  if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(m, [&] { return MemoryRequirements(req, m->storage, 0); });
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -4,6 +4,7 @@
 // configured copy bandwidth gives them on the stream; memsets take none. On a
 // capturing stream they become graph nodes instead.
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "sim/cuda_internal.h"
@@ -45,7 +46,7 @@ CUresult CopyEndpoint(CUmemorytype type, const void* host, CUdeviceptr dev, CUar
       return CUDA_SUCCESS;
     }
     case CU_MEMORYTYPE_ARRAY: {
-      if (!IsLive(array) || array->magic != kArrayMagic) return CUDA_ERROR_INVALID_HANDLE;
+      if (!Valid(array)) return CUDA_ERROR_INVALID_HANDLE;
       *row_pitch = array->row_bytes;
       *slice_pitch = array->row_bytes * array->height;
       const size_t depth_total = std::max<size_t>(array->desc.Depth, 1);
@@ -117,37 +118,37 @@ enum class Sync { kBlocking, kAsync };
 // async, queued after the stream's work without the caller waiting. A
 // capturing stream records node() instead.
 template <typename Work, typename Node>
-CUresult InStreamOrder(CUstream h, bool ptds, Sync sync, uint64_t bytes, Work&& work, Node&& node) {
-  CUstream s = nullptr;
-  int64_t wait_until = 0;
-  {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-      if (sync == Sync::kBlocking) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-      return CaptureNode(s, node());
-    }
-    if (sync == Sync::kAsync) {
+CUresult InStreamOrder(CUstream h, Sync sync, uint64_t bytes, Work&& work, Node&& node) {
+  bool done = false;  // queued (async) or captured: nothing to wait for
+  const CUresult ordered = WaitFor([&](int64_t* wait_until) {
+    return OnStream(h, [&](CUstream s) {
+      if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        done = true;
+        if (sync == Sync::kBlocking) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+        return CaptureNode(s, node());
+      }
+      if (sync == Sync::kBlocking) {
+        *wait_until = StreamReadyNs(s);  // device work that precedes it
+        return CUDA_SUCCESS;
+      }
+      done = true;
       if (CUresult r = work(); r != CUDA_SUCCESS) return r;
       AdvanceStreamForCopy(s, bytes);
       return CUDA_SUCCESS;
-    }
-    wait_until = StreamReadyNs(s);
-  }
-  SleepUntilNs(wait_until);  // device work that precedes it
-  {
-    LOCKED;
-    if (CUresult r = work(); r != CUDA_SUCCESS) return r;
-  }
+    });
+  });
+  if (ordered != CUDA_SUCCESS || done) return ordered;
+  if (CUresult r = Entry(work); r != CUDA_SUCCESS) return r;
   const uint64_t t = CopyTimeNs(bytes);
   if (t > 0) SleepUntilNs(MonotonicNs() + static_cast<int64_t>(t));
   return CUDA_SUCCESS;
 }
 
-CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, bool ptds, Sync sync) {
+// A copy of `bytes` between host and device (0: device to device), blocking
+// after the NULL stream's work, or queued on `h`.
+CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, Sync sync) {
   return InStreamOrder(
-      h, ptds, sync, bytes, [&] { return Copy3D(c); },
+      h, sync, bytes, [&] { return Copy3D(c); },
       [&] {
         CUgraphNode_st node;
         node.kind = NodeKind::kMemcpy;
@@ -158,9 +159,9 @@ CUresult DoCopy(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream h, bool ptds, S
 
 // Memsets take no device time (see docs/sim.md): no bytes of copy time.
 CUresult DoMemset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned elem, size_t width, size_t height,
-                  CUstream h, bool ptds, Sync sync) {
+                  CUstream h, Sync sync) {
   return InStreamOrder(
-      h, ptds, sync, 0, [&] { return Memset(dst, pitch, value, elem, width, height); },
+      h, sync, 0, [&] { return Memset(dst, pitch, value, elem, width, height); },
       [&] {
         CUgraphNode_st node;
         node.kind = NodeKind::kMemset;
@@ -189,9 +190,7 @@ CUDA_MEMCPY3D Linear(CUmemorytype dt, void* dh, CUdeviceptr dd, CUmemorytype st,
   return c;
 }
 
-// The fields CUDA_MEMCPY2D and CUDA_MEMCPY3D_PEER have in common with CUDA_MEMCPY3D.
-template <typename Params>
-CUDA_MEMCPY3D PlanarFields(const Params& p) {
+CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& p) {
   CUDA_MEMCPY3D c{};
   c.srcXInBytes = p.srcXInBytes;
   c.srcY = p.srcY;
@@ -209,11 +208,6 @@ CUDA_MEMCPY3D PlanarFields(const Params& p) {
   c.dstPitch = p.dstPitch;
   c.WidthInBytes = p.WidthInBytes;
   c.Height = p.Height;
-  return c;
-}
-
-CUDA_MEMCPY3D From2D(const CUDA_MEMCPY2D& p) {
-  CUDA_MEMCPY3D c = PlanarFields(p);
   c.Depth = 1;
   return c;
 }
@@ -229,113 +223,105 @@ CUDA_MEMCPY3D ArrayCopy(CUmemorytype dt, void* dh, CUdeviceptr dd, CUarray da, s
 }
 
 // Peer copies: all memory is host-addressable here, so a peer copy is a copy.
+// CUDA_MEMCPY3D_PEER is CUDA_MEMCPY3D with the two contexts where the latter
+// has its reserved fields.
+static_assert(sizeof(CUDA_MEMCPY3D_PEER) == sizeof(CUDA_MEMCPY3D) &&
+              offsetof(CUDA_MEMCPY3D_PEER, srcContext) == offsetof(CUDA_MEMCPY3D, reserved0) &&
+              offsetof(CUDA_MEMCPY3D_PEER, dstContext) == offsetof(CUDA_MEMCPY3D, reserved1) &&
+              offsetof(CUDA_MEMCPY3D_PEER, Depth) == offsetof(CUDA_MEMCPY3D, Depth));
 CUDA_MEMCPY3D FromPeer(const CUDA_MEMCPY3D_PEER& p) {
-  CUDA_MEMCPY3D c = PlanarFields(p);
-  c.srcZ = p.srcZ;
-  c.srcLOD = p.srcLOD;
-  c.srcHeight = p.srcHeight;
-  c.dstZ = p.dstZ;
-  c.dstLOD = p.dstLOD;
-  c.dstHeight = p.dstHeight;
-  c.Depth = p.Depth;
+  CUDA_MEMCPY3D c;
+  std::memcpy(&c, &p, sizeof(c));
+  c.reserved0 = nullptr;
+  c.reserved1 = nullptr;
   return c;
+}
+
+CUresult Blocking(const CUDA_MEMCPY3D& c, uint64_t bytes) {
+  return DoCopy(c, bytes, nullptr, Sync::kBlocking);
+}
+CUresult Async(const CUDA_MEMCPY3D& c, uint64_t bytes, CUstream s) {
+  return DoCopy(c, bytes, s, Sync::kAsync);
+}
+
+// Copy time: host<->device bytes; a copy within the device takes none.
+uint64_t Bytes3D(const CUDA_MEMCPY3D& c) {
+  return c.WidthInBytes * c.Height * std::max<size_t>(c.Depth, 1);
 }
 
 }  // namespace
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
-#define COPY_SYNC(c, n) \
-  return Guard([&]() -> CUresult { return DoCopy(c, n, nullptr, false, Sync::kBlocking); })
-#define COPY_SYNC_PTDS(c, n) \
-  return Guard([&]() -> CUresult { return DoCopy(c, n, nullptr, true, Sync::kBlocking); })
-#define COPY_ASYNC(c, n, s) return Guard([&]() -> CUresult { return DoCopy(c, n, s, false, Sync::kAsync); })
-#define COPY_ASYNC_PTSZ(c, n, s) \
-  return Guard([&]() -> CUresult { return DoCopy(c, n, s, true, Sync::kAsync); })
-
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-  COPY_SYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n);
+  return Blocking(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n);
 }
 CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
-  COPY_SYNC_PTDS(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n);
+  return WithPerThreadDefaultStream([&] { return cuMemcpyHtoD_v2(dst, src, n); });
 }
 CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
+  return Blocking(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
 }
 CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC_PTDS(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
+  return WithPerThreadDefaultStream([&] { return cuMemcpyDtoH_v2(dst, src, n); });
 }
 CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0);
+  return Blocking(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0);
 }
 CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC_PTDS(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0);
+  return WithPerThreadDefaultStream([&] { return cuMemcpyDtoD_v2(dst, src, n); });
 }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  COPY_ASYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n, s);
+  return Async(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n, s);
 }
 CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_HOST, src, 0, n), n, s);
+  return cuMemcpyHtoDAsync_v2(dst, src, n, PerThread(s));
 }
 CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
+  return Async(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
 }
 CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(Linear(CU_MEMORYTYPE_HOST, dst, 0, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
+  return cuMemcpyDtoHAsync_v2(dst, src, n, PerThread(s));
 }
 CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0, s);
+  return Async(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0, s);
 }
 CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), 0, s);
+  return cuMemcpyDtoDAsync_v2(dst, src, n, PerThread(s));
 }
 // Unified addressing: every pointer is host-addressable in the simulator.
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n);
+  return Blocking(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n);
 }
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  COPY_SYNC_PTDS(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n);
+  return WithPerThreadDefaultStream([&] { return cuMemcpy(dst, src, n); });
 }
 CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n, s);
+  return Async(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n, s);
 }
 CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(Linear(CU_MEMORYTYPE_UNIFIED, nullptr, dst, CU_MEMORYTYPE_UNIFIED, nullptr, src, n), n, s);
+  return cuMemcpyAsync(dst, src, n, PerThread(s));
 }
-CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n) {
-  (void)dc;
-  (void)sc;
-  COPY_SYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
+CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n) {
+  return Blocking(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
 }
 CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n) {
-  (void)dc;
-  (void)sc;
-  COPY_SYNC_PTDS(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n);
+  return WithPerThreadDefaultStream([&] { return cuMemcpyPeer(dst, dc, src, sc, n); });
 }
-CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
-                           CUstream s) {
-  (void)dc;
-  (void)sc;
-  COPY_ASYNC(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
+CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext, CUdeviceptr src, CUcontext, size_t n, CUstream s) {
+  return Async(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
 }
 CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dc, CUdeviceptr src, CUcontext sc, size_t n,
                                 CUstream s) {
-  (void)dc;
-  (void)sc;
-  COPY_ASYNC_PTSZ(Linear(CU_MEMORYTYPE_DEVICE, nullptr, dst, CU_MEMORYTYPE_DEVICE, nullptr, src, n), n, s);
+  return cuMemcpyPeerAsync(dst, dc, src, sc, n, PerThread(s));
 }
 CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D* p) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_SYNC(From2D(*p), p->WidthInBytes * p->Height);
+  return Blocking(From2D(*p), p->WidthInBytes * p->Height);
 }
 CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D* p) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_SYNC_PTDS(From2D(*p), p->WidthInBytes * p->Height);
+  return WithPerThreadDefaultStream([&] { return cuMemcpy2D_v2(p); });
 }
 CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D* p) {
   return cuMemcpy2D_v2(p);
@@ -345,176 +331,32 @@ CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D* p) {
 }
 CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* p, CUstream s) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_ASYNC(From2D(*p), p->WidthInBytes * p->Height, s);
+  return Async(From2D(*p), p->WidthInBytes * p->Height, s);
 }
 CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D* p, CUstream s) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_ASYNC_PTSZ(From2D(*p), p->WidthInBytes * p->Height, s);
+  return cuMemcpy2DAsync_v2(p, PerThread(s));
 }
 CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D* p) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_SYNC(*p, p->WidthInBytes * p->Height * std::max<size_t>(p->Depth, 1));
+  return Blocking(*p, Bytes3D(*p));
 }
 CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D* p) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_SYNC_PTDS(*p, p->WidthInBytes * p->Height * std::max<size_t>(p->Depth, 1));
+  return WithPerThreadDefaultStream([&] { return cuMemcpy3D_v2(p); });
 }
 CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* p, CUstream s) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_ASYNC(*p, p->WidthInBytes * p->Height * std::max<size_t>(p->Depth, 1), s);
+  return Async(*p, Bytes3D(*p), s);
 }
 CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D* p, CUstream s) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  COPY_ASYNC_PTSZ(*p, p->WidthInBytes * p->Height * std::max<size_t>(p->Depth, 1), s);
+  return cuMemcpy3DAsync_v2(p, PerThread(s));
 }
-CUresult cuMemcpyHtoA_v2(CUarray dst, size_t off, const void* src, size_t n) {
-  COPY_SYNC(ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n),
-            n);
-}
-CUresult cuMemcpyHtoA_v2_ptds(CUarray dst, size_t off, const void* src, size_t n) {
-  COPY_SYNC_PTDS(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n), n);
-}
-CUresult cuMemcpyAtoH_v2(void* dst, CUarray src, size_t off, size_t n) {
-  COPY_SYNC(ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n),
-            n);
-}
-CUresult cuMemcpyAtoH_v2_ptds(void* dst, CUarray src, size_t off, size_t n) {
-  COPY_SYNC_PTDS(
-      ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n), n);
-}
-CUresult cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n) {
-  COPY_SYNC(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_DEVICE, nullptr, src, nullptr, 0, n),
-      0);
-}
-CUresult cuMemcpyDtoA_v2_ptds(CUarray dst, size_t off, CUdeviceptr src, size_t n) {
-  COPY_SYNC_PTDS(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_DEVICE, nullptr, src, nullptr, 0, n),
-      0);
-}
-CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n) {
-  COPY_SYNC(
-      ArrayCopy(CU_MEMORYTYPE_DEVICE, nullptr, dst, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n),
-      0);
-}
-CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t off, size_t n) {
-  COPY_SYNC_PTDS(
-      ArrayCopy(CU_MEMORYTYPE_DEVICE, nullptr, dst, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n),
-      0);
-}
-CUresult cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
-  COPY_SYNC(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, doff, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, soff, n),
-      0);
-}
-CUresult cuMemcpyAtoA_v2_ptds(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
-  COPY_SYNC_PTDS(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, doff, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, soff, n),
-      0);
-}
-CUresult cuMemcpyHtoAAsync_v2(CUarray dst, size_t off, const void* src, size_t n, CUstream s) {
-  COPY_ASYNC(ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n),
-             n, s);
-}
-CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dst, size_t off, const void* src, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(
-      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n), n, s);
-}
-CUresult cuMemcpyAtoHAsync_v2(void* dst, CUarray src, size_t off, size_t n, CUstream s) {
-  COPY_ASYNC(ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n),
-             n, s);
-}
-CUresult cuMemcpyAtoHAsync_v2_ptsz(void* dst, CUarray src, size_t off, size_t n, CUstream s) {
-  COPY_ASYNC_PTSZ(
-      ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n), n, s);
-}
-
-#define MEMSET(dst, pitch, v, e, w, h, s, ptds, sync) \
-  return Guard([&]() -> CUresult { return DoMemset(dst, pitch, v, e, w, h, s, ptds, sync); })
-
-CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) {
-  MEMSET(d, 0, v, 1, n, 1, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char v, size_t n) {
-  MEMSET(d, 0, v, 1, n, 1, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short v, size_t n) {
-  MEMSET(d, 0, v, 2, n, 1, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short v, size_t n) {
-  MEMSET(d, 0, v, 2, n, 1, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int v, size_t n) {
-  MEMSET(d, 0, v, 4, n, 1, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int v, size_t n) {
-  MEMSET(d, 0, v, 4, n, 1, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD2D8_v2(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) {
-  MEMSET(d, p, v, 1, w, h, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h) {
-  MEMSET(d, p, v, 1, w, h, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD2D16_v2(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) {
-  MEMSET(d, p, v, 2, w, h, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h) {
-  MEMSET(d, p, v, 2, w, h, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD2D32_v2(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) {
-  MEMSET(d, p, v, 4, w, h, nullptr, false, Sync::kBlocking);
-}
-CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h) {
-  MEMSET(d, p, v, 4, w, h, nullptr, true, Sync::kBlocking);
-}
-CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 1, n, 1, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 1, n, 1, s, true, Sync::kAsync);
-}
-CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 2, n, 1, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 2, n, 1, s, true, Sync::kAsync);
-}
-CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 4, n, 1, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream s) {
-  MEMSET(d, 0, v, 4, n, 1, s, true, Sync::kAsync);
-}
-CUresult cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 1, w, h, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 1, w, h, s, true, Sync::kAsync);
-}
-CUresult cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 2, w, h, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 2, w, h, s, true, Sync::kAsync);
-}
-CUresult cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 4, w, h, s, false, Sync::kAsync);
-}
-CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h, CUstream s) {
-  MEMSET(d, p, v, 4, w, h, s, true, Sync::kAsync);
-}
-
 CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER* p) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const CUDA_MEMCPY3D c = FromPeer(*p);
   return cuMemcpy3D_v2(&c);
 }
 CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER* p) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const CUDA_MEMCPY3D c = FromPeer(*p);
-  return cuMemcpy3D_v2_ptds(&c);
+  return WithPerThreadDefaultStream([&] { return cuMemcpy3DPeer(p); });
 }
 CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
   if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -522,9 +364,95 @@ CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
   return cuMemcpy3DAsync_v2(&c, s);
 }
 CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER* p, CUstream s) {
-  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const CUDA_MEMCPY3D c = FromPeer(*p);
-  return cuMemcpy3DAsync_v2_ptsz(&c, s);
+  return cuMemcpy3DPeerAsync(p, PerThread(s));
+}
+CUresult cuMemcpyHtoA_v2(CUarray dst, size_t off, const void* src, size_t n) {
+  return Blocking(
+      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n), n);
+}
+CUresult cuMemcpyHtoA_v2_ptds(CUarray dst, size_t off, const void* src, size_t n) {
+  return WithPerThreadDefaultStream([&] { return cuMemcpyHtoA_v2(dst, off, src, n); });
+}
+CUresult cuMemcpyAtoH_v2(void* dst, CUarray src, size_t off, size_t n) {
+  return Blocking(
+      ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n), n);
+}
+CUresult cuMemcpyAtoH_v2_ptds(void* dst, CUarray src, size_t off, size_t n) {
+  return WithPerThreadDefaultStream([&] { return cuMemcpyAtoH_v2(dst, src, off, n); });
+}
+CUresult cuMemcpyDtoA_v2(CUarray dst, size_t off, CUdeviceptr src, size_t n) {
+  return Blocking(
+      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_DEVICE, nullptr, src, nullptr, 0, n),
+      0);
+}
+CUresult cuMemcpyDtoA_v2_ptds(CUarray dst, size_t off, CUdeviceptr src, size_t n) {
+  return WithPerThreadDefaultStream([&] { return cuMemcpyDtoA_v2(dst, off, src, n); });
+}
+CUresult cuMemcpyAtoD_v2(CUdeviceptr dst, CUarray src, size_t off, size_t n) {
+  return Blocking(
+      ArrayCopy(CU_MEMORYTYPE_DEVICE, nullptr, dst, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n),
+      0);
+}
+CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dst, CUarray src, size_t off, size_t n) {
+  return WithPerThreadDefaultStream([&] { return cuMemcpyAtoD_v2(dst, src, off, n); });
+}
+CUresult cuMemcpyAtoA_v2(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
+  return Blocking(
+      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, doff, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, soff, n),
+      0);
+}
+CUresult cuMemcpyAtoA_v2_ptds(CUarray dst, size_t doff, CUarray src, size_t soff, size_t n) {
+  return WithPerThreadDefaultStream([&] { return cuMemcpyAtoA_v2(dst, doff, src, soff, n); });
+}
+CUresult cuMemcpyHtoAAsync_v2(CUarray dst, size_t off, const void* src, size_t n, CUstream s) {
+  return Async(
+      ArrayCopy(CU_MEMORYTYPE_ARRAY, nullptr, 0, dst, off, CU_MEMORYTYPE_HOST, src, 0, nullptr, 0, n), n, s);
+}
+CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dst, size_t off, const void* src, size_t n, CUstream s) {
+  return cuMemcpyHtoAAsync_v2(dst, off, src, n, PerThread(s));
+}
+CUresult cuMemcpyAtoHAsync_v2(void* dst, CUarray src, size_t off, size_t n, CUstream s) {
+  return Async(
+      ArrayCopy(CU_MEMORYTYPE_HOST, dst, 0, nullptr, 0, CU_MEMORYTYPE_ARRAY, nullptr, 0, src, off, n), n, s);
+}
+CUresult cuMemcpyAtoHAsync_v2_ptsz(void* dst, CUarray src, size_t off, size_t n, CUstream s) {
+  return cuMemcpyAtoHAsync_v2(dst, src, off, n, PerThread(s));
 }
 
+// The memset entry points of one element size (8, 16 or 32 bits): cuMemsetD<bits>_v2,
+// cuMemsetD2D<bits>_v2, cuMemsetD<bits>Async, cuMemsetD2D<bits>Async, and the
+// per-thread default stream twin (_ptds / _ptsz) of each.
+#define MEMSET_ENTRY_POINTS(bits, T)                                                                     \
+  CUresult cuMemsetD2D##bits##_v2(CUdeviceptr d, size_t p, T v, size_t w, size_t h) {                    \
+    return DoMemset(d, p, v, sizeof(T), w, h, nullptr, Sync::kBlocking);                                 \
+  }                                                                                                      \
+  CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr d, size_t p, T v, size_t w, size_t h) {               \
+    return WithPerThreadDefaultStream([&] { return cuMemsetD2D##bits##_v2(d, p, v, w, h); });            \
+  }                                                                                                      \
+  CUresult cuMemsetD##bits##_v2(CUdeviceptr d, T v, size_t n) {                                          \
+    return cuMemsetD2D##bits##_v2(d, 0, v, n, 1);                                                        \
+  }                                                                                                      \
+  CUresult cuMemsetD##bits##_v2_ptds(CUdeviceptr d, T v, size_t n) {                                     \
+    return cuMemsetD2D##bits##_v2_ptds(d, 0, v, n, 1);                                                   \
+  }                                                                                                      \
+  CUresult cuMemsetD2D##bits##Async(CUdeviceptr d, size_t p, T v, size_t w, size_t h, CUstream s) {      \
+    return DoMemset(d, p, v, sizeof(T), w, h, s, Sync::kAsync);                                          \
+  }                                                                                                      \
+  CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr d, size_t p, T v, size_t w, size_t h, CUstream s) { \
+    return cuMemsetD2D##bits##Async(d, p, v, w, h, PerThread(s));                                        \
+  }                                                                                                      \
+  CUresult cuMemsetD##bits##Async(CUdeviceptr d, T v, size_t n, CUstream s) {                            \
+    return cuMemsetD2D##bits##Async(d, 0, v, n, 1, s);                                                   \
+  }                                                                                                      \
+  CUresult cuMemsetD##bits##Async_ptsz(CUdeviceptr d, T v, size_t n, CUstream s) {                       \
+    return cuMemsetD2D##bits##Async(d, 0, v, n, 1, PerThread(s));                                        \
+  }
+
+MEMSET_ENTRY_POINTS(8, unsigned char)
+MEMSET_ENTRY_POINTS(16, unsigned short)
+MEMSET_ENTRY_POINTS(32, unsigned int)
+
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -206,40 +206,28 @@ CUresult ReadDeviceAttribute(int gpu, const GpuModel& model, CUdevice_attribute 
 
 }  // namespace
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuDeviceGetCount(int* count) {
-  return Guard([&]() -> CUresult {
-    if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     *count = static_cast<int>(R().visible.size());
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuDeviceGet(CUdevice* device, int ordinal) {
-  return Guard([&]() -> CUresult {
-    if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(ordinal, &gpu); r != CUDA_SUCCESS) return r;
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(ordinal, [&](int) -> CUresult {
     *device = ordinal;
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     std::string n = Gpu(gpu).name;
     if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
       const GpuModel* m = R().state->model(gpu);
@@ -272,11 +260,8 @@ static bool ParseUuid(const char* text, unsigned char out[16]) {
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     unsigned char bytes[16] = {};
     if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
       ParseUuid(MigDeviceUuid(Gpu(gpu), *gi, gi->cis[R().gpu_ci[gpu]]).c_str(), bytes);
@@ -300,22 +285,16 @@ CUresult cuDeviceGetLuid(char* luid, unsigned int* deviceNodeMask, CUdevice dev)
 }
 
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     *bytes = DeviceTotalBytes(gpu);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (pi == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     const GpuModel* m = R().state->model(gpu);
     if (m == nullptr) return CUDA_ERROR_INVALID_DEVICE;
     return ReadDeviceAttribute(gpu, *m, attrib, pi);
@@ -323,21 +302,16 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
 }
 
 CUresult cuDeviceComputeCapability(int* major, int* minor, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (CUresult r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-        r != CUDA_SUCCESS)
-      return r;
-    return cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-  });
+  if (major == nullptr || minor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+      r != CUDA_SUCCESS)
+    return r;
+  return cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
 }
 
 CUresult cuDeviceGetProperties(CUdevprop* prop, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     // The attribute table's figures (the legacy properties are a subset).
     const AttributeSource source{Gpu(gpu), *R().state->model(gpu), gpu};
     auto attribute = [&](CUdevice_attribute a) { return ListedAttribute(source, a); };
@@ -361,11 +335,8 @@ CUresult cuDeviceGetProperties(CUdevprop* prop, CUdevice dev) {
 }
 
 CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (pciBusId == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     // The driver API's form: "0000:07:00.0" (4-digit domain).
     std::snprintf(pciBusId, static_cast<size_t>(len), "0000:%02x:00.0", Gpu(gpu).pci_bus);
     return CUDA_SUCCESS;
@@ -373,10 +344,8 @@ CUresult cuDeviceGetPCIBusId(char* pciBusId, int len, CUdevice dev) {
 }
 
 CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
-  return Guard([&]() -> CUresult {
-    if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (dev == nullptr || pciBusId == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     unsigned domain = 0, bus = 0, device = 0, function = 0;
     if (std::sscanf(pciBusId, "%x:%x:%x.%x", &domain, &bus, &device, &function) < 3) {
       return CUDA_ERROR_INVALID_VALUE;
@@ -392,9 +361,8 @@ CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* pciBusId) {
 }
 
 CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
-  return Guard([&]() -> CUresult {
-    if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     int a, b;
     if (CUresult r = ValidDevice(dev, &a); r != CUDA_SUCCESS) return r;
     if (CUresult r = ValidDevice(peerDev, &b); r != CUDA_SUCCESS) return r;
@@ -406,11 +374,10 @@ CUresult cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDe
 
 CUresult cuDeviceGetP2PAttribute(int* value, CUdevice_P2PAttribute attrib, CUdevice srcDevice,
                                  CUdevice dstDevice) {
-  return Guard([&]() -> CUresult {
-    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    int can = 0;
-    if (CUresult r = cuDeviceCanAccessPeer(&can, srcDevice, dstDevice); r != CUDA_SUCCESS) return r;
-    LOCKED;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int can = 0;
+  if (CUresult r = cuDeviceCanAccessPeer(&can, srcDevice, dstDevice); r != CUDA_SUCCESS) return r;
+  return Entry([&]() -> CUresult {
     const int a = R().visible[srcDevice], b = R().visible[dstDevice];
     switch (attrib) {
       case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
@@ -441,3 +408,6 @@ CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t* maxWidthInElements, CUarray_
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -5,18 +5,14 @@
 
 #include "sim/cuda_internal.h"
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
+namespace tessera::sim::cuda {
 
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
-  return Guard([&]() -> CUresult {
-    if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    CUcontext c;
-    if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
+  if (phEvent == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext c) -> CUresult {
     auto* e = new CUevent_st();
     e->ctx = c;
     e->flags = Flags;
@@ -26,69 +22,48 @@ CUresult cuEventCreate(CUevent* phEvent, unsigned int Flags) {
   });
 }
 
-static CUresult EventRecord(CUevent ev, CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-    CUgraphNode_st node;
-    node.kind = NodeKind::kEventRecord;
-    node.event = ev;
-    return CaptureNode(s, std::move(node));
-  }
-  ev->recorded = true;
-  ev->time_ns = std::max(StreamReadyNs(s), MonotonicNs());
-  return CUDA_SUCCESS;
-}
-CUresult cuEventRecord(CUevent ev, CUstream s) {
-  return Guard([&]() -> CUresult { return EventRecord(ev, s, false); });
+CUresult cuEventRecord(CUevent ev, CUstream h) {
+  return OnStream(h, [&](CUstream s) {
+    if (!Valid(ev)) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+      CUgraphNode_st node;
+      node.kind = NodeKind::kEventRecord;
+      node.event = ev;
+      return CaptureNode(s, std::move(node));
+    }
+    ev->recorded = true;
+    ev->time_ns = std::max(StreamReadyNs(s), MonotonicNs());
+    return CUDA_SUCCESS;
+  });
 }
 CUresult cuEventRecord_ptsz(CUevent ev, CUstream s) {
-  return Guard([&]() -> CUresult { return EventRecord(ev, s, true); });
+  return cuEventRecord(ev, PerThread(s));
 }
-CUresult cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return EventRecord(ev, s, false); });
+CUresult cuEventRecordWithFlags(CUevent ev, CUstream s, unsigned int) {
+  return cuEventRecord(ev, s);
 }
-CUresult cuEventRecordWithFlags_ptsz(CUevent ev, CUstream s, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return EventRecord(ev, s, true); });
+CUresult cuEventRecordWithFlags_ptsz(CUevent ev, CUstream s, unsigned int) {
+  return cuEventRecord(ev, PerThread(s));
 }
 
 CUresult cuEventQuery(CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (!IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return OnHandle(ev, [&] {
     if (!ev->recorded) return CUDA_SUCCESS;
     return ev->time_ns <= MonotonicNs() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
   });
 }
 
 CUresult cuEventSynchronize(CUevent ev) {
-  return Guard([&]() -> CUresult {
-    int64_t t;
-    {
-      LOCKED;
-      if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-      if (!IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
-      t = ev->recorded ? ev->time_ns : 0;
-    }
-    SleepUntilNs(t);
+  return WaitFor([&](int64_t* t) {
+    if (!Valid(ev)) return CUDA_ERROR_INVALID_HANDLE;
+    *t = ev->recorded ? ev->time_ns : 0;
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuEventDestroy_v2(CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (!IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
-    R().live.erase(ev);
-    ev->magic = 0;
-    delete ev;
+  return OnHandle(ev, [&] {
+    DestroyHandle(ev);
     return CUDA_SUCCESS;
   });
 }
@@ -97,10 +72,8 @@ CUresult cuEventDestroy(CUevent ev) {
 }
 
 CUresult cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
-  return Guard([&]() -> CUresult {
-    if (pMilliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (pMilliseconds == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     if (!IsLive(hStart) || !IsLive(hEnd)) return CUDA_ERROR_INVALID_HANDLE;
     if ((hStart->flags & CU_EVENT_DISABLE_TIMING) || (hEnd->flags & CU_EVENT_DISABLE_TIMING)) {
       return CUDA_ERROR_INVALID_HANDLE;
@@ -118,22 +91,16 @@ CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) 
 
 // Context-wide event record/wait: the event follows all of the context's work.
 CUresult cuCtxRecordEvent(CUcontext ctx, CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (!IsLive(ctx) || !IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
-    int64_t t = MonotonicNs();
-    for (CUstream s : ctx->streams) t = std::max(t, s->last_end_ns);
+  return Entry([&]() -> CUresult {
+    if (!IsLive(ctx) || !Valid(ev)) return CUDA_ERROR_INVALID_HANDLE;
     ev->recorded = true;
-    ev->time_ns = t;
+    ev->time_ns = std::max(MonotonicNs(), ContextReadyNs(ctx));
     return CUDA_SUCCESS;
   });
 }
 CUresult cuCtxWaitEvent(CUcontext ctx, CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (!IsLive(ctx) || !IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return Entry([&]() -> CUresult {
+    if (!IsLive(ctx) || !Valid(ev)) return CUDA_ERROR_INVALID_HANDLE;
     if (ev->recorded) {
       for (CUstream s : ctx->streams) s->last_end_ns = std::max(s->last_end_ns, ev->time_ns);
     }
@@ -142,3 +109,6 @@ CUresult cuCtxWaitEvent(CUcontext ctx, CUevent ev) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -15,6 +15,7 @@
 
 #include "sim/cuda_internal.h"
 
+namespace tessera::sim::cuda {
 namespace {
 
 struct Versioned {
@@ -157,78 +158,86 @@ struct ErrorText {
   const char* text;
 };
 
+// An error's name is its enumerator's spelling.
+#define ERROR_TEXT(code, text) \
+  { code, #code, text }
+
 const ErrorText kErrors[] = {
-    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
-    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
-    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
-    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
-    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
-    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
-    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
-    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
-    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
-    {CUDA_ERROR_ALREADY_MAPPED, "CUDA_ERROR_ALREADY_MAPPED", "resource already mapped"},
-    {CUDA_ERROR_NOT_MAPPED, "CUDA_ERROR_NOT_MAPPED", "resource not mapped"},
-    {CUDA_ERROR_FILE_NOT_FOUND, "CUDA_ERROR_FILE_NOT_FOUND", "file not found"},
-    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
-    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
-    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
-    {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
-    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
-     "peer access is already enabled"},
-    {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
-     "part or all of the requested memory range is already mapped"},
-    {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",
-     "pointer does not correspond to a registered memory region"},
-    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
-    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
-    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
-     "operation not permitted when stream is capturing"},
-    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
-     "operation failed due to a previous error during capture"},
-    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
-     "attempt to terminate a thread-local capture sequence from another thread"},
-    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the resource is in an illegal state"},
-    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    ERROR_TEXT(CUDA_SUCCESS, "no error"),
+    ERROR_TEXT(CUDA_ERROR_INVALID_VALUE, "invalid argument"),
+    ERROR_TEXT(CUDA_ERROR_OUT_OF_MEMORY, "out of memory"),
+    ERROR_TEXT(CUDA_ERROR_NOT_INITIALIZED, "initialization error"),
+    ERROR_TEXT(CUDA_ERROR_DEINITIALIZED, "driver shutting down"),
+    ERROR_TEXT(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected"),
+    ERROR_TEXT(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal"),
+    ERROR_TEXT(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid"),
+    ERROR_TEXT(CUDA_ERROR_INVALID_CONTEXT, "invalid device context"),
+    ERROR_TEXT(CUDA_ERROR_ALREADY_MAPPED, "resource already mapped"),
+    ERROR_TEXT(CUDA_ERROR_NOT_MAPPED, "resource not mapped"),
+    ERROR_TEXT(CUDA_ERROR_FILE_NOT_FOUND, "file not found"),
+    ERROR_TEXT(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle"),
+    ERROR_TEXT(CUDA_ERROR_NOT_FOUND, "named symbol not found"),
+    ERROR_TEXT(CUDA_ERROR_NOT_READY, "device not ready"),
+    ERROR_TEXT(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered"),
+    ERROR_TEXT(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "peer access is already enabled"),
+    ERROR_TEXT(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+               "part or all of the requested memory range is already mapped"),
+    ERROR_TEXT(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+               "pointer does not correspond to a registered memory region"),
+    ERROR_TEXT(CUDA_ERROR_NOT_PERMITTED, "operation not permitted"),
+    ERROR_TEXT(CUDA_ERROR_NOT_SUPPORTED, "operation not supported"),
+    ERROR_TEXT(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "operation not permitted when stream is capturing"),
+    ERROR_TEXT(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED,
+               "operation failed due to a previous error during capture"),
+    ERROR_TEXT(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+               "attempt to terminate a thread-local capture sequence from another thread"),
+    ERROR_TEXT(CUDA_ERROR_ILLEGAL_STATE, "the resource is in an illegal state"),
+    ERROR_TEXT(CUDA_ERROR_MPS_CONNECTION_FAILED,
+               "MPS client failed to connect to the MPS control daemon or the MPS server"),
+    ERROR_TEXT(CUDA_ERROR_MPS_RPC_FAILURE,
+               "the remote procedural call between the MPS server and the MPS client failed"),
+    ERROR_TEXT(CUDA_ERROR_MPS_SERVER_NOT_READY, "MPS server is not ready to accept new MPS client requests"),
+    ERROR_TEXT(CUDA_ERROR_MPS_MAX_CLIENTS_REACHED,
+               "the hardware resources required to create MPS client have been exhausted"),
+    ERROR_TEXT(CUDA_ERROR_MPS_CLIENT_TERMINATED, "the MPS client has been terminated by the server"),
+    ERROR_TEXT(CUDA_ERROR_UNKNOWN, "unknown error"),
 };
+#undef ERROR_TEXT
+
+// The name or the text of an error; CUDA_ERROR_INVALID_VALUE (and NULL) for a
+// value that is not one.
+CUresult DescribeError(CUresult error, const char* ErrorText::*field, const char** out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (const ErrorText& e : kErrors) {
+    if (e.code == error) {
+      *out = e.*field;
+      return CUDA_SUCCESS;
+    }
+  }
+  *out = nullptr;
+  return CUDA_ERROR_INVALID_VALUE;
+}
 
 }  // namespace
 
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,
                              CUdriverProcAddressQueryResult* symbolStatus) {
-  return tessera::sim::cuda::Guard(
-      [&]() -> CUresult { return ProcAddress(symbol, pfn, cudaVersion, flags, symbolStatus); });
+  return Guard([&]() -> CUresult { return ProcAddress(symbol, pfn, cudaVersion, flags, symbolStatus); });
 }
 
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags) {
-  return tessera::sim::cuda::Guard(
-      [&]() -> CUresult { return ProcAddress(symbol, pfn, cudaVersion, flags, nullptr); });
+  return Guard([&]() -> CUresult { return ProcAddress(symbol, pfn, cudaVersion, flags, nullptr); });
 }
 
 CUresult cuGetErrorString(CUresult error, const char** pStr) {
-  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText& e : kErrors) {
-    if (e.code == error) {
-      *pStr = e.text;
-      return CUDA_SUCCESS;
-    }
-  }
-  *pStr = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
+  return DescribeError(error, &ErrorText::text, pStr);
 }
 
 CUresult cuGetErrorName(CUresult error, const char** pStr) {
-  if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (const ErrorText& e : kErrors) {
-    if (e.code == error) {
-      *pStr = e.name;
-      return CUDA_SUCCESS;
-    }
-  }
-  *pStr = nullptr;
-  return CUDA_ERROR_INVALID_VALUE;
+  return DescribeError(error, &ErrorText::name, pStr);
 }
 
 // The runtime's private tables are not simulated.
@@ -246,3 +255,6 @@ CUresult cuProfilerStop(void) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

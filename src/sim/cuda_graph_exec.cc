@@ -65,19 +65,24 @@ CUresult LaunchGraphOn(CUgraphExec exec, CUstream s) {
   return CUDA_SUCCESS;
 }
 
-}  // namespace tessera::sim::cuda
+// An executable on a stream that is not capturing (launches are not captured).
+template <typename Body>
+CUresult OnExecAndStream(CUgraphExec exec, CUstream h, Body&& body) {
+  return OnStream(h, [&](CUstream s) {
+    if (!Valid(exec)) return CUDA_ERROR_INVALID_VALUE;
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return body(s);
+  });
+}
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 // Topological order (Kahn); ties keep insertion order. Error on a cycle, and
 // on a second executable of a graph with memory nodes.
+// The caller holds Runtime::mu.
 static CUresult Instantiate(CUgraphExec* out, CUgraph g, unsigned long long flags = 0) {
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  if (out == nullptr || !Valid(g)) return CUDA_ERROR_INVALID_VALUE;
   constexpr unsigned long long kKnown =
       CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
       CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
@@ -138,34 +143,28 @@ static void DestroyExec(CUgraphExec exec) {
     --ga->refs;
     MaybeDropGraphAllocation(n.alloc.dptr);
   }
-  if (IsLive(exec->graph) && exec->graph->magic == kGraphMagic && exec->graph->id == exec->graph_id)
-    --exec->graph->execs;
-  R().live.erase(exec);
-  exec->magic = 0;
-  delete exec;
+  if (Valid(exec->graph) && exec->graph->id == exec->graph_id) --exec->graph->execs;
+  DestroyHandle(exec);
 }
 
 CUresult cuGraphInstantiateWithFlags(CUgraphExec* out, CUgraph g, unsigned long long flags) {
   // The upload flag belongs to cuGraphInstantiateWithParams (it names the stream).
   if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return Instantiate(out, g, flags); });
+  return Entry([&] { return Instantiate(out, g, flags); });
 }
 CUresult cuGraphInstantiate_v2(CUgraphExec* out, CUgraph g, CUgraphNode* errNode, char* log, size_t logSize) {
-  return Guard([&]() -> CUresult {
-    if (errNode != nullptr) *errNode = nullptr;
-    if (log != nullptr && logSize > 0) log[0] = '\0';
-    return Instantiate(out, g);
-  });
+  if (errNode != nullptr) *errNode = nullptr;
+  if (log != nullptr && logSize > 0) log[0] = '\0';
+  return Entry([&] { return Instantiate(out, g); });
 }
 CUresult cuGraphInstantiateWithParams(CUgraphExec* out, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     const unsigned long long flags = p != nullptr ? p->flags : 0;
     CUresult r = Instantiate(out, g, flags);
     if (r == CUDA_SUCCESS && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD)) {
       // Uploaded at once into the given stream: its allocations are backed now.
       CUstream s;
-      r = ResolveStream(p->hUploadStream, false, &s);
+      r = ResolveStream(p->hUploadStream, &s);
       if (r == CUDA_SUCCESS) r = BackGraphAllocations(*out);
       if (r != CUDA_SUCCESS) {
         DestroyExec(*out);
@@ -184,53 +183,32 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* out, CUgraph g, CUDA_GRA
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(exec, [&] {
     DestroyExec(exec);
     return CUDA_SUCCESS;
   });
 }
 
-static CUresult GraphLaunch(CUgraphExec exec, CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  return LaunchGraphOn(exec, s);
-}
-CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
-  return Guard([&]() -> CUresult { return GraphLaunch(exec, s, false); });
+CUresult cuGraphLaunch(CUgraphExec exec, CUstream h) {
+  return OnExecAndStream(exec, h, [&](CUstream s) { return LaunchGraphOn(exec, s); });
 }
 CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
-  return Guard([&]() -> CUresult { return GraphLaunch(exec, s, true); });
+  return cuGraphLaunch(exec, PerThread(s));
 }
 // Uploading maps the physical memory of the executable's allocations now
 // instead of at its first launch.
-static CUresult GraphUpload(CUgraphExec exec, CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  return BackGraphAllocations(exec);
-}
-CUresult cuGraphUpload(CUgraphExec exec, CUstream s) {
-  return Guard([&]() -> CUresult { return GraphUpload(exec, s, false); });
+CUresult cuGraphUpload(CUgraphExec exec, CUstream h) {
+  return OnExecAndStream(exec, h, [&](CUstream) { return BackGraphAllocations(exec); });
 }
 CUresult cuGraphUpload_ptsz(CUgraphExec exec, CUstream s) {
-  return Guard([&]() -> CUresult { return GraphUpload(exec, s, true); });
+  return cuGraphUpload(exec, PerThread(s));
 }
 
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
                                            const CUDA_KERNEL_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(exec) || exec->magic != kExecMagic || !IsLive(node)) return CUDA_ERROR_INVALID_VALUE;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
+    if (!Valid(exec) || !IsLive(node)) return CUDA_ERROR_INVALID_VALUE;
     CUfunction f = p->func != nullptr ? p->func : static_cast<CUfunction>(p->kern);
     if (!IsLive(f)) return CUDA_ERROR_INVALID_VALUE;
     for (CUgraphNode_st& n : exec->nodes) {
@@ -245,10 +223,8 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
 }
 
 CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResultInfo* info) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
-    if (exec->has_mem_nodes || (IsLive(g) && g->magic == kGraphMagic && g->has_mem_nodes)) {
+  return OnHandle(exec, [&] {
+    if (exec->has_mem_nodes || (Valid(g) && g->has_mem_nodes)) {
       // Not modelled: the simulator updates by instantiating afresh.
       if (info != nullptr) info->result = CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED;
       return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
@@ -271,13 +247,7 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, CUgraphExecUpdateResu
 }
 
 CUresult cuGraphExecGetFlags(CUgraphExec exec, cuuint64_t* flags) {
-  return Guard([&]() -> CUresult {
-    if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(exec) || exec->magic != kExecMagic) return CUDA_ERROR_INVALID_VALUE;
-    *flags = exec->flags;
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(exec, flags, [&] { return exec->flags; });
 }
 
 // Graphs of CUDA 10.2-11.8 (cuGraphExecUpdate before its _v2).
@@ -297,3 +267,6 @@ CUresult cuGraphInstantiate(CUgraphExec* phGraphExec, CUgraph hGraph, CUgraphNod
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -8,6 +8,7 @@
 // cuDeviceGraphMemTrim returns it (docs/sim.md).
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "sim/cuda_graphs.h"
 
@@ -234,12 +235,9 @@ CUresult CaptureMemFree(CUstream s, CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
-CUresult MemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                      CUDA_MEM_ALLOC_NODE_PARAMS* p) {
-  if (out == nullptr || p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+// MemAllocNode's work, under Runtime::mu.
+static CUresult AddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                                CUDA_MEM_ALLOC_NODE_PARAMS* p) {
   const CUmemPoolProps& props = p->poolProps;
   const int devices = static_cast<int>(R().visible.size());
   // Device memory only; no IPC handles (as the driver documents).
@@ -269,44 +267,41 @@ CUresult MemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size
   return CUDA_SUCCESS;
 }
 
-CUresult MemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUdeviceptr dptr) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
-  if (CUresult r = CheckGraphFree(dptr); r != CUDA_SUCCESS) return r;
-  CUgraphNode_st node;
-  node.kind = NodeKind::kMemFree;
-  node.alloc.dptr = dptr;
-  if (CUresult r = AddNode(out, g, deps, n, std::move(node)); r != CUDA_SUCCESS) return r;
-  FindGraphAllocation(dptr)->free_node_graph_id = g->id;
-  g->has_mem_nodes = true;
-  return CUDA_SUCCESS;
+CUresult MemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
+                      CUDA_MEM_ALLOC_NODE_PARAMS* p) {
+  if (out == nullptr || p == nullptr || p->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(g, [&] { return AddMemAllocNode(out, g, deps, n, p); });
 }
 
-}  // namespace tessera::sim::cuda
+CUresult MemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUdeviceptr dptr) {
+  return OnHandle(g, [&] {
+    if (CUresult r = CheckGraphFree(dptr); r != CUDA_SUCCESS) return r;
+    CUgraphNode_st node;
+    node.kind = NodeKind::kMemFree;
+    node.alloc.dptr = dptr;
+    if (CUresult r = AddNode(out, g, deps, n, std::move(node)); r != CUDA_SUCCESS) return r;
+    FindGraphAllocation(dptr)->free_node_graph_id = g->id;
+    g->has_mem_nodes = true;
+    return CUDA_SUCCESS;
+  });
+}
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuGraphAddMemAllocNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                                 CUDA_MEM_ALLOC_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult { return MemAllocNode(out, g, deps, n, p); });
+  return MemAllocNode(out, g, deps, n, p);
 }
 
 CUresult cuGraphAddMemFreeNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                                CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult { return MemFreeNode(out, g, deps, n, dptr); });
+  return MemFreeNode(out, g, deps, n, dptr);
 }
 
 CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS* out) {
-  return Guard([&]() -> CUresult {
-    if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(node) || node->magic != kNodeMagic || node->kind != NodeKind::kMemAlloc) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnNodeOf(NodeKind::kMemAlloc, node, [&] {
     *out = node->alloc;
     out->accessDescs = node->access.empty() ? nullptr : node->access.data();
     out->accessDescCount = node->access.size();
@@ -315,12 +310,8 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARA
 }
 
 CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* out) {
-  return Guard([&]() -> CUresult {
-    if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(node) || node->magic != kNodeMagic || node->kind != NodeKind::kMemFree) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnNodeOf(NodeKind::kMemFree, node, [&] {
     *out = node->alloc.dptr;
     return CUDA_SUCCESS;
   });
@@ -330,10 +321,7 @@ CUresult cuGraphMemFreeNodeGetParams(CUgraphNode node, CUdeviceptr* out) {
 // uses: memory of executables that are not running and whose allocations are
 // not live (they map it again when next launched), and idle memory.
 CUresult cuDeviceGraphMemTrim(CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     const int64_t now = MonotonicNs();
     for (auto& [p, ga] : R().graph_allocs) {
       if (ga.gpu != gpu || !ga.backed || ga.live) continue;
@@ -345,55 +333,45 @@ CUresult cuDeviceGraphMemTrim(CUdevice dev) {
   });
 }
 
+// The graph memory pool's figures: used (mapped for allocations), reserved
+// (that and idle memory), and their high watermarks.
 CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const GraphMemPool& pool = R().graph_pool[gpu];
-    auto* out = static_cast<cuuint64_t*>(value);
-    switch (attr) {
-      case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
-        *out = pool.mapped;
-        break;
-      case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
-        *out = pool.used_high;
-        break;
-      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
-        *out = pool.mapped + pool.idle;
-        break;
-      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
-        *out = pool.reserved_high;
-        break;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
+    const std::pair<CUgraphMem_attribute, uint64_t> figures[] = {
+        {CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, pool.mapped},
+        {CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, pool.used_high},
+        {CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, pool.mapped + pool.idle},
+        {CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH, pool.reserved_high},
+    };
+    for (const auto& [attribute, figure] : figures) {
+      if (attribute != attr) continue;
+      *static_cast<cuuint64_t*>(value) = figure;
+      return CUDA_SUCCESS;
     }
-    return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
   });
 }
 
 // Only the high watermarks can be set, and only to 0 (a reset: they restart
 // from the current figure).
 CUresult cuDeviceSetGraphMemAttribute(CUdevice dev, CUgraphMem_attribute attr, void* value) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     if (value == nullptr || *static_cast<cuuint64_t*>(value) != 0) return CUDA_ERROR_INVALID_VALUE;
     GraphMemPool& pool = R().graph_pool[gpu];
-    switch (attr) {
-      case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
-        pool.used_high = pool.mapped;
-        break;
-      case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
-        pool.reserved_high = pool.mapped + pool.idle;
-        break;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
+    if (attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) {
+      pool.used_high = pool.mapped;
+    } else if (attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) {
+      pool.reserved_high = pool.mapped + pool.idle;
+    } else {
+      return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;
   });
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

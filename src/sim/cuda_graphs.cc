@@ -12,39 +12,38 @@
 
 namespace tessera::sim::cuda {
 
-CUresult ValidGraph(CUgraph g) {
-  return IsLive(g) && g->magic == kGraphMagic ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
 CUresult AddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUgraphNode_st node) {
-  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
-  if (n > 0 && deps == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto p = std::make_unique<CUgraphNode_st>(std::move(node));
-  p->magic = kNodeMagic;
-  p->graph = g;
-  for (size_t i = 0; i < n; ++i) {
-    if (!IsLive(deps[i]) || deps[i]->graph != g) return CUDA_ERROR_INVALID_VALUE;
-    p->deps.push_back(deps[i]);
-  }
-  *out = p.get();
-  R().live.insert(p.get());
-  g->nodes.push_back(std::move(p));
-  return CUDA_SUCCESS;
+  if (out == nullptr || (n > 0 && deps == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(g, [&] {
+    auto p = std::make_unique<CUgraphNode_st>(std::move(node));
+    p->magic = CUgraphNode_st::kMagic;
+    p->graph = g;
+    for (size_t i = 0; i < n; ++i) {
+      if (!IsLive(deps[i]) || deps[i]->graph != g) return CUDA_ERROR_INVALID_VALUE;
+      p->deps.push_back(deps[i]);
+    }
+    *out = p.get();
+    R().live.insert(p.get());
+    g->nodes.push_back(std::move(p));
+    return CUDA_SUCCESS;
+  });
 }
 
-}  // namespace tessera::sim::cuda
+// A node of kind `kind` whose other fields `fill` sets.
+template <typename Fill>
+CUgraphNode_st NodeOf(NodeKind kind, Fill&& fill) {
+  CUgraphNode_st node;
+  node.kind = kind;
+  fill(node);
+  return node;
+}
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
-  return Guard([&]() -> CUresult {
-    if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (phGraph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     auto* g = new CUgraph_st();
     g->id = R().next_id++;
     R().live.insert(g);
@@ -54,9 +53,7 @@ CUresult cuGraphCreate(CUgraph* phGraph, unsigned int flags) {
 }
 
 CUresult cuGraphDestroy(CUgraph g) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  return OnHandle(g, [&] {
     // Live allocations of its alloc nodes stay allocated (freed elsewhere later).
     for (auto& n : g->nodes) {
       GraphAllocation* ga = n->kind == NodeKind::kMemAlloc || n->kind == NodeKind::kMemFree
@@ -70,69 +67,59 @@ CUresult cuGraphDestroy(CUgraph g) {
       }
     }
     for (auto& n : g->nodes) R().live.erase(n.get());
-    R().live.erase(g);
-    g->magic = 0;
-    delete g;
+    DestroyHandle(g);
     return CUDA_SUCCESS;
   });
 }
 
+// Parameter values are captured now (the duration), not the pointers to them.
 static CUresult KernelNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUfunction f,
                            void** params, void** extra, const CUDA_KERNEL_NODE_PARAMS& p) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!IsLive(f) || f->magic != kFuncMagic) return CUDA_ERROR_INVALID_VALUE;
-  CUgraphNode_st node;
-  node.kind = NodeKind::kKernel;
-  node.func = f;
-  node.kernel = p;
-  node.kernel.kernelParams = nullptr;  // values are captured now (the duration), not pointers
-  node.kernel.extra = nullptr;
-  node.duration_ns = KernelDurationNs(f, params, extra);
-  return AddNode(out, g, deps, n, std::move(node));
+  return Entry([&]() -> CUresult {
+    if (!Valid(f)) return CUDA_ERROR_INVALID_VALUE;
+    return AddNode(out, g, deps, n, NodeOf(NodeKind::kKernel, [&](CUgraphNode_st& node) {
+                     node.func = f;
+                     node.kernel = p;
+                     node.kernel.kernelParams = nullptr;
+                     node.kernel.extra = nullptr;
+                     node.duration_ns = KernelDurationNs(f, params, extra);
+                   }));
+  });
 }
 
 CUresult cuGraphAddKernelNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                                  const CUDA_KERNEL_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    CUfunction f = p->func != nullptr ? p->func : static_cast<CUfunction>(p->kern);
-    return KernelNode(out, g, deps, n, f, p->kernelParams, p->extra, *p);
-  });
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunction f = p->func != nullptr ? p->func : static_cast<CUfunction>(p->kern);
+  return KernelNode(out, g, deps, n, f, p->kernelParams, p->extra, *p);
 }
 
 CUresult cuGraphAddKernelNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                               const CUDA_KERNEL_NODE_PARAMS_v1* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    CUDA_KERNEL_NODE_PARAMS v2{};
-    v2.func = p->func;
-    v2.gridDimX = p->gridDimX;
-    v2.gridDimY = p->gridDimY;
-    v2.gridDimZ = p->gridDimZ;
-    v2.blockDimX = p->blockDimX;
-    v2.blockDimY = p->blockDimY;
-    v2.blockDimZ = p->blockDimZ;
-    v2.sharedMemBytes = p->sharedMemBytes;
-    return KernelNode(out, g, deps, n, p->func, p->kernelParams, p->extra, v2);
-  });
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUDA_KERNEL_NODE_PARAMS v2{};
+  v2.func = p->func;
+  v2.gridDimX = p->gridDimX;
+  v2.gridDimY = p->gridDimY;
+  v2.gridDimZ = p->gridDimZ;
+  v2.blockDimX = p->blockDimX;
+  v2.blockDimY = p->blockDimY;
+  v2.blockDimZ = p->blockDimZ;
+  v2.sharedMemBytes = p->sharedMemBytes;
+  return KernelNode(out, g, deps, n, p->func, p->kernelParams, p->extra, v2);
 }
 
 CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(node) || node->kind != NodeKind::kKernel) return CUDA_ERROR_INVALID_VALUE;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnNodeOf(NodeKind::kKernel, node, [&] {
     *p = node->kernel;
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(node) || node->kind != NodeKind::kKernel) return CUDA_ERROR_INVALID_VALUE;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnNodeOf(NodeKind::kKernel, node, [&] {
     CUfunction f = p->func != nullptr ? p->func : static_cast<CUfunction>(p->kern);
     if (!IsLive(f)) return CUDA_ERROR_INVALID_VALUE;
     node->func = f;
@@ -145,100 +132,64 @@ CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode node, const CUDA_KERNEL_NODE_
 }
 
 CUresult cuGraphAddMemsetNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                              const CUDA_MEMSET_NODE_PARAMS* p, CUcontext ctx) {
-  (void)ctx;
-  return Guard([&]() -> CUresult {
-    if (p == nullptr || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    LOCKED;
-    CUgraphNode_st node;
-    node.kind = NodeKind::kMemset;
-    node.memset = *p;
-    return AddNode(out, g, deps, n, std::move(node));
-  });
+                              const CUDA_MEMSET_NODE_PARAMS* p, CUcontext) {
+  if (p == nullptr || (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return AddNode(out, g, deps, n, NodeOf(NodeKind::kMemset, [&](CUgraphNode_st& node) { node.memset = *p; }));
 }
 
 CUresult cuGraphAddMemcpyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
-                              const CUDA_MEMCPY3D* p, CUcontext ctx) {
-  (void)ctx;
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    CUgraphNode_st node;
-    node.kind = NodeKind::kMemcpy;
-    node.memcpy = *p;
-    return AddNode(out, g, deps, n, std::move(node));
-  });
+                              const CUDA_MEMCPY3D* p, CUcontext) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(out, g, deps, n, NodeOf(NodeKind::kMemcpy, [&](CUgraphNode_st& node) { node.memcpy = *p; }));
 }
 
 CUresult cuGraphAddHostNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                             const CUDA_HOST_NODE_PARAMS* p) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr || p->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    CUgraphNode_st node;
-    node.kind = NodeKind::kHost;
-    node.host = *p;
-    return AddNode(out, g, deps, n, std::move(node));
-  });
+  if (p == nullptr || p->fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return AddNode(out, g, deps, n, NodeOf(NodeKind::kHost, [&](CUgraphNode_st& node) { node.host = *p; }));
 }
 
 CUresult cuGraphAddEmptyNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    return AddNode(out, g, deps, n, CUgraphNode_st{});
-  });
+  return AddNode(out, g, deps, n, CUgraphNode_st{});
 }
 
+// An event record or wait node; the event must exist when the node is added.
+static CUresult EventNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, NodeKind kind,
+                          CUevent ev) {
+  return Entry([&]() -> CUresult {
+    if (!IsLive(ev)) return CUDA_ERROR_INVALID_VALUE;
+    return AddNode(out, g, deps, n, NodeOf(kind, [&](CUgraphNode_st& node) { node.event = ev; }));
+  });
+}
 CUresult cuGraphAddEventRecordNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                                    CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(ev)) return CUDA_ERROR_INVALID_VALUE;
-    CUgraphNode_st node;
-    node.kind = NodeKind::kEventRecord;
-    node.event = ev;
-    return AddNode(out, g, deps, n, std::move(node));
-  });
+  return EventNode(out, g, deps, n, NodeKind::kEventRecord, ev);
 }
-
 CUresult cuGraphAddEventWaitNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUevent ev) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(ev)) return CUDA_ERROR_INVALID_VALUE;
-    CUgraphNode_st node;
-    node.kind = NodeKind::kEventWait;
-    node.event = ev;
-    return AddNode(out, g, deps, n, std::move(node));
-  });
+  return EventNode(out, g, deps, n, NodeKind::kEventWait, ev);
 }
 
-static CUresult AddDeps(CUgraph g, const CUgraphNode* from, const CUgraphNode* to, size_t n) {
-  LOCKED;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
-  for (size_t i = 0; i < n; ++i) {
-    if (!IsLive(from[i]) || !IsLive(to[i]) || from[i]->graph != g || to[i]->graph != g) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    to[i]->deps.push_back(from[i]);
-  }
-  return CUDA_SUCCESS;
-}
 CUresult cuGraphAddDependencies(CUgraph g, const CUgraphNode* from, const CUgraphNode* to, size_t n) {
-  return Guard([&]() -> CUresult { return AddDeps(g, from, to, n); });
+  return OnHandle(g, [&] {
+    for (size_t i = 0; i < n; ++i) {
+      if (!IsLive(from[i]) || !IsLive(to[i]) || from[i]->graph != g || to[i]->graph != g) {
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      to[i]->deps.push_back(from[i]);
+    }
+    return CUDA_SUCCESS;
+  });
 }
 CUresult cuGraphAddDependencies_v2(CUgraph g, const CUgraphNode* from, const CUgraphNode* to,
-                                   const CUgraphEdgeData* edgeData, size_t n) {
-  (void)edgeData;
-  return Guard([&]() -> CUresult { return AddDeps(g, from, to, n); });
+                                   const CUgraphEdgeData*, size_t n) {
+  return cuGraphAddDependencies(g, from, to, n);
 }
 
 CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* numNodes) {
-  return Guard([&]() -> CUresult {
-    if (numNodes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  if (numNodes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(g, [&] {
     if (nodes != nullptr) {
       for (size_t i = 0; i < std::min(*numNodes, g->nodes.size()); ++i) nodes[i] = g->nodes[i].get();
     }
@@ -248,114 +199,62 @@ CUresult cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, size_t* numNodes) {
 }
 
 CUresult cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
-  return Guard([&]() -> CUresult {
-    if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (type == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     if (!IsLive(node)) return CUDA_ERROR_INVALID_VALUE;
-    switch (node->kind) {
-      case NodeKind::kKernel:
-        *type = CU_GRAPH_NODE_TYPE_KERNEL;
-        break;
-      case NodeKind::kMemset:
-        *type = CU_GRAPH_NODE_TYPE_MEMSET;
-        break;
-      case NodeKind::kMemcpy:
-        *type = CU_GRAPH_NODE_TYPE_MEMCPY;
-        break;
-      case NodeKind::kHost:
-        *type = CU_GRAPH_NODE_TYPE_HOST;
-        break;
-      case NodeKind::kEventRecord:
-        *type = CU_GRAPH_NODE_TYPE_EVENT_RECORD;
-        break;
-      case NodeKind::kEventWait:
-        *type = CU_GRAPH_NODE_TYPE_WAIT_EVENT;
-        break;
-      case NodeKind::kEmpty:
-        *type = CU_GRAPH_NODE_TYPE_EMPTY;
-        break;
-      case NodeKind::kMemAlloc:
-        *type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
-        break;
-      case NodeKind::kMemFree:
-        *type = CU_GRAPH_NODE_TYPE_MEM_FREE;
-        break;
-    }
+    *type = static_cast<CUgraphNodeType>(node->kind);
     return CUDA_SUCCESS;
   });
 }
 
-CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps,
-                           const CUgraphEdgeData* edgeData, size_t n, CUgraphNodeParams* p) {
-  (void)edgeData;
-  return Guard([&]() -> CUresult {
-    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    switch (p->type) {
-      case CU_GRAPH_NODE_TYPE_KERNEL: {
-        CUfunction f = p->kernel.func != nullptr ? p->kernel.func : static_cast<CUfunction>(p->kernel.kern);
-        CUDA_KERNEL_NODE_PARAMS k{};
-        k.func = f;
-        k.gridDimX = p->kernel.gridDimX;
-        k.gridDimY = p->kernel.gridDimY;
-        k.gridDimZ = p->kernel.gridDimZ;
-        k.blockDimX = p->kernel.blockDimX;
-        k.blockDimY = p->kernel.blockDimY;
-        k.blockDimZ = p->kernel.blockDimZ;
-        k.sharedMemBytes = p->kernel.sharedMemBytes;
-        return KernelNode(out, g, deps, n, f, p->kernel.kernelParams, p->kernel.extra, k);
-      }
-      case CU_GRAPH_NODE_TYPE_MEMSET: {
-        CUgraphNode_st node;
-        node.kind = NodeKind::kMemset;
-        node.memset.dst = p->memset.dst;
-        node.memset.pitch = p->memset.pitch;
-        node.memset.value = p->memset.value;
-        node.memset.elementSize = p->memset.elementSize;
-        node.memset.width = p->memset.width;
-        node.memset.height = p->memset.height;
-        return AddNode(out, g, deps, n, std::move(node));
-      }
-      case CU_GRAPH_NODE_TYPE_MEMCPY: {
-        CUgraphNode_st node;
-        node.kind = NodeKind::kMemcpy;
-        node.memcpy = p->memcpy.copyParams;
-        return AddNode(out, g, deps, n, std::move(node));
-      }
-      case CU_GRAPH_NODE_TYPE_HOST: {
-        if (p->host.fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-        CUgraphNode_st node;
-        node.kind = NodeKind::kHost;
-        node.host.fn = p->host.fn;
-        node.host.userData = p->host.userData;
-        return AddNode(out, g, deps, n, std::move(node));
-      }
-      case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      case CU_GRAPH_NODE_TYPE_WAIT_EVENT: {
-        CUevent ev = p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? p->eventRecord.event : p->eventWait.event;
-        if (!IsLive(ev)) return CUDA_ERROR_INVALID_VALUE;
-        CUgraphNode_st node;
-        node.kind =
-            p->type == CU_GRAPH_NODE_TYPE_EVENT_RECORD ? NodeKind::kEventRecord : NodeKind::kEventWait;
-        node.event = ev;
-        return AddNode(out, g, deps, n, std::move(node));
-      }
-      case CU_GRAPH_NODE_TYPE_EMPTY:
-        return AddNode(out, g, deps, n, CUgraphNode_st{});
-      case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
-        static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v1));
-        CUDA_MEM_ALLOC_NODE_PARAMS v1{};
-        std::memcpy(&v1, &p->alloc, sizeof(v1));
-        CUresult r = MemAllocNode(out, g, deps, n, &v1);
-        if (r == CUDA_SUCCESS) p->alloc.dptr = v1.dptr;
-        return r;
-      }
-      case CU_GRAPH_NODE_TYPE_MEM_FREE:
-        return MemFreeNode(out, g, deps, n, p->free.dptr);
-      default:
-        return CUDA_ERROR_NOT_SUPPORTED;
+// The generic form of the cuGraphAdd*Node calls.
+CUresult cuGraphAddNode_v2(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*,
+                           size_t n, CUgraphNodeParams* p) {
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (p->type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: {
+      CUfunction f = p->kernel.func != nullptr ? p->kernel.func : static_cast<CUfunction>(p->kernel.kern);
+      CUDA_KERNEL_NODE_PARAMS k{};
+      k.func = f;
+      k.gridDimX = p->kernel.gridDimX;
+      k.gridDimY = p->kernel.gridDimY;
+      k.gridDimZ = p->kernel.gridDimZ;
+      k.blockDimX = p->kernel.blockDimX;
+      k.blockDimY = p->kernel.blockDimY;
+      k.blockDimZ = p->kernel.blockDimZ;
+      k.sharedMemBytes = p->kernel.sharedMemBytes;
+      return KernelNode(out, g, deps, n, f, p->kernel.kernelParams, p->kernel.extra, k);
     }
-  });
+    case CU_GRAPH_NODE_TYPE_MEMSET: {
+      const CUDA_MEMSET_NODE_PARAMS m{p->memset.dst,         p->memset.pitch, p->memset.value,
+                                      p->memset.elementSize, p->memset.width, p->memset.height};
+      return cuGraphAddMemsetNode(out, g, deps, n, &m, nullptr);
+    }
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      return cuGraphAddMemcpyNode(out, g, deps, n, &p->memcpy.copyParams, nullptr);
+    case CU_GRAPH_NODE_TYPE_HOST: {
+      const CUDA_HOST_NODE_PARAMS h{p->host.fn, p->host.userData};
+      return cuGraphAddHostNode(out, g, deps, n, &h);
+    }
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      return EventNode(out, g, deps, n, NodeKind::kEventRecord, p->eventRecord.event);
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      return EventNode(out, g, deps, n, NodeKind::kEventWait, p->eventWait.event);
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return cuGraphAddEmptyNode(out, g, deps, n);
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+      static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v2) == sizeof(CUDA_MEM_ALLOC_NODE_PARAMS_v1));
+      CUDA_MEM_ALLOC_NODE_PARAMS v1{};
+      std::memcpy(&v1, &p->alloc, sizeof(v1));
+      CUresult r = MemAllocNode(out, g, deps, n, &v1);
+      if (r == CUDA_SUCCESS) p->alloc.dptr = v1.dptr;
+      return r;
+    }
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return MemFreeNode(out, g, deps, n, p->free.dptr);
+    default:
+      return CUDA_ERROR_NOT_SUPPORTED;
+  }
 }
 CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n,
                         CUgraphNodeParams* p) {
@@ -363,10 +262,8 @@ CUresult cuGraphAddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, si
 }
 
 CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* roots, size_t* numRoots) {
-  return Guard([&]() -> CUresult {
-    if (numRoots == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
+  if (numRoots == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(g, [&] {
     size_t n = 0;
     for (auto& node : g->nodes) {
       if (!node->deps.empty()) continue;
@@ -378,76 +275,65 @@ CUresult cuGraphGetRootNodes(CUgraph g, CUgraphNode* roots, size_t* numRoots) {
   });
 }
 
-static CUresult Edges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
-  if (numEdges == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (CUresult r = ValidGraph(g); r != CUDA_SUCCESS) return r;
-  size_t n = 0;
-  for (auto& node : g->nodes) {
-    for (CUgraphNode d : node->deps) {
-      if (from != nullptr && to != nullptr && n < *numEdges) {
-        from[n] = d;
-        to[n] = node.get();
-      }
-      ++n;
-    }
-  }
-  *numEdges = n;
-  return CUDA_SUCCESS;
-}
-CUresult cuGraphGetEdges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
-  return Guard([&]() -> CUresult { return Edges(g, from, to, numEdges); });
-}
 CUresult cuGraphGetEdges_v2(CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData* edgeData,
                             size_t* numEdges) {
-  return Guard([&]() -> CUresult {
-    CUresult r = Edges(g, from, to, numEdges);
-    if (r == CUDA_SUCCESS && edgeData != nullptr) std::memset(edgeData, 0, *numEdges * sizeof(*edgeData));
-    return r;
-  });
-}
-
-static CUresult NodeDeps(CUgraphNode node, CUgraphNode* out, size_t* num, bool dependents) {
-  if (num == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (!IsLive(node) || node->magic != kNodeMagic) return CUDA_ERROR_INVALID_VALUE;
-  std::vector<CUgraphNode> list;
-  if (dependents) {
-    for (auto& other : node->graph->nodes) {
-      for (CUgraphNode d : other->deps) {
-        if (d == node) list.push_back(other.get());
+  if (numEdges == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(g, [&] {
+    size_t n = 0;
+    for (auto& node : g->nodes) {
+      for (CUgraphNode d : node->deps) {
+        if (from != nullptr && to != nullptr && n < *numEdges) {
+          from[n] = d;
+          to[n] = node.get();
+        }
+        ++n;
       }
     }
-  } else {
-    list = node->deps;
-  }
-  if (out != nullptr) {
-    for (size_t i = 0; i < std::min(*num, list.size()); ++i) out[i] = list[i];
-  }
-  *num = list.size();
-  return CUDA_SUCCESS;
+    *numEdges = n;
+    if (edgeData != nullptr) std::memset(edgeData, 0, n * sizeof(*edgeData));
+    return CUDA_SUCCESS;
+  });
+}
+CUresult cuGraphGetEdges(CUgraph g, CUgraphNode* from, CUgraphNode* to, size_t* numEdges) {
+  return cuGraphGetEdges_v2(g, from, to, nullptr, numEdges);
+}
+
+// A node's dependencies, or (`dependents`) the nodes that depend on it.
+static CUresult NodeDeps(CUgraphNode node, CUgraphNode* out, size_t* num, bool dependents) {
+  if (num == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(node, [&] {
+    std::vector<CUgraphNode> list;
+    if (dependents) {
+      for (auto& other : node->graph->nodes) {
+        for (CUgraphNode d : other->deps) {
+          if (d == node) list.push_back(other.get());
+        }
+      }
+    } else {
+      list = node->deps;
+    }
+    if (out != nullptr) {
+      for (size_t i = 0; i < std::min(*num, list.size()); ++i) out[i] = list[i];
+    }
+    *num = list.size();
+    return CUDA_SUCCESS;
+  });
 }
 CUresult cuGraphNodeGetDependencies(CUgraphNode node, CUgraphNode* deps, size_t* num) {
-  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, false); });
+  return NodeDeps(node, deps, num, false);
 }
-CUresult cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edgeData,
-                                       size_t* num) {
-  (void)edgeData;
-  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, false); });
+CUresult cuGraphNodeGetDependencies_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData*, size_t* num) {
+  return NodeDeps(node, deps, num, false);
 }
 CUresult cuGraphNodeGetDependentNodes(CUgraphNode node, CUgraphNode* deps, size_t* num) {
-  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, true); });
+  return NodeDeps(node, deps, num, true);
 }
-CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData* edgeData,
-                                         size_t* num) {
-  (void)edgeData;
-  return Guard([&]() -> CUresult { return NodeDeps(node, deps, num, true); });
+CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode node, CUgraphNode* deps, CUgraphEdgeData*, size_t* num) {
+  return NodeDeps(node, deps, num, true);
 }
 
 CUresult cuGraphDestroyNode(CUgraphNode node) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(node) || node->magic != kNodeMagic) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(node, [&] {
     CUgraph g = node->graph;
     if (g->has_mem_nodes) return CUDA_ERROR_NOT_SUPPORTED;  // nodes of such graphs cannot be removed
     for (auto& other : g->nodes) {
@@ -462,10 +348,8 @@ CUresult cuGraphDestroyNode(CUgraphNode node) {
 }
 
 CUresult cuGraphClone(CUgraph* clone, CUgraph original) {
-  return Guard([&]() -> CUresult {
-    if (clone == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = ValidGraph(original); r != CUDA_SUCCESS) return r;
+  if (clone == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(original, [&] {
     if (original->has_mem_nodes) return CUDA_ERROR_NOT_SUPPORTED;  // not clonable
     auto g = std::make_unique<CUgraph_st>();
     g->id = R().next_id++;
@@ -487,3 +371,6 @@ CUresult cuGraphClone(CUgraph* clone, CUgraph original) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

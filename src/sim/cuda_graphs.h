@@ -14,9 +14,14 @@
 
 namespace tessera::sim::cuda {
 
+// The prologue of an entry point on one kind of node: CUDA_ERROR_INVALID_VALUE
+// unless `node` is a live node of `kind`.
+template <typename Body>
+CUresult OnNodeOf(NodeKind kind, CUgraphNode node, Body&& body) noexcept {
+  return OnHandle(node, [&]() -> CUresult { return node->kind == kind ? body() : CUDA_ERROR_INVALID_VALUE; });
+}
+
 // ----- cuda_graphs.cc -----
-// CUDA_ERROR_INVALID_VALUE unless `g` is a live graph.
-CUresult ValidGraph(CUgraph g);
 // Adds `node` to `g` after the `n` nodes `deps` (all of `g`); *out names it.
 CUresult AddNode(CUgraphNode* out, CUgraph g, const CUgraphNode* deps, size_t n, CUgraphNode_st node);
 

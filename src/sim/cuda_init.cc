@@ -167,17 +167,13 @@ bool IsLive(const void* handle) {
   return handle != nullptr && R().live.count(handle) > 0;
 }
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuInit(unsigned int Flags) {
+  if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
   return Guard([&]() -> CUresult {
-    if (Flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+    std::lock_guard<std::recursive_mutex> lock(R().mu);
     return DoInit();
   });
 }
@@ -186,10 +182,13 @@ CUresult cuDriverGetVersion(int* driverVersion) {
   return Guard([&]() -> CUresult {
     if (driverVersion == nullptr) return CUDA_ERROR_INVALID_VALUE;
     *driverVersion = CUDA_VERSION;
-    LOCKED;
+    std::lock_guard<std::recursive_mutex> lock(R().mu);
     if (CheckInit() == CUDA_SUCCESS) *driverVersion = static_cast<int>(R().state->file()->driver_version);
     return CUDA_SUCCESS;
   });
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/c_boundary.h"
 #include "sim/cuda_device_heap.h"
 #include "sim/state.h"
 
@@ -64,24 +65,17 @@ struct Allocation {
 }  // namespace tessera::sim::cuda
 
 // The handle types cuda.h leaves incomplete are defined here, so the handles a
-// program holds are pointers to these. Each has a magic to reject stale handles.
-enum : uint32_t {
-  kCtxMagic = 0xC7C7C701,
-  kStreamMagic = 0xC7C7C702,
-  kEventMagic = 0xC7C7C703,
-  kModuleMagic = 0xC7C7C704,
-  kFuncMagic = 0xC7C7C705,
-  kGraphMagic = 0xC7C7C706,
-  kNodeMagic = 0xC7C7C707,
-  kExecMagic = 0xC7C7C708,
-  kPoolMagic = 0xC7C7C709,
-  kArrayMagic = 0xC7C7C70A,
-  kMipmapMagic = 0xC7C7C70B,
-  kLibMagic = 0xC7C7C70C,
+// program holds are pointers to these. Each carries its kind's magic, so that a
+// stale handle or one of another kind is refused (Valid).
+// A bad handle of a kind is refused with the kind's kInvalid error.
+template <uint32_t kValue, CUresult kInvalidError = CUDA_ERROR_INVALID_HANDLE>
+struct HandleMagic {
+  static constexpr uint32_t kMagic = kValue;
+  static constexpr CUresult kInvalid = kInvalidError;
+  uint32_t magic = kValue;
 };
 
-struct CUctx_st {
-  uint32_t magic = kCtxMagic;
+struct CUctx_st : HandleMagic<0xC7C7C701, CUDA_ERROR_INVALID_CONTEXT> {
   int device = 0;  // CUdevice ordinal
   int gpu = 0;     // shared-state GPU index
   bool primary = false;
@@ -92,8 +86,7 @@ struct CUctx_st {
   size_t limits[16] = {};
 };
 
-struct CUstream_st {
-  uint32_t magic = kStreamMagic;
+struct CUstream_st : HandleMagic<0xC7C7C702> {
   CUcontext ctx = nullptr;
   unsigned flags = 0;  // CU_STREAM_NON_BLOCKING
   int priority = 0;
@@ -108,24 +101,21 @@ struct CUstream_st {
   unsigned long long capture_id = 0;
 };
 
-struct CUevent_st {
-  uint32_t magic = kEventMagic;
+struct CUevent_st : HandleMagic<0xC7C7C703> {
   CUcontext ctx = nullptr;
   unsigned flags = 0;
   bool recorded = false;
   int64_t time_ns = 0;  // completion time of the work it follows
 };
 
-struct CUfunc_st {
-  uint32_t magic = kFuncMagic;
+struct CUfunc_st : HandleMagic<0xC7C7C705> {
   CUmodule module = nullptr;
   std::string name;
   bool busy = false;  // sim_busy*: duration from kernelParams[0]
   int attrs[16] = {};
 };
 
-struct CUmod_st {
-  uint32_t magic = kModuleMagic;
+struct CUmod_st : HandleMagic<0xC7C7C704> {
   CUcontext ctx = nullptr;
   std::map<std::string, std::unique_ptr<CUfunc_st>> functions;
   std::map<std::string, CUdeviceptr> globals;
@@ -134,13 +124,11 @@ struct CUmod_st {
 // A library kernel is usable wherever a CUfunction is (as with the real driver).
 struct CUkern_st : CUfunc_st {};
 
-struct CUlib_st {
-  uint32_t magic = kLibMagic;
+struct CUlib_st : HandleMagic<0xC7C7C70C> {
   std::map<std::string, std::unique_ptr<CUkern_st>> kernels;
 };
 
-struct CUmemPoolHandle_st {
-  uint32_t magic = kPoolMagic;
+struct CUmemPoolHandle_st : HandleMagic<0xC7C7C709, CUDA_ERROR_INVALID_VALUE> {
   int device = 0;
   int gpu = 0;
   bool is_default = false;
@@ -152,8 +140,7 @@ struct CUmemPoolHandle_st {
   std::multimap<uint64_t, CUdeviceptr> cached;  // freed blocks kept for reuse: size -> ptr
 };
 
-struct CUarray_st {
-  uint32_t magic = kArrayMagic;
+struct CUarray_st : HandleMagic<0xC7C7C70A> {
   CUDA_ARRAY3D_DESCRIPTOR desc{};
   size_t elem_bytes = 0;
   size_t row_bytes = 0;  // pitch of the linear storage
@@ -162,27 +149,26 @@ struct CUarray_st {
   bool owned = true;  // false for mipmap levels (storage owned by the mipmap)
 };
 
-struct CUmipmappedArray_st {
-  uint32_t magic = kMipmapMagic;
+struct CUmipmappedArray_st : HandleMagic<0xC7C7C70B> {
   CUDA_ARRAY3D_DESCRIPTOR desc{};
   std::vector<std::unique_ptr<CUarray_st>> levels;
   CUdeviceptr storage = 0;
 };
 
+// A graph node's kind: its CUgraphNodeType.
 enum class NodeKind {
-  kKernel,
-  kMemset,
-  kMemcpy,
-  kHost,
-  kEmpty,
-  kEventRecord,
-  kEventWait,
-  kMemAlloc,
-  kMemFree
+  kKernel = CU_GRAPH_NODE_TYPE_KERNEL,
+  kMemset = CU_GRAPH_NODE_TYPE_MEMSET,
+  kMemcpy = CU_GRAPH_NODE_TYPE_MEMCPY,
+  kHost = CU_GRAPH_NODE_TYPE_HOST,
+  kEmpty = CU_GRAPH_NODE_TYPE_EMPTY,
+  kEventRecord = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+  kEventWait = CU_GRAPH_NODE_TYPE_WAIT_EVENT,
+  kMemAlloc = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+  kMemFree = CU_GRAPH_NODE_TYPE_MEM_FREE,
 };
 
-struct CUgraphNode_st {
-  uint32_t magic = kNodeMagic;
+struct CUgraphNode_st : HandleMagic<0xC7C7C707, CUDA_ERROR_INVALID_VALUE> {
   CUgraph graph = nullptr;
   NodeKind kind = NodeKind::kEmpty;
   std::vector<CUgraphNode> deps;
@@ -204,16 +190,14 @@ struct CUgraphNode_st {
   CUgraphNode origin = nullptr;  // in an executable graph: the node it was made from
 };
 
-struct CUgraph_st {
-  uint32_t magic = kGraphMagic;
+struct CUgraph_st : HandleMagic<0xC7C7C706, CUDA_ERROR_INVALID_VALUE> {
   unsigned long long id = 0;  // never reused, unlike the address
   std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
   bool has_mem_nodes = false;  // alloc or free nodes: no clone, no node removal, one executable at a time
   int execs = 0;               // executables instantiated from it and not destroyed
 };
 
-struct CUgraphExec_st {
-  uint32_t magic = kExecMagic;
+struct CUgraphExec_st : HandleMagic<0xC7C7C708, CUDA_ERROR_INVALID_VALUE> {
   std::vector<CUgraphNode_st> nodes;  // copies, in topological order
   unsigned long long flags = 0;       // CUDA_GRAPH_INSTANTIATE_FLAG_*
   CUgraph graph = nullptr;            // the graph it was instantiated from (valid while graph_id matches)
@@ -317,16 +301,17 @@ uint64_t DeviceTotalBytes(int gpu);
 // ----- cuda_contexts.cc -----
 // The calling thread's current context (nullptr if none or destroyed).
 CUcontext CurrentContext();
-CUresult CurrentGpu(int* gpu, CUcontext* ctx);
+// When all work queued in the context so far completes.
+int64_t ContextReadyNs(CUcontext c);
 // In a forked child: forgets the calling thread's context stack.
 void ForgetContextStackAfterFork();
 
 // ----- cuda_streams.cc -----
 // A new stream of `ctx`, registered as live and in the context's list.
 CUstream NewStream(CUcontext ctx, unsigned flags, int priority);
-// Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a
-// created stream); `ptds` selects what NULL means.
-CUresult ResolveStream(CUstream h, bool ptds, CUstream* out);
+// Resolves a stream handle (NULL or CU_STREAM_LEGACY: the legacy stream;
+// CU_STREAM_PER_THREAD; or a created stream).
+CUresult ResolveStream(CUstream h, CUstream* out);
 // When the work queued so far on `s` completes (including implicit legacy-stream order).
 int64_t StreamReadyNs(CUstream s);
 void SleepUntilNs(int64_t t);
@@ -380,20 +365,136 @@ CUresult CaptureMemFree(CUstream s, CUdeviceptr p);
 // cuMemFreeAsync); CUDA_ERROR_INVALID_VALUE if it is not live or its own graph frees it.
 CUresult FreeGraphAllocation(uint64_t p);
 
+// The _ptds / _ptsz entry points are their plain twins with a NULL stream
+// meaning the calling thread's per-thread default stream: the twin passes
+// PerThread(stream) on, or, when the stream is implicit (blocking copies and
+// memsets), runs the plain one under WithPerThreadDefaultStream.
+inline CUstream PerThread(CUstream h) {
+  return h == nullptr ? CU_STREAM_PER_THREAD : h;
+}
+// Whether a NULL stream means the per-thread default stream on this thread now.
+bool& NullStreamIsPerThread();
+template <typename Call>
+CUresult WithPerThreadDefaultStream(Call&& call) {
+  bool& per_thread = NullStreamIsPerThread();
+  const bool saved = per_thread;
+  per_thread = true;
+  const CUresult r = call();
+  per_thread = saved;
+  return r;
+}
+
+// Ends a handle: no longer live, its magic cleared, the object deleted.
+template <typename Handle>
+void DestroyHandle(Handle* h) {
+  R().live.erase(h);
+  h->magic = 0;
+  delete h;
+}
+
+// Whether `h` is a live handle of its kind.
+template <typename Handle>
+bool Valid(const Handle* h) {
+  return IsLive(h) && h->magic == Handle::kMagic;
+}
+
 // Runs an entry point's body, turning exceptions into CUDA errors (none may
 // cross the C boundary).
 template <typename F>
 CUresult Guard(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  } catch (...) {
-    return CUDA_ERROR_UNKNOWN;
-  }
+  return CatchAtCBoundary<CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN>(std::forward<F>(f));
+}
+
+// The prologue of the driver's entry points, in one place: exceptions become
+// CUDA errors (Guard), Runtime::mu is held while `body` runs, and a driver that
+// cuInit has not initialised answers with cuInit's error. Then `body` runs with
+// what the first argument names, or the error that argument deserves:
+//
+//   Entry(body)                   body()
+//   OnDevice(CUdevice, body)      body(int gpu)       CUDA_ERROR_INVALID_DEVICE
+//   InCurrentContext(body)        body(CUcontext)     CUDA_ERROR_INVALID_CONTEXT
+//   OnStream(CUstream, body)      body(CUstream)      CUDA_ERROR_INVALID_HANDLE (or _CONTEXT for NULL)
+//   OnHandle(handle, body)        body()              the handle kind's kInvalid
+//
+// Checks of the caller's arguments that need no driver state (null output
+// pointers) come before it. Entry points that sleep (synchronisation) release
+// the lock first and so open their own scopes.
+template <typename Body>
+CUresult Entry(Body&& body) noexcept {
+  return Guard([&]() -> CUresult {
+    std::lock_guard<std::recursive_mutex> lock(R().mu);
+    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+    return body();
+  });
+}
+
+// Entry(body) after `resolve(&x)` has found x, the object an entry point's
+// argument names (or said what error the argument deserves).
+template <typename Object, typename Resolve, typename Body>
+CUresult EntryOn(Resolve&& resolve, Body&& body) noexcept {
+  return Entry([&]() -> CUresult {
+    Object x{};
+    if (CUresult r = resolve(&x); r != CUDA_SUCCESS) return r;
+    return body(x);
+  });
+}
+
+template <typename Body>
+CUresult OnDevice(CUdevice dev, Body&& body) noexcept {
+  return EntryOn<int>([&](int* gpu) { return ValidDevice(dev, gpu); }, body);
+}
+
+template <typename Body>
+CUresult InCurrentContext(Body&& body) noexcept {
+  return EntryOn<CUcontext>(
+      [](CUcontext* c) {
+        return (*c = CurrentContext()) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+      },
+      body);
+}
+
+template <typename Body>
+CUresult OnStream(CUstream h, Body&& body) noexcept {
+  return EntryOn<CUstream>([&](CUstream* s) { return ResolveStream(h, s); }, body);
+}
+
+template <typename Handle, typename Body>
+CUresult OnHandle(Handle* h, Body&& body) noexcept {
+  return Entry([&]() -> CUresult {
+    if (!Valid(h)) return Handle::kInvalid;
+    return body();
+  });
+}
+
+// A getter on a handle: `*out = read()`; CUDA_ERROR_INVALID_VALUE for a null `out`.
+template <typename Handle, typename Out, typename Read>
+CUresult GetFrom(Handle* h, Out* out, Read&& read) noexcept {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(h, [&] {
+    *out = read();
+    return CUDA_SUCCESS;
+  });
+}
+
+// Entry points that wait for the device: `until(&t)` runs as an Entry and sets
+// t, the time to wait for (0: none); then the caller sleeps, unlocked, until t.
+template <typename Until>
+CUresult WaitFor(Until&& until) noexcept {
+  int64_t t = 0;
+  if (CUresult r = Entry([&] { return until(&t); }); r != CUDA_SUCCESS) return r;
+  SleepUntilNs(t);
+  return CUDA_SUCCESS;
+}
+
+// cuStreamSynchronize, cuCtxSynchronize: wait as WaitFor does, then release
+// what memory pools cache above their release thresholds.
+template <typename Until>
+CUresult Synchronize(Until&& until) noexcept {
+  if (CUresult r = WaitFor(std::forward<Until>(until)); r != CUDA_SUCCESS) return r;
+  return Entry([] {
+    TrimPoolsOnSync();
+    return CUDA_SUCCESS;
+  });
 }
 
 }  // namespace tessera::sim::cuda
-
-// Takes Runtime::mu for the rest of the enclosing scope.
-#define LOCKED std::lock_guard<std::recursive_mutex> lock_(::tessera::sim::cuda::R().mu)

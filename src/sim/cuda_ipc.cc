@@ -11,9 +11,9 @@
 
 #include "sim/cuda_internal.h"
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
+namespace tessera::sim::cuda {
 
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 namespace {
@@ -35,10 +35,8 @@ constexpr uint32_t kIpcMagic = 0x49504331;  // "IPC1"
 }  // namespace
 
 CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult {
-    if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(dptr);
     if (a == nullptr || a->kind != AllocKind::kDevice || a->heap_len == 0) return CUDA_ERROR_INVALID_VALUE;
     IpcPayload p{};
@@ -56,14 +54,9 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   });
 }
 
-CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int Flags) {
-  (void)Flags;
-  return Guard([&]() -> CUresult {
-    if (pdptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    CUcontext ctx = CurrentContext();
-    if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int) {
+  if (pdptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext ctx) {
     IpcPayload p;
     std::memcpy(&p, handle.reserved, sizeof(p));
     if (p.magic != kIpcMagic) return CUDA_ERROR_INVALID_VALUE;
@@ -95,8 +88,7 @@ CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned 
 }
 
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     auto it = R().allocs.find(dptr);
     if (it == R().allocs.end() || it->second.kind != AllocKind::kIpc) return CUDA_ERROR_INVALID_VALUE;
     munmap(it->second.ipc_map, it->second.ipc_map_len);
@@ -117,3 +109,6 @@ CUresult cuIpcOpenEventHandle(CUevent* phEvent, CUipcEventHandle handle) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -132,18 +132,12 @@ Allocation* FindAllocation(uint64_t p, uint64_t n) {
   return nullptr;
 }
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    int gpu;
-    if (CUresult r = CurrentGpu(&gpu, nullptr); r != CUDA_SUCCESS) return r;
+  return InCurrentContext([&](CUcontext c) {
+    const int gpu = c->gpu;
     Runtime& rt = R();
     StateLock lock(*rt.state);
     rt.state->ReclaimDeadLocked();
@@ -158,29 +152,20 @@ CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-  return Guard([&]() -> CUresult {
-    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    CUcontext c;
-    if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
-    return AllocDevice(gpu, bytesize, AllocKind::kDevice, c, dptr, 512);
-  });
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext(
+      [&](CUcontext c) { return AllocDevice(c->gpu, bytesize, AllocKind::kDevice, c, dptr, 512); });
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
                             unsigned int ElementSizeBytes) {
-  return Guard([&]() -> CUresult {
-    if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0 ||
-        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    const size_t pitch = (WidthInBytes + 511) / 512 * 512;
-    LOCKED;
-    int gpu;
-    CUcontext c;
-    if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
-    if (CUresult r = AllocDevice(gpu, pitch * Height, AllocKind::kDevice, c, dptr, 512); r != CUDA_SUCCESS)
+  if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0 ||
+      (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const size_t pitch = (WidthInBytes + 511) / 512 * 512;
+  return InCurrentContext([&](CUcontext c) {
+    if (CUresult r = AllocDevice(c->gpu, pitch * Height, AllocKind::kDevice, c, dptr, 512); r != CUDA_SUCCESS)
       return r;
     *pPitch = pitch;
     return CUDA_SUCCESS;
@@ -188,35 +173,24 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch, size_t WidthInByt
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult {
-    int64_t t = 0;
-    {
-      LOCKED;
-      if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-      if (dptr == 0) return CUDA_SUCCESS;
-      if (R().allocs.find(dptr) == R().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
-      // cuMemFree synchronises with the device: wait (unlocked) for work in flight.
-      if (CUcontext c = CurrentContext(); c != nullptr) {
-        for (CUstream s : c->streams) t = std::max(t, s->last_end_ns);
-      }
-    }
-    if (t > MonotonicNs()) SleepUntilNs(t);
-    LOCKED;
-    return FreeDevice(dptr);
+  // cuMemFree synchronises with the device: wait (unlocked) for work in flight.
+  const CUresult r = WaitFor([&](int64_t* t) {
+    if (dptr == 0) return CUDA_SUCCESS;
+    if (R().allocs.find(dptr) == R().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+    if (CUcontext c = CurrentContext(); c != nullptr) *t = ContextReadyNs(c);
+    return CUDA_SUCCESS;
   });
+  if (r != CUDA_SUCCESS || dptr == 0) return r;
+  return Entry([&] { return FreeDevice(dptr); });
 }
 
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
-  return Guard([&]() -> CUresult {
-    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    CUcontext c;
-    if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext c) -> CUresult {
     // With managed_oversubscription, what does not fit the device stays in host memory.
     const bool may_spill = (R().state->file()->flags & kStateFlagManagedOversubscription) != 0;
-    if (CUresult r = AllocDevice(gpu, bytesize, AllocKind::kManaged, c, dptr, 4096, may_spill);
+    if (CUresult r = AllocDevice(c->gpu, bytesize, AllocKind::kManaged, c, dptr, 4096, may_spill);
         r != CUDA_SUCCESS)
       return r;
     R().allocs[*dptr].flags = flags;
@@ -225,9 +199,7 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flag
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(dptr);
     if (a == nullptr || a->gpu < 0) return CUDA_ERROR_NOT_FOUND;
     if (pbase != nullptr) *pbase = a->base;
@@ -237,36 +209,29 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr 
 }
 
 // Pinned host memory: ordinary host memory here (it costs no device memory).
-static CUresult HostAlloc(void** pp, size_t bytesize, unsigned int flags) {
-  if (pp == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const size_t len = std::max<size_t>(bytesize, 1);
-  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  Allocation a;
-  a.base = reinterpret_cast<uint64_t>(p);
-  a.size = len;
-  a.kind = AllocKind::kHost;
-  a.flags = flags;
-  a.ctx = CurrentContext();
-  R().allocs[a.base] = a;
-  *pp = p;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
-  return Guard([&]() -> CUresult { return HostAlloc(pp, bytesize, 0); });
-}
 CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
-  return Guard([&]() -> CUresult { return HostAlloc(pp, bytesize, Flags); });
+  if (pp == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext c) {
+    const size_t len = std::max<size_t>(bytesize, 1);
+    void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    Allocation a;
+    a.base = reinterpret_cast<uint64_t>(p);
+    a.size = len;
+    a.kind = AllocKind::kHost;
+    a.flags = Flags;
+    a.ctx = c;
+    R().allocs[a.base] = a;
+    *pp = p;
+    return CUDA_SUCCESS;
+  });
+}
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+  return cuMemHostAlloc(pp, bytesize, 0);
 }
 
 CUresult cuMemFreeHost(void* p) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  return Entry([&]() -> CUresult {
     auto it = R().allocs.find(reinterpret_cast<uint64_t>(p));
     if (it == R().allocs.end() || it->second.kind != AllocKind::kHost) return CUDA_ERROR_INVALID_VALUE;
     munmap(p, it->second.size);
@@ -276,10 +241,8 @@ CUresult cuMemFreeHost(void* p) {
 }
 
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int Flags) {
-  return Guard([&]() -> CUresult {
-    if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (pdptr == nullptr || Flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(reinterpret_cast<uint64_t>(p));
     if (a == nullptr || (a->kind != AllocKind::kHost && a->kind != AllocKind::kHostRegistered)) {
       return CUDA_ERROR_INVALID_VALUE;
@@ -290,9 +253,8 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int 
 }
 
 CUresult cuMemHostGetFlags(unsigned int* pFlags, void* p) {
-  return Guard([&]() -> CUresult {
-    if (pFlags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (pFlags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(reinterpret_cast<uint64_t>(p));
     if (a == nullptr || a->kind != AllocKind::kHost) return CUDA_ERROR_INVALID_VALUE;
     *pFlags = a->flags;
@@ -301,11 +263,8 @@ CUresult cuMemHostGetFlags(unsigned int* pFlags, void* p) {
 }
 
 CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int Flags) {
-  return Guard([&]() -> CUresult {
-    if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (CurrentContext() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (p == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext) {
     const uint64_t base = reinterpret_cast<uint64_t>(p);
     if (FindAllocation(base) != nullptr) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     Allocation a;
@@ -322,8 +281,7 @@ CUresult cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
 }
 
 CUresult cuMemHostUnregister(void* p) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     auto it = R().allocs.find(reinterpret_cast<uint64_t>(p));
     if (it == R().allocs.end() || it->second.kind != AllocKind::kHostRegistered) {
       return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
@@ -334,10 +292,8 @@ CUresult cuMemHostUnregister(void* p) {
 }
 
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  return Guard([&]() -> CUresult {
-    if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(ptr);
     if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
     const bool host = a->gpu < 0;
@@ -396,64 +352,41 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
 
 CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute* attributes, void** data,
                                 CUdeviceptr ptr) {
-  return Guard([&]() -> CUresult {
-    if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < numAttributes; ++i) {
-      if (data[i] == nullptr) continue;
-      CUresult r = cuPointerGetAttribute(data[i], attributes[i], ptr);
-      if (r != CUDA_SUCCESS && attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
-        *static_cast<unsigned*>(data[i]) = 0;  // unregistered host memory
-      } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
-        return r;
-      }
+  if (attributes == nullptr || data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (unsigned i = 0; i < numAttributes; ++i) {
+    if (data[i] == nullptr) continue;
+    CUresult r = cuPointerGetAttribute(data[i], attributes[i], ptr);
+    if (r != CUDA_SUCCESS && attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) {
+      *static_cast<unsigned*>(data[i]) = 0;  // unregistered host memory
+    } else if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE) {
+      return r;
     }
-    return CUDA_SUCCESS;
-  });
-}
-
-CUresult cuPointerSetAttribute(const void* value, CUpointer_attribute attribute, CUdeviceptr ptr) {
-  (void)value;
-  (void)attribute;
-  (void)ptr;
+  }
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location) {
-  (void)devPtr;
-  (void)count;
-  (void)advice;
-  (void)location;
+// Hints with no effect on the simulator (nothing migrates).
+CUresult cuPointerSetAttribute(const void*, CUpointer_attribute, CUdeviceptr) {
   return CUDA_SUCCESS;
 }
-CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device) {
-  (void)devPtr;
-  (void)count;
-  (void)advice;
-  (void)device;
+CUresult cuMemAdvise_v2(CUdeviceptr, size_t, CUmem_advise, CUmemLocation) {
   return CUDA_SUCCESS;
 }
-
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
-                               CUstream hStream) {
-  (void)devPtr;
-  (void)count;
-  (void)location;
-  (void)flags;
-  (void)hStream;
+CUresult cuMemAdvise(CUdeviceptr, size_t, CUmem_advise, CUdevice) {
   return CUDA_SUCCESS;
 }
-CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
-                                    unsigned int flags, CUstream hStream) {
-  return cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream);
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream) {
+  return CUDA_SUCCESS;
+}
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr, size_t, CUmemLocation, unsigned int, CUstream) {
+  return CUDA_SUCCESS;
 }
 
 // Managed-memory ranges: no migration is simulated; data lives in one place.
-CUresult cuMemRangeGetAttribute(void* data, size_t dataSize, CUmem_range_attribute attribute,
-                                CUdeviceptr devPtr, size_t count) {
-  (void)attribute;
-  return Guard([&]() -> CUresult {
-    if (data == nullptr || dataSize == 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+CUresult cuMemRangeGetAttribute(void* data, size_t dataSize, CUmem_range_attribute, CUdeviceptr devPtr,
+                                size_t count) {
+  if (data == nullptr || dataSize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     if (FindAllocation(devPtr, count) == nullptr) return CUDA_ERROR_INVALID_VALUE;
     std::memset(data, 0, dataSize);
     return CUDA_SUCCESS;
@@ -461,3 +394,6 @@ CUresult cuMemRangeGetAttribute(void* data, size_t dataSize, CUmem_range_attribu
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

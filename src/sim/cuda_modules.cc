@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "sim/cuda_internal.h"
 
@@ -60,44 +62,47 @@ void BookKernel(CUstream s, uint64_t duration_ns) {
   s->last_end_ns = end;
 }
 
-}  // namespace tessera::sim::cuda
+// The function (or library kernel) `name` of a module or library, made on
+// first use: any name resolves.
+template <typename Function>
+Function* FunctionNamed(std::map<std::string, std::unique_ptr<Function>>& functions, const char* name,
+                        CUmodule module) {
+  auto& f = functions[name];
+  if (!f) {
+    f = std::make_unique<Function>();
+    f->module = module;
+    f->name = name;
+    f->busy = std::strncmp(name, "sim_busy", 8) == 0;
+    f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
+    f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
+    f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 80;
+    f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 80;
+    f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
+    R().live.insert(f.get());
+  }
+  return f.get();
+}
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
-static CUresult NewModule(CUmodule* module) {
-  if (module == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  int gpu;
-  CUcontext c;
-  if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
-  auto* m = new CUmod_st();
-  m->ctx = c;
-  R().live.insert(m);
-  *module = m;
-  return CUDA_SUCCESS;
-}
-
-CUresult cuModuleLoad(CUmodule* module, const char* fname) {
-  return Guard([&]() -> CUresult {
-    if (fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (access(fname, R_OK) != 0) return CUDA_ERROR_FILE_NOT_FOUND;
-    return NewModule(module);
-  });
-}
+// Any image loads (the simulator runs no code).
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  return Guard([&]() -> CUresult {
-    if (image == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    return NewModule(module);
+  if (module == nullptr || image == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext c) {
+    auto* m = new CUmod_st();
+    m->ctx = c;
+    R().live.insert(m);
+    *module = m;
+    return CUDA_SUCCESS;
   });
 }
-CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int numOptions,
-                            CUjit_option* options, void** optionValues) {
-  (void)numOptions;
-  (void)options;
-  (void)optionValues;
+CUresult cuModuleLoad(CUmodule* module, const char* fname) {
+  if (fname == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (access(fname, R_OK) != 0) return CUDA_ERROR_FILE_NOT_FOUND;
+  return cuModuleLoadData(module, fname);
+}
+CUresult cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned int, CUjit_option*, void**) {
   return cuModuleLoadData(module, image);
 }
 CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
@@ -105,50 +110,22 @@ CUresult cuModuleLoadFatBinary(CUmodule* module, const void* fatCubin) {
 }
 
 CUresult cuModuleUnload(CUmodule hmod) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(hmod) || hmod->magic != kModuleMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return OnHandle(hmod, [&] {
     for (auto& [name, f] : hmod->functions) R().live.erase(f.get());
     for (auto& [name, p] : hmod->globals) FreeDevice(p);
-    R().live.erase(hmod);
-    hmod->magic = 0;
-    delete hmod;
+    DestroyHandle(hmod);
     return CUDA_SUCCESS;
   });
-}
-
-static void InitFunction(CUfunc_st* f, const char* name) {
-  f->name = name;
-  f->busy = std::strncmp(name, "sim_busy", 8) == 0;
-  f->attrs[CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK] = 1024;
-  f->attrs[CU_FUNC_ATTRIBUTE_NUM_REGS] = 32;
-  f->attrs[CU_FUNC_ATTRIBUTE_PTX_VERSION] = 80;
-  f->attrs[CU_FUNC_ATTRIBUTE_BINARY_VERSION] = 80;
-  f->attrs[CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES] = 49152;
-  R().live.insert(f);
 }
 
 CUresult cuModuleGetFunction(CUfunction* hfunc, CUmodule hmod, const char* name) {
-  return Guard([&]() -> CUresult {
-    if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(hmod) || hmod->magic != kModuleMagic) return CUDA_ERROR_INVALID_HANDLE;
-    auto& slot = hmod->functions[name];
-    if (!slot) {
-      slot = std::make_unique<CUfunc_st>();
-      slot->module = hmod;
-      InitFunction(slot.get(), name);
-    }
-    *hfunc = slot.get();
-    return CUDA_SUCCESS;
-  });
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return GetFrom(hmod, hfunc, [&] { return FunctionNamed(hmod->functions, name, hmod); });
 }
 
 CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, const char* name) {
-  return Guard([&]() -> CUresult {
-    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(hmod) || hmod->magic != kModuleMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(hmod, [&] {
     // Any name is a 256-byte global, allocated on first use.
     auto it = hmod->globals.find(name);
     if (it == hmod->globals.end()) {
@@ -164,20 +141,10 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr* dptr, size_t* bytes, CUmodule hmod, c
   });
 }
 
-CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option* jitOptions,
-                           void** jitOptionsValues, unsigned int numJitOptions,
-                           CUlibraryOption* libraryOptions, void** libraryOptionValues,
-                           unsigned int numLibraryOptions) {
-  (void)jitOptions;
-  (void)jitOptionsValues;
-  (void)numJitOptions;
-  (void)libraryOptions;
-  (void)libraryOptionValues;
-  (void)numLibraryOptions;
-  return Guard([&]() -> CUresult {
-    if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, CUjit_option*, void**, unsigned int,
+                           CUlibraryOption*, void**, unsigned int) {
+  if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     auto* l = new CUlib_st();
     R().live.insert(l);
     *library = l;
@@ -195,140 +162,109 @@ CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* fileName, CUjit_o
 }
 
 CUresult cuLibraryUnload(CUlibrary library) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(library) || library->magic != kLibMagic) return CUDA_ERROR_INVALID_HANDLE;
+  return OnHandle(library, [&] {
     for (auto& [name, k] : library->kernels) R().live.erase(k.get());
-    R().live.erase(library);
-    library->magic = 0;
-    delete library;
+    DestroyHandle(library);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuLibraryGetKernel(CUkernel* pKernel, CUlibrary library, const char* name) {
-  return Guard([&]() -> CUresult {
-    if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(library) || library->magic != kLibMagic) return CUDA_ERROR_INVALID_HANDLE;
-    auto& slot = library->kernels[name];
-    if (!slot) {
-      slot = std::make_unique<CUkern_st>();
-      InitFunction(slot.get(), name);
-    }
-    *pKernel = slot.get();
-    return CUDA_SUCCESS;
-  });
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return GetFrom(library, pKernel, [&] { return FunctionNamed(library->kernels, name, nullptr); });
 }
 
 CUresult cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
-  return Guard([&]() -> CUresult {
-    if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(kernel) || kernel->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
-    *pFunc = kernel;
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(kernel, pFunc, [&] { return kernel; });
 }
 
 CUresult cuFuncGetAttribute(int* pi, CUfunction_attribute attrib, CUfunction hfunc) {
-  return Guard([&]() -> CUresult {
-    if (pi == nullptr || attrib < 0 || attrib >= 16) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(hfunc) || hfunc->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (pi == nullptr || attrib < 0 || attrib >= 16) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(hfunc, [&] {
     *pi = hfunc->attrs[attrib];
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value) {
-  return Guard([&]() -> CUresult {
-    if (attrib < 0 || attrib >= 16) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(hfunc) || hfunc->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (attrib < 0 || attrib >= 16) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(hfunc, [&] {
     hfunc->attrs[attrib] = value;
     return CUDA_SUCCESS;
   });
 }
 
-CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config) {
-  (void)hfunc;
-  (void)config;
+CUresult cuFuncSetCacheConfig(CUfunction, CUfunc_cache) {
   return CUDA_SUCCESS;
 }
 
 CUresult cuFuncGetName(const char** name, CUfunction hfunc) {
-  return Guard([&]() -> CUresult {
-    if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(hfunc) || hfunc->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
-    *name = hfunc->name.c_str();
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(hfunc, name, [&] { return hfunc->name.c_str(); });
 }
 
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction func, int blockSize,
-                                                     size_t dynamicSMemSize) {
-  (void)func;
-  (void)dynamicSMemSize;
+// Occupancy: every block size up to 1024 fits, limited by threads per SM.
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, CUfunction, int blockSize, size_t) {
   if (numBlocks == nullptr || blockSize <= 0) return CUDA_ERROR_INVALID_VALUE;
   *numBlocks = std::max(1, std::min(32, 2048 / blockSize));
   return CUDA_SUCCESS;
 }
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, CUfunction func, int blockSize,
+                                                              size_t dynamicSMemSize, unsigned int) {
+  return cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
+}
 
-CUresult cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize, CUfunction func,
-                                          CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-                                          size_t dynamicSMemSize, int blockSizeLimit) {
-  (void)func;
-  (void)blockSizeToDynamicSMemSize;
-  (void)dynamicSMemSize;
+CUresult cuOccupancyMaxPotentialBlockSize(int* minGridSize, int* blockSize, CUfunction, CUoccupancyB2DSize,
+                                          size_t, int blockSizeLimit) {
   if (minGridSize == nullptr || blockSize == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *blockSize = blockSizeLimit > 0 ? std::min(blockSizeLimit, 1024) : 1024;
   *minGridSize = 2 * 108;
   return CUDA_SUCCESS;
 }
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* minGridSize, int* blockSize, CUfunction func,
+                                                   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
+                                                   size_t dynamicSMemSize, int blockSizeLimit, unsigned int) {
+  return cuOccupancyMaxPotentialBlockSize(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
+                                          dynamicSMemSize, blockSizeLimit);
+}
+
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunction, int numBlocks, int) {
+  if (dynamicSmemSize == nullptr || numBlocks <= 0) return CUDA_ERROR_INVALID_VALUE;
+  *dynamicSmemSize = 166912 / static_cast<size_t>(numBlocks);
+  return CUDA_SUCCESS;
+}
 
 // ----- launches -----
-static CUresult Launch(CUfunction f, CUstream h, bool ptds, void** params, void** extra) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  if (!IsLive(f) || f->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  return EnqueueKernel(s, f, KernelDurationNs(f, params, extra));
+static CUresult Launch(CUfunction f, CUstream h, void** params, void** extra) {
+  return OnStream(h, [&](CUstream s) {
+    if (!Valid(f)) return CUDA_ERROR_INVALID_HANDLE;
+    return EnqueueKernel(s, f, KernelDurationNs(f, params, extra));
+  });
 }
 
-CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                        unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,
-                        void** extra) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem;
-  return Guard([&]() -> CUresult { return Launch(f, s, false, params, extra); });
+CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int, unsigned int,
+                        unsigned int, unsigned int, CUstream s, void** params, void** extra) {
+  return Launch(f, s, params, extra);
 }
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
-                             unsigned int by, unsigned int bz, unsigned int smem, CUstream s, void** params,
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, unsigned int, CUstream s, void** params,
                              void** extra) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem;
-  return Guard([&]() -> CUresult { return Launch(f, s, true, params, extra); });
+  return Launch(f, PerThread(s), params, extra);
 }
 CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return Launch(f, config->hStream, false, params, extra); });
+  return Launch(f, config->hStream, params, extra);
 }
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
   if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return Launch(f, config->hStream, true, params, extra); });
+  return Launch(f, PerThread(config->hStream), params, extra);
 }
-CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                   unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
-                                   CUstream s, void** params) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem;
-  return Guard([&]() -> CUresult { return Launch(f, s, false, params, nullptr); });
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                                   unsigned int, unsigned int, unsigned int, CUstream s, void** params) {
+  return Launch(f, s, params, nullptr);
 }
-CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,
-                                        CUstream s, void** params) {
-  (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem;
-  return Guard([&]() -> CUresult { return Launch(f, s, true, params, nullptr); });
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                                        unsigned int, unsigned int, unsigned int, CUstream s, void** params) {
+  return Launch(f, PerThread(s), params, nullptr);
 }
 
 CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
@@ -339,67 +275,28 @@ CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode* mode) {
 
 // Functions and kernels.
 CUresult cuFuncGetModule(CUmodule* hmod, CUfunction f) {
-  return Guard([&]() -> CUresult {
-    if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(f) || f->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
-    *hmod = f->module;
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(f, hmod, [&] { return f->module; });
 }
 CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction f) {
-  return Guard([&]() -> CUresult {
-    if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(f) || f->magic != kFuncMagic) return CUDA_ERROR_INVALID_HANDLE;
-    *state = CU_FUNCTION_LOADING_STATE_LOADED;
-    return CUDA_SUCCESS;
-  });
+  return GetFrom(f, state, [&] { return CU_FUNCTION_LOADING_STATE_LOADED; });
 }
 CUresult cuFuncLoad(CUfunction f) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    return IsLive(f) && f->magic == kFuncMagic ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-  });
+  return OnHandle(f, [] { return CUDA_SUCCESS; });
 }
-CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev) {
-  (void)dev;
+CUresult cuKernelGetAttribute(int* pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice) {
   return cuFuncGetAttribute(pi, attrib, kernel);
 }
-CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev) {
-  (void)dev;
+CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice) {
   return cuFuncSetAttribute(kernel, attrib, val);
 }
 CUresult cuKernelGetName(const char** name, CUkernel kernel) {
   return cuFuncGetName(name, kernel);
 }
-CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev) {
-  (void)config;
-  (void)dev;
+CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache, CUdevice) {
   return cuFuncLoad(kernel);
 }
 
-// Occupancy: every block size up to 1024 fits, limited by threads per SM.
-CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, CUfunction func, int blockSize,
-                                                              size_t dynamicSMemSize, unsigned int flags) {
-  (void)flags;
-  return cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
-}
-CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* minGridSize, int* blockSize, CUfunction func,
-                                                   CUoccupancyB2DSize blockSizeToDynamicSMemSize,
-                                                   size_t dynamicSMemSize, int blockSizeLimit,
-                                                   unsigned int flags) {
-  (void)flags;
-  return cuOccupancyMaxPotentialBlockSize(minGridSize, blockSize, func, blockSizeToDynamicSMemSize,
-                                          dynamicSMemSize, blockSizeLimit);
-}
-CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, CUfunction func, int numBlocks,
-                                                 int blockSize) {
-  (void)func;
-  (void)blockSize;
-  if (dynamicSmemSize == nullptr || numBlocks <= 0) return CUDA_ERROR_INVALID_VALUE;
-  *dynamicSmemSize = 166912 / static_cast<size_t>(numBlocks);
-  return CUDA_SUCCESS;
-}
-
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -32,6 +32,42 @@ CUresult TrimPool(CUmemoryPool pool, uint64_t keep) {
   return CUDA_SUCCESS;
 }
 
+// The pool attributes: what each reads, and what setting it does.
+using PoolFigure = uint64_t CUmemPoolHandle_st::*;
+struct PoolAttribute {
+  enum Kind {
+    kThreshold,      // a uint64 the caller sets
+    kCurrent,        // a uint64 figure, read only
+    kHighWatermark,  // a uint64 figure; setting it restarts it from `current`
+    kReusePolicy,    // an int that reads 1 (every policy is on); setting it changes nothing
+  };
+  CUmemPool_attribute attribute;
+  Kind kind;
+  PoolFigure figure;
+  PoolFigure current;
+};
+constexpr PoolAttribute kPoolAttributes[] = {
+    {CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, PoolAttribute::kThreshold, &CUmemPoolHandle_st::release_threshold,
+     nullptr},
+    {CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, PoolAttribute::kCurrent, &CUmemPoolHandle_st::reserved_bytes,
+     nullptr},
+    {CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, PoolAttribute::kHighWatermark, &CUmemPoolHandle_st::reserved_high,
+     &CUmemPoolHandle_st::reserved_bytes},
+    {CU_MEMPOOL_ATTR_USED_MEM_CURRENT, PoolAttribute::kCurrent, &CUmemPoolHandle_st::used_bytes, nullptr},
+    {CU_MEMPOOL_ATTR_USED_MEM_HIGH, PoolAttribute::kHighWatermark, &CUmemPoolHandle_st::used_high,
+     &CUmemPoolHandle_st::used_bytes},
+    {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, PoolAttribute::kReusePolicy, nullptr, nullptr},
+    {CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, PoolAttribute::kReusePolicy, nullptr, nullptr},
+    {CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES, PoolAttribute::kReusePolicy, nullptr, nullptr},
+};
+
+const PoolAttribute* FindPoolAttribute(CUmemPool_attribute attribute) {
+  for (const PoolAttribute& a : kPoolAttributes) {
+    if (a.attribute == attribute) return &a;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 void TrimPoolsOnSync() {
@@ -40,11 +76,7 @@ void TrimPoolsOnSync() {
   }
 }
 
-}  // namespace tessera::sim::cuda
-
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 static CUmemoryPool DefaultPool(int dev, int gpu) {
@@ -62,17 +94,12 @@ static CUmemoryPool DefaultPool(int dev, int gpu) {
   return rt.current_pool[gpu] != nullptr ? rt.current_pool[gpu] : rt.default_pool[gpu];
 }
 
-static CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream h, bool ptds) {
-  if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+static CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUstream s) {
   if (pool == nullptr) {
     DefaultPool(s->ctx->device, s->ctx->gpu);
     pool = R().current_pool[s->ctx->gpu];
   }
-  if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (!Valid(pool)) return CUDA_ERROR_INVALID_HANDLE;
   // Captured: an alloc node owned by the graph, with the pool's location.
   if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CaptureMemAlloc(s, pool->device, size, dptr);
   const uint64_t want = (size + 4095) & ~uint64_t{4095};
@@ -103,11 +130,7 @@ static CUresult PoolAlloc(CUdeviceptr* dptr, size_t size, CUmemoryPool pool, CUs
   return CUDA_SUCCESS;
 }
 
-static CUresult PoolFree(CUdeviceptr p, CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
+static CUresult PoolFree(CUdeviceptr p, CUstream s) {
   if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CaptureMemFree(s, p);
   auto it = R().allocs.find(p);
   if (it == R().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -124,36 +147,37 @@ static CUresult PoolFree(CUdeviceptr p, CUstream h, bool ptds) {
   return FreeDevice(p);
 }
 
-CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
-  return Guard([&]() -> CUresult { return PoolAlloc(dptr, bytesize, nullptr, s, false); });
-}
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
-  return Guard([&]() -> CUresult { return PoolAlloc(dptr, bytesize, nullptr, s, true); });
+// From `pool`, or (NULL) the stream's device's current pool.
+static CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream h) {
+  if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  return OnStream(h, [&](CUstream s) { return PoolAlloc(dptr, bytesize, pool, s); });
 }
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s) {
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return PoolAlloc(dptr, bytesize, pool, s, false); });
+  return AllocAsync(dptr, bytesize, pool, s);
 }
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream s) {
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return PoolAlloc(dptr, bytesize, pool, s, true); });
+  return cuMemAllocFromPoolAsync(dptr, bytesize, pool, PerThread(s));
 }
-CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  return Guard([&]() -> CUresult { return PoolFree(dptr, s, false); });
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return AllocAsync(dptr, bytesize, nullptr, s);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream s) {
+  return AllocAsync(dptr, bytesize, nullptr, PerThread(s));
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream h) {
+  return OnStream(h, [&](CUstream s) { return PoolFree(dptr, s); });
 }
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
-  return Guard([&]() -> CUresult { return PoolFree(dptr, s, true); });
+  return cuMemFreeAsync(dptr, PerThread(s));
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  return Guard([&]() -> CUresult {
-    if (pool == nullptr || props == nullptr || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    LOCKED;
-    const int dev = props->location.id;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (pool == nullptr || props == nullptr || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int dev = props->location.id;
+  return OnDevice(dev, [&](int gpu) {
     auto* p = new CUmemPoolHandle_st();
     p->device = dev;
     p->gpu = gpu;
@@ -165,9 +189,8 @@ CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
 }
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(pool) || pool->magic != kPoolMagic || pool->is_default) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
+    if (!Valid(pool) || pool->is_default) return CUDA_ERROR_INVALID_VALUE;
     TrimPool(pool, 0);
     // Blocks still allocated from it stay valid and are freed as plain memory.
     for (auto& [base, a] : R().allocs) {
@@ -181,87 +204,43 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     }
     auto& v = Pools();
     v.erase(std::remove(v.begin(), v.end(), pool), v.end());
-    R().live.erase(pool);
-    pool->magic = 0;
-    delete pool;
+    DestroyHandle(pool);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_VALUE;
-    return TrimPool(pool, minBytesToKeep);
-  });
+  return OnHandle(pool, [&] { return TrimPool(pool, minBytesToKeep); });
 }
 
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return Guard([&]() -> CUresult {
-    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_VALUE;
-    switch (attr) {
-      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-        pool->release_threshold = *static_cast<cuuint64_t*>(value);
-        break;
-      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-        pool->reserved_high = pool->reserved_bytes;
-        break;
-      case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-        pool->used_high = pool->used_bytes;
-        break;
-      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        break;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
-    }
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(pool, [&] {
+    const PoolAttribute* a = FindPoolAttribute(attr);
+    if (a == nullptr || a->kind == PoolAttribute::kCurrent) return CUDA_ERROR_INVALID_VALUE;
+    if (a->kind == PoolAttribute::kThreshold) pool->*a->figure = *static_cast<cuuint64_t*>(value);
+    if (a->kind == PoolAttribute::kHighWatermark) pool->*a->figure = pool->*a->current;
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void* value) {
-  return Guard([&]() -> CUresult {
-    if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_VALUE;
-    auto* u64 = static_cast<cuuint64_t*>(value);
-    switch (attr) {
-      case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
-        *u64 = pool->release_threshold;
-        break;
-      case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-        *u64 = pool->reserved_bytes;
-        break;
-      case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
-        *u64 = pool->reserved_high;
-        break;
-      case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
-        *u64 = pool->used_bytes;
-        break;
-      case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-        *u64 = pool->used_high;
-        break;
-      case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-        *static_cast<int*>(value) = 1;
-        break;
-      default:
-        return CUDA_ERROR_INVALID_VALUE;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(pool, [&] {
+    const PoolAttribute* a = FindPoolAttribute(attr);
+    if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (a->kind == PoolAttribute::kReusePolicy) {
+      *static_cast<int*>(value) = 1;
+    } else {
+      *static_cast<cuuint64_t*>(value) = pool->*a->figure;
     }
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     DefaultPool(dev, gpu);
     *pool = R().default_pool[gpu];
     return CUDA_SUCCESS;
@@ -269,22 +248,16 @@ CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  return Guard([&]() -> CUresult {
-    if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
+  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnDevice(dev, [&](int gpu) -> CUresult {
     *pool = DefaultPool(dev, gpu);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(dev, &gpu); r != CUDA_SUCCESS) return r;
-    if (!IsLive(pool) || pool->magic != kPoolMagic || pool->gpu != gpu) {
+  return OnDevice(dev, [&](int gpu) -> CUresult {
+    if (!Valid(pool) || pool->gpu != gpu) {
       return CUDA_ERROR_INVALID_VALUE;
     }
     DefaultPool(dev, pool->gpu);
@@ -293,22 +266,16 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   });
 }
 
+// Every device can use every pool (all memory is host memory here).
 CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc* map, size_t count) {
-  return Guard([&]() -> CUresult {
-    if (map == nullptr && count > 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    return IsLive(pool) && pool->magic == kPoolMagic ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-  });
+  if (map == nullptr && count > 0) return CUDA_ERROR_INVALID_VALUE;
+  return OnHandle(pool, [] { return CUDA_SUCCESS; });
 }
-CUresult cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation* location) {
-  (void)location;
-  return Guard([&]() -> CUresult {
-    if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (!IsLive(pool) || pool->magic != kPoolMagic) return CUDA_ERROR_INVALID_VALUE;
-    *flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    return CUDA_SUCCESS;
-  });
+CUresult cuMemPoolGetAccess(CUmemAccess_flags* flags, CUmemoryPool pool, CUmemLocation*) {
+  return GetFrom(pool, flags, [&] { return CU_MEM_ACCESS_FLAGS_PROT_READWRITE; });
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

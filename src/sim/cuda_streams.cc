@@ -17,8 +17,13 @@ namespace tessera::sim::cuda {
 namespace {
 
 thread_local std::unordered_map<CUcontext, CUstream> tls_per_thread_streams;
+thread_local bool tls_null_stream_is_per_thread = false;
 
 }  // namespace
+
+bool& NullStreamIsPerThread() {
+  return tls_null_stream_is_per_thread;
+}
 
 void ForgetPerThreadStreamsAfterFork() {
   tls_per_thread_streams.clear();
@@ -41,8 +46,8 @@ CUstream NewStream(CUcontext ctx, unsigned flags, int priority) {
   return s;
 }
 
-CUresult ResolveStream(CUstream h, bool ptds, CUstream* out) {
-  if (h == nullptr) h = ptds ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+CUresult ResolveStream(CUstream h, CUstream* out) {
+  if (h == nullptr) h = NullStreamIsPerThread() ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
   if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD) {
     CUcontext ctx = CurrentContext();
     if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -58,7 +63,7 @@ CUresult ResolveStream(CUstream h, bool ptds, CUstream* out) {
     *out = s;
     return CUDA_SUCCESS;
   }
-  if (!IsLive(h) || h->magic != kStreamMagic) return CUDA_ERROR_INVALID_HANDLE;
+  if (!Valid(h)) return CUDA_ERROR_INVALID_HANDLE;
   *out = h;
   return CUDA_SUCCESS;
 }
@@ -75,46 +80,107 @@ int64_t StreamReadyNs(CUstream s) {
   return t;
 }
 
-}  // namespace tessera::sim::cuda
+namespace {
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
+// The stream getters: one property of a stream each.
+template <typename Out, typename Read>
+CUresult GetStreamProperty(CUstream h, Out* out, Read read) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return OnStream(h, [&](CUstream s) {
+    *out = read(s);
+    return CUDA_SUCCESS;
+  });
+}
 
+// Entry points that only need a valid stream (attributes have no effect here).
+CUresult CheckStream(CUstream h) {
+  return OnStream(h, [](CUstream) { return CUDA_SUCCESS; });
+}
+
+// Host functions run in stream order: the call waits until the stream's prior
+// work is done and runs the function on the calling thread (see docs/sim.md).
+CUresult LaunchHost(CUstream h, CUhostFn fn, void* data) {
+  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int64_t t = 0;
+  bool captured = false;
+  const CUresult r = OnStream(h, [&](CUstream s) {
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+      t = StreamReadyNs(s);
+      return CUDA_SUCCESS;
+    }
+    captured = true;
+    CUgraphNode_st node;
+    node.kind = NodeKind::kHost;
+    node.host.fn = fn;
+    node.host.userData = data;
+    return CaptureNode(s, std::move(node));
+  });
+  if (r != CUDA_SUCCESS || captured) return r;
+  SleepUntilNs(t);
+  return Guard([&] {
+    fn(data);
+    return CUDA_SUCCESS;
+  });
+}
+
+// A stream callback: a host function told the stream as its caller named it.
+CUresult AddCallback(CUstream h, CUstream named, CUstreamCallback cb, void* data, unsigned int flags) {
+  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  struct Thunk {
+    CUstreamCallback cb;
+    CUstream stream;
+    void* data;
+  } thunk{cb, named, data};
+  return LaunchHost(
+      h,
+      [](void* p) {
+        auto* t = static_cast<Thunk*>(p);
+        t->cb(t->stream, CUDA_SUCCESS, t->data);
+      },
+      &thunk);
+}
+
+// Stream memory writes happen in stream order (at once: kernels touch no memory).
+CUresult WriteValue(CUstream h, CUdeviceptr addr, uint64_t value, size_t size) {
+  return OnStream(h, [&](CUstream s) {
+    if (FindAllocation(addr, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 4) {
+      const uint32_t v = static_cast<uint32_t>(value);
+      std::memcpy(reinterpret_cast<void*>(addr), &v, 4);
+    } else {
+      std::memcpy(reinterpret_cast<void*>(addr), &value, 8);
+    }
+    s->last_end_ns = std::max(StreamReadyNs(s), MonotonicNs());
+    return CUDA_SUCCESS;
+  });
+}
+
+}  // namespace
+
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuStreamCreate(CUstream* phStream, unsigned int Flags) {
-  return Guard([&]() -> CUresult {
-    if (phStream == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    int gpu;
-    CUcontext c;
-    if (CUresult r = CurrentGpu(&gpu, &c); r != CUDA_SUCCESS) return r;
+  if (phStream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return InCurrentContext([&](CUcontext c) -> CUresult {
     *phStream = NewStream(c, Flags, 0);
     return CUDA_SUCCESS;
   });
 }
 
 CUresult cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
-  return Guard([&]() -> CUresult {
-    if (CUresult r = cuStreamCreate(phStream, flags); r != CUDA_SUCCESS) return r;
-    (*phStream)->priority = std::clamp(priority, -5, 0);
-    return CUDA_SUCCESS;
-  });
+  if (CUresult r = cuStreamCreate(phStream, flags); r != CUDA_SUCCESS) return r;
+  (*phStream)->priority = std::clamp(priority, -5, 0);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuStreamDestroy_v2(CUstream hStream) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    if (!IsLive(hStream) || hStream->magic != kStreamMagic || hStream->legacy) {
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
+  return Entry([&]() -> CUresult {
+    if (!Valid(hStream) || hStream->legacy) return CUDA_ERROR_INVALID_HANDLE;
     // Work already queued completes; the handle goes away now.
     auto& v = hStream->ctx->streams;
     v.erase(std::remove(v.begin(), v.end(), hStream), v.end());
-    R().live.erase(hStream);
-    hStream->magic = 0;
-    delete hStream;
+    DestroyHandle(hStream);
     return CUDA_SUCCESS;
   });
 }
@@ -122,116 +188,68 @@ CUresult cuStreamDestroy(CUstream hStream) {
   return cuStreamDestroy_v2(hStream);
 }
 
-static CUresult StreamSync(CUstream h, bool ptds) {
-  int64_t t;
-  {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    CUstream s;
-    if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    t = StreamReadyNs(s);
-  }
-  SleepUntilNs(t);
-  LOCKED;
-  TrimPoolsOnSync();
-  return CUDA_SUCCESS;
-}
-
-static CUresult StreamQuery(CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  return StreamReadyNs(s) <= MonotonicNs() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-}
-
 CUresult cuStreamSynchronize(CUstream h) {
-  return Guard([&]() -> CUresult { return StreamSync(h, false); });
+  return Synchronize([&](int64_t* t) {
+    return OnStream(h, [&](CUstream s) {
+      if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      *t = StreamReadyNs(s);
+      return CUDA_SUCCESS;
+    });
+  });
 }
 CUresult cuStreamSynchronize_ptsz(CUstream h) {
-  return Guard([&]() -> CUresult { return StreamSync(h, true); });
+  return cuStreamSynchronize(PerThread(h));
 }
+
 CUresult cuStreamQuery(CUstream h) {
-  return Guard([&]() -> CUresult { return StreamQuery(h, false); });
+  return OnStream(
+      h, [](CUstream s) { return StreamReadyNs(s) <= MonotonicNs() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY; });
 }
 CUresult cuStreamQuery_ptsz(CUstream h) {
-  return Guard([&]() -> CUresult { return StreamQuery(h, true); });
+  return cuStreamQuery(PerThread(h));
 }
 
-static CUresult StreamWaitEvent(CUstream h, CUevent ev, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (!IsLive(ev) || ev->magic != kEventMagic) return CUDA_ERROR_INVALID_HANDLE;
-  if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
-  if (ev->recorded) s->last_end_ns = std::max(s->last_end_ns, ev->time_ns);
-  return CUDA_SUCCESS;
+CUresult cuStreamWaitEvent(CUstream h, CUevent ev, unsigned int) {
+  return OnStream(h, [&](CUstream s) {
+    if (!Valid(ev)) return CUDA_ERROR_INVALID_HANDLE;
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) return CUDA_SUCCESS;
+    if (ev->recorded) s->last_end_ns = std::max(s->last_end_ns, ev->time_ns);
+    return CUDA_SUCCESS;
+  });
 }
-CUresult cuStreamWaitEvent(CUstream h, CUevent ev, unsigned int Flags) {
-  (void)Flags;
-  return Guard([&]() -> CUresult { return StreamWaitEvent(h, ev, false); });
-}
-CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent ev, unsigned int Flags) {
-  (void)Flags;
-  return Guard([&]() -> CUresult { return StreamWaitEvent(h, ev, true); });
+CUresult cuStreamWaitEvent_ptsz(CUstream h, CUevent ev, unsigned int flags) {
+  return cuStreamWaitEvent(PerThread(h), ev, flags);
 }
 
-static CUresult StreamInfo(CUstream h, bool ptds, unsigned* flags, int* priority, CUcontext* ctx,
-                           unsigned long long* id, CUdevice* dev) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (flags) *flags = s->flags;
-  if (priority) *priority = s->priority;
-  if (ctx) *ctx = s->ctx;
-  if (id) *id = s->id;
-  if (dev) *dev = s->ctx->device;
-  return CUDA_SUCCESS;
-}
 CUresult cuStreamGetFlags(CUstream h, unsigned int* flags) {
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, false, flags, nullptr, nullptr, nullptr, nullptr); });
+  return GetStreamProperty(h, flags, [](CUstream s) { return s->flags; });
 }
 CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int* flags) {
-  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, true, flags, nullptr, nullptr, nullptr, nullptr); });
+  return cuStreamGetFlags(PerThread(h), flags);
 }
 CUresult cuStreamGetPriority(CUstream h, int* priority) {
-  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard(
-      [&]() -> CUresult { return StreamInfo(h, false, nullptr, priority, nullptr, nullptr, nullptr); });
+  return GetStreamProperty(h, priority, [](CUstream s) { return s->priority; });
 }
 CUresult cuStreamGetPriority_ptsz(CUstream h, int* priority) {
-  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard(
-      [&]() -> CUresult { return StreamInfo(h, true, nullptr, priority, nullptr, nullptr, nullptr); });
+  return cuStreamGetPriority(PerThread(h), priority);
 }
 CUresult cuStreamGetCtx(CUstream h, CUcontext* pctx) {
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, false, nullptr, nullptr, pctx, nullptr, nullptr); });
+  return GetStreamProperty(h, pctx, [](CUstream s) { return s->ctx; });
 }
 CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext* pctx) {
-  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, true, nullptr, nullptr, pctx, nullptr, nullptr); });
+  return cuStreamGetCtx(PerThread(h), pctx);
 }
 CUresult cuStreamGetId(CUstream h, unsigned long long* id) {
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, false, nullptr, nullptr, nullptr, id, nullptr); });
+  return GetStreamProperty(h, id, [](CUstream s) { return s->id; });
 }
 CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long* id) {
-  if (id == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, true, nullptr, nullptr, nullptr, id, nullptr); });
+  return cuStreamGetId(PerThread(h), id);
 }
 CUresult cuStreamGetDevice(CUstream h, CUdevice* dev) {
-  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, false, nullptr, nullptr, nullptr, nullptr, dev); });
+  return GetStreamProperty(h, dev, [](CUstream s) { return s->ctx->device; });
 }
 CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice* dev) {
-  if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return StreamInfo(h, true, nullptr, nullptr, nullptr, nullptr, dev); });
+  return cuStreamGetDevice(PerThread(h), dev);
 }
 
 CUresult cuStreamGetCtx_v2(CUstream h, CUcontext* pCtx, CUgreenCtx* pGreenCtx) {
@@ -239,165 +257,81 @@ CUresult cuStreamGetCtx_v2(CUstream h, CUcontext* pCtx, CUgreenCtx* pGreenCtx) {
   return cuStreamGetCtx(h, pCtx);
 }
 CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext* pCtx, CUgreenCtx* pGreenCtx) {
-  if (pGreenCtx != nullptr) *pGreenCtx = nullptr;
-  return cuStreamGetCtx_ptsz(h, pCtx);
-}
-
-static CUresult CheckStream(CUstream h, bool ptds) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  return ResolveStream(h, ptds, &s);
+  return cuStreamGetCtx_v2(PerThread(h), pCtx, pGreenCtx);
 }
 
 // Stream attributes (access policy windows, synchronisation policy, priority)
 // have no effect on the simulated device; reads return defaults.
-CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue* value) {
-  (void)attr;
+CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID, CUstreamAttrValue* value) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::memset(value, 0, sizeof(*value));
-  return Guard([&]() -> CUresult { return CheckStream(h, false); });
+  return CheckStream(h);
 }
 CUresult cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID attr, CUstreamAttrValue* value) {
-  (void)attr;
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(value, 0, sizeof(*value));
-  return Guard([&]() -> CUresult { return CheckStream(h, true); });
+  return cuStreamGetAttribute(PerThread(h), attr, value);
 }
-CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue* value) {
-  (void)attr;
+CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID, const CUstreamAttrValue* value) {
   if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return CheckStream(h, false); });
+  return CheckStream(h);
 }
 CUresult cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue* value) {
-  (void)attr;
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return Guard([&]() -> CUresult { return CheckStream(h, true); });
+  return cuStreamSetAttribute(PerThread(h), attr, value);
 }
 CUresult cuStreamCopyAttributes(CUstream dst, CUstream src) {
-  return Guard([&]() -> CUresult {
-    if (CUresult r = CheckStream(dst, false); r != CUDA_SUCCESS) return r;
-    return CheckStream(src, false);
-  });
+  if (CUresult r = CheckStream(dst); r != CUDA_SUCCESS) return r;
+  return CheckStream(src);
 }
 CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src) {
-  return Guard([&]() -> CUresult {
-    if (CUresult r = CheckStream(dst, true); r != CUDA_SUCCESS) return r;
-    return CheckStream(src, true);
-  });
+  return cuStreamCopyAttributes(PerThread(dst), PerThread(src));
 }
-CUresult cuStreamAttachMemAsync(CUstream h, CUdeviceptr dptr, size_t length, unsigned int flags) {
-  (void)dptr;
-  (void)length;
-  (void)flags;
-  return Guard([&]() -> CUresult { return CheckStream(h, false); });
+CUresult cuStreamAttachMemAsync(CUstream h, CUdeviceptr, size_t, unsigned int) {
+  return CheckStream(h);
 }
 CUresult cuStreamAttachMemAsync_ptsz(CUstream h, CUdeviceptr dptr, size_t length, unsigned int flags) {
-  (void)dptr;
-  (void)length;
-  (void)flags;
-  return Guard([&]() -> CUresult { return CheckStream(h, true); });
+  return cuStreamAttachMemAsync(PerThread(h), dptr, length, flags);
 }
 
-// Stream memory writes happen in stream order (at once: kernels touch no memory).
-// Waits are not simulated: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR and
-// CAN_USE_64_BIT_STREAM_MEM_OPS read 0, and a wait is CUDA_ERROR_NOT_SUPPORTED.
-static CUresult WriteValue(CUstream h, bool ptds, CUdeviceptr addr, uint64_t value, size_t size) {
-  LOCKED;
-  if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-  CUstream s;
-  if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-  if (FindAllocation(addr, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (size == 4) {
-    const uint32_t v = static_cast<uint32_t>(value);
-    std::memcpy(reinterpret_cast<void*>(addr), &v, 4);
-  } else {
-    std::memcpy(reinterpret_cast<void*>(addr), &value, 8);
-  }
-  s->last_end_ns = std::max(StreamReadyNs(s), MonotonicNs());
-  return CUDA_SUCCESS;
-}
-CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return WriteValue(s, false, addr, value, 4); });
+// Stream memory waits are not simulated: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR
+// and CAN_USE_64_BIT_STREAM_MEM_OPS read 0, and a wait is CUDA_ERROR_NOT_SUPPORTED.
+CUresult cuStreamWriteValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int) {
+  return WriteValue(s, addr, value, 4);
 }
 CUresult cuStreamWriteValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return WriteValue(s, true, addr, value, 4); });
+  return cuStreamWriteValue32_v2(PerThread(s), addr, value, flags);
 }
-CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return WriteValue(s, false, addr, value, 8); });
+CUresult cuStreamWriteValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int) {
+  return WriteValue(s, addr, value, 8);
 }
 CUresult cuStreamWriteValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult { return WriteValue(s, true, addr, value, 8); });
+  return cuStreamWriteValue64_v2(PerThread(s), addr, value, flags);
 }
-CUresult cuStreamWaitValue32_v2(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  (void)s, (void)addr, (void)value, (void)flags;
+CUresult cuStreamWaitValue32_v2(CUstream, CUdeviceptr, cuuint32_t, unsigned int) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-CUresult cuStreamWaitValue32_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint32_t value, unsigned int flags) {
-  (void)s, (void)addr, (void)value, (void)flags;
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-CUresult cuStreamWaitValue64_v2(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  (void)s, (void)addr, (void)value, (void)flags;
+CUresult cuStreamWaitValue64_v2(CUstream, CUdeviceptr, cuuint64_t, unsigned int) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-CUresult cuStreamWaitValue64_v2_ptsz(CUstream s, CUdeviceptr addr, cuuint64_t value, unsigned int flags) {
-  (void)s, (void)addr, (void)value, (void)flags;
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
 
-// Host functions run in stream order: the call waits until the stream's prior
-// work is done and runs the function on the calling thread (see docs/sim.md).
-static CUresult LaunchHost(CUstream h, bool ptds, CUhostFn fn, void* data) {
-  if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  int64_t t;
-  {
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
-    CUstream s;
-    if (CUresult r = ResolveStream(h, ptds, &s); r != CUDA_SUCCESS) return r;
-    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-      CUgraphNode_st node;
-      node.kind = NodeKind::kHost;
-      node.host.fn = fn;
-      node.host.userData = data;
-      return CaptureNode(s, std::move(node));
-    }
-    t = StreamReadyNs(s);
-  }
-  SleepUntilNs(t);
-  fn(data);
-  return CUDA_SUCCESS;
-}
 CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
-  return Guard([&]() -> CUresult { return LaunchHost(s, false, fn, data); });
+  return LaunchHost(s, fn, data);
 }
 CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* data) {
-  return Guard([&]() -> CUresult { return LaunchHost(s, true, fn, data); });
-}
-
-struct CallbackThunk {
-  CUstreamCallback cb;
-  CUstream stream;
-  void* data;
-};
-static void RunCallback(void* p) {
-  auto* t = static_cast<CallbackThunk*>(p);
-  t->cb(t->stream, CUDA_SUCCESS, t->data);
+  return LaunchHost(PerThread(s), fn, data);
 }
 CUresult cuStreamAddCallback(CUstream s, CUstreamCallback cb, void* data, unsigned int flags) {
-  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  CallbackThunk t{cb, s, data};
-  return Guard([&]() -> CUresult { return LaunchHost(s, false, RunCallback, &t); });
+  return AddCallback(s, s, cb, data, flags);
 }
 CUresult cuStreamAddCallback_ptsz(CUstream s, CUstreamCallback cb, void* data, unsigned int flags) {
-  if (cb == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  CallbackThunk t{cb, s, data};
-  return Guard([&]() -> CUresult { return LaunchHost(s, true, RunCallback, &t); });
+  return AddCallback(PerThread(s), s, cb, data, flags);
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

@@ -9,9 +9,9 @@
 
 #include "sim/cuda_internal.h"
 
-using namespace tessera::sim;
-using namespace tessera::sim::cuda;
+namespace tessera::sim::cuda {
 
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop,
@@ -23,16 +23,12 @@ CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocatio
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                     unsigned long long flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult {
-    if (handle == nullptr || prop == nullptr || size == 0 || size % kVmmGranularity != 0 ||
-        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
-      return CUDA_ERROR_INVALID_VALUE;
-    }
-    LOCKED;
-    int gpu;
-    if (CUresult r = ValidDevice(prop->location.id, &gpu); r != CUDA_SUCCESS) return r;
+                     unsigned long long) {
+  if (handle == nullptr || prop == nullptr || size == 0 || size % kVmmGranularity != 0 ||
+      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  return OnDevice(prop->location.id, [&](int gpu) {
     Runtime& rt = R();
     DeviceHeap& heap = rt.heaps[gpu];
     if (!heap.EnsureMapped(rt.state->file()->gpus[gpu].total_bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -64,8 +60,7 @@ static void FreeVmmHandle(unsigned long long id) {
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     auto it = R().vmm_handles.find(handle);
     if (it == R().vmm_handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
     // Memory goes back once no mapping uses it any more, as with the real driver.
@@ -76,12 +71,9 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 }
 
 CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
-                             unsigned long long flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult {
-    if (ptr == nullptr || size == 0 || size % kVmmGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
-    if (CUresult r = CheckInit(); r != CUDA_SUCCESS) return r;
+                             unsigned long long) {
+  if (ptr == nullptr || size == 0 || size % kVmmGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     const size_t align = std::max<size_t>(alignment, kVmmGranularity);
     const size_t len = size + align;
     void* hint = addr != 0 ? reinterpret_cast<void*>(addr) : nullptr;
@@ -99,8 +91,7 @@ CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CU
 }
 
 CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     auto it = R().vmm_reservations.find(ptr);
     if (it == R().vmm_reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
     munmap(reinterpret_cast<void*>(ptr), size);
@@ -118,10 +109,8 @@ static bool InReservation(uint64_t p, uint64_t n) {
 }
 
 CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                  unsigned long long flags) {
-  (void)flags;
-  return Guard([&]() -> CUresult {
-    LOCKED;
+                  unsigned long long) {
+  return Entry([&]() -> CUresult {
     Runtime& rt = R();
     auto it = rt.vmm_handles.find(handle);
     if (it == rt.vmm_handles.end() || it->second.released) return CUDA_ERROR_INVALID_HANDLE;
@@ -147,8 +136,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-  return Guard([&]() -> CUresult {
-    LOCKED;
+  return Entry([&]() -> CUresult {
     Runtime& rt = R();
     auto it = rt.vmm_mappings.find(ptr);
     if (it == rt.vmm_mappings.end() || it->second.second != size) return CUDA_ERROR_INVALID_VALUE;
@@ -166,9 +154,8 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 }
 
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
-  return Guard([&]() -> CUresult {
-    if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     if (!InReservation(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
     int prot = PROT_NONE;
     for (size_t i = 0; i < count; ++i) {
@@ -191,11 +178,9 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
   });
 }
 
-CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location, CUdeviceptr ptr) {
-  (void)location;
-  return Guard([&]() -> CUresult {
-    if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation*, CUdeviceptr ptr) {
+  if (flags == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     Allocation* a = FindAllocation(ptr);
     if (a == nullptr || a->kind != AllocKind::kVmm) return CUDA_ERROR_INVALID_VALUE;
     *flags = (a->flags & PROT_WRITE)  ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE
@@ -207,9 +192,8 @@ CUresult cuMemGetAccess(unsigned long long* flags, const CUmemLocation* location
 
 CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
                                                 CUmemGenericAllocationHandle handle) {
-  return Guard([&]() -> CUresult {
-    if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     auto it = R().vmm_handles.find(handle);
     if (it == R().vmm_handles.end()) return CUDA_ERROR_INVALID_VALUE;
     *prop = it->second.prop;
@@ -218,9 +202,8 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
 }
 
 CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
-  return Guard([&]() -> CUresult {
-    if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    LOCKED;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return Entry([&]() -> CUresult {
     const uint64_t p = reinterpret_cast<uint64_t>(addr);
     for (auto& [va, m] : R().vmm_mappings) {
       if (p >= va && p < va + m.second) {
@@ -233,3 +216,6 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void*
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::cuda

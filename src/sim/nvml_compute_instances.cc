@@ -98,11 +98,8 @@ nvmlReturn_t CiProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned profile, unsi
 }
 
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned int profile,
@@ -221,3 +218,6 @@ nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

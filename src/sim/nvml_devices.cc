@@ -78,11 +78,7 @@ void MemoryOf(const nvmlDevice_st& device, uint64_t* total, uint64_t* used) {
 
 }  // namespace
 
-}  // namespace tessera::sim::nvml
-
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 // ----- enumeration -----
@@ -176,19 +172,11 @@ nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int
 }
 
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minorNumber) {
-  if (minorNumber == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *minorNumber = Gpu(d.gpu).minor;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, minorNumber, [&](const nvmlDevice_st& d) { return Gpu(d.gpu).minor; });
 }
 
 nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t* type) {
-  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st&) {
-    *type = NVML_BRAND_NVIDIA;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, type, [&](const nvmlDevice_st&) { return NVML_BRAND_NVIDIA; });
 }
 
 nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, nvmlDeviceArchitecture_t* arch) {
@@ -239,19 +227,11 @@ nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int* numCore
 }
 
 nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t* mode) {
-  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st&) {
-    *mode = NVML_FEATURE_ENABLED;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, mode, [&](const nvmlDevice_st&) { return NVML_FEATURE_ENABLED; });
 }
 
 nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t* mode) {
-  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st&) {
-    *mode = NVML_COMPUTEMODE_DEFAULT;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, mode, [&](const nvmlDevice_st&) { return NVML_COMPUTEMODE_DEFAULT; });
 }
 
 // ----- memory -----
@@ -292,3 +272,6 @@ nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, nvmlBAR1Memory_t* 
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

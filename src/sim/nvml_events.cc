@@ -39,11 +39,8 @@ bool NextXidLocked(nvmlEventSet_t set, nvmlEventData_t* data) {
 }
 
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
@@ -57,11 +54,7 @@ nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
 }
 
 nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long* eventTypes) {
-  if (eventTypes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st&) {
-    *eventTypes = kSupportedEvents;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, eventTypes, [&](const nvmlDevice_st&) { return kSupportedEvents; });
 }
 
 nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
@@ -109,3 +102,6 @@ nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/c_boundary.h"
 #include "sim/catalog.h"
 #include "sim/state.h"
 
@@ -107,13 +108,7 @@ void FillPci(int gpu, nvmlPciInfo_t* pci);
 // cross the C boundary).
 template <typename F>
 nvmlReturn_t Guard(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return NVML_ERROR_MEMORY;
-  } catch (...) {
-    return NVML_ERROR_UNKNOWN;
-  }
+  return CatchAtCBoundary<NVML_ERROR_MEMORY, NVML_ERROR_UNKNOWN>(std::forward<F>(f));
 }
 
 // The prologue of every NVML entry point, in one place: exceptions become
@@ -158,6 +153,16 @@ nvmlReturn_t NvmlEntry(Handle handle, Body&& body) noexcept {
 template <typename Body>
 nvmlReturn_t NvmlEntry(Body&& body) noexcept {
   return NvmlEntry(nullptr, std::forward<Body>(body));
+}
+
+// A getter: `*out = read(device)`; NVML_ERROR_INVALID_ARGUMENT for a null `out`.
+template <typename Out, typename Read>
+nvmlReturn_t DeviceValue(nvmlDevice_t device, Out* out, Read&& read) noexcept {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
+    *out = read(d);
+    return NVML_SUCCESS;
+  });
 }
 
 }  // namespace tessera::sim::nvml

@@ -126,11 +126,8 @@ nvmlReturn_t CreateGpuInstance(nvmlDevice_t device, unsigned int profileId, int 
 }
 
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode, unsigned int* pendingMode) {
@@ -299,11 +296,7 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstan
 
 // ----- MIG device handles -----
 nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
-  if (isMigDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *isMigDevice = d.gi >= 0;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, isMigDevice, [&](const nvmlDevice_st& d) { return d.gi >= 0; });
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
@@ -325,10 +318,8 @@ nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* i
 }
 
 nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
-  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *count = MigCapable(d.gpu) ? ModelOf(d.gpu).mig_compute_slices : 0;
-    return NVML_SUCCESS;
+  return DeviceValue(device, count, [&](const nvmlDevice_st& d) {
+    return MigCapable(d.gpu) ? ModelOf(d.gpu).mig_compute_slices : 0;
   });
 }
 
@@ -363,3 +354,6 @@ nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

@@ -52,11 +52,8 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info
 }
 
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int length) {
@@ -155,3 +152,6 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

@@ -101,11 +101,7 @@ bool AttachState(Nvml& n) {
 
 }  // namespace
 
-}  // namespace tessera::sim::nvml
-
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
@@ -217,3 +213,6 @@ nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* v) {
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

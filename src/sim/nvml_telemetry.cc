@@ -42,11 +42,8 @@ unsigned MaxClock(int gpu, nvmlClockType_t type) {
 }
 
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 // ----- utilisation -----
@@ -145,11 +142,8 @@ nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power) {
 }
 
 nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* limit) {
-  if (limit == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *limit = ModelOf(d.gpu).power_limit_w * 1000;
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, limit,
+                     [&](const nvmlDevice_st& d) { return ModelOf(d.gpu).power_limit_w * 1000; });
 }
 
 nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* limit) {
@@ -167,10 +161,8 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
 }
 
 nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t* pState) {
-  if (pState == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *pState = RecentUtil(d.gpu) > 0 ? NVML_PSTATE_0 : NVML_PSTATE_8;
-    return NVML_SUCCESS;
+  return DeviceValue(device, pState, [&](const nvmlDevice_st& d) {
+    return RecentUtil(d.gpu) > 0 ? NVML_PSTATE_0 : NVML_PSTATE_8;
   });
 }
 
@@ -200,3 +192,6 @@ nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, nvmlClockType_t clockType, 
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml

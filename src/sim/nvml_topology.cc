@@ -23,20 +23,27 @@ int LinkPeer(int gpu, unsigned link) {
   return peers[link % peers.size()];
 }
 
+// An NVLink entry point's prologue: NVML_ERROR_NOT_SUPPORTED on a GPU without
+// NVLink, NVML_ERROR_INVALID_ARGUMENT for a link it does not have; then
+// body(peer), the GPU at the other end of the link or -1.
+template <typename Body>
+nvmlReturn_t OnNvLink(nvmlDevice_t device, unsigned link, Body&& body) {
+  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
+    const unsigned links = ModelOf(d.gpu).nvlink_count;
+    if (links == 0) return NVML_ERROR_NOT_SUPPORTED;
+    if (link >= links) return NVML_ERROR_INVALID_ARGUMENT;
+    return body(LinkPeer(d.gpu, link));
+  });
+}
+
 }  // namespace
-}  // namespace tessera::sim::nvml
 
-using namespace tessera::sim;
-using namespace tessera::sim::nvml;
-
+#pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
 nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
-  if (node == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    *node = static_cast<unsigned>(Gpu(d.gpu).numa_node);
-    return NVML_SUCCESS;
-  });
+  return DeviceValue(device, node,
+                     [&](const nvmlDevice_st& d) { return static_cast<unsigned>(Gpu(d.gpu).numa_node); });
 }
 
 nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int cpuSetSize, unsigned long* cpuSet) {
@@ -114,22 +121,15 @@ nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t device2,
 
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, nvmlEnableState_t* isActive) {
   if (isActive == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    const unsigned links = ModelOf(d.gpu).nvlink_count;
-    if (links == 0) return NVML_ERROR_NOT_SUPPORTED;
-    if (link >= links) return NVML_ERROR_INVALID_ARGUMENT;
-    *isActive = LinkPeer(d.gpu, link) >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return OnNvLink(device, link, [&](int peer) {
+    *isActive = peer >= 0 ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
   });
 }
 
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci) {
   if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    const unsigned links = ModelOf(d.gpu).nvlink_count;
-    if (links == 0) return NVML_ERROR_NOT_SUPPORTED;
-    if (link >= links) return NVML_ERROR_INVALID_ARGUMENT;
-    const int peer = LinkPeer(d.gpu, link);
+  return OnNvLink(device, link, [&](int peer) {
     if (peer < 0) return NVML_ERROR_NOT_FOUND;
     FillPci(peer, pci);
     return NVML_SUCCESS;
@@ -140,3 +140,6 @@ nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int 
 }
 
 }  // extern "C"
+#pragma GCC visibility pop
+
+}  // namespace tessera::sim::nvml
