@@ -105,13 +105,13 @@ std::string Agent::Metrics() const {
 
 Status Agent::StartMetricsServer() {
   if (config_.metrics_port == 0) return Status::Ok();
-  http_ = std::make_unique<httplib::Server>();
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  auto server = std::make_unique<httplib::Server>();
+  server->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(Metrics(), std::string(PrometheusText::kContentType));
   });
   // Alive while the monitor keeps passing: a wedged NVML call or file system
   // shows as a failing probe instead of silently stale metrics.
-  http_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+  server->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     auto snapshot = monitor_ ? monitor_->Latest() : nullptr;
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
@@ -124,13 +124,14 @@ Status Agent::StartMetricsServer() {
       res.set_content("the monitor has not completed a pass recently\n", "text/plain");
     }
   });
-  if (!http_->bind_to_port(config_.metrics_address, config_.metrics_port)) {
+  http_ = std::make_unique<HttpListener>(std::move(server));
+  auto port = http_->Listen(config_.metrics_address, config_.metrics_port);
+  if (!port.ok()) {
     http_.reset();
     return Error{"cannot listen for metrics on " + config_.metrics_address + ":" +
                  std::to_string(config_.metrics_port) + " (port in use? set metrics_port)"};
   }
-  metrics_port_ = config_.metrics_port;
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  metrics_port_ = *port;
   spdlog::info("metrics on http://{}:{}/metrics", config_.metrics_address, metrics_port_);
   return Status::Ok();
 }
@@ -208,8 +209,7 @@ Status Agent::Start() {
 void Agent::Stop() {
   if (!started_) return;
   if (http_) {
-    http_->stop();
-    if (http_thread_.joinable()) http_thread_.join();
+    http_->Stop();  // safe right after Listen too (base/http_listener.h)
     http_.reset();
   }
   if (monitor_) monitor_->Stop();

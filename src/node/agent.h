@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "base/http_listener.h"
 #include "base/result.h"
 #include "kube/client.h"
 #include "node/config.h"
@@ -30,10 +31,6 @@
 #include "node/process_inspector.h"
 #include "node/region_catalog.h"
 #include "node/registrar.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tessera::node {
 
@@ -95,8 +92,7 @@ class Agent {
   std::unique_ptr<InventoryPublisher> publisher_;
   std::unique_ptr<Enforcer> enforcer_;
   std::unique_ptr<NodeMonitor> monitor_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
+  std::unique_ptr<HttpListener> http_;
   int metrics_port_ = 0;
   bool started_ = false;
 };

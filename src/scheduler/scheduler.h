@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "base/http_listener.h"
 #include "base/result.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -32,7 +33,6 @@
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
 #include "scheduler/extender.h"
-#include "scheduler/http_listener.h"
 
 namespace tessera::scheduler {
 

@@ -1,6 +1,7 @@
 // Test helpers shared by the scheduler's unit and integration tests: Node
-// objects carrying a valid tessera.io/gpu-inventory annotation, and GPU pods.
-// Header-only; not part of the library's interface.
+// objects carrying a valid tessera.io/gpu-inventory annotation, and GPU pods
+// (ReturnsOrAbort, the hang watchdog, is base/testing.h's). Header-only; not
+// part of the library's interface.
 //
 // Inventories carry a heartbeat of the current time unless told otherwise, so
 // a node made here counts as fresh for the default inventoryStaleSeconds
@@ -9,32 +10,17 @@
 
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <future>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "base/testing.h"
 #include "core/inventory_codec.h"
 #include "kube/typed_api.h"
 
 namespace tessera::scheduler::testing {
 
-// Runs `fn`, waiting for it for at most `limit`; a hang ends the binary with a
-// message (a test must fail, not hang the run). Generous: it detects a hang,
-// it does not measure speed.
-inline void ReturnsOrAbort(const std::function<void()>& fn, const char* what,
-                           std::chrono::seconds limit = std::chrono::seconds(120)) {
-  auto done = std::async(std::launch::async, fn);
-  if (done.wait_for(limit) != std::future_status::ready) {
-    std::fprintf(stderr, "FAILED: %s did not return within %lld s\n", what,
-                 static_cast<long long>(limit.count()));
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  done.get();
-}
+using ::tessera::testing::ReturnsOrAbort;
 
 inline std::string GpuUuid(int node, int gpu) {
   char buf[64];

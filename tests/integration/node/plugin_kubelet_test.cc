@@ -1,13 +1,19 @@
 // tessera-node's device plugin driven by the kubelet stand-in over the real
 // v1beta1 gRPC: registration, the advertised list, health changes, Allocate,
 // GetPreferredAllocation and kubelet / plugin restarts.
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 
 #include "agent_fixture.h"
+#include "base/testing.h"
 #include "node/registrar.h"
 
 namespace tessera::node {
@@ -28,6 +34,34 @@ bool Eventually(Condition condition) {
     std::this_thread::sleep_for(10ms);
   }
   return true;
+}
+
+// A loopback port nothing listens on now: bound and closed without listening.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+bool Refused(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool refused =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
+  ::close(fd);
+  return refused;
 }
 
 size_t CountHealth(const std::vector<v1beta1::Device>& devices, const std::string& health) {
@@ -241,6 +275,22 @@ TEST_F(PluginKubeletTest, ConfiguredResourceNameAndPreStartAreRegistered) {
   EXPECT_EQ(registration.request.endpoint(), "tessera-example.com-vgpu.sock");
   EXPECT_TRUE(registration.request.options().pre_start_required());
   EXPECT_TRUE(registration.plugin_options.pre_start_required());
+}
+
+// The metrics endpoint is started last; a Stop() that follows at once used to
+// be able to hang in the listener's join (its stop() came before the accept
+// loop ran). Each Stop must return and leave the port closed.
+TEST_F(PluginKubeletTest, StopRightAfterStartReturnsAndClosesTheMetricsPort) {
+  for (int i = 0; i < 20; ++i) {
+    config_.metrics_address = "127.0.0.1";
+    config_.metrics_port = FreePort();
+    ASSERT_GT(config_.metrics_port, 0);
+    StartAgent();
+    ASSERT_EQ(agent_->metrics_port(), config_.metrics_port);
+    ::tessera::testing::ReturnsOrAbort([&] { agent_->Stop(); }, "Agent::Stop right after Start");
+    EXPECT_TRUE(Refused(config_.metrics_port)) << "iteration " << i;
+    agent_.reset();
+  }
 }
 
 // The stand-in's checks must be able to fail, or the tests above prove nothing.

@@ -1,6 +1,6 @@
-#include "scheduler/http_listener.h"
+#include "base/http_listener.h"
 
-#include "scheduler/testing.h"
+#include "base/testing.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 #include <functional>
 #include <future>
 
-namespace tessera::scheduler {
+namespace tessera {
 namespace {
 
 using testing::ReturnsOrAbort;
@@ -45,7 +45,7 @@ std::unique_ptr<HttpListener> MakeListener() {
   return std::make_unique<HttpListener>(std::move(server));
 }
 
-TEST(SchedulerHttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
+TEST(HttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
   auto listener = MakeListener();
   auto port = listener->Listen("127.0.0.1", 0);
   ASSERT_TRUE(port.ok()) << port.error().message;
@@ -60,7 +60,7 @@ TEST(SchedulerHttpListenerTest, ServesUntilStoppedAndLeavesThePortClosed) {
   listener->Stop();  // idempotent
 }
 
-TEST(SchedulerHttpListenerTest, StopRightAfterListenReturns) {
+TEST(HttpListenerTest, StopRightAfterListenReturns) {
   // Nothing between Listen and Stop: the accept loop has usually not started
   // yet. A single httplib stop() is then lost and the join hangs; the watchdog
   // turns that into a failure.
@@ -73,7 +73,7 @@ TEST(SchedulerHttpListenerTest, StopRightAfterListenReturns) {
   }
 }
 
-TEST(SchedulerHttpListenerTest, APortTakenFailsTheListenAndStopWithoutListenIsHarmless) {
+TEST(HttpListenerTest, APortTakenFailsTheListenAndStopWithoutListenIsHarmless) {
   // A plain listening socket (no SO_REUSEPORT) holds a port.
   int holder = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr = Loopback(0);
@@ -91,4 +91,4 @@ TEST(SchedulerHttpListenerTest, APortTakenFailsTheListenAndStopWithoutListenIsHa
 }
 
 }  // namespace
-}  // namespace tessera::scheduler
+}  // namespace tessera

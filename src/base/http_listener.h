@@ -18,6 +18,9 @@
 // still in its TLS handshake, or idle in keep-alive, holds its worker for at
 // most the server's read or keep-alive timeout (5 s by default).
 //
+// Every HTTP endpoint of tessera's daemons goes through it (the scheduler's
+// extender, webhook and metrics; the node agent's metrics and health).
+//
 // Thread-safety: Listen/Stop from one thread; server() may be configured only
 // before Listen.
 #pragma once
@@ -33,7 +36,7 @@ namespace httplib {
 class Server;
 }
 
-namespace tessera::scheduler {
+namespace tessera {
 
 class HttpListener {
  public:
@@ -57,4 +60,4 @@ class HttpListener {
   std::atomic<bool> done_{false};  // the accept loop has returned
 };
 
-}  // namespace tessera::scheduler
+}  // namespace tessera

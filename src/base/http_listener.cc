@@ -1,10 +1,10 @@
-#include "scheduler/http_listener.h"
+#include "base/http_listener.h"
 
 #include <httplib.h>
 
 #include <chrono>
 
-namespace tessera::scheduler {
+namespace tessera {
 
 HttpListener::HttpListener(std::unique_ptr<httplib::Server> server) : server_(std::move(server)) {}
 
@@ -39,4 +39,4 @@ void HttpListener::Stop() {
   thread_.join();
 }
 
-}  // namespace tessera::scheduler
+}  // namespace tessera
