@@ -104,10 +104,17 @@ base_key=$( { cat "$packages_file" "$here/dpkg-excludes.cfg"; sed -n '/^# ---- l
 base_tar=$out_dir/cache/base-$base_key.tar
 if $refresh_base; then rm -f "$base_tar"; fi
 if [ ! -f "$base_tar" ]; then
-  python3 - "$mirror/dists/$suite/InRelease" <<'PY' || cannot "Debian's mirror does not answer ($mirror; set TESSERA_IMAGE_MIRROR)"
+  reason=$(python3 - "$mirror/dists/$suite/InRelease" <<'PY'
 import sys, urllib.request
-urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=20)
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=20)
+except Exception as e:
+    print(getattr(e, "reason", e))
 PY
+  )
+  if [ -n "$reason" ]; then
+    cannot "Debian's mirror does not answer: $mirror ($reason; set TESSERA_IMAGE_MIRROR)"
+  fi
   if [ "$(id -u)" -eq 0 ]; then
     mode=root
   elif command -v newuidmap >/dev/null 2>&1 && grep -q "^$(id -un):" /etc/subuid 2>/dev/null; then
