@@ -28,8 +28,13 @@ if [ -z "$minor" ] || [ "$minor" -lt 21 ]; then
   echo "SKIPPED: kubectl 1.${minor:-?} is older than 1.21: its kustomize cannot render deploy/"
   exit 77
 fi
-if ! python3 -c 'import yaml' 2>/dev/null; then
-  echo "SKIPPED: python3 has no yaml module (Debian: python3-yaml, scripts/install-deps.sh installs it)"
+# Debian's python3 first: python3-yaml (scripts/install-deps.sh) is its yaml module.
+python=
+for candidate in /usr/bin/python3 python3; do
+  if "$candidate" -c 'import yaml' 2>/dev/null; then python=$candidate; break; fi
+done
+if [ -z "$python" ]; then
+  echo "SKIPPED: no python3 with a yaml module (Debian: python3-yaml, scripts/install-deps.sh installs it)"
   exit 77
 fi
 
@@ -55,7 +60,7 @@ if ! kubectl kustomize "$work/overlay" > "$work/overlay.yaml"; then
   echo "FAIL: kubectl kustomize of an overlay over $deploy"; exit 1
 fi
 
-python3 - "$work" <<'PY'
+"$python" - "$work" <<'PY'
 import os, re, stat, subprocess, sys, yaml
 
 work = sys.argv[1]
