@@ -138,6 +138,10 @@ PY
     "deb $mirror $suite-updates main" \
     "deb $security_mirror $suite-security main" > "$log" 2>&1; then
     tail -n 30 "$log" >&2
+    # Losing the mirror half-way is this machine's network, not the recipe: skipped, as above.
+    if grep -qE "Failed to fetch|Could not (connect|resolve)|Temporary failure resolving|Connection timed out" "$log"; then
+      cannot "mmdebstrap lost Debian's mirror half-way (the whole log: $log)"
+    fi
     echo "image: mmdebstrap failed (the whole log: $log)" >&2
     exit 1
   fi
