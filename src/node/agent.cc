@@ -9,11 +9,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/prometheus_text.h"
 #include "kube/typed_api.h"
 #include "node/allocate.h"
 #include "node/atomic_file.h"
 #include "node/metrics.h"
-#include "node/prometheus_text.h"
 
 namespace tessera::node {
 

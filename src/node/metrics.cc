@@ -1,6 +1,6 @@
 #include "node/metrics.h"
 
-#include "node/prometheus_text.h"
+#include "base/prometheus_text.h"
 
 namespace tessera::node {
 namespace {

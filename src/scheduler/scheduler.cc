@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
+#include "base/prometheus_text.h"
 #include "kube/typed_api.h"
 #include "scheduler/webhook.h"
 
@@ -179,7 +179,7 @@ Status Scheduler::Start() {
       Reply(res, status, body);
     });
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(MetricsText(), "text/plain; version=0.0.4");
+      res.set_content(MetricsText(), std::string(PrometheusText::kContentType));
     });
   };
 
@@ -264,69 +264,70 @@ void Scheduler::Stop() {
 std::string Scheduler::MetricsText() const {
   const ClusterStats s = state_.Stats();
   const ExtenderCounters& c = extender_->counters();
-  std::ostringstream out;
-  auto metric = [&](const char* name, const char* type, const char* help, double value) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n"
-        << name << " " << value << "\n";
+  PrometheusText text;
+  auto metric = [&](const char* name, MetricType type, const char* help, double value) {
+    text.Describe(name, type, help);
+    text.Add(name, {}, value);
   };
-  metric("tessera_scheduler_ready", "gauge",
+  constexpr MetricType kGauge = MetricType::kGauge;
+  constexpr MetricType kCounter = MetricType::kCounter;
+  metric("tessera_scheduler_ready", kGauge,
          "1 once nodes and pods have been listed and the workload mix relearned (before: no decisions)",
          Ready() ? 1 : 0);
-  metric("tessera_scheduler_leader", "gauge", "1 when this process holds the lease (may bind)",
+  metric("tessera_scheduler_leader", kGauge, "1 when this process holds the lease (may bind)",
          IsLeader() ? 1 : 0);
-  metric("tessera_scheduler_nodes", "gauge", "nodes with a usable GPU inventory", double(s.nodes));
-  metric("tessera_scheduler_nodes_without_inventory", "gauge", "nodes without a usable GPU inventory",
+  metric("tessera_scheduler_nodes", kGauge, "nodes with a usable GPU inventory", double(s.nodes));
+  metric("tessera_scheduler_nodes_without_inventory", kGauge, "nodes without a usable GPU inventory",
          double(s.nodes_without_inventory));
-  metric("tessera_scheduler_nodes_stale_inventory", "gauge",
+  metric("tessera_scheduler_nodes_stale_inventory", kGauge,
          "nodes whose GPU inventory heartbeat is older than inventoryStaleSeconds (they do not fit)",
          double(s.nodes_stale));
-  metric("tessera_scheduler_gpus", "gauge", "GPUs in the cluster view", double(s.gpus));
-  metric("tessera_scheduler_pods", "gauge", "pods accounted from their allocation annotation",
-         double(s.pods));
-  metric("tessera_scheduler_reservations", "gauge", "binds reserved but not yet seen bound",
+  metric("tessera_scheduler_gpus", kGauge, "GPUs in the cluster view", double(s.gpus));
+  metric("tessera_scheduler_pods", kGauge, "pods accounted from their allocation annotation", double(s.pods));
+  metric("tessera_scheduler_reservations", kGauge, "binds reserved but not yet seen bound",
          double(s.reservations));
-  metric("tessera_scheduler_reservations_expired_total", "counter", "reservations dropped after the timeout",
+  metric("tessera_scheduler_reservations_expired_total", kCounter, "reservations dropped after the timeout",
          double(s.reservations_expired));
-  metric("tessera_scheduler_inconsistent_annotations_total", "counter",
+  metric("tessera_scheduler_inconsistent_annotations_total", kCounter,
          "allocation annotations that could not be accounted (unreadable, unknown GPU, over capacity)",
          double(s.inconsistent));
   const WorkloadLearner::Stats mix = extender_->learner().stats();
-  metric("tessera_scheduler_workload_pods_observed_total", "counter",
+  metric("tessera_scheduler_workload_pods_observed_total", kCounter,
          "pods counted into the tessera policy's workload mix (each once; at start, the pods listed)",
          double(mix.counted));
-  metric("tessera_scheduler_workload_pods_remembered", "gauge",
+  metric("tessera_scheduler_workload_pods_remembered", kGauge,
          "UIDs of counted pods held so that a retried pod is not counted again (until deleted or finished)",
          double(mix.remembered));
-  metric("tessera_scheduler_workload_mix_epoch", "counter",
+  metric("tessera_scheduler_workload_mix_epoch", kCounter,
          "times the tessera policy's workload mix has been learned (each drops its cached scores)",
          double(mix.epoch));
-  metric("tessera_scheduler_workload_mix_shapes", "gauge", "pod shapes in the tessera policy's workload mix",
+  metric("tessera_scheduler_workload_mix_shapes", kGauge, "pod shapes in the tessera policy's workload mix",
          double(mix.mix_shapes));
-  metric("tessera_scheduler_filter_requests_total", "counter", "extender filter calls",
+  metric("tessera_scheduler_filter_requests_total", kCounter, "extender filter calls",
          double(c.filter_requests));
-  metric("tessera_scheduler_filter_errors_total", "counter", "filter calls answered with an Error",
+  metric("tessera_scheduler_filter_errors_total", kCounter, "filter calls answered with an Error",
          double(c.filter_errors));
-  metric("tessera_scheduler_filter_seconds_total", "counter", "time spent in filter", c.filter_micros / 1e6);
-  metric("tessera_scheduler_prioritize_requests_total", "counter", "extender prioritize calls",
+  metric("tessera_scheduler_filter_seconds_total", kCounter, "time spent in filter", c.filter_micros / 1e6);
+  metric("tessera_scheduler_prioritize_requests_total", kCounter, "extender prioritize calls",
          double(c.prioritize_requests));
-  metric("tessera_scheduler_prioritize_seconds_total", "counter", "time spent in prioritize",
+  metric("tessera_scheduler_prioritize_seconds_total", kCounter, "time spent in prioritize",
          c.prioritize_micros / 1e6);
-  metric("tessera_scheduler_bind_requests_total", "counter", "extender bind calls", double(c.bind_requests));
-  metric("tessera_scheduler_binds_total", "counter", "successful bindings", double(c.binds));
-  metric("tessera_scheduler_bind_errors_total", "counter", "bind calls answered with an Error",
+  metric("tessera_scheduler_bind_requests_total", kCounter, "extender bind calls", double(c.bind_requests));
+  metric("tessera_scheduler_binds_total", kCounter, "successful bindings", double(c.binds));
+  metric("tessera_scheduler_bind_errors_total", kCounter, "bind calls answered with an Error",
          double(c.bind_errors));
-  metric("tessera_scheduler_bind_not_leader_total", "counter",
-         "bind calls refused because this is a follower", double(c.bind_not_leader));
-  metric("tessera_scheduler_not_ready_refusals_total", "counter",
+  metric("tessera_scheduler_bind_not_leader_total", kCounter, "bind calls refused because this is a follower",
+         double(c.bind_not_leader));
+  metric("tessera_scheduler_not_ready_refusals_total", kCounter,
          "filter, prioritize and bind calls refused because the view of nodes and pods was not complete yet",
          double(c.not_ready));
-  metric("tessera_scheduler_bind_seconds_total", "counter", "time spent in bind (API call included)",
+  metric("tessera_scheduler_bind_seconds_total", kCounter, "time spent in bind (API call included)",
          c.bind_micros / 1e6);
-  metric("tessera_scheduler_mutate_requests_total", "counter", "admission reviews",
+  metric("tessera_scheduler_mutate_requests_total", kCounter, "admission reviews",
          double(mutate_requests_.load()));
-  metric("tessera_scheduler_mutate_denied_total", "counter", "admission reviews denied",
+  metric("tessera_scheduler_mutate_denied_total", kCounter, "admission reviews denied",
          double(mutate_denied_.load()));
-  return out.str();
+  return text.Render();
 }
 
 }  // namespace tessera::scheduler

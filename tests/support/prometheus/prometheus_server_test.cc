@@ -1,5 +1,5 @@
 // The Prometheus fixture against a real Prometheus: it scrapes a document written by the
-// node agent's PrometheusText from a small HTTP endpoint, and the series come back with
+// PrometheusText (base/prometheus_text.h) from a small HTTP endpoint, and the series come back with
 // exactly the labels and values that were written.
 #include "prometheus/prometheus_server.h"
 
@@ -20,15 +20,12 @@
 #include <string>
 #include <thread>
 
-#include "node/prometheus_text.h"
+#include "base/prometheus_text.h"
 
 namespace tessera::testing {
 namespace {
 
 using nlohmann::json;
-using node::MetricLabels;
-using node::MetricType;
-using node::PrometheusText;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 60s;  // generous: CI machines have two cores and other work

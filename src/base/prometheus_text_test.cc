@@ -1,4 +1,4 @@
-#include "node/prometheus_text.h"
+#include "base/prometheus_text.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-namespace tessera::node {
+namespace tessera {
 namespace {
 
 TEST(PrometheusTextTest, RendersHelpTypeAndSamples) {
@@ -81,50 +81,6 @@ TEST(PrometheusTextTest, EmptyDocumentWhenNothingWasAdded) {
   EXPECT_EQ(text.Render(), "");
   text.Describe("m", MetricType::kGauge, "M.");
   EXPECT_EQ(text.Render(), "");
-}
-
-TEST(PrometheusTextTest, FormatsIntegersExactly) {
-  EXPECT_EQ(FormatMetricValue(0), "0");
-  EXPECT_EQ(FormatMetricValue(-0.0), "0");
-  EXPECT_EQ(FormatMetricValue(1), "1");
-  EXPECT_EQ(FormatMetricValue(-42), "-42");
-  EXPECT_EQ(FormatMetricValue(1e6), "1000000");
-  EXPECT_EQ(FormatMetricValue(81920.0 * 1024 * 1024), "85899345920");            // 80 GiB in bytes
-  EXPECT_EQ(FormatMetricValue(9007199254740992.0), "9007199254740992");          // 2^53
-  EXPECT_EQ(FormatMetricValue(9007199254740994.0), "9007199254740994");          // 2^53 + 2
-  EXPECT_EQ(FormatMetricValue(-9223372036854775808.0), "-9223372036854775808");  // -2^63
-}
-
-TEST(PrometheusTextTest, FormatsOtherFiniteValuesInShortestRoundTripForm) {
-  EXPECT_EQ(FormatMetricValue(0.5), "0.5");
-  EXPECT_EQ(FormatMetricValue(0.1), "0.1");
-  EXPECT_EQ(FormatMetricValue(-2.25), "-2.25");
-  EXPECT_EQ(FormatMetricValue(1.5e-7), "1.5e-07");
-  EXPECT_EQ(FormatMetricValue(1e300), "1e+300");
-  // At and above 2^63 the shortest form wins, whichever notation it is in.
-  EXPECT_EQ(FormatMetricValue(9223372036854775808.0), "9223372036854775808");  // 2^63
-  EXPECT_EQ(FormatMetricValue(1e20), "1e+20");
-  const double values[] = {0.1,
-                           1.0 / 3,
-                           2.0 / 3 * 1e-300,
-                           123456.789,
-                           6.02214076e23,
-                           1e-320,
-                           M_PI,
-                           std::numeric_limits<double>::max(),
-                           std::numeric_limits<double>::min(),
-                           4503599627370495.5};
-  for (double v : values) {
-    const std::string s = FormatMetricValue(v);
-    EXPECT_EQ(std::strtod(s.c_str(), nullptr), v) << s;
-  }
-}
-
-TEST(PrometheusTextTest, SpellsInfinitiesAndNaNAsPrometheusDoes) {
-  EXPECT_EQ(FormatMetricValue(std::numeric_limits<double>::infinity()), "+Inf");
-  EXPECT_EQ(FormatMetricValue(-std::numeric_limits<double>::infinity()), "-Inf");
-  EXPECT_EQ(FormatMetricValue(std::numeric_limits<double>::quiet_NaN()), "NaN");
-  EXPECT_EQ(FormatMetricValue(-std::numeric_limits<double>::quiet_NaN()), "NaN");
 }
 
 TEST(PrometheusTextTest, ValidatesNames) {
@@ -277,4 +233,4 @@ TEST_F(PromtoolTest, RefusesABrokenDocument) {
 }
 
 }  // namespace
-}  // namespace tessera::node
+}  // namespace tessera

@@ -12,10 +12,14 @@
 //    in Describe order, samples in the order they were added. A family without samples
 //    is left out (as the Go client does).
 //  - HELP text escapes `\` and newline; label values escape `\`, `"` and newline.
-//  - Values: an integer-valued double below 2^63 in magnitude prints as an exact
-//    integer (1048576, never 1.048576e+06); other finite values print in the shortest
-//    form that reads back to the same double; infinities and NaN as `+Inf`, `-Inf`,
-//    `NaN`. The output never depends on the C locale.
+//  - Values are spelled by FormatNumber (base/number_format.h): an integer-valued
+//    double below 2^63 in magnitude as an exact integer (1048576, never 1.048576e+06),
+//    other finite values in the shortest form that reads back to the same double,
+//    infinities and NaN as `+Inf`, `-Inf`, `NaN`. The output never depends on the
+//    locale.
+//
+// Every /metrics endpoint of tessera renders through it (tessera-node's and
+// tessera-scheduler's).
 //
 // Rejections. An invalid metric name (not [a-zA-Z_:][a-zA-Z0-9_:]*), an invalid label
 // name (not [a-zA-Z_][a-zA-Z0-9_]*, or starting with "__", which Prometheus reserves
@@ -46,7 +50,7 @@
 #include <utility>
 #include <vector>
 
-namespace tessera::node {
+namespace tessera {
 
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
 
@@ -91,7 +95,5 @@ class PrometheusText {
 bool IsValidMetricName(std::string_view name);
 // [a-zA-Z_][a-zA-Z0-9_]* and not starting with "__".
 bool IsValidLabelName(std::string_view name);
-// A sample value as the text format spells it (see the class comment).
-std::string FormatMetricValue(double value);
 
-}  // namespace tessera::node
+}  // namespace tessera

@@ -1,13 +1,11 @@
-#include "node/prometheus_text.h"
+#include "base/prometheus_text.h"
+
+#include "base/number_format.h"
 
 #include <algorithm>
 #include <cassert>
-#include <charconv>
-#include <cmath>
-#include <cstdint>
-#include <system_error>
 
-namespace tessera::node {
+namespace tessera {
 namespace {
 
 bool IsAsciiLetter(char c) {
@@ -115,24 +113,6 @@ bool IsValidLabelName(std::string_view name) {
   return true;
 }
 
-std::string FormatMetricValue(double value) {
-  if (std::isnan(value)) return "NaN";
-  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  std::to_chars_result r{};
-  // Every integer-valued double below 2^63 in magnitude converts to int64 exactly, and
-  // printing that integer avoids exponent notation (1048576, not 1.048576e+06).
-  constexpr double kTwoTo63 = 9223372036854775808.0;
-  if (value == std::trunc(value) && std::fabs(value) < kTwoTo63) {
-    r = std::to_chars(buf, buf + sizeof(buf), static_cast<std::int64_t>(value));
-  } else {
-    // Shortest text that reads back to the same double; locale-independent, unlike printf.
-    r = std::to_chars(buf, buf + sizeof(buf), value);
-  }
-  assert(r.ec == std::errc());
-  return std::string(buf, r.ptr);
-}
-
 void PrometheusText::Reject(std::string reason, bool programming_error) {
   ++rejected_;
   if (first_rejection_.empty()) first_rejection_ = std::move(reason);
@@ -212,7 +192,7 @@ void PrometheusText::Add(std::string_view name, const MetricLabels& labels, doub
     line.push_back('}');
   }
   line.push_back(' ');
-  line.append(FormatMetricValue(value));
+  line.append(FormatNumber(value));
   line.push_back('\n');
   family.sample_lines.push_back(std::move(line));
 }
@@ -232,4 +212,4 @@ std::string PrometheusText::Render() const {
   return out;
 }
 
-}  // namespace tessera::node
+}  // namespace tessera
