@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <map>
 #include <numeric>
-#include <sstream>
 
+#include "base/files.h"
 #include "trace/rng.h"
 
 namespace tessera::trace {
@@ -106,12 +105,11 @@ class Table {
   size_t width_ = 0;
 };
 
+// The trace tools' wording: "<path>: cannot open".
 Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{path + ": cannot open"};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto text = files::Read(path);
+  if (!text.ok()) return Error{path + ": cannot open"};
+  return text;
 }
 
 constexpr int64_t kMaxInt = int64_t{1} << 40;

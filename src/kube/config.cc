@@ -1,12 +1,13 @@
 #include "kube/config.h"
 
+#include "base/files.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -17,14 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr const char* kServiceAccountDir = "var/run/secrets/kubernetes.io/serviceaccount";
-
-tessera::Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return tessera::Error{"cannot read " + path + ": " + std::strerror(errno)};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string TrimWs(std::string s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
@@ -86,7 +79,7 @@ tessera::Result<ClientConfig> LoadInClusterConfig(const InClusterOptions& option
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6
   c.server = "https://" + h + ":" + port;
   c.token_file = dir + "/token";
-  auto token = ReadFile(c.token_file);
+  auto token = files::Read(c.token_file);
   if (!token.ok()) return token.error().Wrap("in-cluster config: service-account token");
   if (TrimWs(*token).empty())
     return tessera::Error{"in-cluster config: service-account token " + c.token_file + " is empty"};
@@ -94,7 +87,7 @@ tessera::Result<ClientConfig> LoadInClusterConfig(const InClusterOptions& option
   if (!fs::exists(c.tls.ca_file)) {
     return tessera::Error{"in-cluster config: CA certificate " + c.tls.ca_file + " does not exist"};
   }
-  auto ns = ReadFile(dir + "/namespace");
+  auto ns = files::Read(dir + "/namespace");
   c.namespace_ = ns.ok() ? TrimWs(*ns) : "default";
   c.source = "in-cluster";
   return c;
@@ -197,7 +190,7 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
 }
 
 tessera::Result<ClientConfig> LoadKubeconfigFile(const std::string& path, const std::string& context) {
-  auto text = ReadFile(path);
+  auto text = files::Read(path);
   if (!text.ok()) return text.error().Wrap("kubeconfig");
   return ParseKubeconfig(*text, fs::path(path).parent_path().string(), "kubeconfig " + path, context);
 }
@@ -243,7 +236,7 @@ std::string FileTokenSource::Token() {
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = clock_->Now();
   if (read_at_ && now - *read_at_ < period_) return token_;
-  auto t = ReadFile(path_);
+  auto t = files::Read(path_);
   if (t.ok()) token_ = TrimWs(*t);
   read_at_ = now;
   return token_;

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/files.h"
 #include "base/prometheus_text.h"
 #include "kube/typed_api.h"
 #include "node/allocate.h"
-#include "node/atomic_file.h"
 #include "node/metrics.h"
 
 namespace tessera::node {
@@ -29,7 +29,7 @@ std::vector<core::Gpu> ApplyOffer(const NodeConfig& config, std::vector<core::Gp
 
 Status WritePreloadFile(const NodeConfig& config) {
   TESSERA_RETURN_IF_ERROR_WRAP(
-      ReplaceFileAtomically(config.PreloadFileHostPath(), config.libvgpu_container_path + "\n"),
+      files::ReplaceAtomically(config.PreloadFileHostPath(), config.libvgpu_container_path + "\n"),
       "cannot install the preload file (is the libvgpu directory mounted?)");
   return Status::Ok();
 }

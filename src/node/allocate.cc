@@ -1,5 +1,7 @@
 #include "node/allocate.h"
 
+#include "base/files.h"
+
 #include "node/device_state.h"
 #include "node/region_catalog.h"
 
@@ -18,29 +20,17 @@
 namespace tessera::node {
 namespace {
 
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (!dir.empty() && dir.back() == '/') return dir + name;
-  return dir + "/" + name;
-}
-
 bool IsRegularFile(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-Status MakeDirectory(const std::string& path, mode_t mode) {
-  if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
-    return Error{"cannot create directory '" + path + "': " + std::strerror(errno)};
-  }
-  return Status::Ok();
 }
 
 // The region directory is written by whatever user the container runs as, so
 // it is world-writable. Set with chmod rather than by changing the umask,
 // which is process-wide.
 Status MakeRegionDirectory(const std::string& root, const std::string& name, std::string& out_path) {
-  TESSERA_RETURN_IF_ERROR(MakeDirectory(root, 0755));
-  out_path = JoinPath(root, name);
+  TESSERA_RETURN_IF_ERROR(files::MakeDirs(root, 0755));
+  out_path = files::Join(root, name);
   if (::mkdir(out_path.c_str(), 0700) != 0) {
     return Error{"cannot create region directory '" + out_path + "': " + std::strerror(errno)};
   }

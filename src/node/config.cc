@@ -1,15 +1,15 @@
 #include "node/config.h"
 
+#include "base/files.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
-#include <sstream>
 
 namespace tessera::node {
 namespace {
@@ -21,11 +21,6 @@ std::string Dirname(const std::string& path) {
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
-}
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (!dir.empty() && dir.back() == '/') return dir + name;
-  return dir + "/" + name;
 }
 
 bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
@@ -139,14 +134,6 @@ Status ApplyMap(const YAML::Node& root, const std::string& source, bool node_lev
   return Status::Ok();
 }
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read '" + path + "'"};
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 bool IsDnsLabelChar(char c) {
   return std::islower(static_cast<unsigned char>(c)) || std::isdigit(c) || c == '-';
 }
@@ -214,7 +201,7 @@ const char* VisibleDevicesModeName(VisibleDevicesMode mode) {
 }
 
 std::string NodeConfig::KubeletSocketPath() const {
-  return JoinPath(plugin_dir, "kubelet.sock");
+  return files::Join(plugin_dir, "kubelet.sock");
 }
 
 std::string NodeConfig::PluginSocketName() const {
@@ -224,15 +211,15 @@ std::string NodeConfig::PluginSocketName() const {
 }
 
 std::string NodeConfig::PluginSocketPath() const {
-  return JoinPath(plugin_dir, PluginSocketName());
+  return files::Join(plugin_dir, PluginSocketName());
 }
 
 std::string NodeConfig::PreloadFileHostPath() const {
-  return JoinPath(Dirname(libvgpu_host_path), "ld.so.preload");
+  return files::Join(Dirname(libvgpu_host_path), "ld.so.preload");
 }
 
 std::string NodeConfig::RegionFileContainerPath() const {
-  return JoinPath(region_container_dir, "vgpu.region");
+  return files::Join(region_container_dir, "vgpu.region");
 }
 
 Status Validate(const NodeConfig& c) {
@@ -310,14 +297,14 @@ Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, N
 }
 
 Status ApplyYamlFile(const std::string& path, NodeConfig& config) {
-  auto text = ReadFile(path);
+  auto text = files::Read(path);
   if (!text.ok()) return text.error().Wrap("config file");
   return ApplyYaml(*text, path, config);
 }
 
 Status ApplyNodeOverrides(NodeConfig& config) {
   if (config.node_config_file.empty()) return Status::Ok();
-  auto text = ReadFile(config.node_config_file);
+  auto text = files::Read(config.node_config_file);
   if (!text.ok()) return text.error().Wrap("node_config_file");
   const std::string& source = config.node_config_file;
   try {

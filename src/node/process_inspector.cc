@@ -1,5 +1,7 @@
 #include "node/process_inspector.h"
 
+#include "base/files.h"
+
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -7,24 +9,15 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 namespace tessera::node {
 namespace {
 
-std::optional<std::string> ReadWhole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 // Field 22 of /proc/<pid>/stat. The command (field 2) may hold spaces and
 // parentheses, so fields are counted after the last ')'.
 std::optional<uint64_t> StartTicks(const std::string& proc_root, uint32_t pid) {
-  auto stat = ReadWhole(proc_root + "/" + std::to_string(pid) + "/stat");
+  auto stat = files::Read(proc_root + "/" + std::to_string(pid) + "/stat");
   if (!stat) return std::nullopt;
   auto close = stat->rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -62,7 +55,7 @@ std::optional<ProcessIdentity> ProcFsInspector::Inspect(uint32_t host_pid) {
   auto start = StartTicks(proc_root_, host_pid);
   if (!start) return std::nullopt;
   p.start_ticks = *start;
-  if (auto comm = ReadWhole(base + "/comm")) {
+  if (auto comm = files::Read(base + "/comm")) {
     p.command = *comm;
     while (!p.command.empty() && p.command.back() == '\n') p.command.pop_back();
   }
@@ -75,7 +68,7 @@ std::optional<ProcessIdentity> ProcFsInspector::Inspect(uint32_t host_pid) {
   }
 
   p.container_pid = host_pid;
-  if (auto status = ReadWhole(base + "/status")) {
+  if (auto status = files::Read(base + "/status")) {
     std::istringstream lines(*status);
     std::string line;
     while (std::getline(lines, line)) {
@@ -87,7 +80,7 @@ std::optional<ProcessIdentity> ProcFsInspector::Inspect(uint32_t host_pid) {
     }
   }
 
-  if (auto environ = ReadWhole(base + "/environ")) {
+  if (auto environ = files::Read(base + "/environ")) {
     size_t at = 0;
     while (at < environ->size()) {
       size_t end = environ->find('\0', at);

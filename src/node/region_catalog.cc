@@ -1,6 +1,6 @@
 #include "node/region_catalog.h"
 
-#include "node/atomic_file.h"
+#include "base/files.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -12,20 +12,13 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 namespace tessera::node {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string JoinPath(const std::string& dir, const std::string& name) {
-  if (!dir.empty() && dir.back() == '/') return dir + name;
-  return dir + "/" + name;
-}
 
 std::vector<std::string> Sorted(std::vector<std::string> ids) {
   std::sort(ids.begin(), ids.end());
@@ -80,7 +73,7 @@ Result<RegionRecord> DecodeRegionRecord(const std::string& text) {
 
 Status WriteRegionRecord(const std::string& dir, const std::string& name, const RegionRecord& record) {
   TESSERA_RETURN_IF_ERROR_WRAP(
-      ReplaceFileAtomically(JoinPath(dir, name + ".json"), EncodeRegionRecord(record) + "\n"),
+      files::ReplaceAtomically(files::Join(dir, name + ".json"), EncodeRegionRecord(record) + "\n"),
       "cannot write region record");
   return Status::Ok();
 }
@@ -110,14 +103,12 @@ Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
     dir.dev = st.st_dev;
     dir.ino = st.st_ino;
 
-    const std::string record_path = JoinPath(root_, name + ".json");
-    std::ifstream in(record_path);
-    if (!in) {
+    const std::string record_path = files::Join(root_, name + ".json");
+    auto text = files::Read(record_path);
+    if (!text.ok()) {
       dir.record_error = "no record " + record_path;
     } else {
-      std::stringstream text;
-      text << in.rdbuf();
-      auto record = DecodeRegionRecord(text.str());
+      auto record = DecodeRegionRecord(*text);
       if (record.ok()) {
         dir.record = std::move(record).value();
       } else {
@@ -125,7 +116,7 @@ Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
       }
     }
 
-    auto region = ReadRegion(JoinPath(dir.path, region_file_name_), &dir.region_missing);
+    auto region = ReadRegion(files::Join(dir.path, region_file_name_), &dir.region_missing);
     if (region.ok()) {
       dir.region = std::move(region).value();
     } else if (!dir.region_missing) {
@@ -152,7 +143,7 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
       spdlog::warn("cannot remove region directory {} of a pod that is gone: {}", dir.path, ec.message());
       continue;
     }
-    const std::string record_path = JoinPath(root_, dir.name + ".json");
+    const std::string record_path = files::Join(root_, dir.name + ".json");
     if (::unlink(record_path.c_str()) != 0 && errno != ENOENT) {
       spdlog::warn("cannot remove region record {}: {}", record_path, std::strerror(errno));
     }

@@ -7,11 +7,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "node/atomic_file.h"
+#include "base/files.h"
 
 namespace tessera::runner {
 namespace {
@@ -25,9 +24,9 @@ std::string Errno(const std::string& what) {
 // Reads field 22 (starttime) of /proc/<pid>/stat. The command name (field 2)
 // may contain spaces and parentheses, so parsing starts after the last ')'.
 Result<uint64_t> ReadStartTicks(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  if (!in) return Error{"process " + std::to_string(pid) + " does not exist"};
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = files::Read("/proc/" + std::to_string(pid) + "/stat");
+  if (!read.ok()) return Error{"process " + std::to_string(pid) + " does not exist"};
+  const std::string& stat = *read;
   auto close = stat.rfind(')');
   if (close == std::string::npos) return Error{"unreadable /proc/" + std::to_string(pid) + "/stat"};
   std::istringstream rest(stat.substr(close + 1));
@@ -94,21 +93,6 @@ Result<std::vector<LedgerEntry>> ParseLedger(const std::string& text, const std:
   }
 }
 
-Status MakeDirs(const std::string& dir) {
-  std::string partial;
-  std::istringstream parts(dir);
-  std::string part;
-  if (!dir.empty() && dir[0] == '/') partial = "/";
-  while (std::getline(parts, part, '/')) {
-    if (part.empty()) continue;
-    partial += part + "/";
-    if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      return Error{Errno("cannot create directory " + partial)};
-    }
-  }
-  return Status::Ok();
-}
-
 // Holds an exclusive flock for its lifetime.
 class FileLock {
  public:
@@ -161,8 +145,8 @@ bool IsAlive(const ProcessId& id) {
   if (!ticks.ok()) return false;
   if (*ticks != id.start_ticks) return false;  // pid reused by another process
   // A zombie has exited; it holds no GPU memory any more.
-  std::ifstream in("/proc/" + std::to_string(id.pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = files::Read("/proc/" + std::to_string(id.pid) + "/stat");
+  const std::string stat = read.ok() ? *read : "";
   auto close = stat.rfind(')');
   return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
 }
@@ -170,16 +154,13 @@ bool IsAlive(const ProcessId& id) {
 SliceLedger::SliceLedger(std::string dir) : dir_(std::move(dir)) {}
 
 Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)>& mutate) {
-  TESSERA_RETURN_IF_ERROR(MakeDirs(dir_));
+  TESSERA_RETURN_IF_ERROR(files::MakeDirs(dir_));
   const std::string path = dir_ + "/ledger.json";
   TESSERA_ASSIGN_OR_RETURN(const FileLock lock, FileLock::Acquire(dir_ + "/ledger.lock"));
 
-  std::string text;
-  {
-    std::ifstream in(path);
-    if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  TESSERA_ASSIGN_OR_RETURN(std::vector<LedgerEntry> entries, ParseLedger(text, path));
+  // No file yet (or an unreadable one) reads as an empty ledger.
+  auto text = files::Read(path);
+  TESSERA_ASSIGN_OR_RETURN(std::vector<LedgerEntry> entries, ParseLedger(text.ok() ? *text : "", path));
   std::erase_if(entries, [](const LedgerEntry& e) { return !AnyHolderAlive(e); });
 
   TESSERA_RETURN_IF_ERROR(mutate(entries));
@@ -187,7 +168,7 @@ Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)
   nlohmann::json jobs = nlohmann::json::array();
   for (const auto& e : entries) jobs.push_back(EntryToJson(e));
   nlohmann::json doc = {{"version", kLedgerVersion}, {"jobs", jobs}};
-  return node::ReplaceFileAtomically(path, doc.dump(2) + "\n");
+  return files::ReplaceAtomically(path, doc.dump(2) + "\n");
 }
 
 Result<std::vector<LedgerEntry>> SliceLedger::List() {

@@ -1,7 +1,8 @@
 #include "scheduler/config.h"
 
+#include "base/files.h"
+
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -238,11 +239,8 @@ Status ApplyConfigYaml(const std::string& yaml, const std::string& origin, Sched
 }
 
 Status LoadConfigFile(const std::string& path, SchedulerConfig& config) {
-  std::ifstream in(path);
-  if (!in) return Error{"cannot read config file " + path};
-  std::stringstream text;
-  text << in.rdbuf();
-  return ApplyConfigYaml(text.str(), path, config);
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string text, files::Read(path), "config file");
+  return ApplyConfigYaml(text, path, config);
 }
 
 Status SchedulerConfig::Validate() const {
