@@ -34,15 +34,25 @@ static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40);
 static_assert(sizeof(nvmlGpuInstanceProfileInfo_v2_t) == 152);
 static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, memorySizeMB) == 48);
 static_assert(offsetof(nvmlGpuInstanceProfileInfo_v2_t, name) == 56);
+static_assert(sizeof(nvmlGpuInstanceProfileInfo_v3_t) == 152);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v3_t, memorySizeMB) == 40);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v3_t, name) == 48);
+static_assert(offsetof(nvmlGpuInstanceProfileInfo_v3_t, capabilities) == 144);
 static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24);
 static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36);
 static_assert(sizeof(nvmlComputeInstanceProfileInfo_v2_t) == 136);
+static_assert(sizeof(nvmlComputeInstanceProfileInfo_v3_t) == 140);
+static_assert(offsetof(nvmlComputeInstanceProfileInfo_v3_t, name) == 40);
+static_assert(offsetof(nvmlComputeInstanceProfileInfo_v3_t, capabilities) == 136);
 static_assert(sizeof(nvmlComputeInstanceInfo_t) == 32);
 
 TEST(NvmlHeader, VersionedStructConstantsEncodeSizeAndVersion) {
   EXPECT_EQ(nvmlMemory_v2, (2u << 24) | 40u);
   EXPECT_EQ(nvmlGpuInstanceProfileInfo_v2, (2u << 24) | 152u);
   EXPECT_EQ(nvmlComputeInstanceProfileInfo_v2, (2u << 24) | 136u);
+  // v3 replaces v2's isP2pSupported with a capabilities word after the name.
+  EXPECT_EQ(nvmlGpuInstanceProfileInfo_v3, (3u << 24) | 152u);
+  EXPECT_EQ(nvmlComputeInstanceProfileInfo_v3, (3u << 24) | 140u);
   EXPECT_EQ(tessera_nvml_header_c_memory_v2_version(), nvmlMemory_v2);
 }
 

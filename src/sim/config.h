@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "sim/catalog.h"
 
 namespace tessera::sim {

@@ -47,7 +47,11 @@ CUresult ContextCreated(int gpu) {
   ++rt.contexts[gpu];
   StateLock lock(*rt.state);
   const int slot = rt.state->ProcessSlotLocked(rt.pid, true);
-  if (slot >= 0) rt.state->file()->processes[slot].contexts[gpu] = static_cast<uint32_t>(rt.contexts[gpu]);
+  if (slot >= 0) {
+    ProcessRecord& p = rt.state->file()->processes[slot];
+    p.contexts[gpu] = static_cast<uint32_t>(rt.contexts[gpu]);
+    RecordInstanceOf(p, gpu);
+  }
   return CUDA_SUCCESS;
 }
 

@@ -34,6 +34,13 @@ const GpuInstanceRecord* MigInstanceOf(int gpu) {
   return gi.in_use ? &gi : nullptr;
 }
 
+void RecordInstanceOf(ProcessRecord& p, int gpu) {
+  if (const GpuInstanceRecord* gi = MigInstanceOf(gpu)) {
+    p.gpu_instance[gpu] = gi->id;
+    p.compute_instance[gpu] = gi->cis[R().gpu_ci[gpu]].id;
+  }
+}
+
 uint64_t DeviceTotalBytes(int gpu) {
   const GpuInstanceRecord* gi = MigInstanceOf(gpu);
   if (gi != nullptr) {

@@ -1,8 +1,8 @@
 // Initialisation of the simulated driver: the process-wide Runtime, cuInit
 // (configuration from the environment, attaching the shared state, registering
-// this process), the CUDA_VISIBLE_DEVICES view of the GPUs (indices, GPU UUIDs,
-// MIG UUIDs), and the exit and fork hooks that give this process's record back
-// or make a forked child forget its parent's contexts and memory.
+// this process), the devices it sees (NVIDIA_VISIBLE_DEVICES and
+// CUDA_VISIBLE_DEVICES: indices, GPU UUIDs, MIG UUIDs), and the exit and fork hooks that give this process's
+// record back or make a forked child forget its parent's contexts and memory.
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "sim/cuda_internal.h"
+#include "sim/device_list.h"
 
 namespace tessera::sim::cuda {
 
@@ -74,46 +75,17 @@ void AfterForkInChild() {
   ForgetPerThreadStreamsAfterFork();
 }
 
-// CUDA_VISIBLE_DEVICES: indices or GPU UUIDs (prefixes accepted); the list ends
-// at the first entry that names no device, as with the real driver.
+// The devices this process sees (device_list.h): NVIDIA_VISIBLE_DEVICES, then
+// CUDA_VISIBLE_DEVICES; a MIG device is used through its GPU instance.
 std::vector<int> VisibleDevices(SimState& state) {
-  std::vector<int> all;
-  for (int i = 0; i < state.gpu_count(); ++i) all.push_back(i);
-  const char* env = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (env == nullptr) return all;
+  StateLock lock(state);
+  const std::vector<DeviceRef> container =
+      ContainerDevices(*state.file(), std::getenv("NVIDIA_VISIBLE_DEVICES"));
   std::vector<int> out;
-  std::stringstream ss(env);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    int found = -1;
-    if (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit)) {
-      int idx = std::atoi(item.c_str());
-      if (idx < state.gpu_count()) found = idx;
-    } else if (item.rfind("GPU-", 0) == 0) {
-      for (int i = 0; i < state.gpu_count(); ++i) {
-        if (std::string(state.file()->gpus[i].uuid).rfind(item, 0) == 0) found = i;
-      }
-    } else if (item.rfind("MIG-", 0) == 0) {
-      // A MIG device: the GPU, used through one GPU/compute instance.
-      StateLock lock(state);
-      for (int i = 0; i < state.gpu_count() && found < 0; ++i) {
-        const GpuRecord& g = state.file()->gpus[i];
-        for (int gi = 0; gi < kMaxGpuInstances && found < 0; ++gi) {
-          for (int ci = 0; ci < kMaxComputeInstances && found < 0; ++ci) {
-            if (g.gis[gi].in_use && g.gis[gi].cis[ci].in_use &&
-                MigDeviceUuid(g, g.gis[gi], g.gis[gi].cis[ci]).rfind(item, 0) == 0 && R().gpu_gi[i] < 0) {
-              found = i;
-              R().gpu_gi[i] = gi;
-              R().gpu_ci[i] = ci;
-            }
-          }
-        }
-      }
-    }
-    if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) break;
-    out.push_back(found);
+  for (const DeviceRef& d : CudaDevices(*state.file(), container, std::getenv("CUDA_VISIBLE_DEVICES"))) {
+    out.push_back(d.gpu);
+    R().gpu_gi[d.gpu] = d.gi_slot;
+    R().gpu_ci[d.gpu] = d.ci_slot;
   }
   return out;
 }

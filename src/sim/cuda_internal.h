@@ -297,6 +297,9 @@ const GpuRecord& Gpu(int gpu);
 const GpuInstanceRecord* MigInstanceOf(int gpu);
 // Memory of the device as this process sees it (the GPU, or its MIG instance).
 uint64_t DeviceTotalBytes(int gpu);
+// Records in the process's record which MIG instance (if any) it uses `gpu`
+// through. The caller holds the state lock.
+void RecordInstanceOf(ProcessRecord& p, int gpu);
 
 // ----- cuda_contexts.cc -----
 // The calling thread's current context (nullptr if none or destroyed).

@@ -42,10 +42,7 @@ CUresult ChargeDevice(int gpu, uint64_t bytes, uint64_t* resident) {
   if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
   ProcessRecord& p = rt.state->file()->processes[slot];
   p.used_bytes[gpu] += bytes;
-  if (gi != nullptr) {
-    p.gpu_instance[gpu] = gi->id;
-    p.compute_instance[gpu] = gi->cis[rt.gpu_ci[gpu]].id;
-  }
+  RecordInstanceOf(p, gpu);
   return CUDA_SUCCESS;
 }
 

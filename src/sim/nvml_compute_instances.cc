@@ -1,38 +1,29 @@
 // Multi-Instance GPU in NVML, inside a GPU instance: compute instance profiles
 // (1, 2, 3, 4, 6, 7 or 8 compute slices, as the GPU instance's size allows;
-// SMs per catalog.cc's ComputeInstanceSmCount), remaining capacity, and compute
-// instances (create at the first free aligned slice range, destroy, list, look
-// up, describe). Compute instances live in their GPU instance's record in the
-// shared state.
+// SMs per catalog.cc's ComputeInstanceSmCount), their placements (compute
+// slice ranges) and remaining capacity, and compute instances (create,
+// at the first free placement or a given one; destroy, refused while a process
+// uses the instance; list; look up; describe). Compute instances live in their
+// GPU instance's record in the shared state.
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "sim/nvml_internal.h"
 
 namespace tessera::sim::nvml {
 namespace {
 
-// Compute slices of a CI profile enumerator (NVML_COMPUTE_INSTANCE_PROFILE_*).
+// Compute slices of each CI profile enumerator (NVML_COMPUTE_INSTANCE_PROFILE_*,
+// the index); 0 for those the simulated parts do not offer.
+constexpr int kCiSlices[] = {1, 2, 3, 4, 7, 8, 6};
+
 int CiSlices(unsigned profile) {
-  switch (profile) {
-    case 0x0:
-      return 1;
-    case 0x1:
-      return 2;
-    case 0x2:
-      return 3;
-    case 0x3:
-      return 4;
-    case 0x4:
-      return 7;
-    case 0x5:
-      return 8;
-    case 0x6:
-      return 6;
-    default:
-      return 0;
-  }
+  return profile < std::size(kCiSlices) ? kCiSlices[profile] : 0;
 }
 
 bool CiProfileValid(unsigned profile, int gi_slices) {
@@ -41,25 +32,31 @@ bool CiProfileValid(unsigned profile, int gi_slices) {
   return s == gi_slices || s <= 2 || (gi_slices >= 6 && (s == 3 || s == 4));
 }
 
-// Compute slices of a GPU instance (0 if its profile is unknown).
-int GiComputeSlices(nvmlGpuInstance_t handle, const GpuInstanceRecord& gi) {
-  const MigProfile* gp = GiProfile(handle->gpu, gi);
-  return gp ? static_cast<int>(gp->compute_slices) : 0;
+// Where a compute instance of `s` slices may start in a GPU instance of
+// `gi_slices`: any compute slice it fits from.
+std::vector<uint32_t> CiStarts(int s, int gi_slices) {
+  std::vector<uint32_t> starts;
+  for (int start = 0; start + s <= gi_slices; ++start) starts.push_back(static_cast<uint32_t>(start));
+  return starts;
 }
 
-// A free, aligned compute-slice range of `s` slices in the GI, or -1.
-int FindCiStart(const GpuInstanceRecord& gi, int s, int gi_slices) {
-  for (int start = 0; start + s <= gi_slices; ++start) {
-    bool free = true;
-    for (const ComputeInstanceRecord& ci : gi.cis) {
-      if (ci.in_use && static_cast<int>(ci.start) < start + s &&
-          start < static_cast<int>(ci.start + ci.size)) {
-        free = false;
-      }
-    }
-    if (free) return start;
+bool RangeFree(const GpuInstanceRecord& gi, uint32_t start, uint32_t size) {
+  for (const ComputeInstanceRecord& ci : gi.cis) {
+    if (ci.in_use && ci.start < start + size && start < ci.start + ci.size) return false;
   }
-  return -1;
+  return true;
+}
+
+// The profile's slices and placements in a GPU instance; false if the instance
+// does not offer it.
+bool CiGeometry(nvmlGpuInstance_t handle, const GpuInstanceRecord& gi, unsigned profile, int* slices,
+                std::vector<uint32_t>* starts) {
+  const MigProfile* gp = GiProfile(handle->gpu, gi);
+  const int gs = gp ? static_cast<int>(gp->compute_slices) : 0;
+  if (!CiProfileValid(profile, gs)) return false;
+  *slices = CiSlices(profile);
+  *starts = CiStarts(*slices, gs);
+  return true;
 }
 
 // The handle of compute instance slot `slot` of a GPU instance.
@@ -69,19 +66,18 @@ nvmlComputeInstance_t CiHandle(nvmlGpuInstance_t gpuInstance, int slot) {
 
 // The figures of compute instance profile `profile` (an
 // NVML_COMPUTE_INSTANCE_PROFILE_* enumerator) in a GPU instance, in
-// nvmlComputeInstanceProfileInfo_t or, with its name, _v2_t.
+// nvmlComputeInstanceProfileInfo_t or, with its name, _v2_t or _v3_t.
 template <typename Info>
 nvmlReturn_t CiProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned profile, unsigned engProfile, Info* info) {
   return NvmlEntry(gpuInstance, [&](const GpuInstanceRecord& gi) {
     if (engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED) return NVML_ERROR_NOT_SUPPORTED;
     const MigProfile* gp = GiProfile(gpuInstance->gpu, gi);
-    if (gp == nullptr) return NVML_ERROR_UNKNOWN;
-    const int gs = static_cast<int>(gp->compute_slices);
-    if (!CiProfileValid(profile, gs)) return NVML_ERROR_NOT_SUPPORTED;
-    const int s = CiSlices(profile);
+    int s = 0;
+    std::vector<uint32_t> starts;
+    if (gp == nullptr || !CiGeometry(gpuInstance, gi, profile, &s, &starts)) return NVML_ERROR_NOT_SUPPORTED;
     info->id = profile;
     info->sliceCount = static_cast<unsigned>(s);
-    info->instanceCount = static_cast<unsigned>(gs / s);
+    info->instanceCount = gp->compute_slices / static_cast<unsigned>(s);
     info->multiprocessorCount =
         ComputeInstanceSmCount(ModelOf(gpuInstance->gpu), *gp, static_cast<uint32_t>(s));
     info->sharedCopyEngineCount = gp->copy_engines;
@@ -89,11 +85,48 @@ nvmlReturn_t CiProfileInfo(nvmlGpuInstance_t gpuInstance, unsigned profile, unsi
     info->sharedEncoderCount = 0;
     info->sharedJpegCount = gp->jpegs;
     info->sharedOfaCount = gp->ofas;
-    if constexpr (std::is_same_v<Info, nvmlComputeInstanceProfileInfo_v2_t>) {
+    if constexpr (!std::is_same_v<Info, nvmlComputeInstanceProfileInfo_t>) {
+      const int gs = static_cast<int>(gp->compute_slices);
       const std::string name = s == gs ? "MIG " + gp->name : "MIG " + std::to_string(s) + "c." + gp->name;
       std::snprintf(info->name, sizeof(info->name), "%s", name.c_str());
     }
+    if constexpr (std::is_same_v<Info, nvmlComputeInstanceProfileInfo_v3_t>) info->capabilities = 0;
     return NVML_SUCCESS;
+  });
+}
+
+// Creates a compute instance of profile `profileId` at compute slice
+// `wanted_start` (-1: the first free placement).
+nvmlReturn_t CreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned profileId, int wanted_start,
+                                   uint32_t wanted_size, nvmlComputeInstance_t* out) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NvmlEntry(gpuInstance, [&](GpuInstanceRecord& gi) {
+    int s = 0;
+    std::vector<uint32_t> starts;
+    if (!CiGeometry(gpuInstance, gi, profileId, &s, &starts)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (wanted_start >= 0 &&
+        (wanted_size != static_cast<uint32_t>(s) ||
+         std::find(starts.begin(), starts.end(), static_cast<uint32_t>(wanted_start)) == starts.end())) {
+      return NVML_ERROR_INVALID_ARGUMENT;  // not one of the profile's placements
+    }
+    int start = -1;
+    for (uint32_t candidate : starts) {
+      if (wanted_start >= 0 && static_cast<int>(candidate) != wanted_start) continue;
+      if (RangeFree(gi, candidate, static_cast<uint32_t>(s))) {
+        start = static_cast<int>(candidate);
+        break;
+      }
+    }
+    if (start < 0) return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    for (int i = 0; i < kMaxComputeInstances; ++i) {
+      ComputeInstanceRecord& ci = gi.cis[i];
+      if (ci.in_use) continue;
+      ci = ComputeInstanceRecord{
+          1, gi.next_ci_id++, profileId, static_cast<uint32_t>(start), static_cast<uint32_t>(s), 0};
+      *out = CiHandle(gpuInstance, i);
+      return NVML_SUCCESS;
+    }
+    return NVML_ERROR_INSUFFICIENT_RESOURCES;
   });
 }
 
@@ -109,33 +142,62 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t gpuI
   return CiProfileInfo(gpuInstance, profile, engProfile, info);
 }
 
+// info->version selects the layout: nvmlComputeInstanceProfileInfo_v2 or _v3.
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t gpuInstance,
                                                            unsigned int profile, unsigned int engProfile,
                                                            nvmlComputeInstanceProfileInfo_v2_t* info) {
   if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (info->version == nvmlComputeInstanceProfileInfo_v3) {
+    return CiProfileInfo(gpuInstance, profile, engProfile,
+                         reinterpret_cast<nvmlComputeInstanceProfileInfo_v3_t*>(info));
+  }
   if (info->version != nvmlComputeInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   return CiProfileInfo(gpuInstance, profile, engProfile, info);
 }
 
+// The placements of a profile in the GPU instance, taken or not.
+nvmlReturn_t nvmlGpuInstanceGetComputeInstancePossiblePlacements(nvmlGpuInstance_t gpuInstance,
+                                                                 unsigned int profileId,
+                                                                 nvmlComputeInstancePlacement_t* placements,
+                                                                 unsigned int* count) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NvmlEntry(gpuInstance, [&](const GpuInstanceRecord& gi) {
+    int s = 0;
+    std::vector<uint32_t> starts;
+    if (!CiGeometry(gpuInstance, gi, profileId, &s, &starts)) return NVML_ERROR_NOT_SUPPORTED;
+    const unsigned n = static_cast<unsigned>(starts.size());
+    if (placements != nullptr && *count < n) {
+      *count = n;
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; placements != nullptr && i < n; ++i)
+      placements[i] = {starts[i], static_cast<unsigned>(s)};
+    *count = n;
+    return NVML_SUCCESS;
+  });
+}
+
+// How many more instances of the profile fit, created one after another.
 nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_t gpuInstance,
                                                                 unsigned int profileId, unsigned int* count) {
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry(gpuInstance, [&](const GpuInstanceRecord& gi) {
-    const int gs = GiComputeSlices(gpuInstance, gi);
-    if (!CiProfileValid(profileId, gs)) return NVML_ERROR_NOT_SUPPORTED;
-    const int s = CiSlices(profileId);
-    // Greedy first fit over the slices the GI's compute instances leave free.
-    uint32_t used = 0;
+    int s = 0;
+    std::vector<uint32_t> starts;
+    if (!CiGeometry(gpuInstance, gi, profileId, &s, &starts)) return NVML_ERROR_NOT_SUPPORTED;
+    std::vector<std::pair<uint32_t, uint32_t>> taken;  // [start, end) of instances, real and counted
     for (const ComputeInstanceRecord& ci : gi.cis) {
-      if (ci.in_use) used |= ((1u << ci.size) - 1) << ci.start;
+      if (ci.in_use) taken.emplace_back(ci.start, ci.start + ci.size);
     }
     unsigned n = 0;
-    for (int start = 0; start + s <= gs; ++start) {
-      const uint32_t range = ((1u << s) - 1) << start;
-      if ((used & range) == 0) {
-        used |= range;
-        ++n;
+    for (uint32_t start : starts) {
+      const uint32_t end = start + static_cast<uint32_t>(s);
+      if (std::any_of(taken.begin(), taken.end(),
+                      [&](auto& t) { return t.first < end && start < t.second; })) {
+        continue;
       }
+      taken.emplace_back(start, end);
+      ++n;
     }
     *count = n;
     return NVML_SUCCESS;
@@ -144,27 +206,21 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceRemainingCapacity(nvmlGpuInstance_
 
 nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance, unsigned int profileId,
                                                   nvmlComputeInstance_t* computeInstance) {
-  if (computeInstance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(gpuInstance, [&](GpuInstanceRecord& gi) {
-    const int gs = GiComputeSlices(gpuInstance, gi);
-    if (!CiProfileValid(profileId, gs)) return NVML_ERROR_INVALID_ARGUMENT;
-    const int s = CiSlices(profileId);
-    const int start = FindCiStart(gi, s, gs);
-    if (start < 0) return NVML_ERROR_INSUFFICIENT_RESOURCES;
-    for (int i = 0; i < kMaxComputeInstances; ++i) {
-      ComputeInstanceRecord& ci = gi.cis[i];
-      if (ci.in_use) continue;
-      ci = ComputeInstanceRecord{
-          1, gi.next_ci_id++, profileId, static_cast<uint32_t>(start), static_cast<uint32_t>(s), 0};
-      *computeInstance = CiHandle(gpuInstance, i);
-      return NVML_SUCCESS;
-    }
-    return NVML_ERROR_INSUFFICIENT_RESOURCES;
-  });
+  return CreateComputeInstance(gpuInstance, profileId, -1, 0, computeInstance);
+}
+
+nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
+    nvmlGpuInstance_t gpuInstance, unsigned int profileId, const nvmlComputeInstancePlacement_t* placement,
+    nvmlComputeInstance_t* computeInstance) {
+  if (placement == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return CreateComputeInstance(gpuInstance, profileId, static_cast<int>(placement->start), placement->size,
+                               computeInstance);
 }
 
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance) {
-  return NvmlEntry(computeInstance, [](ComputeInstanceRecord& ci) {
+  return NvmlEntry(computeInstance, [&](ComputeInstanceRecord& ci) {
+    const GpuInstanceRecord& gi = Gpu(computeInstance->gpu).gis[computeInstance->gi];
+    if (InstanceInUse(computeInstance->gpu, gi.id, ci.id)) return NVML_ERROR_IN_USE;
     ci.in_use = 0;
     return NVML_SUCCESS;
   });
@@ -200,12 +256,15 @@ nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t gpuInstance
   });
 }
 
+// info->device is the MIG device the compute instance forms (its UUID is the
+// MIG device's), info->gpuInstance its GPU instance.
 nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
                                            nvmlComputeInstanceInfo_t* info) {
   if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry(computeInstance, [&](const ComputeInstanceRecord& ci) {
-    info->device = &Library().devices[computeInstance->gpu];
-    info->gpuInstance = &Library().gis[computeInstance->gpu][computeInstance->gi];
+    const int gpu = computeInstance->gpu, gi = computeInstance->gi;
+    info->device = &Library().mig_devices[gpu][gi][computeInstance->slot];
+    info->gpuInstance = &Library().gis[gpu][gi];
     info->id = ci.id;
     info->profileId = ci.profile;
     info->placement = {ci.start, ci.size};

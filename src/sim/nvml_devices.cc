@@ -6,6 +6,7 @@
 // device reports its GPU instance's).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -25,18 +26,57 @@ void FillPci(int gpu, nvmlPciInfo_t* pci) {
   std::snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", Gpu(gpu).pci_bus);
 }
 
+void ApplyContainerView() {
+  Nvml& n = Library();
+  StateLock lock(*n.state);
+  n.visible.clear();
+  for (auto& v : n.visible_mig) v.clear();
+  bool whole[kMaxGpus] = {};
+  for (const DeviceRef& d : ContainerDevices(*File(), std::getenv("NVIDIA_VISIBLE_DEVICES"))) {
+    if (std::find(n.visible.begin(), n.visible.end(), d.gpu) == n.visible.end()) n.visible.push_back(d.gpu);
+    if (d.mig()) {
+      n.visible_mig[d.gpu].push_back(d);
+    } else {
+      whole[d.gpu] = true;
+    }
+  }
+  for (int g = 0; g < kMaxGpus; ++g) {
+    if (whole[g]) n.visible_mig[g].clear();  // the whole GPU: all its MIG devices
+  }
+}
+
+bool GpuVisible(int gpu) {
+  const std::vector<int>& v = Library().visible;
+  return std::find(v.begin(), v.end(), gpu) != v.end();
+}
+
+bool MigVisible(int gpu, int gi_slot, int ci_slot) {
+  const std::vector<DeviceRef>& v = Library().visible_mig[gpu];
+  return GpuVisible(gpu) &&
+         (v.empty() || std::find(v.begin(), v.end(), DeviceRef{gpu, gi_slot, ci_slot}) != v.end());
+}
+
+std::vector<uint32_t> VisibleGpuInstanceIds(int gpu) {
+  std::vector<uint32_t> ids;
+  for (const DeviceRef& d : Library().visible_mig[gpu]) {
+    const GpuInstanceRecord& gi = Gpu(gpu).gis[d.gi_slot];
+    if (gi.in_use && std::find(ids.begin(), ids.end(), gi.id) == ids.end()) ids.push_back(gi.id);
+  }
+  return ids;
+}
+
 namespace {
 
-// The handle of the GPU or MIG device with this UUID, or nullptr.
+// The handle of the GPU or MIG device with this UUID the program sees, or nullptr.
 nvmlDevice_t DeviceByUuid(const char* uuid) {
-  for (unsigned g = 0; g < File()->gpu_count; ++g) {
-    const GpuRecord& gpu = Gpu(static_cast<int>(g));
+  for (int g : Library().visible) {
+    const GpuRecord& gpu = Gpu(g);
     if (std::strcmp(gpu.uuid, uuid) == 0) return &Library().devices[g];
     for (int i = 0; i < kMaxGpuInstances; ++i) {
       const GpuInstanceRecord& gi = gpu.gis[i];
       if (!gi.in_use) continue;
       for (int c = 0; c < kMaxComputeInstances; ++c) {
-        if (gi.cis[c].in_use && MigDeviceUuid(gpu, gi, gi.cis[c]) == uuid)
+        if (gi.cis[c].in_use && MigVisible(g, i, c) && MigDeviceUuid(gpu, gi, gi.cis[c]) == uuid)
           return &Library().mig_devices[g][i][c];
       }
     }
@@ -49,8 +89,8 @@ nvmlReturn_t DeviceByPciBusId(const char* busId, nvmlDevice_t* device) {
   return NvmlEntry([&] {
     unsigned domain = 0, bus = 0, dev = 0, fn = 0;
     if (std::sscanf(busId, "%x:%x:%x.%x", &domain, &bus, &dev, &fn) < 3) return NVML_ERROR_INVALID_ARGUMENT;
-    for (unsigned g = 0; g < File()->gpu_count; ++g) {
-      if (Gpu(static_cast<int>(g)).pci_bus == bus && domain == 0 && dev == 0) {
+    for (int g : Library().visible) {
+      if (Gpu(g).pci_bus == bus && domain == 0 && dev == 0) {
         *device = &Library().devices[g];
         return NVML_SUCCESS;
       }
@@ -59,21 +99,28 @@ nvmlReturn_t DeviceByPciBusId(const char* busId, nvmlDevice_t* device) {
   });
 }
 
-// Memory of a device: the GPU's, or a MIG device's GPU instance's.
+// Memory of a device: the GPU's, or a MIG device's GPU instance's; a GPU a
+// container sees through some of its MIG devices has their instances' memory.
 void MemoryOf(const nvmlDevice_st& device, uint64_t* total, uint64_t* used) {
   SimState& st = *Library().state;
   StateLock lock(st);
   st.ReclaimDeadLocked();
   const int gpu = device.gpu;
-  if (device.gi >= 0) {
-    const GpuInstanceRecord& gi = Gpu(gpu).gis[device.gi];
-    const MigProfile* p = GiProfile(gpu, gi);
-    *total = p ? p->memory_mib << 20 : 0;
-    *used = std::min(st.UsedBytesInInstanceLocked(gpu, gi.id), *total);
+  std::vector<uint32_t> instances = VisibleGpuInstanceIds(gpu);
+  if (device.gi >= 0) instances = {Gpu(gpu).gis[device.gi].id};
+  if (instances.empty()) {
+    *total = Gpu(gpu).total_bytes;
+    *used = std::min(st.UsedBytesLocked(gpu), *total);
     return;
   }
-  *total = Gpu(gpu).total_bytes;
-  *used = std::min(st.UsedBytesLocked(gpu), *total);
+  *total = *used = 0;
+  for (const GpuInstanceRecord& gi : Gpu(gpu).gis) {
+    if (!gi.in_use || std::find(instances.begin(), instances.end(), gi.id) == instances.end()) continue;
+    const MigProfile* p = GiProfile(gpu, gi);
+    const uint64_t size = p ? p->memory_mib << 20 : 0;
+    *total += size;
+    *used += std::min(st.UsedBytesInInstanceLocked(gpu, gi.id), size);
+  }
 }
 
 }  // namespace
@@ -85,7 +132,7 @@ extern "C" {
 nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry([&] {
-    *count = File()->gpu_count;
+    *count = static_cast<unsigned>(Library().visible.size());
     return NVML_SUCCESS;
   });
 }
@@ -96,8 +143,8 @@ nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
 nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry([&] {
-    if (index >= File()->gpu_count) return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &Library().devices[index];
+    if (index >= Library().visible.size()) return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &Library().devices[Library().visible[index]];
     return NVML_SUCCESS;
   });
 }
@@ -125,8 +172,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* busId, nvmlDevice_t* devi
 nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* device) {
   if (serial == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry([&] {
-    for (unsigned g = 0; g < File()->gpu_count; ++g) {
-      if (std::strcmp(Gpu(static_cast<int>(g)).serial, serial) == 0) {
+    for (int g : Library().visible) {
+      if (std::strcmp(Gpu(g).serial, serial) == 0) {
         *device = &Library().devices[g];
         return NVML_SUCCESS;
       }
@@ -139,8 +186,10 @@ nvmlReturn_t nvmlDeviceGetHandleBySerial(const char* serial, nvmlDevice_t* devic
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   if (index == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    if (d.gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
-    *index = static_cast<unsigned>(d.gpu);
+    const std::vector<int>& v = Library().visible;
+    const auto it = std::find(v.begin(), v.end(), d.gpu);
+    if (d.gi >= 0 || it == v.end()) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = static_cast<unsigned>(it - v.begin());  // the index the program sees
     return NVML_SUCCESS;
   });
 }

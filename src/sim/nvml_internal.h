@@ -28,6 +28,7 @@
 
 #include "sim/c_boundary.h"
 #include "sim/catalog.h"
+#include "sim/device_list.h"
 #include "sim/state.h"
 
 // The handle types nvml.h leaves incomplete. Each has a magic to reject
@@ -78,6 +79,11 @@ struct Nvml {
   nvmlDevice_st mig_devices[kMaxGpus][kMaxGpuInstances][kMaxComputeInstances];
   nvmlGpuInstance_st gis[kMaxGpus][kMaxGpuInstances];
   nvmlComputeInstance_st cis[kMaxGpus][kMaxGpuInstances][kMaxComputeInstances];
+  // What the program may see (NVIDIA_VISIBLE_DEVICES, see device_list.h): the
+  // GPUs in NVML index order, and per GPU the MIG devices of it the container
+  // was given (empty: all of them, or the GPU is not in MIG mode).
+  std::vector<int> visible;
+  std::vector<DeviceRef> visible_mig[kMaxGpus];
 };
 
 // ----- nvml_system.cc -----
@@ -100,9 +106,24 @@ const MigProfile* GiProfile(int gpu, const GpuInstanceRecord& gi);
 // Copies `s` with its NUL into a caller's buffer of `length` bytes.
 nvmlReturn_t CopyOut(char* dst, unsigned int length, const std::string& s);
 
+// ----- nvml_mig.cc -----
+bool MigCapable(int gpu);
+// Whether a process uses GPU instance `gi_id` (and compute instance `ci_id`
+// of it, unless kNoInstance) of `gpu`; reclaims dead processes first. The
+// caller holds the state lock.
+bool InstanceInUse(int gpu, uint32_t gi_id, uint32_t ci_id);
+
 // ----- nvml_devices.cc -----
 // PCI information of a GPU (also a NVLink peer's).
 void FillPci(int gpu, nvmlPciInfo_t* pci);
+// Sets up Library().visible and visible_mig from NVIDIA_VISIBLE_DEVICES (under the state lock).
+void ApplyContainerView();
+// Whether the program sees a GPU, and a MIG device of it (GPU and compute instance slots).
+bool GpuVisible(int gpu);
+bool MigVisible(int gpu, int gi_slot, int ci_slot);
+// The GPU instance ids a container limited to some of a GPU's MIG devices
+// sees, or an empty list when it sees the whole GPU (under the state lock).
+std::vector<uint32_t> VisibleGpuInstanceIds(int gpu);
 
 // Runs an entry point's body, turning exceptions into NVML errors (none may
 // cross the C boundary).
@@ -153,6 +174,23 @@ nvmlReturn_t NvmlEntry(Handle handle, Body&& body) noexcept {
 template <typename Body>
 nvmlReturn_t NvmlEntry(Body&& body) noexcept {
   return NvmlEntry(nullptr, std::forward<Body>(body));
+}
+
+// What the MIG calls on a GPU handle have in common: a MIG device handle is
+// NVML_ERROR_INVALID_ARGUMENT, a GPU that cannot do MIG (or, with kEnabled,
+// whose MIG mode is off) NVML_ERROR_NOT_SUPPORTED; body(gpu) runs under the
+// state lock.
+enum class MigMode { kAny, kEnabled };
+
+template <typename Body>
+nvmlReturn_t OnMigGpu(nvmlDevice_t device, MigMode need, Body&& body) noexcept {
+  return NvmlEntry(device, [&](const nvmlDevice_st& d) -> nvmlReturn_t {
+    if (d.gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!MigCapable(d.gpu)) return NVML_ERROR_NOT_SUPPORTED;
+    StateLock state_lock(*Library().state);
+    if (need == MigMode::kEnabled && Gpu(d.gpu).mig_mode == 0) return NVML_ERROR_NOT_SUPPORTED;
+    return body(d.gpu);
+  });
 }
 
 // A getter: `*out = read(device)`; NVML_ERROR_INVALID_ARGUMENT for a null `out`.

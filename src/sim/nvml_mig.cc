@@ -1,22 +1,22 @@
-// Multi-Instance GPU in NVML, at the level of the physical GPU: MIG mode
-// (taking effect at once when no process has a context on the GPU), GPU
-// instance profiles with the geometry of catalog.cc, their placements and
-// remaining capacity, GPU instances (create, with or without a placement;
-// destroy; list; look up; describe), and the MIG device handles that stand for
-// compute instances. Instances live in the shared state, so they persist across
-// processes until destroyed. Compute instances are nvml_compute_instances.cc.
+// Multi-Instance GPU in NVML, at the level of the physical GPU: MIG mode (on
+// Hopper and later it changes at once when no process has a context on the
+// GPU; on Ampere the change is pending until a GPU reset, `tessera sim reset
+// --gpu N`), GPU instance profiles with the geometry of catalog.cc, their
+// placements and remaining capacity, and GPU instances (create, with or
+// without a placement; destroy, refused while compute instances or processes
+// are in them; list; look up; describe). Instances live in the shared state,
+// so they persist across processes until destroyed. Compute instances are
+// nvml_compute_instances.cc, MIG device handles nvml_mig_devices.cc.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <type_traits>
 
 #include "sim/nvml_internal.h"
 
 namespace tessera::sim::nvml {
 namespace {
-
-bool MigCapable(int gpu) {
-  return ModelOf(gpu).mig_memory_slices > 0;
-}
 
 uint32_t ComputeSlicesUsed(int gpu) {
   uint32_t used = 0;
@@ -57,54 +57,66 @@ int FindPlacement(int gpu, const MigProfile& p, int wanted_start) {
   return -1;
 }
 
-// What the MIG calls on a GPU handle have in common: a MIG device handle is
-// NVML_ERROR_INVALID_ARGUMENT, a GPU that cannot do MIG (or, with kEnabled,
-// whose MIG mode is off) NVML_ERROR_NOT_SUPPORTED; body(gpu) runs under the
-// state lock.
-enum class MigMode { kAny, kEnabled };
-
-template <typename Body>
-nvmlReturn_t OnMigGpu(nvmlDevice_t device, MigMode need, Body&& body) noexcept {
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) -> nvmlReturn_t {
-    if (d.gi >= 0) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!MigCapable(d.gpu)) return NVML_ERROR_NOT_SUPPORTED;
-    StateLock state_lock(*Library().state);
-    if (need == MigMode::kEnabled && Gpu(d.gpu).mig_mode == 0) return NVML_ERROR_NOT_SUPPORTED;
-    return body(d.gpu);
-  });
+// The figures of a GPU instance profile in nvmlGpuInstanceProfileInfo_t, or
+// with its name in _v2_t or _v3_t (where P2P is a capability bit).
+template <typename Info>
+void FillProfileInfo(const MigProfile& p, Info* info) {
+  info->id = p.id;
+  info->sliceCount = p.compute_slices;
+  info->instanceCount = p.max_instances;
+  info->multiprocessorCount = p.sm_count;
+  info->copyEngineCount = p.copy_engines;
+  info->decoderCount = p.decoders;
+  info->encoderCount = 0;
+  info->jpegCount = p.jpegs;
+  info->ofaCount = p.ofas;
+  info->memorySizeMB = p.memory_mib;
+  if constexpr (std::is_same_v<Info, nvmlGpuInstanceProfileInfo_v3_t>) {
+    info->capabilities = 0;  // no P2P between MIG devices, no graphics
+  } else {
+    info->isP2pSupported = 0;
+  }
+  if constexpr (!std::is_same_v<Info, nvmlGpuInstanceProfileInfo_t>) {
+    std::snprintf(info->name, sizeof(info->name), "MIG %s", p.name.c_str());
+  }
 }
 
-// The figures of GPU instance profile `profile` (an NVML_GPU_INSTANCE_PROFILE_*
-// enumerator) in nvmlGpuInstanceProfileInfo_t or, with its name, _v2_t.
-template <typename Info>
-nvmlReturn_t GpuInstanceProfileInfo(nvmlDevice_t device, unsigned profile, Info* info) {
+// The profile `find` picks among the GPU's, described in the layout the
+// caller's version field names (nvmlGpuInstanceProfileInfo_v2 or _v3).
+template <typename Find>
+nvmlReturn_t VersionedProfileInfo(nvmlDevice_t device, nvmlGpuInstanceProfileInfo_v2_t* info, Find&& find) {
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned version = info->version;
+  if (version != nvmlGpuInstanceProfileInfo_v2 && version != nvmlGpuInstanceProfileInfo_v3) {
+    return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  }
   return OnMigGpu(device, MigMode::kEnabled, [&](int gpu) {
-    const MigProfile* p = FindMigProfileByEnum(ModelOf(gpu), profile);
+    const MigProfile* p = find(ModelOf(gpu));
     if (p == nullptr) return NVML_ERROR_NOT_SUPPORTED;
-    info->id = p->id;
-    info->isP2pSupported = 0;
-    info->sliceCount = p->compute_slices;
-    info->instanceCount = p->max_instances;
-    info->multiprocessorCount = p->sm_count;
-    info->copyEngineCount = p->copy_engines;
-    info->decoderCount = p->decoders;
-    info->encoderCount = 0;
-    info->jpegCount = p->jpegs;
-    info->ofaCount = p->ofas;
-    info->memorySizeMB = p->memory_mib;
-    if constexpr (std::is_same_v<Info, nvmlGpuInstanceProfileInfo_v2_t>) {
-      std::snprintf(info->name, sizeof(info->name), "MIG %s", p->name.c_str());
+    if (version == nvmlGpuInstanceProfileInfo_v3) {
+      FillProfileInfo(*p, reinterpret_cast<nvmlGpuInstanceProfileInfo_v3_t*>(info));
+    } else {
+      FillProfileInfo(*p, info);
     }
+    info->version = version;
     return NVML_SUCCESS;
   });
 }
 
+// At `wanted_start` (memory slices; -1: the first placement free) of
+// `wanted_size` slices.
 nvmlReturn_t CreateGpuInstance(nvmlDevice_t device, unsigned int profileId, int wanted_start,
-                               nvmlGpuInstance_t* out) {
+                               uint32_t wanted_size, nvmlGpuInstance_t* out) {
   if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return OnMigGpu(device, MigMode::kEnabled, [&](int gpu) {
     const MigProfile* p = FindMigProfileById(ModelOf(gpu), profileId);
     if (p == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+    if (wanted_start >= 0 && (wanted_size != p->memory_slices ||
+                              std::find(p->placement_starts.begin(), p->placement_starts.end(),
+                                        static_cast<uint32_t>(wanted_start)) == p->placement_starts.end())) {
+      return NVML_ERROR_INVALID_ARGUMENT;  // not one of the profile's placements
+    }
+    // A placement that overlaps an instance: NVML_ERROR_INSUFFICIENT_RESOURCES, as NVML answers.
     const int start = FindPlacement(gpu, *p, wanted_start);
     if (start < 0) return NVML_ERROR_INSUFFICIENT_RESOURCES;
     GpuRecord& g = Gpu(gpu);
@@ -127,6 +139,20 @@ nvmlReturn_t CreateGpuInstance(nvmlDevice_t device, unsigned int profileId, int 
 
 }  // namespace
 
+bool MigCapable(int gpu) {
+  return ModelOf(gpu).mig_memory_slices > 0;
+}
+
+bool InstanceInUse(int gpu, uint32_t gi_id, uint32_t ci_id) {
+  Library().state->ReclaimDeadLocked();
+  for (const ProcessRecord& p : File()->processes) {
+    if (!p.in_use || (p.contexts[gpu] == 0 && p.used_bytes[gpu] == 0)) continue;
+    if (p.gpu_instance[gpu] == gi_id && (ci_id == kNoInstance || p.compute_instance[gpu] == ci_id))
+      return true;
+  }
+  return false;
+}
+
 #pragma GCC visibility push(default)  // the exported entry points
 extern "C" {
 
@@ -134,32 +160,32 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* currentMode
   if (currentMode == nullptr || pendingMode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return OnMigGpu(device, MigMode::kAny, [&](int gpu) {
     *currentMode = Gpu(gpu).mig_mode;
-    *pendingMode = Gpu(gpu).mig_mode;
+    *pendingMode = Gpu(gpu).mig_mode_pending;
     return NVML_SUCCESS;
   });
 }
 
+// Hopper and later switch at once, on an idle GPU. Ampere parts (A100, A30)
+// keep the new mode pending until the GPU is reset: the call succeeds and
+// *activationStatus is NVML_ERROR_RESET_REQUIRED. Disabling MIG is refused
+// while GPU instances exist.
 nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlReturn_t* activationStatus) {
   if (activationStatus == nullptr || mode > 1) return NVML_ERROR_INVALID_ARGUMENT;
   return OnMigGpu(device, MigMode::kAny, [&](int gpu) {
-    // Takes effect at once when the GPU is idle (the simulator's "reset").
     Library().state->ReclaimDeadLocked();
-    for (const ProcessRecord& p : File()->processes) {
-      if (p.in_use && p.contexts[gpu] > 0) {
-        *activationStatus = NVML_ERROR_IN_USE;
-        return NVML_ERROR_IN_USE;
-      }
+    GpuRecord& g = Gpu(gpu);
+    const bool at_once = ModelOf(gpu).architecture >= NVML_DEVICE_ARCH_HOPPER;
+    bool busy =
+        mode == 0 && std::any_of(std::begin(g.gis), std::end(g.gis), [](auto& gi) { return gi.in_use; });
+    for (const ProcessRecord& p : File()->processes)
+      busy = busy || (at_once && p.in_use && p.contexts[gpu] > 0);
+    if (busy) {
+      *activationStatus = NVML_ERROR_IN_USE;
+      return NVML_ERROR_IN_USE;
     }
-    if (mode == 0) {
-      for (const GpuInstanceRecord& gi : Gpu(gpu).gis) {
-        if (gi.in_use) {
-          *activationStatus = NVML_ERROR_IN_USE;
-          return NVML_ERROR_IN_USE;
-        }
-      }
-    }
-    Gpu(gpu).mig_mode = mode;
-    *activationStatus = NVML_SUCCESS;
+    g.mig_mode_pending = mode;
+    if (at_once) g.mig_mode = mode;
+    *activationStatus = g.mig_mode == mode ? NVML_SUCCESS : NVML_ERROR_RESET_REQUIRED;
     return NVML_SUCCESS;
   });
 }
@@ -167,14 +193,26 @@ nvmlReturn_t nvmlDeviceSetMigMode(nvmlDevice_t device, unsigned int mode, nvmlRe
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
                                                  nvmlGpuInstanceProfileInfo_t* info) {
   if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return GpuInstanceProfileInfo(device, profile, info);
+  return OnMigGpu(device, MigMode::kEnabled, [&](int gpu) {
+    const MigProfile* p = FindMigProfileByEnum(ModelOf(gpu), profile);
+    if (p == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+    FillProfileInfo(*p, info);
+    return NVML_SUCCESS;
+  });
 }
 
+// By NVML_GPU_INSTANCE_PROFILE_* index.
 nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
                                                   nvmlGpuInstanceProfileInfo_v2_t* info) {
-  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if (info->version != nvmlGpuInstanceProfileInfo_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-  return GpuInstanceProfileInfo(device, profile, info);
+  return VersionedProfileInfo(device, info,
+                              [&](const GpuModel& m) { return FindMigProfileByEnum(m, profile); });
+}
+
+// By profile id (nvidia-smi mig -lgip's "ID").
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoByIdV(nvmlDevice_t device, unsigned int profileId,
+                                                      nvmlGpuInstanceProfileInfo_v2_t* info) {
+  return VersionedProfileInfo(device, info,
+                              [&](const GpuModel& m) { return FindMigProfileById(m, profileId); });
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device, unsigned int profileId,
@@ -233,21 +271,22 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsi
 }
 
 nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId, nvmlGpuInstance_t* gi) {
-  return CreateGpuInstance(device, profileId, -1, gi);
+  return CreateGpuInstance(device, profileId, -1, 0, gi);
 }
 
 nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsigned int profileId,
                                                       const nvmlGpuInstancePlacement_t* placement,
                                                       nvmlGpuInstance_t* gi) {
   if (placement == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return CreateGpuInstance(device, profileId, static_cast<int>(placement->start), gi);
+  return CreateGpuInstance(device, profileId, static_cast<int>(placement->start), placement->size, gi);
 }
 
 nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance) {
-  return NvmlEntry(gpuInstance, [](GpuInstanceRecord& gi) {
+  return NvmlEntry(gpuInstance, [&](GpuInstanceRecord& gi) {
     for (const ComputeInstanceRecord& ci : gi.cis) {
       if (ci.in_use) return NVML_ERROR_IN_USE;
     }
+    if (InstanceInUse(gpuInstance->gpu, gi.id, kNoInstance)) return NVML_ERROR_IN_USE;
     gi.in_use = 0;
     return NVML_SUCCESS;
   });
@@ -290,65 +329,6 @@ nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance, nvmlGpuInstan
     info->id = gi.id;
     info->profileId = gi.profile_id;
     info->placement = {gi.start, gi.size};
-    return NVML_SUCCESS;
-  });
-}
-
-// ----- MIG device handles -----
-nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* isMigDevice) {
-  return DeviceValue(device, isMigDevice, [&](const nvmlDevice_st& d) { return d.gi >= 0; });
-}
-
-nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
-  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    if (d.gi < 0) return NVML_ERROR_NOT_SUPPORTED;
-    *id = Gpu(d.gpu).gis[d.gi].id;
-    return NVML_SUCCESS;
-  });
-}
-
-nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
-  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st& d) {
-    if (d.gi < 0) return NVML_ERROR_NOT_SUPPORTED;
-    *id = Gpu(d.gpu).gis[d.gi].cis[d.ci].id;
-    return NVML_SUCCESS;
-  });
-}
-
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
-  return DeviceValue(device, count, [&](const nvmlDevice_st& d) {
-    return MigCapable(d.gpu) ? ModelOf(d.gpu).mig_compute_slices : 0;
-  });
-}
-
-nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
-                                                 nvmlDevice_t* migDevice) {
-  if (migDevice == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return OnMigGpu(device, MigMode::kEnabled, [&](int gpu) {
-    // MIG devices are the compute instances, in GPU-instance order.
-    unsigned n = 0;
-    for (int i = 0; i < kMaxGpuInstances; ++i) {
-      const GpuInstanceRecord& gi = Gpu(gpu).gis[i];
-      if (!gi.in_use) continue;
-      for (int c = 0; c < kMaxComputeInstances; ++c) {
-        if (!gi.cis[c].in_use) continue;
-        if (n++ == index) {
-          *migDevice = &Library().mig_devices[gpu][i][c];
-          return NVML_SUCCESS;
-        }
-      }
-    }
-    return NVML_ERROR_NOT_FOUND;
-  });
-}
-
-nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice, nvmlDevice_t* device) {
-  if (device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(migDevice, [&](const nvmlDevice_st& d) {
-    if (d.gi < 0) return NVML_ERROR_INVALID_ARGUMENT;
-    *device = &Library().devices[d.gpu];
     return NVML_SUCCESS;
   });
 }

@@ -1,8 +1,9 @@
 // NVML's view of the processes using a GPU: running compute processes (v1,
 // _v2, _v3: pid and device memory, and for a MIG device the processes in its
-// GPU instance with their instance ids; graphics lists are empty), per-process
-// utilisation from the busy intervals in the shared state, and process names
-// (read in TESSERA_SIM_PROC). Dead processes are reclaimed first, so a killed
+// GPU instance with their instance ids; an MPS server with its clients'
+// memory), MPS clients (nvmlDeviceGetMPSComputeRunningProcesses), graphics
+// processes (none), per-process utilisation from the busy intervals in the
+// shared state, and process names (read in TESSERA_SIM_PROC). Dead processes are reclaimed first, so a killed
 // process's memory is gone by the next query.
 #include <algorithm>
 #include <cstdio>
@@ -15,21 +16,39 @@
 namespace tessera::sim::nvml {
 namespace {
 
+// Which processes a list names: compute processes (ordinary CUDA processes and
+// MPS servers, which hold their clients' memory), MPS clients, or graphics
+// processes (there are none on a simulated GPU).
+enum class Listed { kCompute, kMpsClients, kGraphics };
+
 template <typename Info>
-nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos) {
+nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info* infos, Listed listed) {
   if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   return NvmlEntry(device, [&](const nvmlDevice_st& d) {
     const int gpu = d.gpu;
     SimState& st = *Library().state;
     StateLock lock(st);
     st.ReclaimDeadLocked();
-    // On a MIG device handle: the processes in its GPU instance.
-    const uint32_t gi_id = d.gi >= 0 ? Gpu(gpu).gis[d.gi].id : 0;
-    std::vector<const ProcessRecord*> procs;
+    // On a MIG device handle: the processes in its GPU instance; on a GPU a
+    // container sees through some of its MIG devices, those in their instances.
+    std::vector<uint32_t> instances = VisibleGpuInstanceIds(gpu);
+    if (d.gi >= 0) instances = {Gpu(gpu).gis[d.gi].id};
+    std::vector<std::pair<const ProcessRecord*, uint64_t>> procs;  // with the memory it holds
     for (const ProcessRecord& p : File()->processes) {
       if (!p.in_use || (p.contexts[gpu] == 0 && p.used_bytes[gpu] == 0)) continue;
-      if (gi_id != 0 && p.gpu_instance[gpu] != gi_id) continue;
-      procs.push_back(&p);
+      if (!instances.empty() &&
+          std::find(instances.begin(), instances.end(), p.gpu_instance[gpu]) == instances.end()) {
+        continue;
+      }
+      if (listed == Listed::kGraphics || (p.mps_role == kMpsClient) != (listed == Listed::kMpsClients))
+        continue;
+      uint64_t used = p.used_bytes[gpu];
+      if (p.mps_role == kMpsServer) {
+        for (const ProcessRecord& c : File()->processes) {
+          if (c.in_use && c.mps_role == kMpsClient && c.mps_server_pid == p.pid) used += c.used_bytes[gpu];
+        }
+      }
+      procs.emplace_back(&p, used);
     }
     if (infos == nullptr || *infoCount < procs.size()) {
       const bool empty_ok = procs.empty();
@@ -37,13 +56,14 @@ nvmlReturn_t RunningProcesses(nvmlDevice_t device, unsigned int* infoCount, Info
       return empty_ok ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
     }
     for (size_t i = 0; i < procs.size(); ++i) {
+      const ProcessRecord& p = *procs[i].first;
       std::memset(&infos[i], 0, sizeof(Info));
-      infos[i].pid = static_cast<unsigned>(procs[i]->pid);
-      infos[i].usedGpuMemory = procs[i]->used_bytes[gpu];
+      infos[i].pid = static_cast<unsigned>(p.pid);
+      infos[i].usedGpuMemory = procs[i].second;
       if constexpr (!std::is_same_v<Info, nvmlProcessInfo_v1_t>) {
-        const uint32_t gi = procs[i]->gpu_instance[gpu];
+        const uint32_t gi = p.gpu_instance[gpu];
         infos[i].gpuInstanceId = gi != 0 ? gi : kNoInstance;
-        infos[i].computeInstanceId = gi != 0 ? procs[i]->compute_instance[gpu] : kNoInstance;
+        infos[i].computeInstanceId = gi != 0 ? p.compute_instance[gpu] : kNoInstance;
       }
     }
     *infoCount = static_cast<unsigned>(procs.size());
@@ -72,38 +92,22 @@ nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int
   });
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
-                                                     nvmlProcessInfo_t* infos) {
-  return RunningProcesses(device, infoCount, infos);
-}
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
-                                                     nvmlProcessInfo_v2_t* infos) {
-  return RunningProcesses(device, infoCount, infos);
-}
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
-                                                  nvmlProcessInfo_v1_t* infos) {
-  return RunningProcesses(device, infoCount, infos);
-}
+// The three ABI versions of a process list: _v3 and _v2 (nvmlProcessInfo_t
+// and its _v2 twin) and the unsuffixed v1 (nvmlProcessInfo_v1_t).
+#define PROCESS_LIST_ENTRY_POINTS(name, listed)                                                       \
+  nvmlReturn_t name##_v3(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_t* infos) {    \
+    return RunningProcesses(device, infoCount, infos, listed);                                        \
+  }                                                                                                   \
+  nvmlReturn_t name##_v2(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_v2_t* infos) { \
+    return RunningProcesses(device, infoCount, infos, listed);                                        \
+  }                                                                                                   \
+  nvmlReturn_t name(nvmlDevice_t device, unsigned int* infoCount, nvmlProcessInfo_v1_t* infos) {      \
+    return RunningProcesses(device, infoCount, infos, listed);                                        \
+  }
 
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* infoCount,
-                                                      nvmlProcessInfo_t* infos) {
-  (void)infos;
-  if (infoCount == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  return NvmlEntry(device, [&](const nvmlDevice_st&) {
-    *infoCount = 0;  // no graphics contexts on a simulated GPU
-    return NVML_SUCCESS;
-  });
-}
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* infoCount,
-                                                      nvmlProcessInfo_v2_t* infos) {
-  return nvmlDeviceGetGraphicsRunningProcesses_v3(device, infoCount,
-                                                  reinterpret_cast<nvmlProcessInfo_t*>(infos));
-}
-nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* infoCount,
-                                                   nvmlProcessInfo_v1_t* infos) {
-  return nvmlDeviceGetGraphicsRunningProcesses_v3(device, infoCount,
-                                                  reinterpret_cast<nvmlProcessInfo_t*>(infos));
-}
+PROCESS_LIST_ENTRY_POINTS(nvmlDeviceGetComputeRunningProcesses, Listed::kCompute)
+PROCESS_LIST_ENTRY_POINTS(nvmlDeviceGetMPSComputeRunningProcesses, Listed::kMpsClients)
+PROCESS_LIST_ENTRY_POINTS(nvmlDeviceGetGraphicsRunningProcesses, Listed::kGraphics)
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* processSamplesCount,

@@ -23,6 +23,10 @@ nvmlReturn_t CheckInit() {
 nvmlReturn_t ResolveDevice(nvmlDevice_t handle, const nvmlDevice_st** out) {
   if (handle == nullptr || handle->magic != kDeviceMagic) return NVML_ERROR_INVALID_ARGUMENT;
   if (handle->gpu < 0 || handle->gpu >= Library().state->gpu_count()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (handle->gi >= 0) {  // a MIG device handle dies with its compute instance
+    const GpuInstanceRecord& gi = Gpu(handle->gpu).gis[handle->gi];
+    if (!gi.in_use || !gi.cis[handle->ci].in_use) return NVML_ERROR_INVALID_ARGUMENT;
+  }
   *out = handle;
   return NVML_SUCCESS;
 }
@@ -96,6 +100,7 @@ bool AttachState(Nvml& n) {
       }
     }
   }
+  ApplyContainerView();
   return true;
 }
 

@@ -95,6 +95,7 @@ void InitState(StateFile* f, const SimConfig& config) {
     r.numa_node = g.numa_node;
     r.minor = static_cast<uint32_t>(i);
     r.mig_mode = g.mig_enabled ? 1 : 0;
+    r.mig_mode_pending = r.mig_mode;
     r.next_gi_id = 1;
   }
   for (const NvlinkPair& p : config.nvlinks) {
@@ -415,50 +416,6 @@ int SimState::ProcessSlotLocked(int pid, bool create) {
   return free_slot;
 }
 
-std::pair<int64_t, int64_t> SimState::BookKernelLocked(int gpu, int pid, int64_t earliest_ns,
-                                                       int64_t duration_ns, int gi_slot) {
-  GpuRecord& g = file_->gpus[gpu];
-  uint32_t gi_id = 0;
-  int64_t* busy_until = &g.busy_until_ns;
-  if (gi_slot >= 0 && gi_slot < kMaxGpuInstances && g.gis[gi_slot].in_use) {
-    gi_id = g.gis[gi_slot].id;
-    busy_until = &g.gis[gi_slot].busy_until_ns;
-  }
-  const int64_t start = std::max({MonotonicNs(), earliest_ns, *busy_until});
-  const int64_t end = start + std::max<int64_t>(duration_ns, 1);
-  *busy_until = end;
-  if (g.interval_count > 0) {
-    BusyInterval& last = g.intervals[(g.interval_count - 1) % kMaxIntervals];
-    if (last.pid == pid && last.gpu_instance == gi_id && last.end_ns == start) {  // back to back
-      last.end_ns = end;
-      return {start, end};
-    }
-  }
-  BusyInterval& slot = g.intervals[g.interval_count % kMaxIntervals];
-  slot.pid = pid;
-  slot.gpu_instance = gi_id;
-  slot.start_ns = start;
-  slot.end_ns = end;
-  ++g.interval_count;
-  return {start, end};
-}
-
-std::map<int, int64_t> SimState::BusyByProcessLocked(int gpu, int64_t from_ns, int64_t to_ns,
-                                                     uint32_t gi_id) const {
-  std::map<int, int64_t> busy;
-  const GpuRecord& g = file_->gpus[gpu];
-  const uint64_t n = std::min<uint64_t>(g.interval_count, kMaxIntervals);
-  // Intervals of one timeline are in time order, but MIG instances' timelines
-  // interleave: look at the whole ring.
-  for (uint64_t k = 0; k < n; ++k) {
-    const BusyInterval& iv = g.intervals[(g.interval_count - 1 - k) % kMaxIntervals];
-    if (gi_id != 0 && iv.gpu_instance != gi_id) continue;
-    const int64_t a = std::max(iv.start_ns, from_ns), b = std::min(iv.end_ns, to_ns);
-    if (b > a) busy[iv.pid] += b - a;
-  }
-  return busy;
-}
-
 uint64_t SimState::UsedBytesInInstanceLocked(int gpu, uint32_t gi_id) const {
   uint64_t used = 0;
   for (const ProcessRecord& p : file_->processes) {
@@ -474,6 +431,38 @@ std::string MigDeviceUuid(const GpuRecord& gpu, const GpuInstanceRecord& gi,
   std::snprintf(tail, sizeof(tail), "%02x%02x", gi.id & 0xFF, ci.id & 0xFF);
   u.replace(u.size() - 4, 4, tail);
   return u;
+}
+
+Status SimState::ResetGpuLocked(int gpu, bool force, std::string* what) {
+  ReclaimDeadLocked();
+  std::string users;
+  for (ProcessRecord& p : file_->processes) {
+    if (!p.in_use || (p.contexts[gpu] == 0 && p.used_bytes[gpu] == 0)) continue;
+    users += (users.empty() ? "" : ", ") + std::to_string(p.pid);
+    if (!force) continue;
+    p.contexts[gpu] = 0;
+    p.used_bytes[gpu] = 0;
+    p.gpu_instance[gpu] = 0;
+    p.compute_instance[gpu] = 0;
+  }
+  if (!users.empty() && !force) {
+    return Error{"GPU " + std::to_string(gpu) + " is in use by process(es) " + users +
+                 "; stop them or pass --force"};
+  }
+  GpuRecord& g = file_->gpus[gpu];
+  std::string done = users.empty() ? "" : "processes " + users + " lost the GPU; ";
+  if (g.mig_mode_pending != g.mig_mode) {
+    g.mig_mode = g.mig_mode_pending;
+    std::memset(static_cast<void*>(g.gis), 0, sizeof(g.gis));  // no instance survives a mode change
+    done += std::string("MIG mode now ") + (g.mig_mode ? "enabled" : "disabled");
+  } else {
+    done += "no pending MIG mode change";
+  }
+  const int64_t now = MonotonicNs();
+  g.busy_until_ns = std::min(g.busy_until_ns, now);  // work in flight is gone
+  for (GpuInstanceRecord& gi : g.gis) gi.busy_until_ns = std::min(gi.busy_until_ns, now);
+  if (what != nullptr) *what = done;
+  return Status::Ok();
 }
 
 void SimState::AppendXidLocked(int gpu, uint64_t xid, uint32_t gi, uint32_t ci) {

@@ -24,14 +24,14 @@
 #include <string>
 #include <vector>
 
-#include "core/result.h"
+#include "base/result.h"
 #include "sim/catalog.h"
 #include "sim/config.h"
 
 namespace tessera::sim {
 
 inline constexpr uint64_t kStateMagic = 0x3154535341524554ull;  // "TERASST1"
-inline constexpr uint32_t kStateVersion = 2;
+inline constexpr uint32_t kStateVersion = 3;
 // StateFile::flags
 inline constexpr uint32_t kStateFlagManagedOversubscription = 1;  // SimConfig::managed_oversubscription
 inline constexpr int kMaxGpus = 16;
@@ -42,12 +42,15 @@ inline constexpr int kMaxGpuInstances = 8;
 inline constexpr int kMaxComputeInstances = 8;
 inline constexpr uint32_t kNoInstance = 0xFFFFFFFFu;
 
-// A span of device time during which one process's kernels ran.
+// A span of device time during which one process's kernels ran, on
+// `share_percent` of the device (100, or an MPS client's active-thread share).
 struct BusyInterval {
   int32_t pid;
   uint32_t gpu_instance;  // GPU-instance id the kernels ran in; 0 = the whole GPU
   int64_t start_ns;       // CLOCK_MONOTONIC
   int64_t end_ns;
+  uint32_t share_percent;
+  uint32_t reserved;
 };
 
 struct XidRecord {
@@ -94,7 +97,8 @@ struct GpuRecord {
   int64_t busy_until_ns;    // end of the last kernel booked on the timeline
   uint64_t interval_count;  // intervals ever appended; ring slot = count % kMaxIntervals
   BusyInterval intervals[kMaxIntervals];
-  uint32_t mig_mode;
+  uint32_t mig_mode;          // current (NVML_DEVICE_MIG_*)
+  uint32_t mig_mode_pending;  // what the next GPU reset applies (Ampere); = mig_mode when none
   uint32_t next_gi_id;
   GpuInstanceRecord gis[kMaxGpuInstances];
   uint64_t xid_count;  // XIDs ever injected; ring slot = count % kMaxXidEvents
@@ -110,7 +114,12 @@ struct ProcessRecord {
   uint32_t contexts[kMaxGpus];      // live contexts, per GPU
   uint32_t gpu_instance[kMaxGpus];  // GPU-instance id its work on that GPU is in; 0 = whole GPU
   uint32_t compute_instance[kMaxGpus];
+  uint32_t mps_role;       // kMpsNone, kMpsServer or kMpsClient
+  int32_t mps_server_pid;  // a client's server
 };
+
+// ProcessRecord::mps_role
+inline constexpr uint32_t kMpsNone = 0, kMpsServer = 1, kMpsClient = 2;
 
 struct StateFile {
   uint64_t magic;
@@ -131,7 +140,7 @@ struct StateFile {
 
 static_assert(sizeof(pthread_mutex_t) == 40, "layout assumes the x86-64/aarch64 glibc mutex");
 static_assert(offsetof(StateFile, mutex) % 64 == 0);
-static_assert(sizeof(BusyInterval) == 24);
+static_assert(sizeof(BusyInterval) == 32);
 static_assert(sizeof(XidRecord) == 24);
 
 // CLOCK_MONOTONIC now, in ns (shared by all processes of the machine).
@@ -213,12 +222,27 @@ class SimState {
   std::pair<int64_t, int64_t> BookKernelLocked(int gpu, int pid, int64_t earliest_ns, int64_t duration_ns,
                                                int gi_slot = -1);
 
-  // Device time (ns) each process's kernels occupied within [from_ns, to_ns);
-  // only in GPU instance `gi_id` when it is not 0.
+  // Books a kernel of an MPS client that may use `share_percent` of the GPU:
+  // `work_ns` of whole-device time run at that share, or at what the work
+  // booked before it leaves free (MPS clients run concurrently; booking is
+  // first come, first served), starting no earlier than `earliest_ns`. It
+  // occupies the client's share for work_ns * 100 / share_percent when the
+  // device has room. Returns its [start, end).
+  std::pair<int64_t, int64_t> BookSharedKernelLocked(int gpu, int pid, int64_t earliest_ns, int64_t work_ns,
+                                                     uint32_t share_percent);
+
+  // Device time (ns of the whole device) each process's kernels occupied
+  // within [from_ns, to_ns); only in GPU instance `gi_id` when it is not 0.
   std::map<int, int64_t> BusyByProcessLocked(int gpu, int64_t from_ns, int64_t to_ns,
                                              uint32_t gi_id = 0) const;
 
   void AppendXidLocked(int gpu, uint64_t xid, uint32_t gi, uint32_t ci);
+
+  // A GPU reset: the pending MIG mode takes effect (its instances go when the
+  // mode changes). Refused (an error naming them) while processes use the GPU,
+  // unless `force`, which takes their memory and contexts on it away as a
+  // reset does. `what` says what changed.
+  Status ResetGpuLocked(int gpu, bool force, std::string* what);
 
  private:
   friend class StateLock;

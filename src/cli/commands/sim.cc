@@ -1,7 +1,9 @@
 // `tessera sim`: inspect and drive the simulated GPUs (src/sim).
 //   tessera sim status                      nvidia-smi-like view of the shared state
 //   tessera sim inject-xid --gpu N --xid 79 deliver an XID error event to NVML clients
+//                [--gpu-instance G --compute-instance C]   ... from a MIG device
 //   tessera sim reset [--force]             delete the state (devices, MIG layout, events)
+//   tessera sim reset --gpu N [--force]     reset one GPU: its pending MIG mode takes effect
 // All take --state DIR, before or after the action (default $TESSERA_SIM_STATE, else
 // /dev/shm/tessera-sim-<uid>).
 #include <unistd.h>
@@ -11,7 +13,9 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "cli/command_registry.h"
 #include "sim/catalog.h"
@@ -52,6 +56,7 @@ int Status(const std::string& dir) {
     uint64_t used;
   };
   std::vector<Row> rows;
+  bool pending = false;
   for (int g = 0; g < st.gpu_count(); ++g) {
     const sim::GpuRecord& r = f->gpus[g];
     const uint64_t used = st.UsedBytesLocked(g);
@@ -68,6 +73,8 @@ int Status(const std::string& dir) {
     int gis = 0;
     for (const sim::GpuInstanceRecord& gi : r.gis) gis += gi.in_use ? 1 : 0;
     std::string mig = r.mig_mode ? "On(" + std::to_string(gis) + " GI)" : "Off";
+    if (r.mig_mode_pending != r.mig_mode) mig = r.mig_mode ? "On*" : "Off*";
+    pending = pending || r.mig_mode_pending != r.mig_mode;
     const sim::GpuModel* m = st.model(g);
     if (m == nullptr || m->mig_memory_slices == 0) mig = "N/A";
     std::printf("| %3d | %-28.28s | %-16s %6s / %-8s %4d%% |\n", g, r.name, r.pci_bus_id + 4,
@@ -75,6 +82,7 @@ int Status(const std::string& dir) {
     std::printf("|     | %-42s %-7s %3d process(es)     |\n", r.uuid, mig.c_str(), procs);
     std::printf("+-----+------------------------------+------------------------------------------+\n");
   }
+  if (pending) std::printf("* MIG mode change pending until the GPU is reset (tessera sim reset --gpu N)\n");
   std::printf("\nProcesses:\n  GPU   PID       Process name                Used memory\n");
   if (rows.empty()) std::printf("  No running processes found\n");
   for (const Row& row : rows) {
@@ -83,21 +91,58 @@ int Status(const std::string& dir) {
   return 0;
 }
 
-int InjectXid(const std::string& dir, int gpu, uint64_t xid) {
+// Opens the state in `dir` for `action` on GPU `gpu`; nullptr (with a message) if there is none or no such
+// GPU.
+std::unique_ptr<SimState> OpenForGpu(const std::string& dir, const char* action, int gpu) {
   auto opened = SimState::OpenExisting(dir);
   if (!opened.ok()) {
-    std::cerr << "tessera sim inject-xid: " << opened.error().message << "\n";
+    std::cerr << "tessera sim " << action << ": " << opened.error().message << "\n";
+    return nullptr;
+  }
+  if (gpu < 0 || gpu >= (*opened)->gpu_count()) {
+    std::cerr << "tessera sim " << action << ": no GPU " << gpu << " (the state has "
+              << (*opened)->gpu_count() << ")\n";
+    return nullptr;
+  }
+  return std::move(*opened);
+}
+
+// An XID on a GPU, or (with instance ids, as NVML reports them) on one of its MIG devices.
+int InjectXid(const std::string& dir, int gpu, uint64_t xid, uint32_t gi_id, uint32_t ci_id) {
+  std::unique_ptr<SimState> st = OpenForGpu(dir, "inject-xid", gpu);
+  if (st == nullptr) return 1;
+  StateLock lock(*st);
+  if (gi_id != sim::kNoInstance) {
+    bool found = false;
+    for (const sim::GpuInstanceRecord& gi : st->file()->gpus[gpu].gis) {
+      if (!gi.in_use || gi.id != gi_id) continue;
+      for (const sim::ComputeInstanceRecord& ci : gi.cis) found = found || (ci.in_use && ci.id == ci_id);
+    }
+    if (!found) {
+      std::cerr << "tessera sim inject-xid: GPU " << gpu << " has no compute instance " << ci_id
+                << " in GPU instance " << gi_id << "\n";
+      return 1;
+    }
+  }
+  st->AppendXidLocked(gpu, xid, gi_id, ci_id);
+  std::printf("XID %llu injected on GPU %d (%s)", static_cast<unsigned long long>(xid), gpu,
+              st->file()->gpus[gpu].uuid);
+  if (gi_id != sim::kNoInstance) std::printf(", GPU instance %u, compute instance %u", gi_id, ci_id);
+  std::printf("\n");
+  return 0;
+}
+
+// A GPU reset: its pending MIG mode takes effect; the rest of the state stays.
+int ResetGpu(const std::string& dir, int gpu, bool force) {
+  std::unique_ptr<SimState> st = OpenForGpu(dir, "reset", gpu);
+  if (st == nullptr) return 1;
+  StateLock lock(*st);
+  std::string what;
+  if (::tessera::Status s = st->ResetGpuLocked(gpu, force, &what); !s.ok()) {
+    std::cerr << "tessera sim reset: " << s.error().message << "\n";
     return 1;
   }
-  SimState& st = **opened;
-  if (gpu < 0 || gpu >= st.gpu_count()) {
-    std::cerr << "tessera sim inject-xid: no GPU " << gpu << " (the state has " << st.gpu_count() << ")\n";
-    return 1;
-  }
-  StateLock lock(st);
-  st.AppendXidLocked(gpu, xid, sim::kNoInstance, sim::kNoInstance);
-  std::printf("XID %llu injected on GPU %d (%s)\n", static_cast<unsigned long long>(xid), gpu,
-              st.file()->gpus[gpu].uuid);
+  std::printf("GPU %d (%s) reset: %s\n", gpu, st->file()->gpus[gpu].uuid, what.c_str());
   return 0;
 }
 
@@ -165,22 +210,35 @@ const CommandRegistration kSim{
 
        static int gpu = 0;
        static uint64_t xid = 0;
+       static uint32_t gi_id = sim::kNoInstance, ci_id = sim::kNoInstance;
        auto* inject = cmd->add_subcommand("inject-xid", "Deliver an XID error event to NVML event sets");
        inject->add_option("--gpu", gpu, "GPU index")->required();
        inject->add_option("--xid", xid, "XID number (e.g. 79: GPU fallen off the bus)")->required();
+       auto* gi_opt = inject->add_option("--gpu-instance", gi_id, "GPU instance id of the MIG device it hit");
+       auto* ci_opt =
+           inject->add_option("--compute-instance", ci_id, "Compute instance id of the MIG device it hit");
+       gi_opt->needs(ci_opt);
+       ci_opt->needs(gi_opt);
        inject->add_option("--state", state.leaf, kStateHelp);
        inject->callback([] {
-         SetExitCode(WithStateDir(state, "inject-xid",
-                                  [](const std::string& dir) { return InjectXid(dir, gpu, xid); }));
+         SetExitCode(WithStateDir(state, "inject-xid", [](const std::string& dir) {
+           return InjectXid(dir, gpu, xid, gi_id, ci_id);
+         }));
        });
 
        static bool force = false;
-       auto* reset =
-           cmd->add_subcommand("reset", "Delete the simulator state (devices are re-created on next use)");
-       reset->add_flag("--force", force, "Reset even while processes use the simulated GPUs");
+       static int reset_gpu = -1;
+       auto* reset = cmd->add_subcommand(
+           "reset",
+           "Delete the simulator state (devices are re-created on next use), or with --gpu reset one GPU");
+       reset->add_flag("--force", force, "Reset even while processes use the simulated GPUs (or that GPU)");
+       reset->add_option("--gpu", reset_gpu,
+                         "Reset only this GPU: its pending MIG mode takes effect, nothing else is deleted");
        reset->add_option("--state", state.leaf, kStateHelp);
        reset->callback([] {
-         SetExitCode(WithStateDir(state, "reset", [](const std::string& dir) { return Reset(dir, force); }));
+         SetExitCode(WithStateDir(state, "reset", [](const std::string& dir) {
+           return reset_gpu >= 0 ? ResetGpu(dir, reset_gpu, force) : Reset(dir, force);
+         }));
        });
      }}};
 

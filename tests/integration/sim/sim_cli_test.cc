@@ -1,7 +1,8 @@
 // `tessera sim status|inject-xid|reset` against a live simulated GPU: the
 // status view shows this process and its memory, an injected XID reaches an
-// NVML event set, reset refuses while a process is attached, and --state is
-// accepted before or after the action.
+// NVML event set, a GPU reset applies a pending MIG mode (and refuses a GPU in
+// use), reset refuses while a process is attached, and --state is accepted
+// before or after the action.
 #include <cuda.h>
 #include <nvml.h>
 
@@ -81,7 +82,30 @@ int main(int argc, char** argv) {
   SIM_OK(nvmlEventSetWait(set, &data, 2000));
   SIM_CHECK(data.device == dev && data.eventData == 48);
   SIM_CHECK(Run("sim inject-xid --gpu 7 --xid 79", &out) != 0);
+  SIM_CHECK(Run("sim inject-xid --gpu 1 --xid 79 --gpu-instance 1 --compute-instance 0", &out) != 0);
+  SIM_CHECK(out.find("no compute instance 0 in GPU instance 1") != std::string::npos);
   SIM_OK(nvmlEventSetFree(set));
+
+  // A GPU reset applies an A100's pending MIG mode and keeps the rest of the
+  // state; it is refused on a GPU a process uses, unless forced.
+  nvmlDevice_t gpu0;
+  SIM_OK(nvmlDeviceGetHandleByIndex(0, &gpu0));
+  nvmlReturn_t activation;
+  SIM_OK(nvmlDeviceSetMigMode(gpu0, NVML_DEVICE_MIG_ENABLE, &activation));
+  SIM_CHECK_EQ(activation, NVML_ERROR_RESET_REQUIRED);
+  SIM_CHECK_EQ(Run("sim status", &out), 0);
+  SIM_CHECK(out.find("Off*") != std::string::npos &&
+            out.find("pending until the GPU is reset") != std::string::npos);
+  SIM_CHECK_EQ(Run("sim reset --gpu 0", &out), 0);
+  SIM_CHECK(out.find("MIG mode now enabled") != std::string::npos);
+  unsigned cur = 0, pending = 0;
+  SIM_OK(nvmlDeviceGetMigMode(gpu0, &cur, &pending));
+  SIM_CHECK(cur == NVML_DEVICE_MIG_ENABLE && pending == NVML_DEVICE_MIG_ENABLE);
+  SIM_CHECK_EQ(Run("sim reset --gpu 1", &out), 1);  // this process holds memory on GPU 1
+  SIM_CHECK(out.find(std::to_string(getpid())) != std::string::npos &&
+            out.find("--force") != std::string::npos);
+  SIM_CHECK_EQ(Run("sim status", &out), 0);
+  SIM_CHECK(out.find("1000MiB / 81920MiB") != std::string::npos);  // nothing else changed
 
   SIM_CHECK_EQ(Run("sim reset", &out), 1);  // this process is attached
   SIM_CHECK(out.find("--force") != std::string::npos);
