@@ -21,34 +21,21 @@ tessera::Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
 }
 
 LeaderElector::LeaderElector(LeaseStore* store, LeaderElectionConfig config, Clock* clock)
-    : store_(store), config_(std::move(config)), clock_(OrRealClock(clock)) {}
+    : store_(store),
+      config_(std::move(config)),
+      clock_(OrRealClock(clock)),
+      thread_([this] { return Tick(); }) {}
 
 LeaderElector::~LeaderElector() {
   Stop();
 }
 
 void LeaderElector::Start() {
-  if (thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] {
-    for (;;) {
-      const auto wait = Tick();
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, wait, [&] { return stop_; })) break;
-    }
-  });
+  thread_.Start();
 }
 
 void LeaderElector::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
   bool was_leading;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -20,14 +20,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "base/clock.h"
+#include "base/periodic_thread.h"
 #include "kube/api_error.h"
 #include "kube/typed_api.h"
 
@@ -108,13 +107,11 @@ class LeaderElector {
   Clock* const clock_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   bool leading_ = false;                 // guarded by mu_
   Clock::Monotonic last_renew_{};        // guarded by mu_
   std::string holder_;                   // guarded by mu_
   std::optional<LeaseRecord> observed_;  // elector thread only
-  bool stop_ = false;                    // guarded by mu_
-  std::thread thread_;
+  PeriodicThread thread_;                // Tick, then its wait; last: stopped first
 };
 
 }  // namespace tessera::kube

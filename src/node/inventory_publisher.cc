@@ -58,21 +58,25 @@ InventoryPublisher::InventoryPublisher(kube::Client* client, const DeviceState& 
       devices_(devices),
       node_name_(std::move(node_name)),
       heartbeat_(heartbeat),
-      clock_(OrRealClock(clock)) {}
+      clock_(OrRealClock(clock)),
+      thread_([this] { return Step(); }) {}
 
 InventoryPublisher::~InventoryPublisher() {
   Stop();
 }
 
 void InventoryPublisher::Start() {
-  if (thread_.joinable()) return;
-  stop_ = false;
-  thread_ = std::thread([this] { Run(); });
+  if (thread_.running()) return;
+  published_version_ = 0;
+  ever_published_ = false;
+  failing_ = false;
+  next_heartbeat_ = next_attempt_ = std::chrono::steady_clock::now();
+  backoff_ = std::chrono::milliseconds(0);
+  thread_.Start();
 }
 
 void InventoryPublisher::Stop() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
+  thread_.Stop();
 }
 
 PublisherStats InventoryPublisher::stats() const {
@@ -127,45 +131,38 @@ Status InventoryPublisher::PublishOnce() {
   return result;
 }
 
-void InventoryPublisher::Run() {
+std::chrono::milliseconds InventoryPublisher::Step() {
   using SteadyClock = std::chrono::steady_clock;
-  uint64_t published_version = 0;
-  bool ever_published = false;
-  auto next_heartbeat = SteadyClock::now();
-  auto next_attempt = SteadyClock::now();
-  std::chrono::milliseconds backoff{0};
-  bool failing = false;
-  while (!stop_) {
-    const uint64_t version = devices_.Get().version;
-    const auto now = SteadyClock::now();
-    const bool due = !ever_published || version != published_version || now >= next_heartbeat;
-    if (due && now >= next_attempt) {
-      auto status = PublishOnce();
-      if (status.ok()) {
-        if (failing) spdlog::info("GPU inventory of node {} published again", node_name_);
-        failing = false;
-        ever_published = true;
-        published_version = version;
-        backoff = std::chrono::milliseconds(0);
-        next_heartbeat = SteadyClock::now() + heartbeat_;
-      } else {
-        // One line per outage at warning level; the retries at debug level.
-        if (!failing) spdlog::warn("{}; retrying with backoff", status.error().message);
-        spdlog::debug("{}", status.error().message);
-        failing = true;
-        backoff = std::min<std::chrono::milliseconds>(
-            kMaxBackoff, backoff.count() == 0 ? std::chrono::milliseconds(500) : backoff * 2);
-        next_attempt = SteadyClock::now() + backoff;
-      }
-      continue;
+  const uint64_t version = devices_.Get().version;
+  const auto now = SteadyClock::now();
+  const bool due = !ever_published_ || version != published_version_ || now >= next_heartbeat_;
+  if (due && now >= next_attempt_) {
+    auto status = PublishOnce();
+    if (status.ok()) {
+      if (failing_) spdlog::info("GPU inventory of node {} published again", node_name_);
+      failing_ = false;
+      ever_published_ = true;
+      published_version_ = version;
+      backoff_ = std::chrono::milliseconds(0);
+      next_heartbeat_ = SteadyClock::now() + heartbeat_;
+    } else {
+      // One line per outage at warning level; the retries at debug level.
+      if (!failing_) spdlog::warn("{}; retrying with backoff", status.error().message);
+      spdlog::debug("{}", status.error().message);
+      failing_ = true;
+      backoff_ = std::min<std::chrono::milliseconds>(
+          kMaxBackoff, backoff_.count() == 0 ? std::chrono::milliseconds(500) : backoff_ * 2);
+      next_attempt_ = SteadyClock::now() + backoff_;
     }
-    // Sleep until something changes, the next write is due, or a stop (checked
-    // at least every 200 ms).
-    auto wake =
-        std::min(due ? next_attempt : next_heartbeat, SteadyClock::now() + std::chrono::milliseconds(200));
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - SteadyClock::now());
-    if (wait.count() > 0) devices_.WaitForChange(version, wait);
+    return std::chrono::milliseconds(0);
   }
+  // Sleep until something changes, the next write is due, or a stop (checked
+  // at least every 200 ms).
+  auto wake =
+      std::min(due ? next_attempt_ : next_heartbeat_, SteadyClock::now() + std::chrono::milliseconds(200));
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake - SteadyClock::now());
+  if (wait.count() > 0) devices_.WaitForChange(version, wait);
+  return std::chrono::milliseconds(0);
 }
 
 }  // namespace tessera::node

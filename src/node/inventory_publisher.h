@@ -15,14 +15,13 @@
 // Thread-safety: Start/Stop from one controlling thread; stats() anywhere.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "base/clock.h"
+#include "base/periodic_thread.h"
 #include "core/inventory_codec.h"
 #include "kube/client.h"
 #include "node/device_state.h"
@@ -65,7 +64,9 @@ class InventoryPublisher {
   PublisherStats stats() const;
 
  private:
-  void Run();
+  // One turn of the thread: publishes when something is due, else waits (at
+  // most 200 ms, so Stop is prompt) for a change or the next due time.
+  std::chrono::milliseconds Step();
 
   kube::Client* const client_;
   const DeviceState& devices_;
@@ -76,8 +77,15 @@ class InventoryPublisher {
   mutable std::mutex mu_;
   PublisherStats stats_;                                          // guarded by mu_
   std::map<std::string, std::optional<std::string>> labels_set_;  // guarded by mu_: last labels written
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+
+  // Thread only (reset by Start):
+  uint64_t published_version_ = 0;
+  bool ever_published_ = false;
+  bool failing_ = false;
+  std::chrono::steady_clock::time_point next_heartbeat_{};
+  std::chrono::steady_clock::time_point next_attempt_{};
+  std::chrono::milliseconds backoff_{0};
+  PeriodicThread thread_;  // Step, again at once; last: stopped first
 };
 
 }  // namespace tessera::node

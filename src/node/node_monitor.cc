@@ -55,38 +55,19 @@ NodeMonitor::NodeMonitor(MonitorOptions options, InventorySource* inventory, Dev
       pods_(pods),
       inspector_(inspector),
       enforcer_(enforcer),
-      events_(std::move(events)) {}
+      events_(std::move(events)),
+      thread_(options_.interval, [this] { PassOnce(); }) {}
 
 NodeMonitor::~NodeMonitor() {
   Stop();
 }
 
 void NodeMonitor::Start() {
-  if (thread_.joinable()) return;
-  {
-    std::lock_guard lock(mu_);
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start();
 }
 
 void NodeMonitor::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void NodeMonitor::Run() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    PassOnce();
-    lock.lock();
-    wake_.wait_for(lock, options_.interval, [this] { return stop_; });
-  }
+  thread_.Stop();
 }
 
 std::shared_ptr<const NodeSnapshot> NodeMonitor::Latest() const {

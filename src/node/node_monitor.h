@@ -32,7 +32,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -41,9 +40,9 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "base/periodic_thread.h"
 #include "core/node_state.h"
 #include "node/config.h"
 #include "node/device_state.h"
@@ -128,7 +127,6 @@ class NodeMonitor {
   MonitorCounters counters() const;
 
  private:
-  void Run();
   void Report(const Violation& violation);
   // Step 5's reports: new overcommits and allocations naming unknown GPUs.
   // Returns how many GPUs turned overcommitted.
@@ -159,11 +157,9 @@ class NodeMonitor {
   std::set<std::string> reported_unplaced_;  // monitor thread only: UIDs of unplaced pods reported
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;
   std::shared_ptr<const NodeSnapshot> latest_;  // guarded by mu_
   MonitorCounters counters_;                    // guarded by mu_
-  bool stop_ = false;                           // guarded by mu_
-  std::thread thread_;
+  PeriodicThread thread_;                       // PassOnce every interval; last: stopped first
 };
 
 }  // namespace tessera::node

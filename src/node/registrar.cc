@@ -35,7 +35,9 @@ Status RegisterWithKubelet(const NodeConfig& config) {
 }
 
 KubeletRegistrar::KubeletRegistrar(const NodeConfig& config, PluginServer& plugin)
-    : config_(config), plugin_(plugin) {}
+    : config_(config),
+      plugin_(plugin),
+      thread_(std::chrono::milliseconds(config.kubelet_poll_ms), [this] { Tick(); }) {}
 
 KubeletRegistrar::~KubeletRegistrar() {
   Stop();
@@ -48,31 +50,11 @@ std::optional<KubeletRegistrar::FileIdentity> KubeletRegistrar::Identify(const s
 }
 
 void KubeletRegistrar::Start() {
-  {
-    std::lock_guard lock(mu_);
-    if (thread_.joinable()) return;
-    stop_ = false;
-  }
-  thread_ = std::thread([this] { Loop(); });
+  thread_.Start();
 }
 
 void KubeletRegistrar::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
-
-void KubeletRegistrar::Loop() {
-  std::unique_lock lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    Tick();
-    lock.lock();
-    wake_.wait_for(lock, std::chrono::milliseconds(config_.kubelet_poll_ms), [&] { return stop_; });
-  }
+  thread_.Stop();
 }
 
 void KubeletRegistrar::Tick() {

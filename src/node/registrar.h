@@ -18,12 +18,10 @@
 #include <sys/types.h>
 
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
+#include "base/periodic_thread.h"
 #include "base/result.h"
 #include "node/config.h"
 #include "node/plugin_server.h"
@@ -55,20 +53,16 @@ class KubeletRegistrar {
     bool operator==(const FileIdentity&) const = default;
   };
   static std::optional<FileIdentity> Identify(const std::string& path);
-  void Loop();
   void Tick();
 
   const NodeConfig& config_;
   PluginServer& plugin_;
-  std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;  // guarded by mu_
   // Loop-thread only:
   std::optional<FileIdentity> registered_with_;
   bool logged_waiting_ = false;
   std::string last_error_;
   std::atomic<int> registrations_{0};
+  PeriodicThread thread_;  // Tick every kubelet_poll_ms; last: stopped first
 };
 
 }  // namespace tessera::node

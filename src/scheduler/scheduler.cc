@@ -42,7 +42,8 @@ bool ParseBody(const httplib::Request& req, httplib::Response& res, Json& out,
 Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> client)
     : config_(std::move(config)),
       client_(std::move(client)),
-      state_(ClusterStateOptions{nullptr, config_.inventory_stale}) {
+      state_(ClusterStateOptions{nullptr, config_.inventory_stale}),
+      thread_([this] { return Run(); }) {
   kube::InformerOptions node_options;
   node_options.type = kube::resources::kNodes;
   nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);
@@ -126,8 +127,8 @@ Status Scheduler::Start() {
     std::lock_guard lock(mu_);
     if (started_) return Status::Ok();
     started_ = true;
-    stopping_ = false;
   }
+  started_up_ = false;
   auto install = [this](httplib::Server& s, bool webhook_only) {
     const int threads = config_.http_threads;
     s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -215,34 +216,29 @@ Status Scheduler::Start() {
 
   nodes_->Start();
   pods_->Start();
-  thread_ = std::thread([this] { Run(); });
+  thread_.Start();
   return Status::Ok();
 }
 
-void Scheduler::Run() {
+std::chrono::milliseconds Scheduler::Run() {
+  const auto period = std::max(std::chrono::milliseconds(50),
+                               std::min(std::chrono::milliseconds(1000), config_.reservation_timeout / 4));
+  if (started_up_) {
+    state_.ExpireReservations();
+    return period;
+  }
   // First, once nodes and pods are listed: the workload mix learned from the
   // pods, as the scheduler this one replaces had learned it from their
   // arrivals. That completes the view (Ready()); only then may this replica
-  // lead.
+  // lead. Until then each turn waits at most 50 ms, so Stop stays prompt.
   for (kube::Informer* informer : {pods_.get(), nodes_.get()}) {
-    while (!informer->WaitForSync(std::chrono::milliseconds(50))) {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
-    }
+    if (!informer->WaitForSync(std::chrono::milliseconds(50))) return std::chrono::milliseconds(0);
   }
   extender_->ObserveListedPods(pods_->List());
   mix_rebuilt_ = true;
   if (elector_) elector_->Start();
-  const auto period = std::max(std::chrono::milliseconds(50),
-                               std::min(std::chrono::milliseconds(1000), config_.reservation_timeout / 4));
-  std::unique_lock lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, period);
-    if (stopping_) break;
-    lock.unlock();
-    state_.ExpireReservations();
-    lock.lock();
-  }
+  started_up_ = true;
+  return period;
 }
 
 void Scheduler::Stop() {
@@ -250,12 +246,10 @@ void Scheduler::Stop() {
     std::lock_guard lock(mu_);
     if (!started_) return;
     started_ = false;
-    stopping_ = true;
   }
-  cv_.notify_all();
   if (http_) http_->Stop();
   if (webhook_) webhook_->Stop();
-  if (thread_.joinable()) thread_.join();  // before the elector: Run() may start it
+  thread_.Stop();  // before the elector: Run() may start it
   if (elector_) elector_->Stop();
   pods_->Stop();
   nodes_->Stop();

@@ -19,13 +19,12 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "base/http_listener.h"
+#include "base/periodic_thread.h"
 #include "base/result.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -66,10 +65,12 @@ class Scheduler {
 
  private:
   Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name);
-  // Waits for the informers' first lists, relearns the workload mix from the
-  // pods (readiness), starts the leader election, then expires reservations
-  // until Stop().
-  void Run();
+  // One turn of the background thread. Until the view is complete: waits
+  // (50 ms at a time) for the informers' first lists, then relearns the
+  // workload mix from the pods (readiness) and only then starts the leader
+  // election. After that: expires reservations, every reservation timeout / 4
+  // (50 ms to 1 s).
+  std::chrono::milliseconds Run();
 
   const SchedulerConfig config_;
   std::shared_ptr<kube::Client> client_;
@@ -81,18 +82,17 @@ class Scheduler {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpListener> http_;
   std::unique_ptr<HttpListener> webhook_;
-  std::thread thread_;  // Run()
+  PeriodicThread thread_;  // Run()
   int port_ = 0;
   int webhook_port_ = 0;
   std::atomic<uint64_t> mutate_requests_{0};
   std::atomic<uint64_t> mutate_denied_{0};
   std::atomic<uint64_t> pod_gets_{0};
   std::atomic<bool> mix_rebuilt_{false};  // the listed pods have been observed
+  bool started_up_ = false;  // Run() only (reset by Start): the mix relearned and the election started
 
   std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
-  bool started_ = false;   // guarded by mu_
+  bool started_ = false;  // guarded by mu_
 };
 
 }  // namespace tessera::scheduler
