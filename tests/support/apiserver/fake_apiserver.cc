@@ -47,6 +47,25 @@ const std::vector<Kind>& Kinds() {
         "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
         "reportingComponent", "source", "type"}},
       {"/apis/coordination.k8s.io/v1", "coordination.k8s.io/v1", "Lease", "leases", true, false, {}},
+      // Dynamic Resource Allocation (resource.k8s.io/v1, GA in 1.34). ResourceSlices
+      // take the field selectors of 1.34's server; spec.pool.name came later, so
+      // code that relies on it would fail against a 1.34 cluster and is refused here.
+      {"/apis/resource.k8s.io/v1", "resource.k8s.io/v1", "DeviceClass", "deviceclasses", false, false, {}},
+      {"/apis/resource.k8s.io/v1",
+       "resource.k8s.io/v1",
+       "ResourceSlice",
+       "resourceslices",
+       false,
+       false,
+       {"spec.nodeName", "spec.driver"}},
+      {"/apis/resource.k8s.io/v1", "resource.k8s.io/v1", "ResourceClaim", "resourceclaims", true, true, {}},
+      {"/apis/resource.k8s.io/v1",
+       "resource.k8s.io/v1",
+       "ResourceClaimTemplate",
+       "resourceclaimtemplates",
+       true,
+       false,
+       {}},
   };
   return kinds;
 }
@@ -808,6 +827,9 @@ std::pair<int, Json> FakeApiServer::CreateLocked(const Kind& kind, const std::st
   if (kind.plural == "pods") {
     // The real server resets a new pod's status.
     object["status"] = {{"phase", "Pending"}};
+  } else if (kind.plural == "resourceclaims") {
+    // So does it a new claim's: allocation and reservedFor go through /status.
+    object.erase("status");
   }
   meta["resourceVersion"] = std::to_string(NextRvLocked());
   objs[key] = object;
