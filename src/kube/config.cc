@@ -1,6 +1,7 @@
 #include "kube/config.h"
 
 #include "base/files.h"
+#include "base/yaml_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -125,8 +126,15 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
       return tessera::Error{origin + ": cluster \"" + cluster_name + "\" server \"" + c.server +
                             "\" is not an http(s) URL"};
     }
-    c.tls.insecure_skip_verify =
-        cluster["insecure-skip-tls-verify"] && cluster["insecure-skip-tls-verify"].as<bool>();
+    if (const YAML::Node skip = cluster["insecure-skip-tls-verify"]) {
+      // The same rule as tessera's own configuration files (base/yaml_config.h).
+      auto value = skip.IsScalar() ? config::ParseBool(skip.Scalar()) : config::ParseBool("");
+      if (!value.ok()) {
+        return tessera::Error{origin + ": cluster \"" + cluster_name + "\" insecure-skip-tls-verify " +
+                              value.error().message};
+      }
+      c.tls.insecure_skip_verify = *value;
+    }
     c.tls.ca_file = Resolve(base_dir, Str(cluster, "certificate-authority"));
     if (const std::string data = Str(cluster, "certificate-authority-data"); !data.empty()) {
       auto pem = Base64Decode(data, origin + ": cluster \"" + cluster_name + "\" certificate-authority-data");

@@ -125,6 +125,9 @@ TEST_F(ConfigTest, BadKubeconfigsGiveErrorsNamingTheProblem) {
       {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
        "clusters: [{name: c, cluster: {server: 'https://x', certificate-authority-data: '!!!'}}]\n",
        "not valid base64"},
+      {"current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+       "clusters: [{name: c, cluster: {server: 'https://x', insecure-skip-tls-verify: yes}}]\n",
+       "cluster \"c\" insecure-skip-tls-verify must be true or false, got 'yes'"},
       {"current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
        "clusters: [{name: c, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {client-key-data: "
        "a2V5}}]\n",

@@ -1,6 +1,7 @@
 #include "node/config.h"
 
 #include "base/files.h"
+#include "base/yaml_config.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 
 namespace tessera::node {
 namespace {
@@ -36,102 +38,57 @@ bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
   return true;
 }
 
-// One YAML key: how to read it into a NodeConfig. `node_level` keys may also
-// appear in a node's entry of the overrides file.
-struct YamlKey {
-  const char* name;
-  bool node_level;
-  std::function<Status(const YAML::Node&, NodeConfig&)> apply;
-};
-
-template <typename T>
-Status ReadScalar(const YAML::Node& node, const char* key, const char* expected, T& out) {
-  if (!node.IsScalar()) return Error{std::string("'") + key + "' must be " + expected};
-  try {
-    out = node.as<T>();
-  } catch (const YAML::Exception&) {
-    return Error{std::string("'") + key + "' must be " + expected + ", got '" + node.Scalar() + "'"};
-  }
-  return Status::Ok();
-}
-
-#define TESSERA_YAML_FIELD(field, node_level, expected)                                  \
-  YamlKey {                                                                              \
-#field, node_level,                                                                  \
-        [](const YAML::Node& n,                                                          \
-           NodeConfig& c) -> Status { return ReadScalar(n, #field, expected, c.field); } \
-  }
-
-const std::vector<YamlKey>& YamlKeys() {
-  static const std::vector<YamlKey> keys = {
-      TESSERA_YAML_FIELD(resource_name, false, "a string"),
-      TESSERA_YAML_FIELD(split_count, true, "an integer"),
-      TESSERA_YAML_FIELD(memory_scaling, true, "a number"),
-      TESSERA_YAML_FIELD(core_scaling, true, "a number"),
-      TESSERA_YAML_FIELD(disable_core_limit, true, "true or false"),
-      TESSERA_YAML_FIELD(plugin_dir, false, "a path"),
-      TESSERA_YAML_FIELD(pre_start_required, false, "true or false"),
-      TESSERA_YAML_FIELD(kubelet_poll_ms, false, "an integer (milliseconds)"),
-      TESSERA_YAML_FIELD(libvgpu_host_path, false, "a path"),
-      TESSERA_YAML_FIELD(libvgpu_container_path, false, "a path"),
-      TESSERA_YAML_FIELD(ld_so_preload, true, "true or false"),
-      TESSERA_YAML_FIELD(region_host_dir, false, "a path"),
-      TESSERA_YAML_FIELD(region_container_dir, false, "a path"),
-      YamlKey{"visible_devices", false,
-              [](const YAML::Node& n, NodeConfig& c) -> Status {
-                std::string text;
-                if (auto s = ReadScalar(n, "visible_devices", "a string", text); !s.ok()) return s;
-                if (!ParseVisibleDevices(text, c.visible_devices)) {
-                  return Error{"'visible_devices' must be webhook, device-ids or all, got '" + text + "'"};
-                }
-                return Status::Ok();
-              }},
-      YamlKey{"unplaced_pods", false,
-              [](const YAML::Node& n, NodeConfig& c) -> Status {
-                std::string text;
-                if (auto s = ReadScalar(n, "unplaced_pods", "a string", text); !s.ok()) return s;
-                if (!ParseUnplacedPodsPolicy(text, c.unplaced_pods)) {
-                  return Error{"'unplaced_pods' must be refuse or whole-gpu, got '" + text + "'"};
-                }
-                return Status::Ok();
-              }},
-      TESSERA_YAML_FIELD(nvml_library, false, "a path or library name"),
-      TESSERA_YAML_FIELD(kubernetes, false, "true or false"),
-      TESSERA_YAML_FIELD(kubeconfig, false, "a path"),
-      TESSERA_YAML_FIELD(api_server, false, "a URL"),
-      TESSERA_YAML_FIELD(heartbeat_seconds, false, "an integer (seconds)"),
-      TESSERA_YAML_FIELD(pod_resources_socket, false, "a path"),
-      TESSERA_YAML_FIELD(monitor_interval_ms, false, "an integer (milliseconds)"),
-      TESSERA_YAML_FIELD(metrics_address, false, "an IP address"),
-      TESSERA_YAML_FIELD(metrics_port, false, "an integer (port)"),
-      TESSERA_YAML_FIELD(region_grace_seconds, false, "an integer (seconds)"),
-      TESSERA_YAML_FIELD(active_oom_killer, true, "true or false"),
-      TESSERA_YAML_FIELD(memory_tolerance_mib, true, "an integer (MiB)"),
-      TESSERA_YAML_FIELD(node_name, false, "a string"),
-      TESSERA_YAML_FIELD(node_config_file, false, "a path"),
-  };
+// The YAML keys, each bound to its field of `c` (base/yaml_config.h has the
+// rules every key follows).
+config::YamlConfig YamlKeys(NodeConfig& c) {
+  config::YamlConfig keys(" (see tessera-node --help for the accepted keys)");
+  keys.String("resource_name", &c.resource_name)
+      .Int("split_count", &c.split_count)
+      .Number("memory_scaling", &c.memory_scaling)
+      .Number("core_scaling", &c.core_scaling)
+      .Bool("disable_core_limit", &c.disable_core_limit)
+      .String("plugin_dir", &c.plugin_dir)
+      .Bool("pre_start_required", &c.pre_start_required)
+      .Int("kubelet_poll_ms", &c.kubelet_poll_ms)
+      .String("libvgpu_host_path", &c.libvgpu_host_path)
+      .String("libvgpu_container_path", &c.libvgpu_container_path)
+      .Bool("ld_so_preload", &c.ld_so_preload)
+      .String("region_host_dir", &c.region_host_dir)
+      .String("region_container_dir", &c.region_container_dir)
+      .Choice(
+          "visible_devices", {"webhook", "device-ids", "all"},
+          [&c](const std::string& v) { ParseVisibleDevices(v, c.visible_devices); },
+          [&c] { return std::string(VisibleDevicesModeName(c.visible_devices)); })
+      .Choice(
+          "unplaced_pods", {"refuse", "whole-gpu"},
+          [&c](const std::string& v) { ParseUnplacedPodsPolicy(v, c.unplaced_pods); },
+          [&c] { return std::string(UnplacedPodsPolicyName(c.unplaced_pods)); })
+      .String("nvml_library", &c.nvml_library)
+      .Bool("kubernetes", &c.kubernetes)
+      .String("kubeconfig", &c.kubeconfig)
+      .String("api_server", &c.api_server)
+      .Int("heartbeat_seconds", &c.heartbeat_seconds)
+      .String("pod_resources_socket", &c.pod_resources_socket)
+      .Int("monitor_interval_ms", &c.monitor_interval_ms)
+      .String("metrics_address", &c.metrics_address)
+      .Int("metrics_port", &c.metrics_port)
+      .Int("region_grace_seconds", &c.region_grace_seconds)
+      .Bool("active_oom_killer", &c.active_oom_killer)
+      .Int("memory_tolerance_mib", &c.memory_tolerance_mib)
+      .String("node_name", &c.node_name)
+      .String("node_config_file", &c.node_config_file);
   return keys;
 }
 
-#undef TESSERA_YAML_FIELD
-
-Status ApplyMap(const YAML::Node& root, const std::string& source, bool node_level_only, NodeConfig& config) {
-  if (!root.IsMap()) return Error{source + ": expected a mapping of configuration keys"};
-  for (const auto& entry : root) {
-    const std::string key = entry.first.as<std::string>();
-    const auto& keys = YamlKeys();
-    auto it = std::find_if(keys.begin(), keys.end(), [&](const YamlKey& k) { return key == k.name; });
-    if (it == keys.end()) {
-      return Error{source + ": unknown key '" + key + "' (see tessera-node --help for the accepted keys)"};
-    }
-    if (node_level_only && !it->node_level) {
-      return Error{source + ": key '" + key +
-                   "' cannot be overridden per node (allowed: split_count, memory_scaling, core_scaling, "
-                   "disable_core_limit, ld_so_preload, active_oom_killer, memory_tolerance_mib)"};
-    }
-    if (auto s = it->apply(entry.second, config); !s.ok()) return s.error().Wrap(source);
-  }
-  return Status::Ok();
+// The keys a node's entry in the overrides file may set.
+Status AllowPerNode(const std::string& key) {
+  static const std::set<std::string> kNodeLevel = {
+      "split_count",   "memory_scaling",    "core_scaling",        "disable_core_limit",
+      "ld_so_preload", "active_oom_killer", "memory_tolerance_mib"};
+  if (kNodeLevel.count(key)) return Status::Ok();
+  return Error{"key '" + key +
+               "' cannot be overridden per node (allowed: split_count, memory_scaling, core_scaling, "
+               "disable_core_limit, ld_so_preload, active_oom_killer, memory_tolerance_mib)"};
 }
 
 bool IsDnsLabelChar(char c) {
@@ -282,18 +239,7 @@ Status Validate(const NodeConfig& c) {
 }
 
 Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, NodeConfig& config) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    return Error{source_name + ": not valid YAML: " + e.what()};
-  }
-  if (root.IsNull()) return Status::Ok();  // an empty file sets nothing
-  try {
-    return ApplyMap(root, source_name, /*node_level_only=*/false, config);
-  } catch (const YAML::Exception& e) {
-    return Error{source_name + ": " + e.what()};
-  }
+  return YamlKeys(config).Apply(yaml_text, source_name);
 }
 
 Status ApplyYamlFile(const std::string& path, NodeConfig& config) {
@@ -322,12 +268,13 @@ Status ApplyNodeOverrides(NodeConfig& config) {
     for (const auto& entry : nodes) {
       NodeConfig scratch = config;
       std::string name = entry.first.as<std::string>();
-      if (auto s = ApplyMap(entry.second, source + ": node '" + name + "'", true, scratch); !s.ok()) return s;
+      TESSERA_RETURN_IF_ERROR(
+          YamlKeys(scratch).Apply(entry.second, source + ": node '" + name + "'", AllowPerNode));
       if (auto s = Validate(scratch); !s.ok()) return s.error().Wrap(source + ": node '" + name + "'");
     }
     if (config.node_name.empty()) return Status::Ok();
     if (YAML::Node mine = nodes[config.node_name]) {
-      return ApplyMap(mine, source + ": node '" + config.node_name + "'", true, config);
+      return YamlKeys(config).Apply(mine, source + ": node '" + config.node_name + "'", AllowPerNode);
     }
     return Status::Ok();
   } catch (const YAML::Exception& e) {
