@@ -35,10 +35,11 @@ void ForgetContextStackAfterFork() {
 namespace {
 
 // Context creation/destruction: the first context of the process on a GPU
-// costs device memory, as the real driver's context does.
+// costs device memory, as the real driver's context does (an MPS client's
+// context is its server's, which holds that memory).
 CUresult ContextCreated(int gpu) {
   Runtime& rt = R();
-  if (rt.contexts[gpu] == 0) {
+  if (rt.contexts[gpu] == 0 && MpsShare(gpu) == 0) {
     const uint64_t overhead = rt.state->file()->context_overhead_bytes;
     if (overhead > 0) {
       if (CUresult r = ChargeDevice(gpu, overhead); r != CUDA_SUCCESS) return r;
@@ -59,7 +60,8 @@ void ContextDestroyed(int gpu) {
   Runtime& rt = R();
   if (rt.contexts[gpu] <= 0) return;
   --rt.contexts[gpu];
-  if (rt.contexts[gpu] == 0) UnchargeDevice(gpu, rt.state->file()->context_overhead_bytes);
+  if (rt.contexts[gpu] == 0 && MpsShare(gpu) == 0)
+    UnchargeDevice(gpu, rt.state->file()->context_overhead_bytes);
   StateLock lock(*rt.state);
   const int slot = rt.state->ProcessSlotLocked(rt.pid, false);
   if (slot >= 0) rt.state->file()->processes[slot].contexts[gpu] = static_cast<uint32_t>(rt.contexts[gpu]);

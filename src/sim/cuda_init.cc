@@ -61,6 +61,7 @@ void AfterForkInChild() {
   rt.vmm_mappings.clear();
   rt.vmm_reservations.clear();
   rt.graph_allocs.clear();
+  rt.mps = MpsClient{};
   for (int g = 0; g < kMaxGpus; ++g) {
     rt.graph_pool[g] = GraphMemPool{};
     rt.primary[g] = nullptr;
@@ -118,6 +119,10 @@ CUresult DoInit() {
     }
   }
   rt.visible = VisibleDevices(*rt.state);
+  if (CUresult r = ConnectToMps(&rt.visible, &rt.init_message); r != CUDA_SUCCESS) {
+    std::fprintf(stderr, "tessera sim: %s\n", rt.init_message.c_str());
+    return rt.init_error = r;
+  }
   static bool hooks = false;
   if (!hooks) {
     hooks = true;

@@ -252,6 +252,16 @@ struct VmmReservation {
   uint64_t size = 0;
 };
 
+// This process as a client of a simulated MPS server (cuda_mps.cc): the
+// server, and per GPU the share of the device its kernels may use (0: not an
+// MPS device) and its pinned device memory limit (0: none).
+struct MpsClient {
+  int server_pid = 0;  // 0: not an MPS client
+  uint64_t server_start_time = 0;
+  uint32_t share_percent[kMaxGpus] = {};
+  uint64_t pinned_limit_bytes[kMaxGpus] = {};
+};
+
 struct Runtime {
   std::recursive_mutex mu;  // guards everything below
   bool initialized = false;
@@ -278,6 +288,7 @@ struct Runtime {
   std::map<uint64_t, std::pair<unsigned long long, uint64_t>> vmm_mappings;  // va -> (handle, size)
   std::map<uint64_t, GraphAllocation> graph_allocs;                          // by address
   GraphMemPool graph_pool[kMaxGpus];
+  MpsClient mps;
   unsigned long long next_id = 1;
 };
 
@@ -353,6 +364,20 @@ CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns);
 // instance), after the stream's earlier work.
 void BookKernel(CUstream s, uint64_t duration_ns);
 uint64_t KernelDurationNs(CUfunction f, void** params, void** extra);
+
+// ----- cuda_mps.cc -----
+// At cuInit: with CUDA_MPS_PIPE_DIRECTORY naming a control daemon's pipe
+// directory, becomes that daemon's server's client: limits `visible` to the
+// server's GPUs and takes its share and limits (the daemon's, lowered by
+// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE / CUDA_MPS_PINNED_DEVICE_MEM_LIMIT).
+// CUDA_ERROR_MPS_CONNECTION_FAILED when the daemon is gone,
+// CUDA_ERROR_MPS_SERVER_NOT_READY when it cannot start a server. Without a
+// daemon the process is not an MPS client (as with the real driver).
+CUresult ConnectToMps(std::vector<int>* visible, std::string* message);
+// The MPS share of `gpu` (0: not an MPS device of this process).
+uint32_t MpsShare(int gpu);
+// CUDA_ERROR_MPS_CLIENT_TERMINATED once this process's MPS server is gone.
+CUresult CheckMpsServer();
 
 // ----- cuda_pools.cc -----
 // Releases memory of pools cached above their release threshold (on synchronize).

@@ -15,7 +15,17 @@ namespace tessera::sim::cuda {
 
 CUresult ChargeDevice(int gpu, uint64_t bytes, uint64_t* resident) {
   Runtime& rt = R();
+  if (CUresult r = CheckMpsServer(); r != CUDA_SUCCESS) return r;
   StateLock lock(*rt.state);
+  const int slot = rt.state->ProcessSlotLocked(rt.pid, true);
+  if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  ProcessRecord& p = rt.state->file()->processes[slot];
+  // An MPS client's allocations stop at its pinned device memory limit.
+  const uint64_t limit = rt.mps.pinned_limit_bytes[gpu];
+  if (limit > 0 && p.used_bytes[gpu] + bytes > limit) {
+    if (resident == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+    bytes = p.used_bytes[gpu] < limit ? limit - p.used_bytes[gpu] : 0;
+  }
   const uint64_t total = rt.state->file()->gpus[gpu].total_bytes;
   const GpuInstanceRecord* gi = MigInstanceOf(gpu);
   const uint64_t gi_total = gi != nullptr ? DeviceTotalBytes(gpu) : 0;
@@ -38,9 +48,6 @@ CUresult ChargeDevice(int gpu, uint64_t bytes, uint64_t* resident) {
     bytes = std::min(bytes, room / 4096 * 4096);
     *resident = bytes;
   }
-  const int slot = rt.state->ProcessSlotLocked(rt.pid, true);
-  if (slot < 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  ProcessRecord& p = rt.state->file()->processes[slot];
   p.used_bytes[gpu] += bytes;
   RecordInstanceOf(p, gpu);
   return CUDA_SUCCESS;

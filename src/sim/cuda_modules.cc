@@ -41,6 +41,7 @@ uint64_t KernelDurationNs(CUfunction f, void** params, void** extra) {
 }
 
 CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns) {
+  if (CUresult r = CheckMpsServer(); r != CUDA_SUCCESS) return r;
   if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
     CUgraphNode_st node;
     node.kind = NodeKind::kKernel;
@@ -53,13 +54,17 @@ CUresult EnqueueKernel(CUstream s, CUfunction f, uint64_t duration_ns) {
   return CUDA_SUCCESS;
 }
 
+// An MPS client's kernels run on its share of the device, beside the other
+// clients' (MPS on MIG devices is not simulated: those book as usual).
 void BookKernel(CUstream s, uint64_t duration_ns) {
   Runtime& rt = R();
+  const int gpu = s->ctx->gpu;
+  const int64_t ns = static_cast<int64_t>(duration_ns);
   StateLock lock(*rt.state);
-  auto [start, end] = rt.state->BookKernelLocked(s->ctx->gpu, rt.pid, StreamReadyNs(s),
-                                                 static_cast<int64_t>(duration_ns), rt.gpu_gi[s->ctx->gpu]);
-  (void)start;
-  s->last_end_ns = end;
+  const auto booked = MpsShare(gpu) > 0 && rt.gpu_gi[gpu] < 0
+                          ? rt.state->BookSharedKernelLocked(gpu, rt.pid, StreamReadyNs(s), ns, MpsShare(gpu))
+                          : rt.state->BookKernelLocked(gpu, rt.pid, StreamReadyNs(s), ns, rt.gpu_gi[gpu]);
+  s->last_end_ns = booked.second;
 }
 
 // The function (or library kernel) `name` of a module or library, made on

@@ -145,7 +145,9 @@ class CreationLock {
   int fd_ = -1;
 };
 
-Status MakeDirs(const std::string& dir) {
+}  // namespace
+
+Status MakeDirectories(const std::string& dir, mode_t mode) {
   std::string path;
   std::stringstream ss(dir);
   std::string part;
@@ -153,14 +155,12 @@ Status MakeDirs(const std::string& dir) {
   while (std::getline(ss, part, '/')) {
     if (part.empty()) continue;
     path += part + "/";
-    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Error{"cannot create simulator state directory " + path + ": " + strerror(errno)};
+    if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
+      return Error{"cannot create directory " + path + ": " + strerror(errno)};
     }
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 int64_t MonotonicNs() {
   timespec ts;
@@ -255,7 +255,7 @@ std::string SimState::DefaultDir() {
 
 Result<std::unique_ptr<SimState>> SimState::Open(const std::string& dir, const SimConfig& config,
                                                  bool config_is_explicit) {
-  if (Status s = MakeDirs(dir); !s.ok()) return s.error();
+  if (Status s = MakeDirectories(dir, 0700); !s.ok()) return s.error();
   CreationLock creation(dir);
   if (!creation.ok()) {
     return Error{"cannot lock simulator state directory " + dir + ": " + strerror(errno)};

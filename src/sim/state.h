@@ -16,6 +16,7 @@
 #pragma once
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -142,6 +143,9 @@ static_assert(sizeof(pthread_mutex_t) == 40, "layout assumes the x86-64/aarch64 
 static_assert(offsetof(StateFile, mutex) % 64 == 0);
 static_assert(sizeof(BusyInterval) == 32);
 static_assert(sizeof(XidRecord) == 24);
+
+// Creates `dir` and the directories above it that are missing, with `mode`.
+Status MakeDirectories(const std::string& dir, mode_t mode);
 
 // CLOCK_MONOTONIC now, in ns (shared by all processes of the machine).
 int64_t MonotonicNs();

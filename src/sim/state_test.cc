@@ -1,5 +1,7 @@
 #include "sim/state.h"
 
+#include "sim/test_support.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -11,18 +13,7 @@
 namespace tessera::sim {
 namespace {
 
-class SimStateTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-simstate-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    ASSERT_EQ(std::system(cmd.c_str()), 0);
-  }
-  std::string dir_;
-};
+using SimStateTest = StateDirTest;
 
 TEST_F(SimStateTest, CreatesAndReattachesWithTheSameDevices) {
   auto config = ParseGpuList("2xA100-40GB");
@@ -100,6 +91,60 @@ TEST_F(SimStateTest, TimelineSerialisesKernelsAndAttributesBusyTime) {
   auto busy = (*s)->BusyByProcessLocked(0, a0, c1);
   EXPECT_EQ(busy[100], 1000000);
   EXPECT_EQ(busy[200], 2000000);
+}
+
+// MPS clients run side by side, each on at most its share of the device, in
+// the room the work booked before theirs leaves.
+TEST_F(SimStateTest, SharedKernelsRunSideBySideWithinTheirShares) {
+  auto s = SimState::Open(dir_, *ParseGpuList("1xA100-80GB"), true);
+  ASSERT_TRUE(s.ok());
+  StateLock lock(**s);
+  const int64_t t = MonotonicNs() + 1000000000;  // a second ahead: "now" does not move the starts
+  auto [a0, a1] = (*s)->BookSharedKernelLocked(0, 100, t, 3000000, 30);  // 3 ms of device at 30 %
+  auto [b0, b1] = (*s)->BookSharedKernelLocked(0, 200, t, 7000000, 70);  // 7 ms at 70 %
+  EXPECT_EQ(a0, t);
+  EXPECT_EQ(b0, t);  // at the same time: together they use the whole device
+  EXPECT_EQ(a1, t + 10000000);
+  EXPECT_EQ(b1, t + 10000000);
+  // A third client finds the device full and waits for room.
+  auto [c0, c1] = (*s)->BookSharedKernelLocked(0, 300, t, 5000000, 50);
+  EXPECT_EQ(c0, t + 10000000);
+  EXPECT_EQ(c1, t + 20000000);
+  // A client's kernels (its streams) share its share: the next one waits for
+  // its first although half of the device is free.
+  auto [d0, d1] = (*s)->BookSharedKernelLocked(0, 300, t + 10000000, 5000000, 50);
+  EXPECT_EQ(d0, t + 20000000);
+  EXPECT_EQ(d1, t + 30000000);
+  auto busy = (*s)->BusyByProcessLocked(0, t, t + 10000000);
+  EXPECT_EQ(busy[100], 3000000);
+  EXPECT_EQ(busy[200], 7000000);
+  EXPECT_EQ((*s)->BusyByProcessLocked(0, t + 10000000, t + 30000000)[300], 10000000);
+  // Work booked without a share waits for all of it.
+  auto [e0, e1] = (*s)->BookKernelLocked(0, 400, 0, 1000000);
+  EXPECT_EQ(e0, t + 30000000);
+  EXPECT_EQ(e1, t + 31000000);
+}
+
+TEST_F(SimStateTest, GpuResetAppliesThePendingMigModeUnlessTheGpuIsInUse) {
+  auto s = SimState::Open(dir_, *ParseGpuList("2xA100-80GB"), true);
+  ASSERT_TRUE(s.ok());
+  StateLock lock(**s);
+  GpuRecord& g = (*s)->file()->gpus[0];
+  g.mig_mode_pending = 1;
+  const int slot = (*s)->ProcessSlotLocked(getpid(), true);
+  ASSERT_GE(slot, 0);
+  (*s)->file()->processes[slot].contexts[0] = 1;
+  (*s)->file()->processes[slot].contexts[1] = 1;
+  const Status refused = (*s)->ResetGpuLocked(0, false, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find(std::to_string(getpid())), std::string::npos);
+  EXPECT_EQ(g.mig_mode, 0u);
+  std::string what;
+  ASSERT_TRUE((*s)->ResetGpuLocked(0, true, &what).ok());
+  EXPECT_EQ(g.mig_mode, 1u);
+  EXPECT_NE(what.find("MIG mode now enabled"), std::string::npos);
+  EXPECT_EQ((*s)->file()->processes[slot].contexts[0], 0u);  // forced: the GPU is taken from it
+  EXPECT_EQ((*s)->file()->processes[slot].contexts[1], 1u);  // the other GPU is untouched
 }
 
 }  // namespace

@@ -4,21 +4,30 @@
 //                [--gpu-instance G --compute-instance C]   ... from a MIG device
 //   tessera sim reset [--force]             delete the state (devices, MIG layout, events)
 //   tessera sim reset --gpu N [--force]     reset one GPU: its pending MIG mode takes effect
+//   tessera sim mps start|stop|status [--gpu N] [--pipe-dir D]
+//                                           the simulated MPS control daemon (tessera-sim-mps-control)
 // All take --state DIR, before or after the action (default $TESSERA_SIM_STATE, else
 // /dev/shm/tessera-sim-<uid>).
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 
 #include "cli/command_registry.h"
 #include "sim/catalog.h"
+#include "sim/mps_protocol.h"
 #include "sim/state.h"
 
 namespace tessera::cli {
@@ -171,6 +180,117 @@ int Reset(const std::string& dir, bool force) {
   return 0;
 }
 
+// ----- tessera sim mps: the simulated MPS control daemon -----
+
+// Where `tessera sim mps` finds its daemon: --pipe-dir, else one directory per
+// GPU (--gpu N) or for all GPUs, in the state directory.
+std::string MpsPipeDir(const std::string& state_dir, int gpu, const std::string& pipe_dir) {
+  if (!pipe_dir.empty()) return pipe_dir;
+  return state_dir + "/mps" + (gpu >= 0 ? "/gpu" + std::to_string(gpu) : "");
+}
+
+// tessera-sim-mps-control: next to this program (the build and install
+// layouts), else on PATH.
+std::string MpsControlProgram() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir.erase(dir.rfind('/') + 1);
+    if (access((dir + "tessera-sim-mps-control").c_str(), X_OK) == 0) return dir + "tessera-sim-mps-control";
+  }
+  return "tessera-sim-mps-control";
+}
+
+// Starts the daemon (`tessera-sim-mps-control -d`) for the simulator state
+// `state_dir`, serving GPU `gpu` (-1: every GPU the environment shows it).
+int MpsStart(const std::string& state_dir, int gpu, const std::string& pipe_dir) {
+  std::string visible;
+  if (gpu >= 0) {
+    visible = std::to_string(gpu);
+    if (auto st = SimState::OpenExisting(state_dir); st.ok()) {
+      if (gpu >= (*st)->gpu_count()) {
+        std::cerr << "tessera sim mps start: no GPU " << gpu << " (the state has " << (*st)->gpu_count()
+                  << ")\n";
+        return 1;
+      }
+      visible = (*st)->file()->gpus[gpu].uuid;
+    }
+  }
+  const std::string program = MpsControlProgram();
+  const pid_t pid = fork();
+  if (pid < 0) return 1;
+  if (pid == 0) {
+    setenv("TESSERA_SIM_STATE", state_dir.c_str(), 1);
+    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir.c_str(), 1);
+    setenv("CUDA_MPS_LOG_DIRECTORY", (pipe_dir + "/log").c_str(), 1);
+    if (!visible.empty()) setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+    execlp(program.c_str(), program.c_str(), "-d", static_cast<char*>(nullptr));
+    std::fprintf(stderr, "tessera sim mps start: cannot run %s: %s\n", program.c_str(), strerror(errno));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  std::printf("MPS control daemon started in %s (log %s/log)\nclients: export CUDA_MPS_PIPE_DIRECTORY=%s\n",
+              pipe_dir.c_str(), pipe_dir.c_str(), pipe_dir.c_str());
+  return 0;
+}
+
+int DaemonPid(const std::string& pipe_dir) {
+  int pid = 0;
+  if (FILE* f = std::fopen(sim::mps::PidFilePath(pipe_dir).c_str(), "r")) {
+    if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
+    std::fclose(f);
+  }
+  return pid;
+}
+
+// `quit`, then waits (10 s at most) for the daemon to end: it ends once its
+// server's clients are gone.
+int MpsStop(const std::string& pipe_dir) {
+  const int pid = DaemonPid(pipe_dir);
+  if (sim::mps::Request(pipe_dir, "quit").reach != sim::mps::Reach::kAnswered) {
+    std::cerr << "tessera sim mps stop: no MPS control daemon in " << pipe_dir << "\n";
+    return 1;
+  }
+  for (int i = 0; i < 500 && pid > 0 && kill(pid, 0) == 0; ++i) usleep(20000);
+  if (pid > 0 && kill(pid, 0) == 0) {
+    std::cerr << "tessera sim mps stop: the daemon (" << pid
+              << ") waits for its clients to exit; it quits when they have\n";
+    return 1;
+  }
+  std::printf("MPS control daemon in %s stopped\n", pipe_dir.c_str());
+  return 0;
+}
+
+// The daemon, its defaults, its server and the server's clients.
+int MpsStatus(const std::string& pipe_dir) {
+  auto ask = [&](const std::string& command) { return sim::mps::Request(pipe_dir, command); };
+  const sim::mps::Reply servers = ask("get_server_list");
+  if (servers.reach != sim::mps::Reach::kAnswered) {
+    std::cerr << "tessera sim mps status: no MPS control daemon in " << pipe_dir
+              << (servers.reach == sim::mps::Reach::kDaemonGone ? " (it is gone; its clients fail)" : "")
+              << "\n";
+    return 1;
+  }
+  std::string percentage = ask("get_default_active_thread_percentage").text;
+  percentage.erase(percentage.find_last_not_of('\n') + 1);
+  std::printf("MPS control daemon %d in %s\n  default active thread percentage %s\n", DaemonPid(pipe_dir),
+              pipe_dir.c_str(), percentage.c_str());
+  std::istringstream list(servers.text);
+  std::string server;
+  bool any = false;
+  while (list >> server) {
+    any = true;
+    std::string clients = ask("get_client_list " + server).text;
+    std::replace(clients.begin(), clients.end(), '\n', ' ');
+    std::printf("  server %s, clients: %s\n", server.c_str(), clients.empty() ? "none" : clients.c_str());
+  }
+  if (!any) std::printf("  no server yet (one starts with the first client)\n");
+  return 0;
+}
+
 // --state is accepted both before the action (`tessera sim --state D status`)
 // and after it (`tessera sim status --state D`); giving two different
 // directories is an error rather than a silent pick.
@@ -240,6 +360,35 @@ const CommandRegistration kSim{
            return reset_gpu >= 0 ? ResetGpu(dir, reset_gpu, force) : Reset(dir, force);
          }));
        });
+
+       static int mps_gpu = -1;
+       static std::string pipe_dir;
+       auto* mps =
+           cmd->add_subcommand("mps", "Run the simulated MPS control daemon (tessera-sim-mps-control)");
+       mps->require_subcommand(1);
+       using MpsAction = int (*)(const std::string& state_dir, int gpu, const std::string& pipe_dir);
+       static const std::pair<const char*, const char*> kMpsActions[] = {
+           {"start", "Start a control daemon (one per GPU with --gpu): `nvidia-cuda-mps-control -d`"},
+           {"stop", "Stop the control daemon (`quit`; it ends once its clients have)"},
+           {"status", "The daemon, its default active thread percentage, its server and clients"},
+       };
+       static const MpsAction kMpsRun[] = {
+           MpsStart,
+           [](const std::string&, int, const std::string& dir) { return MpsStop(dir); },
+           [](const std::string&, int, const std::string& dir) { return MpsStatus(dir); },
+       };
+       for (size_t i = 0; i < std::size(kMpsActions); ++i) {
+         auto* action = mps->add_subcommand(kMpsActions[i].first, kMpsActions[i].second);
+         action->add_option("--gpu", mps_gpu,
+                            "The GPU the daemon serves (its pipe directory: <state>/mps/gpuN)");
+         action->add_option("--pipe-dir", pipe_dir, "The daemon's pipe directory (CUDA_MPS_PIPE_DIRECTORY)");
+         action->add_option("--state", state.leaf, kStateHelp);
+         action->callback([i] {
+           SetExitCode(WithStateDir(state, kMpsActions[i].first, [i](const std::string& dir) {
+             return kMpsRun[i](dir, mps_gpu, MpsPipeDir(dir, mps_gpu, pipe_dir));
+           }));
+         });
+       }
      }}};
 
 }  // namespace
