@@ -98,7 +98,6 @@ nvmlReturn_t VersionedProfileInfo(nvmlDevice_t device, nvmlGpuInstanceProfileInf
     } else {
       FillProfileInfo(*p, info);
     }
-    info->version = version;
     return NVML_SUCCESS;
   });
 }

@@ -118,7 +118,8 @@ int Client(const std::string& role) {
 
 // A client with `env` ("NAME=value" pairs) set.
 simtest::Child SpawnClient(const std::string& role, const std::vector<std::string>& env) {
-  for (const std::string& e : env) putenv(strdup(e.c_str()));
+  for (const std::string& e : env)
+    setenv(e.substr(0, e.find('=')).c_str(), e.substr(e.find('=') + 1).c_str(), 1);
   simtest::Child c = simtest::SpawnSelf({"client", role});
   for (const std::string& e : env) unsetenv(e.substr(0, e.find('=')).c_str());
   return c;
