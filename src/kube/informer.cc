@@ -1,5 +1,7 @@
 #include "kube/informer.h"
 
+#include "base/log.h"
+
 #include <algorithm>
 
 namespace tessera::kube {
@@ -64,10 +66,37 @@ InformerStats Informer::Stats() const {
   return stats_;
 }
 
-void Informer::RecordFailure(const ApiError& e) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ++stats_.failures;
-  stats_.last_error = e.message;
+std::string Informer::Described() const {
+  std::string out = options_.type.plural;
+  for (const std::string* selector : {&options_.label_selector, &options_.field_selector}) {
+    if (!selector->empty()) out += (out.size() == options_.type.plural.size() ? " (" : ", ") + *selector;
+  }
+  return out.size() == options_.type.plural.size() ? out : out + ")";
+}
+
+void Informer::RecordFailure(const char* what, const ApiError& e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.failures;
+    stats_.last_error = e.message;
+  }
+  const log::Fields fields = {
+      {"resource", Described()}, {"error", e.message}, {"http_status", e.http_status}};
+  if (e.IsGone()) {
+    log::Debug(std::string(what) + ": resource version gone; relisting", fields);
+    return;
+  }
+  if (outage_failures_++ == 0) {
+    log::Warn(std::string(what) + " failed; retrying with backoff", fields);
+  } else {
+    log::Debug(std::string(what) + " failed again", fields);
+  }
+}
+
+void Informer::RecordSuccess() {
+  if (outage_failures_ == 0) return;
+  log::Info("list and watch work again", {{"resource", Described()}, {"failures", outage_failures_}});
+  outage_failures_ = 0;
 }
 
 void Informer::SleepBackoff() {
@@ -101,11 +130,12 @@ void Informer::Run() {
       if (events_in_watch_ == 0 && std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
         SleepBackoff();
       } else {
+        RecordSuccess();
         backoff_ = std::chrono::milliseconds(0);
       }
       continue;
     }
-    RecordFailure(st.error());
+    RecordFailure("watch", st.error());
     if (st.error().IsGone()) {
       // Our version is compacted away: relist now. Only a server that keeps
       // answering 410 to a fresh list's version gets backed off.
@@ -125,7 +155,7 @@ bool Informer::ListAndReplace() {
   lo.field_selector = options_.field_selector;
   auto list = client_->List(options_.type, options_.ns, lo, &stop_);
   if (!list.ok()) {
-    RecordFailure(list.error());
+    RecordFailure("list", list.error());
     return false;
   }
   std::map<std::string, Json> fresh;
@@ -133,7 +163,7 @@ bool Informer::ListAndReplace() {
     std::string key = KeyOf(item);
     if (NameOf(item).empty()) {
       RecordFailure(
-          ApiError{200, "InvalidResponse", "list " + options_.type.plural + ": an item has no name"});
+          "list", ApiError{200, "InvalidResponse", "list " + options_.type.plural + ": an item has no name"});
       return false;
     }
     fresh.emplace(std::move(key), std::move(item));
@@ -159,6 +189,7 @@ bool Informer::ListAndReplace() {
     if (stats_.lists > 0) ++stats_.relists;
     ++stats_.lists;
   }
+  RecordSuccess();
   for (const auto& h : handlers_) {
     if (h.on_delete) {
       for (const Json& o : deleted) h.on_delete(o);
@@ -194,6 +225,7 @@ ApiStatus Informer::WatchOnce() {
         Apply(std::move(ev));
         ++events_in_watch_;
         backoff_ = std::chrono::milliseconds(0);  // the stream works
+        RecordSuccess();
         return !stop_.load();
       },
       &stop_);

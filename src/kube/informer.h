@@ -11,6 +11,10 @@
 //  - Any other failure (connection refused, 5xx, garbage on the stream) is
 //    retried with exponential backoff and jitter; a failed list keeps the old
 //    cache; a garbage line on a watch stream is never applied.
+//  - Logs (base/log.h) the first failure of an outage at warn, the retries at
+//    debug, and the recovery (a list that succeeds, or a watch that delivers)
+//    at info with the number of failed attempts; relists after 410 Gone are
+//    routine and logged at debug.
 //
 // Handlers run on the informer's own thread, one at a time and in event order;
 // they must not call Stop(). The store may be read from any thread.
@@ -87,7 +91,12 @@ class Informer {
   ApiStatus WatchOnce();
   void Apply(WatchEvent&& event);
   void SleepBackoff();
-  void RecordFailure(const ApiError& e);
+  // Counts a failed list or watch (`what`) and logs it, once per outage at warn.
+  void RecordFailure(const char* what, const ApiError& e);
+  // A list or watch worked: ends an outage (logged).
+  void RecordSuccess();
+  // For the log: "pods", or "pods (spec.nodeName=gpu-1)" with selectors.
+  std::string Described() const;
 
   Client* const client_;
   const InformerOptions options_;
@@ -103,6 +112,7 @@ class Informer {
   std::chrono::milliseconds backoff_{0};  // informer thread only
   uint64_t events_in_watch_ = 0;          // informer thread only
   int consecutive_gone_ = 0;              // informer thread only
+  uint64_t outage_failures_ = 0;          // informer thread only: failed attempts since the last success
   std::mt19937 rng_{std::random_device{}()};
   std::thread thread_;
 };

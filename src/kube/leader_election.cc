@@ -1,5 +1,7 @@
 #include "kube/leader_election.h"
 
+#include "base/log.h"
+
 namespace tessera::kube {
 
 tessera::Status ValidateLeaderElectionConfig(const LeaderElectionConfig& c) {
@@ -71,8 +73,16 @@ std::chrono::milliseconds LeaderElector::Tick() {
   // The renewal counts from before the request: a slow answer must not
   // stretch the leader's view of how long its lease is good for.
   const auto attempted = clock_->Now();
+  lease_error_.clear();
   const bool ok = TryAcquireOrRenew();
   const auto now = clock_->Now();
+  const std::string lease = config_.lease_namespace + "/" + config_.lease_name;
+  if (!lease_error_.empty() && !lease_failing_) {
+    log::Warn("cannot read or write the leader Lease; retrying", {{"lease", lease}, {"error", lease_error_}});
+  } else if (lease_error_.empty() && lease_failing_) {
+    log::Info("the leader Lease answers again", {{"lease", lease}});
+  }
+  lease_failing_ = !lease_error_.empty();
   bool leading;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -104,11 +114,16 @@ bool LeaderElector::TryAcquireOrRenew() {
   desired.acquire_time = now;
   desired.renew_time = now;
 
+  // A lost race (409) is the election working; anything else is an outage.
+  auto failed = [this](const ApiError& e) {
+    if (!e.IsConflict()) lease_error_ = e.message;
+    return false;
+  };
   auto current = store_->Get(config_.lease_namespace, config_.lease_name);
   if (!current.ok()) {
-    if (!current.error().IsNotFound()) return false;
+    if (!current.error().IsNotFound()) return failed(current.error());
     auto created = store_->Create(desired);
-    if (!created.ok()) return false;
+    if (!created.ok()) return failed(created.error());
     observed_ = *created;
     std::lock_guard<std::mutex> lock(mu_);
     holder_ = config_.identity;
@@ -135,7 +150,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     desired.lease_transitions = old.lease_transitions + 1;
   }
   auto updated = store_->Update(desired);
-  if (!updated.ok()) return false;  // a conflict means someone else moved first
+  if (!updated.ok()) return failed(updated.error());  // a conflict means someone else moved first
   observed_ = *updated;
   std::lock_guard<std::mutex> lock(mu_);
   holder_ = config_.identity;

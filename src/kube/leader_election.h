@@ -14,6 +14,9 @@
 // before another candidate can consider the lease expired (given clocks that
 // agree to within lease_duration - renew_deadline).
 //
+// Errors of the Lease API other than a lost race (409) are logged
+// (base/log.h) once per outage, and the recovery too.
+//
 // Thread-safety: IsLeader()/Holder() from any thread; callbacks run on the
 // elector's thread (or the caller of Tick()).
 #pragma once
@@ -111,6 +114,8 @@ class LeaderElector {
   Clock::Monotonic last_renew_{};        // guarded by mu_
   std::string holder_;                   // guarded by mu_
   std::optional<LeaseRecord> observed_;  // elector thread only
+  std::string lease_error_;              // elector thread only: the last attempt's API error ("" = none)
+  bool lease_failing_ = false;           // elector thread only: an outage of the Lease API was logged
   PeriodicThread thread_;                // Tick, then its wait; last: stopped first
 };
 

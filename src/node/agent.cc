@@ -1,7 +1,6 @@
 #include "node/agent.h"
 
 #include <httplib.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +9,7 @@
 #include <fstream>
 
 #include "base/files.h"
+#include "base/log.h"
 #include "base/prometheus_text.h"
 #include "kube/typed_api.h"
 #include "node/allocate.h"
@@ -88,8 +88,9 @@ void Agent::RecordEvent(const ContainerRef& owner, const std::string& reason, co
   spec.instance = config_.node_name;
   kube::EventsApi events(deps_.client.get());
   if (auto created = events.Create(owner.pod_namespace, spec); !created.ok()) {
-    spdlog::warn("cannot record the {} event on pod {}/{}: {}", reason, owner.pod_namespace, owner.pod_name,
-                 created.error().message);
+    log::Warn("cannot record an event on the pod", {{"reason", reason},
+                                                    {"pod", owner.pod_namespace + "/" + owner.pod_name},
+                                                    {"error", created.error().message}});
   }
 }
 
@@ -132,25 +133,32 @@ Status Agent::StartMetricsServer() {
                  std::to_string(config_.metrics_port) + " (port in use? set metrics_port)"};
   }
   metrics_port_ = *port;
-  spdlog::info("metrics on http://{}:{}/metrics", config_.metrics_address, metrics_port_);
+  log::Info("serving metrics", {{"url", "http://" + config_.metrics_address + ":" +
+                                            std::to_string(metrics_port_) + "/metrics"}});
   return Status::Ok();
 }
 
 Status Agent::Start() {
   if (started_) return Status::Ok();
   TESSERA_ASSIGN_OR_RETURN_WRAP(std::vector<core::Gpu> gpus, deps_.inventory->Discover(), "GPU discovery");
-  if (gpus.empty()) spdlog::warn("no GPUs found: advertising no devices");
+  if (gpus.empty()) log::Warn("no GPUs found: advertising no devices");
   for (const auto& gpu : gpus) {
-    spdlog::info("GPU {} {} '{}': {} MiB, {} SMs, NUMA {}, MIG {}, {} links{}", gpu.index, gpu.uuid,
-                 gpu.model, gpu.memory_mib, gpu.sm_count, gpu.numa_node, gpu.mig_capable ? "capable" : "no",
-                 gpu.links.size(), gpu.healthy ? "" : ", UNHEALTHY");
+    log::Info("GPU found", {{"index", gpu.index},
+                            {"uuid", gpu.uuid},
+                            {"model", gpu.model},
+                            {"memory_mib", gpu.memory_mib},
+                            {"sms", gpu.sm_count},
+                            {"numa", gpu.numa_node},
+                            {"mig_capable", gpu.mig_capable},
+                            {"links", gpu.links.size()},
+                            {"healthy", gpu.healthy}});
   }
   state_.SetGpus(ApplyOffer(config_, std::move(gpus)));
 
   if (config_.ld_so_preload) TESSERA_RETURN_IF_ERROR(WritePreloadFile(config_));
   if (::access(config_.libvgpu_host_path.c_str(), R_OK) != 0) {
-    spdlog::warn("libvgpu is not at {} yet: Allocate refuses GPU containers until it is",
-                 config_.libvgpu_host_path);
+    log::Warn("libvgpu is not there yet: Allocate refuses GPU containers until it is",
+              {{"path", config_.libvgpu_host_path}});
   }
 
   TESSERA_RETURN_IF_ERROR(plugin_.Start());
@@ -158,7 +166,7 @@ Status Agent::Start() {
   if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {
             if (state_.SetHealth(uuid, healthy)) {
-              spdlog::warn("GPU {} is now {} ({})", uuid, healthy ? "healthy" : "unhealthy", reason);
+              log::Warn(healthy ? "GPU healthy again" : "GPU unhealthy", {{"gpu", uuid}, {"reason", reason}});
             }
           });
       !s.ok()) {

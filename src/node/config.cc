@@ -1,6 +1,7 @@
 #include "node/config.h"
 
 #include "base/files.h"
+#include "base/log.h"
 #include "base/yaml_config.h"
 
 #include <yaml-cpp/yaml.h>
@@ -76,7 +77,8 @@ config::YamlConfig YamlKeys(NodeConfig& c) {
       .Bool("active_oom_killer", &c.active_oom_killer)
       .Int("memory_tolerance_mib", &c.memory_tolerance_mib)
       .String("node_name", &c.node_name)
-      .String("node_config_file", &c.node_config_file);
+      .String("node_config_file", &c.node_config_file)
+      .String("log_level", &c.log_level);
   return keys;
 }
 
@@ -234,6 +236,9 @@ Status Validate(const NodeConfig& c) {
   if (c.memory_tolerance_mib < 0 || c.memory_tolerance_mib > 1048576) {
     return Error{"memory_tolerance_mib must be between 0 and 1048576, got " +
                  std::to_string(c.memory_tolerance_mib)};
+  }
+  if (!log::ParseLevel(c.log_level).ok()) {
+    return Error{"log_level '" + c.log_level + "' must be trace, debug, info, warn or error"};
   }
   return Status::Ok();
 }
@@ -407,6 +412,9 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
        [&](NodeConfig& c) { c.memory_tolerance_mib = flags.memory_tolerance_mib; });
   bind(app.add_option("--node-name", flags.node_name, "this node's name (default: $NODE_NAME)"),
        [&](NodeConfig& c) { c.node_name = flags.node_name; });
+  bind(app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
+           ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"})),
+       [&](NodeConfig& c) { c.log_level = flags.log_level; });
   bind(app.add_option("--node-config-file", flags.node_config_file,
                       "per-node overrides (YAML 'nodes: {<node>: {split_count: .., memory_scaling: .., "
                       "core_scaling: .., disable_core_limit: .., ld_so_preload: .., active_oom_killer: .., "

@@ -84,6 +84,8 @@ struct NodeConfig {
   std::string node_name;         // from NODE_NAME unless given
   std::string node_config_file;  // YAML: nodes: {<node name>: {split_count: .., ...}}
 
+  std::string log_level = "info";  // trace|debug|info|warn|error
+
   // Derived paths.
   std::string KubeletSocketPath() const;  // <plugin_dir>/kubelet.sock
   std::string PluginSocketName() const;   // e.g. "tessera-nvidia.com-gpu.sock"

@@ -116,6 +116,8 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
       {{}, "split_count: [1, 2]\n", "", "'split_count' must be an integer"},
       {{}, "visible_devices: maybe\n", "", "'visible_devices' must be webhook, device-ids or all"},
       {{}, "split_count: 4\n  bad indent: [\n", "", "not valid YAML"},
+      {{}, "log_level: verbose\n", "", "log_level 'verbose' must be trace, debug, info, warn or error"},
+      {{"--log-level", "verbose"}, "", "", "--log-level"},
       {{}, "", "nodes:\n  gpu-1:\n    plugin_dir: /x\n", "cannot be overridden per node"},
       {{}, "", "nodes:\n  gpu-2:\n    split_count: 0\n", "node 'gpu-2'"},
       {{}, "", "gpu-1:\n  split_count: 2\n", "expected 'nodes:'"},

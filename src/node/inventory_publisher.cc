@@ -1,11 +1,10 @@
 #include "node/inventory_publisher.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cctype>
 #include <set>
 
+#include "base/log.h"
 #include "kube/typed_api.h"
 
 namespace tessera::node {
@@ -139,7 +138,7 @@ std::chrono::milliseconds InventoryPublisher::Step() {
   if (due && now >= next_attempt_) {
     auto status = PublishOnce();
     if (status.ok()) {
-      if (failing_) spdlog::info("GPU inventory of node {} published again", node_name_);
+      if (failing_) log::Info("GPU inventory published again", {{"node", node_name_}});
       failing_ = false;
       ever_published_ = true;
       published_version_ = version;
@@ -147,8 +146,10 @@ std::chrono::milliseconds InventoryPublisher::Step() {
       next_heartbeat_ = SteadyClock::now() + heartbeat_;
     } else {
       // One line per outage at warning level; the retries at debug level.
-      if (!failing_) spdlog::warn("{}; retrying with backoff", status.error().message);
-      spdlog::debug("{}", status.error().message);
+      if (!failing_) {
+        log::Warn("GPU inventory not published; retrying with backoff", {{"error", status.error().message}});
+      }
+      log::Debug("GPU inventory not published", {{"error", status.error().message}});
       failing_ = true;
       backoff_ = std::min<std::chrono::milliseconds>(
           kMaxBackoff, backoff_.count() == 0 ? std::chrono::milliseconds(500) : backoff_ * 2);

@@ -4,11 +4,11 @@
 // outside the configuration (NVML, API configuration, sockets, ports),
 // 2 for an invalid configuration.
 #include <signal.h>
-#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <iostream>
 
+#include "base/log.h"
 #include "kube/config.h"
 #include "node/agent.h"
 #include "node/config.h"
@@ -30,9 +30,19 @@ int Run(int argc, char** argv) {
               << std::endl;
     return 2;
   }
-  spdlog::info(
-      "tessera-node starting: resource {}, split count {}, memory scaling {}, plugin dir {}, node '{}'",
-      config.resource_name, config.split_count, config.memory_scaling, config.plugin_dir, config.node_name);
+  namespace log = tessera::log;
+  log::SetLevel(*log::ParseLevel(config.log_level));  // validated
+  log::Info("tessera-node starting",
+            {{"node", config.node_name},
+             {"resource", config.resource_name},
+             {"split_count", config.split_count},
+             {"memory_scaling", config.memory_scaling},
+             {"core_scaling", config.core_scaling},
+             {"plugin_dir", config.plugin_dir},
+             {"visible_devices", tessera::node::VisibleDevicesModeName(config.visible_devices)},
+             {"unplaced_pods", tessera::node::UnplacedPodsPolicyName(config.unplaced_pods)},
+             {"kubernetes", config.kubernetes},
+             {"log_level", config.log_level}});
 
   // Signals are taken synchronously by this thread; block them before any
   // other thread exists so every thread inherits the mask.
@@ -49,11 +59,11 @@ int Run(int argc, char** argv) {
     resolve.api_server = config.api_server;
     auto client_config = tessera::kube::ResolveConfig(resolve);
     if (!client_config.ok()) {
-      spdlog::error("no Kubernetes API configuration: {} (or run with --kubernetes=false)",
-                    client_config.error().message);
+      log::Error("no Kubernetes API configuration (or run with --kubernetes=false)",
+                 {{"error", client_config.error().message}});
       return 1;
     }
-    spdlog::info("API server {} ({})", client_config->server, client_config->source);
+    log::Info("API server", {{"server", client_config->server}, {"source", client_config->source}});
     tessera::kube::ClientOptions options;
     options.qps = 20;
     options.burst = 40;
@@ -62,8 +72,7 @@ int Run(int argc, char** argv) {
     options.timeout = std::chrono::seconds(5);
     deps.client = tessera::kube::MakeClient(*client_config, options);
   } else {
-    spdlog::warn(
-        "kubernetes=false: the GPU inventory is not published; the scheduler will not place pods here");
+    log::Warn("kubernetes=false: the GPU inventory is not published; the scheduler will not place pods here");
   }
   if (!config.pod_resources_socket.empty()) {
     deps.pod_resources = std::make_unique<tessera::node::KubeletPodResources>(config.pod_resources_socket);
@@ -71,20 +80,20 @@ int Run(int argc, char** argv) {
 
   auto library = tessera::node::NvmlLibrary::Load(config.nvml_library);
   if (!library.ok()) {
-    spdlog::error("{}", library.error().message);
+    log::Error("cannot start", {{"error", library.error().message}});
     return 1;
   }
   const tessera::node::NvmlApi& api = (*library)->api();
   deps.inventory = std::make_unique<tessera::node::NvmlInventory>(api, std::move(library).value());
   tessera::node::Agent agent(config, std::move(deps));
   if (auto s = agent.Start(); !s.ok()) {
-    spdlog::error("{}", s.error().message);
+    log::Error("cannot start", {{"error", s.error().message}});
     return 1;
   }
 
   int received = 0;
   sigwait(&signals, &received);
-  spdlog::info("signal {} received; stopping", received);
+  log::Info("stopping", {{"signal", received}});
   agent.Stop();
   return 0;
 }

@@ -1,6 +1,6 @@
 #include "node/node_monitor.h"
 
-#include <spdlog/spdlog.h>
+#include "base/log.h"
 
 #include <map>
 #include <set>
@@ -36,7 +36,8 @@ uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) 
     if (written.ok()) {
       recorded += static_cast<uint64_t>(*written);
     } else {
-      spdlog::warn("cannot record host pids in region {}: {}", region->name, written.error().message);
+      log::Warn("cannot record host pids in a region",
+                {{"region", region->name}, {"error", written.error().message}});
     }
   }
   return recorded;
@@ -91,17 +92,17 @@ void NodeMonitor::Report(const Violation& v) {
                                 Mib(o.accounted_bytes) + " of it seen by libvgpu";
     if (o.killed) {
       const std::string message = over + ": killed " + process + " (ACTIVE_OOM_KILLER)";
-      spdlog::warn("{}", message);
+      log::Warn(message);
       if (events_ && v.owner) events_(*v.owner, "GPUMemoryLimitKill", message);
       continue;
     }
     // A kill that fails is retried every pass; it is reported once per episode.
     const std::string message = over + ": could not kill " + process + ": " + o.kill_error;
     if (!v.new_episode) {
-      spdlog::debug("{}", message);
+      log::Debug(message);
       continue;
     }
-    spdlog::error("{}", message);
+    log::Error(message);
     if (events_ && v.owner) events_(*v.owner, "GPUMemoryLimitKillFailed", message);
   }
   if (!v.kill && v.new_episode) {
@@ -111,7 +112,7 @@ void NodeMonitor::Report(const Violation& v) {
                  std::to_string(v.offenders.front().process.host_pid) + " " +
                  v.offenders.front().process.command + ")";
     }
-    spdlog::warn("{}", message);
+    log::Warn(message);
     if (events_ && v.owner) events_(*v.owner, "GPUMemoryOverLimit", message);
   }
 }
@@ -130,12 +131,12 @@ void NodeMonitor::PassOnce() {
     snapshot->samples = std::move(samples).value();
     for (const auto& s : snapshot->samples) {
       if (s.lost && devices_->SetHealth(s.uuid, false)) {
-        spdlog::warn("GPU {} is lost (the driver cannot reach it); marking it unhealthy", s.uuid);
+        log::Warn("GPU lost (the driver cannot reach it); marking it unhealthy", {{"gpu", s.uuid}});
       }
     }
   } else {
     ++delta.sample_errors;
-    spdlog::warn("cannot sample the GPUs: {}", samples.error().message);
+    log::Warn("cannot sample the GPUs", {{"error", samples.error().message}});
   }
 
   // 2. Regions.
@@ -143,7 +144,7 @@ void NodeMonitor::PassOnce() {
   if (auto scanned = catalog_->Scan(); scanned.ok()) {
     regions = std::move(scanned).value();
   } else {
-    spdlog::warn("{}", scanned.error().message);
+    log::Warn("cannot scan the regions", {{"error", scanned.error().message}});
   }
 
   // 3. Owners, and cleanup of regions whose container is gone.
@@ -152,24 +153,26 @@ void NodeMonitor::PassOnce() {
     auto listed = pod_resources_->List();
     if (listed.ok()) containers = *listed;
     if (listed.ok()) {
-      if (pod_resources_failing_) spdlog::info("the kubelet's PodResources API answers again");
+      if (pod_resources_failing_) log::Info("the kubelet's PodResources API answers again");
       pod_resources_failing_ = false;
       snapshot->pod_resources_ok = true;
       AssignOwners(regions, *listed, options_.resource_name);
       auto removed = catalog_->CleanUp(regions, options_.region_grace_seconds);
       if (!removed.empty()) {
         std::set<std::string> gone(removed.begin(), removed.end());
-        for (const auto& name : removed) spdlog::info("removed region {}: its container is gone", name);
+        for (const auto& name : removed)
+          log::Info("removed a region: its container is gone", {{"region", name}});
         std::erase_if(regions, [&](const RegionDir& r) { return gone.count(r.name) > 0; });
         delta.regions_removed += removed.size();
       }
     } else {
       ++delta.pod_resources_errors;
       if (!pod_resources_failing_) {
-        spdlog::warn(
-            "cannot list pod resources from the kubelet: {}; regions stay unattributed and none is "
-            "removed until it answers",
-            listed.error().message);
+        log::Warn(
+            "cannot list pod resources from the kubelet; regions stay unattributed and none is removed until "
+            "it "
+            "answers",
+            {{"error", listed.error().message}});
       }
       pod_resources_failing_ = true;
     }
@@ -218,7 +221,8 @@ void NodeMonitor::PassOnce() {
     if (!r.region_error.empty()) {
       ++snapshot->regions_corrupt;
       if (reported_corrupt_.insert(r.name).second) {
-        spdlog::error("{}: skipped, never trusted (its container is not metered from it)", r.region_error);
+        log::Error("region skipped, never trusted (its container is not metered from it)",
+                   {{"region", r.name}, {"error", r.region_error}});
       }
       continue;
     }
@@ -282,7 +286,7 @@ void NodeMonitor::HandleUnplaced(const std::vector<UnplacedPod>& unplaced,
                              "without limits, and tessera places nothing else on them while it runs")
                : std::string("under unplaced_pods: refuse its containers see no GPU; create it with "
                              "schedulerName: tessera-scheduler in a namespace the webhook covers"));
-    spdlog::warn("{}", message);
+    log::Warn(message);
     if (events_) events_({pod.pod_namespace, pod.pod_name, ""}, "UnplacedGPUPod", message);
   }
   reported_unplaced_ = std::move(seen);
@@ -300,8 +304,8 @@ void NodeMonitor::HandleUnplaced(const std::vector<UnplacedPod>& unplaced,
   if (devices_->SetHeldBy(held)) {
     std::string list;
     for (const auto& [uuid, pod] : held) list += (list.empty() ? "" : ", ") + uuid + " by " + pod;
-    spdlog::info("GPUs held whole by pods tessera did not place, published in the inventory: {}",
-                 list.empty() ? "none" : list);
+    log::Info("GPUs held whole by pods tessera did not place, published in the inventory",
+              {{"gpus", list.empty() ? "none" : list}});
   }
 }
 
@@ -310,10 +314,9 @@ uint64_t NodeMonitor::ReportAllocations(const NodeAllocations& allocations, cons
   std::set<std::string> still(problems.begin(), problems.end());
   for (const auto& problem : problems) {
     if (!reported_problems_.count(problem)) {
-      spdlog::error(
-          "allocation of pod {} is not accounted (the scheduler placed it on a GPU this node "
-          "does not have?)",
-          problem);
+      log::Error(
+          "a pod's allocation is not accounted (the scheduler placed it on a GPU this node does not have?)",
+          {{"pod", problem}});
     }
   }
   reported_problems_ = std::move(still);
@@ -323,7 +326,7 @@ uint64_t NodeMonitor::ReportAllocations(const NodeAllocations& allocations, cons
   for (const auto& g : state.gpus()) {
     const std::string why = g.Overcommit();
     if (why.empty()) {
-      if (overcommitted_.count(g.gpu.uuid)) spdlog::info("GPU {} is no longer overcommitted", g.gpu.uuid);
+      if (overcommitted_.count(g.gpu.uuid)) log::Info("GPU " + g.gpu.uuid + " is no longer overcommitted");
       continue;
     }
     now.insert(g.gpu.uuid);
@@ -343,7 +346,7 @@ uint64_t NodeMonitor::ReportAllocations(const NodeAllocations& allocations, cons
     const std::string message = "GPU " + g.gpu.uuid + " is overcommitted: " + why +
                                 " (pods bound to this node with slices on it: " + holders +
                                 "); limits inside each container still hold, but together they may not fit";
-    spdlog::error("{}", message);
+    log::Error(message);
     if (events_) {
       for (const auto& pod : pods) events_(pod, "GPUOvercommitted", message);
     }

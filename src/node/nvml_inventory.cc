@@ -1,6 +1,6 @@
 #include "node/nvml_inventory.h"
 
-#include <spdlog/spdlog.h>
+#include "base/log.h"
 
 #include <algorithm>
 #include <array>
@@ -82,14 +82,14 @@ Result<std::vector<core::Gpu>> NvmlInventory::Discover() {
   for (unsigned i = 0; i < count; ++i) {
     Discovered d;
     if (nvmlReturn_t rc = api_.DeviceGetHandleByIndex(i, &d.handle); rc != NVML_SUCCESS) {
-      spdlog::warn("GPU {}: no NVML handle ({}); skipped", i, NvmlErrorText(api_, rc));
+      log::Warn("GPU skipped: no NVML handle", {{"index", i}, {"error", NvmlErrorText(api_, rc)}});
       continue;
     }
     core::Gpu& gpu = d.gpu;
     std::array<char, NVML_DEVICE_UUID_V2_BUFFER_SIZE> uuid{};
     if (nvmlReturn_t rc = api_.DeviceGetUUID(d.handle, uuid.data(), uuid.size()); rc != NVML_SUCCESS) {
-      spdlog::warn("GPU {}: no UUID ({}); skipped, since devices are keyed by UUID", i,
-                   NvmlErrorText(api_, rc));
+      log::Warn("GPU skipped: no UUID, and devices are keyed by UUID",
+                {{"index", i}, {"error", NvmlErrorText(api_, rc)}});
       continue;
     }
     gpu.uuid = uuid.data();
@@ -104,8 +104,8 @@ Result<std::vector<core::Gpu>> NvmlInventory::Discover() {
     if (nvmlReturn_t rc = api_.DeviceGetMemoryInfo(d.handle, &memory); rc == NVML_SUCCESS) {
       gpu.memory_mib = static_cast<int64_t>(memory.total / kMiB);
     } else {
-      spdlog::warn("GPU {} ({}): memory unreadable ({}); marked unhealthy", i, gpu.uuid,
-                   NvmlErrorText(api_, rc));
+      log::Warn("GPU memory unreadable; marked unhealthy",
+                {{"index", i}, {"gpu", gpu.uuid}, {"error", NvmlErrorText(api_, rc)}});
       gpu.healthy = false;
     }
 
@@ -187,13 +187,13 @@ Status NvmlInventory::StartHealthWatch(HealthCallback on_health) {
   TESSERA_RETURN_IF_ERROR(EnsureInitialized());
   if (api_.EventSetCreate == nullptr || api_.DeviceRegisterEvents == nullptr ||
       api_.EventSetWait == nullptr) {
-    spdlog::warn("this NVML has no event API: GPU health will not follow XID errors");
+    log::Warn("this NVML has no event API: GPU health will not follow XID errors");
     return Status::Ok();
   }
   nvmlEventSet_t set = nullptr;
   if (nvmlReturn_t rc = api_.EventSetCreate(&set); rc != NVML_SUCCESS) {
-    spdlog::warn("nvmlEventSetCreate failed ({}): GPU health will not follow XID errors",
-                 NvmlErrorText(api_, rc));
+    log::Warn("nvmlEventSetCreate failed: GPU health will not follow XID errors",
+              {{"error", NvmlErrorText(api_, rc)}});
     return Status::Ok();
   }
   int registered = 0;
@@ -202,10 +202,10 @@ Status NvmlInventory::StartHealthWatch(HealthCallback on_health) {
     if (rc == NVML_SUCCESS) {
       ++registered;
     } else {
-      spdlog::warn("GPU {}: cannot watch XID events ({})", uuid, NvmlErrorText(api_, rc));
+      log::Warn("cannot watch XID events", {{"gpu", uuid}, {"error", NvmlErrorText(api_, rc)}});
     }
   }
-  spdlog::info("watching XID events on {} of {} GPUs", registered, uuid_by_handle_.size());
+  log::Info("watching XID events", {{"gpus", registered}, {"of", uuid_by_handle_.size()}});
   stop_watch_ = false;
   watcher_ = std::thread([this, set, cb = std::move(on_health)] { WatchLoop(set, cb); });
   return Status::Ok();
@@ -223,24 +223,24 @@ void NvmlInventory::WatchLoop(nvmlEventSet_t set, HealthCallback on_health) {
     if (rc == NVML_ERROR_TIMEOUT) continue;
     if (rc != NVML_SUCCESS) {
       // Not expected; do not spin on a broken event set.
-      spdlog::warn("nvmlEventSetWait failed: {}", NvmlErrorText(api_, rc));
+      log::Warn("nvmlEventSetWait failed", {{"error", NvmlErrorText(api_, rc)}});
       std::this_thread::sleep_for(std::chrono::milliseconds(kEventWaitMs));
       continue;
     }
     if ((event.eventType & nvmlEventTypeXidCriticalError) == 0) continue;
     const unsigned long long xid = event.eventData;
     if (!IsCriticalXid(xid)) {
-      spdlog::info("XID {} reported (application-level, GPU stays healthy)", xid);
+      log::Info("XID reported (application-level, the GPU stays healthy)", {{"xid", xid}});
       continue;
     }
     const std::string reason = "XID " + std::to_string(xid);
     auto it = uuid_by_handle_.find(event.device);
     if (it != uuid_by_handle_.end()) {
-      spdlog::warn("GPU {}: critical {}; marking it unhealthy", it->second, reason);
+      log::Warn("critical XID; marking the GPU unhealthy", {{"gpu", it->second}, {"reason", reason}});
       on_health(it->second, false, reason);
     } else {
       // The event names no GPU we know: be safe and take every GPU out.
-      spdlog::warn("critical {} on an unknown device; marking every GPU unhealthy", reason);
+      log::Warn("critical XID on an unknown device; marking every GPU unhealthy", {{"reason", reason}});
       for (const auto& [handle, uuid] : uuid_by_handle_) on_health(uuid, false, reason);
     }
   }

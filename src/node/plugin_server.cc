@@ -1,6 +1,7 @@
 #include "node/plugin_server.h"
 
-#include <spdlog/spdlog.h>
+#include "base/log.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,7 +59,7 @@ Status PluginServer::Start() {
   socket_inode_ = st.st_ino;
   service_ = std::move(service);
   server_ = std::move(server);
-  spdlog::info("device plugin serving {} on {}", config_.resource_name, path);
+  log::Info("device plugin serving", {{"resource", config_.resource_name}, {"socket", path}});
   return Status::Ok();
 }
 
@@ -74,7 +75,7 @@ void PluginServer::Stop() {
   struct stat st {};
   if (StatSocket(path, st) && st.st_ino == socket_inode_) ::unlink(path.c_str());
   socket_inode_ = 0;
-  spdlog::info("device plugin stopped serving on {}", path);
+  log::Info("device plugin stopped serving", {{"socket", path}});
 }
 
 bool PluginServer::serving() const {

@@ -1,6 +1,6 @@
 #include "node/plugin_service.h"
 
-#include <spdlog/spdlog.h>
+#include "base/log.h"
 
 #include <algorithm>
 
@@ -42,7 +42,7 @@ grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, c
 
 grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty*,
                                                grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) {
-  spdlog::info("kubelet opened ListAndWatch for {}", config_.resource_name);
+  log::Info("kubelet opened ListAndWatch", {{"resource", config_.resource_name}});
   auto snapshot = state_.Get();
   uint64_t sent = snapshot.version;
   if (!writer->Write(DeviceList(snapshot.gpus))) return grpc::Status::OK;
@@ -53,7 +53,7 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, con
     auto list = DeviceList(snapshot.gpus);
     auto unhealthy = std::count_if(list.devices().begin(), list.devices().end(),
                                    [](const auto& d) { return d.health() != kHealthy; });
-    spdlog::info("sending {} devices ({} unhealthy) to the kubelet", list.devices_size(), unhealthy);
+    log::Info("sending devices to the kubelet", {{"devices", list.devices_size()}, {"unhealthy", unhealthy}});
     if (!writer->Write(list)) break;  // the kubelet went away
   }
   return grpc::Status::OK;
@@ -79,18 +79,18 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
   // All or nothing: refuse the whole request before making any region.
   for (const auto& container : request->container_requests()) {
     if (auto s = CheckContainerRequest(context, container); !s.ok()) {
-      spdlog::warn("Allocate refused: {}", s.error().message);
+      log::Warn("Allocate refused", {{"reason", s.error().message}});
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, s.error().message);
     }
   }
   for (const auto& container : request->container_requests()) {
     auto answer = AllocateContainer(context, container);
     if (!answer.ok()) {
-      spdlog::warn("Allocate refused: {}", answer.error().message);
+      log::Warn("Allocate refused", {{"reason", answer.error().message}});
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, answer.error().message);
     }
-    spdlog::info("Allocate: {} devices, region {}", container.devices_ids_size(),
-                 answer->annotations().at(kRegionDirAnnotation));
+    log::Info("Allocate", {{"devices", container.devices_ids_size()},
+                           {"region", answer->annotations().at(kRegionDirAnnotation)}});
     *response->add_container_responses() = std::move(answer).value();
   }
   return grpc::Status::OK;

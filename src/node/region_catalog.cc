@@ -1,8 +1,8 @@
 #include "node/region_catalog.h"
 
 #include "base/files.h"
+#include "base/log.h"
 
-#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -140,12 +140,13 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
     std::error_code ec;
     fs::remove_all(dir.path, ec);
     if (ec) {
-      spdlog::warn("cannot remove region directory {} of a pod that is gone: {}", dir.path, ec.message());
+      log::Warn("cannot remove the region directory of a pod that is gone",
+                {{"path", dir.path}, {"error", ec.message()}});
       continue;
     }
     const std::string record_path = files::Join(root_, dir.name + ".json");
     if (::unlink(record_path.c_str()) != 0 && errno != ENOENT) {
-      spdlog::warn("cannot remove region record {}: {}", record_path, std::strerror(errno));
+      log::Warn("cannot remove a region record", {{"path", record_path}, {"error", std::strerror(errno)}});
     }
     removed.push_back(dir.name);
   }

@@ -1,6 +1,7 @@
 #include "node/registrar.h"
 
-#include <spdlog/spdlog.h>
+#include "base/log.h"
+
 #include <sys/stat.h>
 
 #include <chrono>
@@ -62,10 +63,10 @@ void KubeletRegistrar::Tick() {
   // in the kubelet.
   if (!plugin_.SocketPresent()) {
     if (plugin_.serving())
-      spdlog::warn("plugin socket {} was removed; serving again", config_.PluginSocketPath());
+      log::Warn("the plugin socket was removed; serving again", {{"socket", config_.PluginSocketPath()}});
     plugin_.Stop();
     if (auto s = plugin_.Start(); !s.ok()) {
-      spdlog::error("{}", s.error().message);
+      log::Error("cannot serve the device plugin", {{"error", s.error().message}});
       return;
     }
     registered_with_.reset();
@@ -73,7 +74,8 @@ void KubeletRegistrar::Tick() {
 
   auto kubelet = Identify(config_.KubeletSocketPath());
   if (!kubelet) {
-    if (!logged_waiting_) spdlog::info("waiting for the kubelet socket {}", config_.KubeletSocketPath());
+    if (!logged_waiting_)
+      log::Info("waiting for the kubelet socket", {{"socket", config_.KubeletSocketPath()}});
     logged_waiting_ = true;
     registered_with_.reset();
     return;
@@ -81,17 +83,18 @@ void KubeletRegistrar::Tick() {
   logged_waiting_ = false;
   if (registered_with_ == kubelet) return;
 
-  if (registered_with_) spdlog::info("the kubelet socket was recreated (kubelet restart); registering again");
+  if (registered_with_) log::Info("the kubelet socket was recreated (kubelet restart); registering again");
   if (auto s = RegisterWithKubelet(config_); !s.ok()) {
-    if (s.error().message != last_error_) spdlog::warn("{} (retrying)", s.error().message);
+    if (s.error().message != last_error_)
+      log::Warn("registration failed; retrying", {{"error", s.error().message}});
     last_error_ = s.error().message;
     return;
   }
   last_error_.clear();
   registered_with_ = kubelet;
   ++registrations_;
-  spdlog::info("registered {} with the kubelet (endpoint {})", config_.resource_name,
-               config_.PluginSocketName());
+  log::Info("registered with the kubelet",
+            {{"resource", config_.resource_name}, {"endpoint", config_.PluginSocketName()}});
 }
 
 }  // namespace tessera::node

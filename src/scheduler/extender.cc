@@ -1,5 +1,7 @@
 #include "scheduler/extender.h"
 
+#include "base/log.h"
+
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -117,6 +119,34 @@ bool AsksForGpus(const core::PodRequest& request) {
   return !request.containers.empty() || !request.init_containers.empty();
 }
 
+// filter's answer for one pod, at debug: a summary, then each node that does
+// not fit and why.
+void LogVerdicts(const Json& pod, const std::vector<std::string_view>& names,
+                 const ClusterState::NodeVerdicts& verdicts) {
+  const std::string key = PodKey(pod);
+  log::Debug("filter",
+             {{"pod", key}, {"feasible", verdicts.feasible.size()}, {"failed", verdicts.failed.size()}});
+  for (const auto& [i, reason] : verdicts.failed) {
+    log::Debug("node does not fit", {{"pod", key}, {"node", names[i]}, {"reason", reason}});
+  }
+}
+
+// "app:GPU-…:2000MiB:30%,GPU-…:2000MiB:30%;init:GPU-…:0MiB:0%" (no spaces:
+// one log field).
+std::string DescribeSlices(const core::PodAllocation& allocation) {
+  std::string out;
+  for (const core::ContainerAllocation& c : allocation.containers) {
+    if (!out.empty()) out += ';';
+    out += c.container;
+    char sep = ':';
+    for (const core::DeviceSlice& d : c.devices) {
+      out += sep + d.uuid + ":" + std::to_string(d.memory_mib) + "MiB:" + std::to_string(d.cores) + "%";
+      sep = ',';
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Extender::Extender(ExtenderDeps deps) : deps_(std::move(deps)) {
@@ -129,8 +159,19 @@ Extender::Extender(ExtenderDeps deps) : deps_(std::move(deps)) {
 
 std::string Extender::RefusalBeforeReady() {
   std::string reason = deps_.not_ready ? deps_.not_ready() : "";
-  if (reason.empty()) return reason;
+  if (reason.empty()) {
+    if (refusing_.load(std::memory_order_relaxed) && refusing_.exchange(false)) {
+      log::Info("ready: deciding again", {{"identity", deps_.config.identity}});
+    }
+    return reason;
+  }
   ++counters_.not_ready;
+  if (!refusing_.exchange(true)) {
+    log::Warn("not ready: refusing every filter, prioritize and bind until the view is complete",
+              {{"identity", deps_.config.identity}, {"reason", reason}});
+  } else {
+    log::Debug("not ready: refused", {{"reason", reason}});
+  }
   return "tessera-scheduler " + deps_.config.identity + " is not ready to decide: " + reason +
          "; retry when it is (kube-scheduler retries this pod)";
 }
@@ -207,6 +248,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
     }
   }
   TESSERA_ASSIGN_OR_RETURN_WRAP(out.node, NodePolicy(node_value), node_source);
+  out.node_source = node_source;
   std::string gpu_value = deps_.config.gpu_policy;
   std::string gpu_source = "policy.gpu";
   for (auto key : {kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation}) {
@@ -216,6 +258,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
       break;
     }
   }
+  out.gpu_source = gpu_source;
   if (gpu_value == "binpack") {
     out.gpu = core::GpuOrder::kBinpack;
   } else if (gpu_value == "spread") {
@@ -229,6 +272,7 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
 std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   auto fail = [&](int code, const std::string& message) {
     ++counters_.filter_errors;
+    log::Info("filter refused the request", {{"reason", message}});
     return std::pair<int, std::string>{code, DumpLenient(FilterResultJson(message))};
   };
   Args args;
@@ -248,6 +292,7 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
     Observe(pod, *request);  // an arrival, counted once however often it is filtered
     deps_.state->Filter(*request, args.names, verdicts);
   }
+  if (log::Enabled(log::Level::kDebug)) LogVerdicts(pod, args.names, verdicts);
   if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
   // A NodeList came in: the answer carries the passing Node objects.
   Json result = FilterResultJson("");
@@ -296,9 +341,19 @@ std::pair<int, std::string> Extender::PrioritizeUnchecked(std::string_view body)
 std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   ++counters_.bind_requests;
   Timer timer(counters_.bind_micros);
-  auto fail = [&](int code, const std::string& message) {
+  auto answer_error = [&](int code, const std::string& message) {
     ++counters_.bind_errors;
     return std::pair<int, Json>{code, Json{{"Error", message}}};
+  };
+  auto fail = [&](int code, const std::string& message) {
+    auto text = [&](const char* field) {
+      auto it = args.find(field);
+      return it != args.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    log::Warn(
+        "bind refused",
+        {{"pod", text("PodNamespace") + "/" + text("PodName")}, {"node", text("Node")}, {"reason", message}});
+    return answer_error(code, message);
   };
   if (!args.is_object()) return fail(400, "request body is not an ExtenderBindingArgs object");
   const std::string ns = args.value("PodNamespace", "");
@@ -307,8 +362,9 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   const std::string node = args.value("Node", "");
   if (name.empty() || node.empty()) return fail(400, "ExtenderBindingArgs needs PodName and Node");
   const std::string key = ns + "/" + name;
+  // Logged once per not-ready episode (RefusalBeforeReady), not per bind.
   if (std::string refusal = RefusalBeforeReady(); !refusal.empty())
-    return fail(200, "bind " + key + ": " + refusal);
+    return answer_error(200, "bind " + key + ": " + refusal);
   if (deps_.is_leader && !deps_.is_leader()) {
     ++counters_.bind_not_leader;
     const std::string& me = deps_.config.identity;
@@ -339,6 +395,8 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   if (!request.ok()) return fail(200, "bind " + key + ": " + request.error().message);
   std::map<std::string, std::string> annotations;
   const bool gpu_pod = AsksForGpus(*request);
+  std::string gpus = "none";  // for the log: container:uuid:MiB:cores%,...;container:...
+  std::string why = "the pod asks for no GPU";
   if (gpu_pod) {
     auto policies = PoliciesFor(*pod);
     if (!policies.ok()) return fail(200, "bind " + key + ": " + policies.error().message);
@@ -351,6 +409,9 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
       return fail(500, "bind " + key + ": " + text.error().message);
     }
     annotations[std::string(core::kAllocationAnnotation)] = *text;
+    gpus = DescribeSlices(*allocation);
+    why = "node by " + policies->node_source + " " + std::string(policies->node->name()) + ", GPUs by " +
+          policies->gpu_source + " " + (policies->gpu == core::GpuOrder::kBinpack ? "binpack" : "spread");
     // Per container, the GPUs the runtime should expose (wired by the webhook
     // into NVIDIA_VISIBLE_DEVICES through the Downward API).
     for (const core::ContainerAllocation& c : allocation->containers) {
@@ -373,6 +434,7 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     return fail(200, "bind " + key + " to " + node + ": " + bound.error().message);
   }
   ++counters_.binds;
+  log::Info("bound pod", {{"pod", key}, {"node", node}, {"gpus", gpus}, {"why", why}});
   // The reservation stays until the pod informer shows the annotation.
   return {200, Json{{"Error", ""}}};
 }

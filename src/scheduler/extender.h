@@ -37,6 +37,11 @@
 // until the pod shows up bound or the reservation times out, because the
 // Binding may have landed. No lock is held across the API call.
 //
+// Logging (base/log.h): each bind at info (pod, node, the GPUs of each
+// container, the policies and where they came from), a bind refused at warn,
+// the first refusal of a not-ready episode at warn and the return to
+// readiness at info, filter's verdicts per node at debug.
+//
 // Thread-safety: all methods may be called concurrently.
 #pragma once
 
@@ -120,6 +125,9 @@ class Extender {
   struct Policies {
     std::shared_ptr<const core::Policy> node;  // held: `tessera` is replaced when it relearns
     core::GpuOrder gpu = core::GpuOrder::kSpread;
+    // Where each came from, for the log: "policy.node" or "pod annotation ...".
+    std::string node_source;
+    std::string gpu_source;
   };
   // The policies for `pod` (annotations, else config); error names the annotation.
   Result<Policies> PoliciesFor(const nlohmann::json& pod) const;
@@ -155,6 +163,7 @@ class Extender {
   std::map<std::string, std::shared_ptr<const core::Policy>> policies_;
   WorkloadLearner learner_;
   ExtenderCounters counters_;
+  std::atomic<bool> refusing_{false};  // in a not-ready episode (its first refusal was logged)
 };
 
 }  // namespace tessera::scheduler

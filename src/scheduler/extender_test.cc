@@ -8,6 +8,7 @@
 #include <thread>
 #include <tuple>
 
+#include "base/log.h"
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
 #include "core/policy_placer.h"
@@ -354,6 +355,74 @@ TEST_F(ExtenderTest, ConcurrentBindsOnOneNodeNeverDoubleBook) {
     EXPECT_LE(g.used.cores, 100);
     EXPECT_EQ(g.used.slots, 3);
   }
+}
+
+// What an operator reads in tessera-scheduler's log about each decision.
+TEST_F(ExtenderTest, EachBindIsLoggedWithItsGpusAndWhy) {
+  log::Capture capture;
+  ASSERT_EQ(extender_->Bind(Json::parse(kBindArgs)).second["Error"], "");
+  auto bound = capture.Matching("bound pod");
+  ASSERT_EQ(bound.size(), 1u);
+  auto allocation = core::DecodeAllocation(binds_.at(0).annotations.at("tessera.io/allocation"));
+  ASSERT_TRUE(allocation.ok());
+  EXPECT_EQ(bound[0],
+            "bound pod pod=default/p1 node=node-a gpus=app:" + allocation->containers[0].devices[0].uuid +
+                ":30000MiB:30% why=\"node by policy.node node-binpack, GPUs by policy.gpu spread\"");
+  EXPECT_EQ(capture.Lines().back().level, log::Level::kInfo);
+
+  fail_binds_ = true;
+  Json other = pods_["default/p1"];
+  other["metadata"]["name"] = "p2";
+  other["metadata"]["uid"] = "uid-2";
+  pods_["default/p2"] = other;
+  Json args = Json::parse(kBindArgs);
+  args["PodName"] = "p2";
+  args["PodUID"] = "uid-2";
+  ASSERT_NE(extender_->Bind(args).second["Error"], "");
+  auto refused = capture.Matching("bind refused");
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_NE(refused[0].find(
+                "pod=default/p2 node=node-a reason=\"bind default/p2 to node-a: pod is already bound\""),
+            std::string::npos)
+      << refused[0];
+  EXPECT_EQ(capture.Lines().back().level, log::Level::kWarn);
+}
+
+TEST_F(ExtenderTest, NotReadyRefusalsAreLoggedOncePerEpisode) {
+  log::Capture capture;
+  not_ready_ = "the pods are not listed yet";
+  for (int i = 0; i < 3; ++i) {
+    extender_->Filter(Json::parse(kFilterArgs));
+    extender_->Bind(Json::parse(kBindArgs));
+  }
+  EXPECT_EQ(extender_->counters().not_ready.load(), 6u);
+  auto refusing = capture.Matching("not ready");
+  ASSERT_EQ(refusing.size(), 1u) << "one line for the whole episode";
+  EXPECT_NE(refusing[0].find("reason=\"the pods are not listed yet\""), std::string::npos) << refusing[0];
+  EXPECT_TRUE(capture.Matching("bind refused").empty())
+      << "not-ready binds are the episode's, not warnings each";
+  not_ready_.clear();
+  extender_->Filter(Json::parse(kFilterArgs));
+  extender_->Filter(Json::parse(kFilterArgs));
+  EXPECT_EQ(capture.Matching("ready: deciding again").size(), 1u);
+  not_ready_ = "the nodes are not listed yet";
+  extender_->Filter(Json::parse(kFilterArgs));
+  EXPECT_EQ(capture.Matching("not ready").size(), 2u) << "a new episode is logged again";
+}
+
+TEST_F(ExtenderTest, FilterLogsWhyANodeDoesNotFitAtDebugOnly) {
+  log::Capture capture;
+  extender_->Filter(Json::parse(kFilterArgs));
+  EXPECT_TRUE(capture.Matching("does not fit").empty()) << "info is the default level";
+  const log::Level saved = log::GetLevel();
+  log::SetLevel(log::Level::kDebug);
+  extender_->Filter(Json::parse(kFilterArgs));
+  log::SetLevel(saved);
+  auto unfit = capture.Matching("node does not fit");
+  ASSERT_EQ(unfit.size(), 2u);  // node-b is too small, node-c has no inventory
+  EXPECT_NE(unfit[0].find("pod=default/p1 node=node-b reason="), std::string::npos) << unfit[0];
+  EXPECT_NE(unfit[1].find("pod=default/p1 node=node-c reason="), std::string::npos) << unfit[1];
+  EXPECT_EQ(capture.Matching("filter pod=default/p1 feasible=1 failed=2").size(), 1u);
 }
 
 TEST(ClusterStateTest, ReservationsExpireAndTerminalPodsRelease) {

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/log.h"
 #include "kube/config.h"
 #include "scheduler/config.h"
 #include "scheduler/scheduler.h"
@@ -16,8 +17,8 @@
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) {
-  g_stop = 1;
+void OnSignal(int signal) {
+  g_stop = signal;
 }
 
 }  // namespace
@@ -105,6 +106,30 @@ int main(int argc, char** argv) {
     config.identity = std::string(host) + "-" + std::to_string(getpid());
   }
   if (auto s = config.Validate(); !s) return invalid(s.error().message);
+  namespace log = tessera::log;
+  log::SetLevel(*log::ParseLevel(config.log_level));  // validated
+
+  auto seconds = [](std::chrono::milliseconds d) { return std::chrono::duration<double>(d); };
+  log::Info("tessera-scheduler starting",
+            {{"identity", config.identity},
+             {"scheduler_name", config.scheduler_name},
+             {"listen", config.bind_address + ":" + std::to_string(config.port)},
+             {"webhook_port", config.webhook_port},
+             {"webhook_tls", !config.tls_cert_file.empty()},
+             {"node_policy", config.node_policy},
+             {"gpu_policy", config.gpu_policy},
+             {"reservation_timeout", seconds(config.reservation_timeout)},
+             {"inventory_stale", seconds(config.inventory_stale)},
+             {"leader_election", config.leader_elect},
+             {"lease", config.lease_namespace + "/" + config.lease_name},
+             {"lease_duration", seconds(config.lease_duration)},
+             {"renew_deadline", seconds(config.renew_deadline)},
+             {"retry_period", seconds(config.retry_period)},
+             {"api_qps", config.api_qps},
+             {"api_burst", config.api_burst},
+             {"api_timeout", seconds(config.api_timeout)},
+             {"http_threads", config.http_threads},
+             {"log_level", config.log_level}});
 
   // The same resolution as tessera-node: --api-server alone talks to that URL
   // without credentials; with a kubeconfig it overrides the kubeconfig's server.
@@ -113,9 +138,10 @@ int main(int argc, char** argv) {
   resolve.api_server = config.api_server;
   auto resolved = tessera::kube::ResolveConfig(resolve);
   if (!resolved.ok()) {
-    std::cerr << "tessera-scheduler: no Kubernetes API configuration: " << resolved.error().message << "\n";
+    log::Error("no Kubernetes API configuration", {{"error", resolved.error().message}});
     return 1;
   }
+  log::Info("API server", {{"server", resolved->server}, {"source", resolved->source}});
   const tessera::kube::ClientConfig client_config = std::move(resolved).value();
   tessera::kube::ClientOptions client_options;
   client_options.qps = config.api_qps;
@@ -125,14 +151,15 @@ int main(int argc, char** argv) {
 
   tessera::scheduler::Scheduler scheduler(config, client);
   if (auto s = scheduler.Start(); !s) {
-    std::cerr << "tessera-scheduler: " << s.error().message << "\n";
+    log::Error("cannot start", {{"error", s.error().message}});
     return 1;
   }
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  std::cerr << "tessera-scheduler " << config.identity << " listening on " << config.bind_address << ":"
-            << scheduler.port() << " (API " << client_config.server << ")\n";
+  log::Info("serving", {{"listen", config.bind_address + ":" + std::to_string(scheduler.port())},
+                        {"webhook_port", scheduler.webhook_port()}});
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  log::Info("stopping", {{"signal", static_cast<int>(g_stop)}});
   scheduler.Stop();
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/log.h"
 #include "base/prometheus_text.h"
 #include "kube/typed_api.h"
 #include "scheduler/webhook.h"
@@ -74,6 +75,17 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     le.lease_duration = config_.lease_duration;
     le.renew_deadline = config_.renew_deadline;
     le.retry_period = config_.retry_period;
+    const std::string lease = config_.lease_namespace + "/" + config_.lease_name;
+    le.on_started_leading = [identity = config_.identity, lease] {
+      log::Info("leader: this replica now binds", {{"identity", identity}, {"lease", lease}});
+    };
+    le.on_stopped_leading = [identity = config_.identity, lease] {
+      log::Warn("no longer the leader: this replica stops binding",
+                {{"identity", identity}, {"lease", lease}});
+    };
+    le.on_new_leader = [lease](const std::string& holder) {
+      log::Info("the lease changed hands", {{"leader", holder.empty() ? "none" : holder}, {"lease", lease}});
+    };
     elector_ = std::make_unique<kube::LeaderElector>(lease_store_.get(), le);
   }
 
@@ -234,8 +246,14 @@ std::chrono::milliseconds Scheduler::Run() {
   for (kube::Informer* informer : {pods_.get(), nodes_.get()}) {
     if (!informer->WaitForSync(std::chrono::milliseconds(50))) return std::chrono::milliseconds(0);
   }
-  extender_->ObserveListedPods(pods_->List());
+  const std::vector<Json> pods = pods_->List();
+  const size_t counted = extender_->ObserveListedPods(pods);
   mix_rebuilt_ = true;
+  log::Info("view complete: nodes and pods listed, workload mix relearned",
+            {{"nodes", nodes_->Size()},
+             {"pods", pods.size()},
+             {"pods_counted", counted},
+             {"leader_election", config_.leader_elect}});
   if (elector_) elector_->Start();
   started_up_ = true;
   return period;
