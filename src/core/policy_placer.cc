@@ -1,7 +1,5 @@
 #include "core/policy_placer.h"
 
-#include <cmath>
-
 namespace tessera::core {
 
 Placer::Placer(std::vector<NodeState> nodes) : nodes_(std::move(nodes)) {}
@@ -79,46 +77,6 @@ Status Placer::Release(const PodAllocation& allocation, const HostResources& hos
   int i = IndexOf(allocation.node);
   if (i < 0) return Error{"unknown node '" + allocation.node + "'"};
   return nodes_[i].Release(allocation, host);
-}
-
-Placer::FilterResult Placer::Filter(const PodRequest& pod, const std::vector<int>& node_indices) const {
-  FilterResult r;
-  for (int i : node_indices) {
-    FitResult fit = FitNode(nodes_[i], pod);
-    if (fit.fits) {
-      r.feasible.push_back(i);
-    } else {
-      r.failed.push_back({i, fit.message});
-    }
-  }
-  return r;
-}
-
-std::vector<int> Placer::Prioritize(const PodRequest& pod, const Policy& policy,
-                                    const std::vector<int>& node_indices) const {
-  std::vector<std::optional<Candidate>> evaluated;
-  double lo = 0;
-  double hi = 0;
-  bool any = false;
-  for (int i : node_indices) {
-    evaluated.push_back(policy.Evaluate(nodes_[i], pod));
-    if (!evaluated.back()) continue;
-    double s = evaluated.back()->score;
-    lo = any ? std::min(lo, s) : s;
-    hi = any ? std::max(hi, s) : s;
-    any = true;
-  }
-  std::vector<int> scores;
-  for (const auto& c : evaluated) {
-    if (!c) {
-      scores.push_back(0);
-    } else if (hi == lo) {
-      scores.push_back(10);
-    } else {
-      scores.push_back(static_cast<int>(std::floor(10.0 * (c->score - lo) / (hi - lo))));
-    }
-  }
-  return scores;
 }
 
 }  // namespace tessera::core

@@ -1,7 +1,7 @@
-// Placer: a policy applied over a set of nodes.
-//
-// The scheduler extender uses Filter/Prioritize on the nodes kube-scheduler
-// offers; `tessera run` and the trace benchmark use Choose + Commit.
+// Placer: a policy applied over a set of nodes, as `tessera run` and the trace
+// benchmark place pods (Choose + Commit); the scheduler extender applies the
+// same decision rule through ClusterState (prioritize gives 10 to the node
+// Choose would pick).
 //
 // Decision rule: the feasible node with the highest policy score wins; equal
 // scores go to the node that comes first in the Placer's order (its rank).
@@ -52,19 +52,6 @@ class Placer {
   // Accounts a pod already placed (e.g. rebuilt from annotations) / removes it.
   Status Apply(const PodAllocation& allocation, const HostResources& host);
   Status Release(const PodAllocation& allocation, const HostResources& host);
-
-  // Extender filter: for each node index asked, whether the pod fits; the
-  // reason (FitResult::message) for those that do not.
-  struct FilterResult {
-    std::vector<int> feasible;
-    std::vector<std::pair<int, std::string>> failed;
-  };
-  FilterResult Filter(const PodRequest& pod, const std::vector<int>& node_indices) const;
-
-  // Extender prioritize: policy scores of the feasible nodes among those asked,
-  // mapped linearly onto 0..10 (best = 10; all equal = 10); infeasible = 0.
-  std::vector<int> Prioritize(const PodRequest& pod, const Policy& policy,
-                              const std::vector<int>& node_indices) const;
 
  private:
   struct CacheEntry {

@@ -90,19 +90,6 @@ TEST(PolicyTest, DeterministicAcrossRunsAndCaching) {
   }
 }
 
-TEST(PolicyTest, ExtenderScoresMapToZeroToTen) {
-  Placer placer(TwoNodes());
-  auto policy = MakePolicy("node-binpack");
-  std::vector<int> scores = placer.Prioritize(Slice(2000, 20), **policy, {0, 1});
-  EXPECT_EQ(scores, (std::vector<int>{0, 10}));
-  auto filtered = placer.Filter(Slice(9000, 90), {0, 1});
-  EXPECT_EQ(filtered.feasible, (std::vector<int>{0, 1}));
-  filtered = placer.Filter(Slice(9000, 90, 2), {0, 1});
-  EXPECT_EQ(filtered.feasible, (std::vector<int>{0}));
-  ASSERT_EQ(filtered.failed.size(), 1u);
-  EXPECT_NE(filtered.failed[0].second.find("not enough memory"), std::string::npos);
-}
-
 TEST(FragmentationTest, MeterMatchesRecomputation) {
   // Mix: half 600-milli slices, half whole GPUs.
   TaskShape slice;
