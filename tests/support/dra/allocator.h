@@ -88,6 +88,7 @@ struct AllocationFailure {
   enum class Kind {
     kUnsatisfiable,  // the node does not have what the claims ask for (now)
     kInvalid,        // a claim, class or slice is unusable: no node would do
+    kApi,            // reading or writing the API server failed (scheduler_standin.h)
   };
   Kind kind = Kind::kUnsatisfiable;
   std::string message;               // one line
