@@ -33,20 +33,13 @@ spdlog::logger& Logger() {
   return *logger;
 }
 
-spdlog::level::level_enum ToSpdlog(Level level) {
-  switch (level) {
-    case Level::kTrace:
-      return spdlog::level::trace;
-    case Level::kDebug:
-      return spdlog::level::debug;
-    case Level::kInfo:
-      return spdlog::level::info;
-    case Level::kWarn:
-      return spdlog::level::warn;
-    case Level::kError:
-      return spdlog::level::err;
-  }
-  return spdlog::level::info;
+// Indexed by Level.
+constexpr std::string_view kLevelNames[] = {"trace", "debug", "info", "warn", "error"};
+constexpr spdlog::level::level_enum kSpdlogLevels[] = {
+    spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn, spdlog::level::err};
+
+size_t IndexOf(Level level) {
+  return static_cast<size_t>(level);
 }
 
 bool NeedsQuotes(std::string_view value) {
@@ -93,19 +86,7 @@ Result<Level> ParseLevel(std::string_view name) {
 }
 
 std::string_view LevelName(Level level) {
-  switch (level) {
-    case Level::kTrace:
-      return "trace";
-    case Level::kDebug:
-      return "debug";
-    case Level::kInfo:
-      return "info";
-    case Level::kWarn:
-      return "warn";
-    case Level::kError:
-      return "error";
-  }
-  return "info";
+  return kLevelNames[IndexOf(level)];
 }
 
 void SetLevel(Level level) {
@@ -139,7 +120,7 @@ std::string FormatLine(std::string_view message, Fields fields) {
 void Write(Level level, std::string_view message, Fields fields) {
   if (!Enabled(level)) return;
   const std::string line = FormatLine(message, fields);
-  Logger().log(ToSpdlog(level), "{}", line);
+  Logger().log(kSpdlogLevels[IndexOf(level)], "{}", line);
   if (g_captures.load() > 0) {
     std::lock_guard lock(g_capture_mu);
     for (Capture* c : *Captures()) c->Record(level, line);

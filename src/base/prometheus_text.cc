@@ -53,26 +53,15 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-void AppendEscapedHelp(std::string_view help, std::string* out) {
-  for (char c : help) {
+// HELP text escapes `\` and newline; a label value `"` as well.
+void AppendEscaped(std::string_view text, bool label_value, std::string* out) {
+  for (char c : text) {
     if (c == '\\') {
       out->append("\\\\");
     } else if (c == '\n') {
       out->append("\\n");
-    } else {
-      out->push_back(c);
-    }
-  }
-}
-
-void AppendEscapedLabelValue(std::string_view value, std::string* out) {
-  for (char c : value) {
-    if (c == '\\') {
-      out->append("\\\\");
-    } else if (c == '"') {
+    } else if (c == '"' && label_value) {
       out->append("\\\"");
-    } else if (c == '\n') {
-      out->append("\\n");
     } else {
       out->push_back(c);
     }
@@ -172,7 +161,7 @@ void PrometheusText::Add(std::string_view name, const MetricLabels& labels, doub
   std::string key;
   for (const auto* label : sorted) {
     key.append(label->first).append("=\"");
-    AppendEscapedLabelValue(label->second, &key);
+    AppendEscaped(label->second, /*label_value=*/true, &key);
     key.append("\",");
   }
   if (!family.series_keys.insert(key).second) {
@@ -186,7 +175,7 @@ void PrometheusText::Add(std::string_view name, const MetricLabels& labels, doub
     for (std::size_t i = 0; i < labels.size(); ++i) {
       if (i > 0) line.push_back(',');
       line.append(labels[i].first).append("=\"");
-      AppendEscapedLabelValue(labels[i].second, &line);
+      AppendEscaped(labels[i].second, /*label_value=*/true, &line);
       line.push_back('"');
     }
     line.push_back('}');
@@ -202,7 +191,7 @@ std::string PrometheusText::Render() const {
   for (const Family& family : families_) {
     if (family.sample_lines.empty()) continue;
     out.append("# HELP ").append(family.name).push_back(' ');
-    AppendEscapedHelp(family.help, &out);
+    AppendEscaped(family.help, /*label_value=*/false, &out);
     out.push_back('\n');
     out.append("# TYPE ").append(family.name).push_back(' ');
     out.append(TypeName(family.type));
