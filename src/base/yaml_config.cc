@@ -230,6 +230,14 @@ Status YamlConfig::Apply(std::string_view yaml, const std::string& source) const
   return Apply(root, source);
 }
 
+Status YamlConfig::Set(std::string_view path, std::string_view text, const std::string& source) const {
+  const Key* key = Find(path);
+  if (key == nullptr) return Error{source + ": unknown key '" + std::string(path) + "'" + unknown_key_hint_};
+  if (Status s = key->parse(text); !s.ok())
+    return Error{source + ": '" + std::string(path) + "' " + s.error().message};
+  return Status::Ok();
+}
+
 std::string YamlConfig::Help() const {
   std::string out;
   for (const Key& k : keys_) {

@@ -85,6 +85,10 @@ class YamlConfig {
   Status Apply(const YAML::Node& mapping, const std::string& source,
                const std::function<Status(const std::string& key)>& allow = nullptr) const;
 
+  // Sets one key from its text, by the same rules (a command-line
+  // `--set server.port=8888`). `source` names it in errors.
+  Status Set(std::string_view path, std::string_view text, const std::string& source) const;
+
   // One entry per key, in declaration order:
   //   "  server.port (integer, default 8888)\n      port of the extender\n"
   std::string Help() const;

@@ -127,6 +127,19 @@ TEST(YamlConfigTest, ErrorsNameTheSourceTheKeyAndWhatItMustBe) {
   EXPECT_NE(error("server: {port: 1\n").find("f.yaml: not valid YAML: "), std::string::npos);
 }
 
+TEST(YamlConfigTest, SetAppliesOneKeyByTheSameRules) {
+  Settings s;
+  const YamlConfig keys = KeysOf(s);
+  ASSERT_TRUE(keys.Set("server.port", "9001", "--port").ok());
+  EXPECT_EQ(s.port, 9001);
+  ASSERT_TRUE(keys.Set("leader.enabled", "false", "--set leader.enabled").ok());
+  EXPECT_FALSE(s.enabled);
+  EXPECT_EQ(keys.Set("leader.enabled", "yes", "--leader").error().message,
+            "--leader: 'leader.enabled' must be true or false, got 'yes'");
+  EXPECT_EQ(keys.Set("server", "1", "--set server").error().message,
+            "--set server: unknown key 'server' (see --help for the keys)");
+}
+
 TEST(YamlConfigTest, AnAllowRuleMayRefuseADeclaredKey) {
   Settings s;
   YAML::Node section = YAML::Load("name: x\nserver: {port: 1}\n");

@@ -95,6 +95,11 @@ Status ApplyConfigYaml(const std::string& yaml, const std::string& origin, Sched
   return Keys(config).Apply(yaml, origin);
 }
 
+Status ApplyConfigSetting(const std::string& key, const std::string& value, const std::string& origin,
+                          SchedulerConfig& config) {
+  return Keys(config).Set(key, value, origin);
+}
+
 Status LoadConfigFile(const std::string& path, SchedulerConfig& config) {
   TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string text, files::Read(path), "config file");
   return ApplyConfigYaml(text, path, config);

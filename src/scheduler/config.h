@@ -66,6 +66,9 @@ struct SchedulerConfig {
 // Applies the YAML text over `config` (keys absent from the file keep their
 // value). `origin` names the file in errors.
 Status ApplyConfigYaml(const std::string& yaml, const std::string& origin, SchedulerConfig& config);
+// Sets one key ("server.port") from its text, by the same rules.
+Status ApplyConfigSetting(const std::string& key, const std::string& value, const std::string& origin,
+                          SchedulerConfig& config);
 Status LoadConfigFile(const std::string& path, SchedulerConfig& config);
 
 // One line per key: "key (type, default): meaning".

@@ -6,7 +6,8 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
-#include <sstream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "base/log.h"
@@ -31,25 +32,27 @@ int main(int argc, char** argv) {
       "dedicated flags below (later wins)."};
   std::string config_file;
   std::vector<std::string> sets;
-  std::optional<std::string> kubeconfig, api_server, scheduler_name, identity, node_policy, gpu_policy,
-      log_level;
-  std::optional<int> port, webhook_port;
-  std::optional<std::string> tls_cert, tls_key;
-  std::optional<bool> leader_elect;
   app.add_option("--config", config_file, "YAML configuration file (keys below)");
   app.add_option("--set", sets, "KEY=VALUE for any key below (repeatable), e.g. --set defaults.cores=20");
-  app.add_option("--kubeconfig", kubeconfig, "= kube.kubeconfig");
-  app.add_option("--api-server", api_server, "= kube.server");
-  app.add_option("--scheduler-name", scheduler_name, "= schedulerName");
-  app.add_option("--port", port, "= server.port");
-  app.add_option("--webhook-port", webhook_port, "= server.webhookPort");
-  app.add_option("--tls-cert-file", tls_cert, "= server.tlsCertFile");
-  app.add_option("--tls-key-file", tls_key, "= server.tlsKeyFile");
-  app.add_option("--leader-elect", leader_elect, "= leaderElection.enabled (true/false)");
-  app.add_option("--identity", identity, "= leaderElection.identity");
-  app.add_option("--node-policy", node_policy, "= policy.node");
-  app.add_option("--gpu-policy", gpu_policy, "= policy.gpu");
-  app.add_option("--log-level", log_level, "= logLevel");
+  // The dedicated flags: each sets one key, by the same rules as --set.
+  const std::pair<const char*, const char*> kFlags[] = {
+      {"--kubeconfig", "kube.kubeconfig"},
+      {"--api-server", "kube.server"},
+      {"--scheduler-name", "schedulerName"},
+      {"--port", "server.port"},
+      {"--webhook-port", "server.webhookPort"},
+      {"--tls-cert-file", "server.tlsCertFile"},
+      {"--tls-key-file", "server.tlsKeyFile"},
+      {"--leader-elect", "leaderElection.enabled"},
+      {"--identity", "leaderElection.identity"},
+      {"--node-policy", "policy.node"},
+      {"--gpu-policy", "policy.gpu"},
+      {"--log-level", "logLevel"},
+  };
+  std::map<std::string, std::optional<std::string>> flag_values;  // key -> the value given
+  for (const auto& [flag, key] : kFlags) {
+    app.add_option(flag, flag_values[key], std::string("= ") + key);
+  }
   app.footer("Configuration keys (YAML nested mappings: \"server.port\" is written server: {port: 8888}):\n" +
              tessera::scheduler::ConfigKeysHelp());
   try {
@@ -73,33 +76,18 @@ int main(int argc, char** argv) {
   for (const std::string& kv : sets) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return invalid("--set " + kv + ": expected KEY=VALUE");
-    // A dotted key becomes nested YAML; the value stays a YAML scalar.
-    std::string key = kv.substr(0, eq), value = kv.substr(eq + 1);
-    std::string yaml, indent;
-    std::stringstream parts(key);
-    std::string part;
-    std::vector<std::string> names;
-    while (std::getline(parts, part, '.')) names.push_back(part);
-    for (size_t i = 0; i < names.size(); ++i) {
-      yaml += indent + names[i] + ":" + (i + 1 == names.size() ? " '" + value + "'" : "") + "\n";
-      indent += "  ";
-    }
-    if (auto s = tessera::scheduler::ApplyConfigYaml(yaml, "--set " + key, config); !s) {
+    const std::string key = kv.substr(0, eq);
+    if (auto s = tessera::scheduler::ApplyConfigSetting(key, kv.substr(eq + 1), "--set " + key, config); !s) {
       return invalid(s.error().message);
     }
   }
-  if (kubeconfig) config.kubeconfig = *kubeconfig;
-  if (api_server) config.api_server = *api_server;
-  if (scheduler_name) config.scheduler_name = *scheduler_name;
-  if (port) config.port = *port;
-  if (webhook_port) config.webhook_port = *webhook_port;
-  if (tls_cert) config.tls_cert_file = *tls_cert;
-  if (tls_key) config.tls_key_file = *tls_key;
-  if (leader_elect) config.leader_elect = *leader_elect;
-  if (identity) config.identity = *identity;
-  if (node_policy) config.node_policy = *node_policy;
-  if (gpu_policy) config.gpu_policy = *gpu_policy;
-  if (log_level) config.log_level = *log_level;
+  for (const auto& [flag, key] : kFlags) {
+    if (const auto& value = flag_values[key]; value) {
+      if (auto s = tessera::scheduler::ApplyConfigSetting(key, *value, flag, config); !s) {
+        return invalid(s.error().message);
+      }
+    }
+  }
   if (config.identity.empty()) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);

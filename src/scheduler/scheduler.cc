@@ -276,69 +276,77 @@ void Scheduler::Stop() {
 std::string Scheduler::MetricsText() const {
   const ClusterStats s = state_.Stats();
   const ExtenderCounters& c = extender_->counters();
-  PrometheusText text;
-  auto metric = [&](const char* name, MetricType type, const char* help, double value) {
-    text.Describe(name, type, help);
-    text.Add(name, {}, value);
-  };
+  const WorkloadLearner::Stats mix = extender_->learner().stats();
   constexpr MetricType kGauge = MetricType::kGauge;
   constexpr MetricType kCounter = MetricType::kCounter;
-  metric("tessera_scheduler_ready", kGauge,
-         "1 once nodes and pods have been listed and the workload mix relearned (before: no decisions)",
-         Ready() ? 1 : 0);
-  metric("tessera_scheduler_leader", kGauge, "1 when this process holds the lease (may bind)",
-         IsLeader() ? 1 : 0);
-  metric("tessera_scheduler_nodes", kGauge, "nodes with a usable GPU inventory", double(s.nodes));
-  metric("tessera_scheduler_nodes_without_inventory", kGauge, "nodes without a usable GPU inventory",
-         double(s.nodes_without_inventory));
-  metric("tessera_scheduler_nodes_stale_inventory", kGauge,
-         "nodes whose GPU inventory heartbeat is older than inventoryStaleSeconds (they do not fit)",
-         double(s.nodes_stale));
-  metric("tessera_scheduler_gpus", kGauge, "GPUs in the cluster view", double(s.gpus));
-  metric("tessera_scheduler_pods", kGauge, "pods accounted from their allocation annotation", double(s.pods));
-  metric("tessera_scheduler_reservations", kGauge, "binds reserved but not yet seen bound",
-         double(s.reservations));
-  metric("tessera_scheduler_reservations_expired_total", kCounter, "reservations dropped after the timeout",
-         double(s.reservations_expired));
-  metric("tessera_scheduler_inconsistent_annotations_total", kCounter,
-         "allocation annotations that could not be accounted (unreadable, unknown GPU, over capacity)",
-         double(s.inconsistent));
-  const WorkloadLearner::Stats mix = extender_->learner().stats();
-  metric("tessera_scheduler_workload_pods_observed_total", kCounter,
-         "pods counted into the tessera policy's workload mix (each once; at start, the pods listed)",
-         double(mix.counted));
-  metric("tessera_scheduler_workload_pods_remembered", kGauge,
-         "UIDs of counted pods held so that a retried pod is not counted again (until deleted or finished)",
-         double(mix.remembered));
-  metric("tessera_scheduler_workload_mix_epoch", kCounter,
-         "times the tessera policy's workload mix has been learned (each drops its cached scores)",
-         double(mix.epoch));
-  metric("tessera_scheduler_workload_mix_shapes", kGauge, "pod shapes in the tessera policy's workload mix",
-         double(mix.mix_shapes));
-  metric("tessera_scheduler_filter_requests_total", kCounter, "extender filter calls",
-         double(c.filter_requests));
-  metric("tessera_scheduler_filter_errors_total", kCounter, "filter calls answered with an Error",
-         double(c.filter_errors));
-  metric("tessera_scheduler_filter_seconds_total", kCounter, "time spent in filter", c.filter_micros / 1e6);
-  metric("tessera_scheduler_prioritize_requests_total", kCounter, "extender prioritize calls",
-         double(c.prioritize_requests));
-  metric("tessera_scheduler_prioritize_seconds_total", kCounter, "time spent in prioritize",
-         c.prioritize_micros / 1e6);
-  metric("tessera_scheduler_bind_requests_total", kCounter, "extender bind calls", double(c.bind_requests));
-  metric("tessera_scheduler_binds_total", kCounter, "successful bindings", double(c.binds));
-  metric("tessera_scheduler_bind_errors_total", kCounter, "bind calls answered with an Error",
-         double(c.bind_errors));
-  metric("tessera_scheduler_bind_not_leader_total", kCounter, "bind calls refused because this is a follower",
-         double(c.bind_not_leader));
-  metric("tessera_scheduler_not_ready_refusals_total", kCounter,
-         "filter, prioritize and bind calls refused because the view of nodes and pods was not complete yet",
-         double(c.not_ready));
-  metric("tessera_scheduler_bind_seconds_total", kCounter, "time spent in bind (API call included)",
-         c.bind_micros / 1e6);
-  metric("tessera_scheduler_mutate_requests_total", kCounter, "admission reviews",
-         double(mutate_requests_.load()));
-  metric("tessera_scheduler_mutate_denied_total", kCounter, "admission reviews denied",
-         double(mutate_denied_.load()));
+  struct Metric {
+    const char* name;
+    MetricType type;
+    const char* help;
+    double value;
+  };
+  const Metric metrics[] = {
+      {"tessera_scheduler_ready", kGauge,
+       "1 once nodes and pods have been listed and the workload mix relearned (before: no decisions)",
+       Ready() ? 1.0 : 0.0},
+      {"tessera_scheduler_leader", kGauge, "1 when this process holds the lease (may bind)",
+       IsLeader() ? 1.0 : 0.0},
+      {"tessera_scheduler_nodes", kGauge, "nodes with a usable GPU inventory", double(s.nodes)},
+      {"tessera_scheduler_nodes_without_inventory", kGauge, "nodes without a usable GPU inventory",
+       double(s.nodes_without_inventory)},
+      {"tessera_scheduler_nodes_stale_inventory", kGauge,
+       "nodes whose GPU inventory heartbeat is older than inventoryStaleSeconds (they do not fit)",
+       double(s.nodes_stale)},
+      {"tessera_scheduler_gpus", kGauge, "GPUs in the cluster view", double(s.gpus)},
+      {"tessera_scheduler_pods", kGauge, "pods accounted from their allocation annotation", double(s.pods)},
+      {"tessera_scheduler_reservations", kGauge, "binds reserved but not yet seen bound",
+       double(s.reservations)},
+      {"tessera_scheduler_reservations_expired_total", kCounter, "reservations dropped after the timeout",
+       double(s.reservations_expired)},
+      {"tessera_scheduler_inconsistent_annotations_total", kCounter,
+       "allocation annotations that could not be accounted (unreadable, unknown GPU, over capacity)",
+       double(s.inconsistent)},
+      {"tessera_scheduler_workload_pods_observed_total", kCounter,
+       "pods counted into the tessera policy's workload mix (each once; at start, the pods listed)",
+       double(mix.counted)},
+      {"tessera_scheduler_workload_pods_remembered", kGauge,
+       "UIDs of counted pods held so that a retried pod is not counted again (until deleted or finished)",
+       double(mix.remembered)},
+      {"tessera_scheduler_workload_mix_epoch", kCounter,
+       "times the tessera policy's workload mix has been learned (each drops its cached scores)",
+       double(mix.epoch)},
+      {"tessera_scheduler_workload_mix_shapes", kGauge, "pod shapes in the tessera policy's workload mix",
+       double(mix.mix_shapes)},
+      {"tessera_scheduler_filter_requests_total", kCounter, "extender filter calls",
+       double(c.filter_requests)},
+      {"tessera_scheduler_filter_errors_total", kCounter, "filter calls answered with an Error",
+       double(c.filter_errors)},
+      {"tessera_scheduler_filter_seconds_total", kCounter, "time spent in filter", c.filter_micros / 1e6},
+      {"tessera_scheduler_prioritize_requests_total", kCounter, "extender prioritize calls",
+       double(c.prioritize_requests)},
+      {"tessera_scheduler_prioritize_seconds_total", kCounter, "time spent in prioritize",
+       c.prioritize_micros / 1e6},
+      {"tessera_scheduler_bind_requests_total", kCounter, "extender bind calls", double(c.bind_requests)},
+      {"tessera_scheduler_binds_total", kCounter, "successful bindings", double(c.binds)},
+      {"tessera_scheduler_bind_errors_total", kCounter, "bind calls answered with an Error",
+       double(c.bind_errors)},
+      {"tessera_scheduler_bind_not_leader_total", kCounter, "bind calls refused because this is a follower",
+       double(c.bind_not_leader)},
+      {"tessera_scheduler_not_ready_refusals_total", kCounter,
+       "filter, prioritize and bind calls refused because the view of nodes and pods was not complete yet",
+       double(c.not_ready)},
+      {"tessera_scheduler_bind_seconds_total", kCounter, "time spent in bind (API call included)",
+       c.bind_micros / 1e6},
+      {"tessera_scheduler_mutate_requests_total", kCounter, "admission reviews",
+       double(mutate_requests_.load())},
+      {"tessera_scheduler_mutate_denied_total", kCounter, "admission reviews denied",
+       double(mutate_denied_.load())},
+  };
+  PrometheusText text;
+  for (const Metric& m : metrics) {
+    text.Describe(m.name, m.type, m.help);
+    text.Add(m.name, {}, m.value);
+  }
   return text.Render();
 }
 
