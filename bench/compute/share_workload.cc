@@ -8,6 +8,10 @@
 //   <label> <window end, s> <share of the device in the window, %>
 // It knows nothing of tessera: run it with and without libvgpu.so preloaded.
 //
+// With BATCH > 0 the tenant instead launches BATCH kernels, then synchronises
+// (waits for all of them), and again: the training-step shape whose gaps at
+// each synchronisation a neighbour's work can fill.
+//
 // How much is in flight decides what a late host costs. Three 0.1 ms kernels
 // are 0.3 ms of work: the device idles whenever the host wakes the process
 // more than 0.2 ms after a kernel ends, with or without a limiter (a
@@ -34,19 +38,21 @@ constexpr uint64_t kMinDepth = 3;
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5 && argc != 6) {
+  if (argc < 5 || argc > 7) {
     std::fprintf(stderr,
-                 "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS]\n");
+                 "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS [BATCH]]\n");
     return 2;
   }
   const char* label = argv[1];
   const uint64_t kernel_ns = static_cast<uint64_t>(std::atof(argv[2]) * 1000);
   const uint64_t duration_ns = static_cast<uint64_t>(std::atof(argv[3]) * 1e9);
   const uint64_t window_ns = static_cast<uint64_t>(std::atof(argv[4]) * 1e6);
-  const uint64_t in_flight_ns = argc == 6 ? static_cast<uint64_t>(std::atof(argv[5]) * 1e6) : 0;
+  const uint64_t in_flight_ns = argc >= 6 ? static_cast<uint64_t>(std::atof(argv[5]) * 1e6) : 0;
+  const uint64_t batch = argc == 7 ? static_cast<uint64_t>(std::atoll(argv[6])) : 0;
   if (kernel_ns == 0 || window_ns == 0) return 2;
   uint64_t depth = (in_flight_ns + kernel_ns - 1) / kernel_ns;
   if (depth < kMinDepth) depth = kMinDepth;
+  if (batch > 0) depth = batch;
   CUdevice dev;
   CUcontext ctx;
   CUmodule mod;
@@ -75,7 +81,9 @@ int main(int argc, char** argv) {
   uint64_t launched = 0, finished = 0;
   bool stop = false;
   while (!stop || finished < launched) {
-    if (!stop && launched - finished < depth) {
+    // In batch mode a new batch starts only once the previous one is done.
+    const bool room = batch > 0 ? launched == finished || launched % batch != 0 : launched - finished < depth;
+    if (!stop && room) {
       if (cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr) != CUDA_SUCCESS ||
           cuEventRecord(done[launched % depth], stream) != CUDA_SUCCESS)
         return 1;
