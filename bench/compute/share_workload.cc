@@ -39,8 +39,9 @@ constexpr uint64_t kMinDepth = 3;
 
 int main(int argc, char** argv) {
   if (argc < 5 || argc > 7) {
-    std::fprintf(stderr,
-                 "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS [BATCH]]\n");
+    std::fprintf(
+        stderr,
+        "usage: compute_share_workload LABEL KERNEL_US DURATION_S WINDOW_MS [IN_FLIGHT_MS [BATCH]]\n");
     return 2;
   }
   const char* label = argv[1];
