@@ -56,21 +56,14 @@ void AppendValue(std::string_view value, std::string& out) {
   }
   out.push_back('"');
   for (char c : value) {
-    switch (c) {
-      case '"':
-        out.append("\\\"");
-        break;
-      case '\\':
-        out.append("\\\\");
-        break;
-      case '\n':
-        out.append("\\n");
-        break;
-      case '\t':
-        out.append("\\t");
-        break;
-      default:
-        out.push_back(c);
+    // '"' and '\\' stand for themselves after a backslash; newline and tab are spelled.
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (c == '\n' || c == '\t') {
+      out.append(c == '\n' ? "\\n" : "\\t");
+    } else {
+      out.push_back(c);
     }
   }
   out.push_back('"');

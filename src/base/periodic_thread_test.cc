@@ -28,15 +28,12 @@ class Runs {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return count_ >= n; });
   }
-  int count() {
-    std::lock_guard lock(mu_);
-    return count_;
-  }
+  int count() const { return count_.load(); }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  int count_ = 0;
+  std::atomic<int> count_{0};  // written under mu_ (for WaitFor), read anywhere
 };
 
 TEST(PeriodicThreadTest, RunsAtOnceThenOnRunNowAndStopsWithoutWaitingForTheInterval) {

@@ -68,17 +68,8 @@ void AppendEscaped(std::string_view text, bool label_value, std::string* out) {
   }
 }
 
-std::string_view TypeName(MetricType type) {
-  switch (type) {
-    case MetricType::kGauge:
-      return "gauge";
-    case MetricType::kCounter:
-      return "counter";
-    case MetricType::kUntyped:
-      return "untyped";
-  }
-  return "untyped";
-}
+// Indexed by MetricType.
+constexpr std::string_view kTypeNames[] = {"gauge", "counter", "untyped"};
 
 }  // namespace
 
@@ -194,7 +185,7 @@ std::string PrometheusText::Render() const {
     AppendEscaped(family.help, /*label_value=*/false, &out);
     out.push_back('\n');
     out.append("# TYPE ").append(family.name).push_back(' ');
-    out.append(TypeName(family.type));
+    out.append(kTypeNames[static_cast<size_t>(family.type)]);
     out.push_back('\n');
     for (const std::string& line : family.sample_lines) out.append(line);
   }

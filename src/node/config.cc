@@ -26,17 +26,23 @@ std::string Dirname(const std::string& path) {
   return path.substr(0, slash);
 }
 
-bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
-  if (text == "webhook") {
-    out = VisibleDevicesMode::kWebhook;
-  } else if (text == "device-ids") {
-    out = VisibleDevicesMode::kDeviceIds;
-  } else if (text == "all") {
-    out = VisibleDevicesMode::kAll;
-  } else {
-    return false;
+// The spelling of each enumerator in the configuration, in declaration order.
+const std::vector<std::string> kVisibleDevicesNames = {"webhook", "device-ids", "all"};
+const std::vector<std::string> kUnplacedPodsNames = {"refuse", "whole-gpu"};
+
+template <typename Enum>
+bool ParseName(const std::vector<std::string>& names, const std::string& text, Enum& out) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (text == names[i]) {
+      out = static_cast<Enum>(i);
+      return true;
+    }
   }
-  return true;
+  return false;
+}
+
+bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
+  return ParseName(kVisibleDevicesNames, text, out);
 }
 
 // The YAML keys, each bound to its field of `c` (base/yaml_config.h has the
@@ -57,11 +63,11 @@ config::YamlConfig YamlKeys(NodeConfig& c) {
       .String("region_host_dir", &c.region_host_dir)
       .String("region_container_dir", &c.region_container_dir)
       .Choice(
-          "visible_devices", {"webhook", "device-ids", "all"},
+          "visible_devices", kVisibleDevicesNames,
           [&c](const std::string& v) { ParseVisibleDevices(v, c.visible_devices); },
           [&c] { return std::string(VisibleDevicesModeName(c.visible_devices)); })
       .Choice(
-          "unplaced_pods", {"refuse", "whole-gpu"},
+          "unplaced_pods", kUnplacedPodsNames,
           [&c](const std::string& v) { ParseUnplacedPodsPolicy(v, c.unplaced_pods); },
           [&c] { return std::string(UnplacedPodsPolicyName(c.unplaced_pods)); })
       .String("nvml_library", &c.nvml_library)
@@ -133,30 +139,15 @@ Status RequireAbsolute(const char* key, const std::string& path) {
 }  // namespace
 
 const char* UnplacedPodsPolicyName(UnplacedPodsPolicy policy) {
-  return policy == UnplacedPodsPolicy::kWholeGpu ? "whole-gpu" : "refuse";
+  return kUnplacedPodsNames.at(static_cast<size_t>(policy)).c_str();
 }
 
 bool ParseUnplacedPodsPolicy(const std::string& text, UnplacedPodsPolicy& out) {
-  if (text == "refuse") {
-    out = UnplacedPodsPolicy::kRefuse;
-  } else if (text == "whole-gpu") {
-    out = UnplacedPodsPolicy::kWholeGpu;
-  } else {
-    return false;
-  }
-  return true;
+  return ParseName(kUnplacedPodsNames, text, out);
 }
 
 const char* VisibleDevicesModeName(VisibleDevicesMode mode) {
-  switch (mode) {
-    case VisibleDevicesMode::kWebhook:
-      return "webhook";
-    case VisibleDevicesMode::kDeviceIds:
-      return "device-ids";
-    case VisibleDevicesMode::kAll:
-      return "all";
-  }
-  return "webhook";
+  return kVisibleDevicesNames.at(static_cast<size_t>(mode)).c_str();
 }
 
 std::string NodeConfig::KubeletSocketPath() const {
@@ -359,13 +350,13 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
               "--visible-devices", visible_devices,
               "who sets NVIDIA_VISIBLE_DEVICES: webhook (Downward API), device-ids (from the kubelet's "
               "picks) or all")
-           ->check(CLI::IsMember({"webhook", "device-ids", "all"})),
+           ->check(CLI::IsMember(kVisibleDevicesNames)),
        [&](NodeConfig& c) { ParseVisibleDevices(visible_devices, c.visible_devices); });
   bind(app.add_option("--unplaced-pods", unplaced_pods,
                       "GPU containers of pods tessera-scheduler did not place (no allocation annotation): "
                       "refuse (no GPU visible, an Event on the pod) or whole-gpu (the kubelet's GPUs whole, "
                       "published as held so the scheduler places nothing else there)")
-           ->check(CLI::IsMember({"refuse", "whole-gpu"})),
+           ->check(CLI::IsMember(kUnplacedPodsNames)),
        [&](NodeConfig& c) { ParseUnplacedPodsPolicy(unplaced_pods, c.unplaced_pods); });
   bind(app.add_option("--nvml-library", flags.nvml_library, "NVML library to dlopen"),
        [&](NodeConfig& c) { c.nvml_library = flags.nvml_library; });

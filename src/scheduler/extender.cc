@@ -237,34 +237,31 @@ void Extender::ForgetPod(const Json& pod) {
 }
 
 Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
+  // The first of the pod's annotations `keys` that is set, else the configured
+  // value; `source` says which it was.
+  auto choose = [&](std::string_view tessera_key, std::string_view hami_key, const std::string& configured,
+                    const char* config_key, std::string& source) {
+    for (std::string_view key : {tessera_key, hami_key}) {
+      if (std::string v = kube::AnnotationOf(pod, key); !v.empty()) {
+        source = "pod annotation " + std::string(key);
+        return v;
+      }
+    }
+    source = config_key;
+    return configured;
+  };
   Policies out;
-  std::string node_value = deps_.config.node_policy;
-  std::string node_source = "policy.node";
-  for (auto key : {kNodePolicyAnnotation, kHamiNodePolicyAnnotation}) {
-    if (std::string v = kube::AnnotationOf(pod, key); !v.empty()) {
-      node_value = v;
-      node_source = "pod annotation " + std::string(key);
-      break;
-    }
-  }
-  TESSERA_ASSIGN_OR_RETURN_WRAP(out.node, NodePolicy(node_value), node_source);
-  out.node_source = node_source;
-  std::string gpu_value = deps_.config.gpu_policy;
-  std::string gpu_source = "policy.gpu";
-  for (auto key : {kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation}) {
-    if (std::string v = kube::AnnotationOf(pod, key); !v.empty()) {
-      gpu_value = v;
-      gpu_source = "pod annotation " + std::string(key);
-      break;
-    }
-  }
-  out.gpu_source = gpu_source;
+  const std::string node_value = choose(kNodePolicyAnnotation, kHamiNodePolicyAnnotation,
+                                        deps_.config.node_policy, "policy.node", out.node_source);
+  TESSERA_ASSIGN_OR_RETURN_WRAP(out.node, NodePolicy(node_value), out.node_source);
+  const std::string gpu_value = choose(kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation,
+                                       deps_.config.gpu_policy, "policy.gpu", out.gpu_source);
   if (gpu_value == "binpack") {
     out.gpu = core::GpuOrder::kBinpack;
   } else if (gpu_value == "spread") {
     out.gpu = core::GpuOrder::kSpread;
   } else {
-    return Error{gpu_source + ": '" + gpu_value + "' is not binpack or spread"};
+    return Error{out.gpu_source + ": '" + gpu_value + "' is not binpack or spread"};
   }
   return out;
 }
