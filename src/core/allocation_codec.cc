@@ -67,8 +67,7 @@ Status ValidateAllocation(const PodAllocation& allocation) {
 }
 
 Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
-  Status s = ValidateAllocation(allocation);
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(ValidateAllocation(allocation));
   json containers = json::array();
   for (const ContainerAllocation& c : allocation.containers) {
     json devices = json::array();
@@ -84,9 +83,8 @@ Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
 }
 
 Result<std::string> EncodeAllocation(const PodAllocation& allocation) {
-  auto j = AllocationToJson(allocation);
-  if (!j) return j.error();
-  return j->dump();
+  TESSERA_ASSIGN_OR_RETURN(const json j, AllocationToJson(allocation));
+  return j.dump();
 }
 
 Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
@@ -94,22 +92,16 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
     return Error{std::string("allocation: expected a JSON object such as {\"version\":1,...}, got ") +
                  j.type_name()};
   }
-  Status version = CheckVersion(j, kAllocationVersion, kPayload);
-  if (!version) return version.error();
+  TESSERA_RETURN_IF_ERROR(CheckVersion(j, kAllocationVersion, kPayload));
   PodAllocation out;
-  auto node = ReadString(j, "node", "allocation");
-  if (!node) return node.error();
-  out.node = std::move(*node);
-  auto containers = ReadArray(j, "containers", "allocation");
-  if (!containers) return containers.error();
-  for (size_t i = 0; i < (*containers)->size(); ++i) {
-    const json& c = (**containers)[i];
+  TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "allocation"));
+  TESSERA_ASSIGN_OR_RETURN(const json* containers, ReadArray(j, "containers", "allocation"));
+  for (size_t i = 0; i < containers->size(); ++i) {
+    const json& c = (*containers)[i];
     std::string where = ContainerWhere(i, "");
     if (!c.is_object()) return Error{where + ": expected an object {\"name\":…,\"devices\":[…]}"};
     ContainerAllocation ca;
-    auto name = ReadString(c, "name", where);
-    if (!name) return name.error();
-    ca.container = std::move(*name);
+    TESSERA_ASSIGN_OR_RETURN(ca.container, ReadString(c, "name", where));
     where = ContainerWhere(i, ca.container);
     if (auto init = c.find("init"); init != c.end()) {
       if (!init->is_boolean()) {
@@ -117,36 +109,28 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
       }
       ca.init = init->get<bool>();
     }
-    auto devices = ReadArray(c, "devices", where);
-    if (!devices) return devices.error();
-    for (size_t k = 0; k < (*devices)->size(); ++k) {
-      const json& d = (**devices)[k];
+    TESSERA_ASSIGN_OR_RETURN(const json* devices, ReadArray(c, "devices", where));
+    for (size_t k = 0; k < devices->size(); ++k) {
+      const json& d = (*devices)[k];
       const std::string dwhere = where + ".devices[" + std::to_string(k) + "]";
       if (!d.is_object())
         return Error{dwhere + ": expected an object {\"uuid\":…,\"memoryMiB\":…,\"cores\":…}"};
       DeviceSlice slice;
-      auto uuid = ReadString(d, "uuid", dwhere);
-      if (!uuid) return uuid.error();
-      slice.uuid = std::move(*uuid);
-      auto memory = ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB);
-      if (!memory) return memory.error();
-      slice.memory_mib = *memory;
-      auto cores = ReadInt(d, "cores", dwhere, 0, 100);
-      if (!cores) return cores.error();
-      slice.cores = static_cast<int>(*cores);
+      TESSERA_ASSIGN_OR_RETURN(slice.uuid, ReadString(d, "uuid", dwhere));
+      // Read within bounds that fit the fields.
+      TESSERA_ASSIGN_OR_RETURN(slice.memory_mib, ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB));
+      TESSERA_ASSIGN_OR_RETURN(slice.cores, ReadInt(d, "cores", dwhere, 0, 100));
       ca.devices.push_back(std::move(slice));
     }
     out.containers.push_back(std::move(ca));
   }
-  Status s = ValidateAllocation(out);
-  if (!s) return s.error();
+  TESSERA_RETURN_IF_ERROR(ValidateAllocation(out));
   return out;
 }
 
 Result<PodAllocation> DecodeAllocation(std::string_view text) {
-  auto j = ParseJsonText(text, kPayload);
-  if (!j) return j.error();
-  return AllocationFromJson(*j);
+  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonText(text, kPayload));
+  return AllocationFromJson(j);
 }
 
 Result<ContainerAllocation> SelectContainerAllocation(const PodAllocation& allocation,

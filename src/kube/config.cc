@@ -80,9 +80,9 @@ tessera::Result<ClientConfig> LoadInClusterConfig(const InClusterOptions& option
   if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6
   c.server = "https://" + h + ":" + port;
   c.token_file = dir + "/token";
-  auto token = files::Read(c.token_file);
-  if (!token.ok()) return token.error().Wrap("in-cluster config: service-account token");
-  if (TrimWs(*token).empty())
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string token, files::Read(c.token_file),
+                                "in-cluster config: service-account token");
+  if (TrimWs(token).empty())
     return tessera::Error{"in-cluster config: service-account token " + c.token_file + " is empty"};
   c.tls.ca_file = dir + "/ca.crt";
   if (!fs::exists(c.tls.ca_file)) {
@@ -137,9 +137,8 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
     }
     c.tls.ca_file = Resolve(base_dir, Str(cluster, "certificate-authority"));
     if (const std::string data = Str(cluster, "certificate-authority-data"); !data.empty()) {
-      auto pem = Base64Decode(data, origin + ": cluster \"" + cluster_name + "\" certificate-authority-data");
-      if (!pem.ok()) return pem.error();
-      c.tls.ca_data = *pem;
+      TESSERA_ASSIGN_OR_RETURN(c.tls.ca_data, Base64Decode(data, origin + ": cluster \"" + cluster_name +
+                                                                     "\" certificate-authority-data"));
     }
     if (!c.tls.ca_file.empty() && c.tls.ca_data.empty() && !fs::exists(c.tls.ca_file)) {
       return tessera::Error{origin + ": cluster \"" + cluster_name + "\" certificate-authority " +
@@ -165,9 +164,8 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
                                      std::pair{"client-key-data", &c.tls.key_data}}) {
           const std::string data = Str(user, field);
           if (data.empty()) continue;
-          auto pem = Base64Decode(data, origin + ": user \"" + user_name + "\" " + field);
-          if (!pem.ok()) return pem.error();
-          *target = *pem;
+          TESSERA_ASSIGN_OR_RETURN(*target,
+                                   Base64Decode(data, origin + ": user \"" + user_name + "\" " + field));
         }
         for (auto [field, file] :
              {std::pair{"client-certificate", &c.tls.cert_file}, std::pair{"client-key", &c.tls.key_file}}) {
@@ -198,9 +196,8 @@ tessera::Result<ClientConfig> ParseKubeconfig(const std::string& yaml, const std
 }
 
 tessera::Result<ClientConfig> LoadKubeconfigFile(const std::string& path, const std::string& context) {
-  auto text = files::Read(path);
-  if (!text.ok()) return text.error().Wrap("kubeconfig");
-  return ParseKubeconfig(*text, fs::path(path).parent_path().string(), "kubeconfig " + path, context);
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string text, files::Read(path), "kubeconfig");
+  return ParseKubeconfig(text, fs::path(path).parent_path().string(), "kubeconfig " + path, context);
 }
 
 tessera::Result<ClientConfig> ResolveConfig(const ResolveOptions& options) {

@@ -173,7 +173,7 @@ std::string NodeConfig::RegionFileContainerPath() const {
 }
 
 Status Validate(const NodeConfig& c) {
-  if (auto s = ValidateResourceName(c.resource_name); !s.ok()) return s;
+  TESSERA_RETURN_IF_ERROR(ValidateResourceName(c.resource_name));
   if (c.split_count < 1 || c.split_count > 1024) {
     return Error{"split_count must be between 1 and 1024, got " + std::to_string(c.split_count)};
   }
@@ -194,7 +194,7 @@ Status Validate(const NodeConfig& c) {
         std::pair{"libvgpu_container_path", &c.libvgpu_container_path},
         std::pair{"region_host_dir", &c.region_host_dir},
         std::pair{"region_container_dir", &c.region_container_dir}}) {
-    if (auto s = RequireAbsolute(key, *path); !s.ok()) return s;
+    TESSERA_RETURN_IF_ERROR(RequireAbsolute(key, *path));
   }
   if (c.PluginSocketPath().size() > kMaxUnixSocketPath || c.KubeletSocketPath().size() > kMaxUnixSocketPath) {
     return Error{"plugin_dir '" + c.plugin_dir + "' is too long: socket paths must fit in " +
@@ -205,7 +205,7 @@ Status Validate(const NodeConfig& c) {
     return Error{"heartbeat_seconds must be between 1 and 3600, got " + std::to_string(c.heartbeat_seconds)};
   }
   if (!c.pod_resources_socket.empty()) {
-    if (auto s = RequireAbsolute("pod_resources_socket", c.pod_resources_socket); !s.ok()) return s;
+    TESSERA_RETURN_IF_ERROR(RequireAbsolute("pod_resources_socket", c.pod_resources_socket));
     if (c.pod_resources_socket.size() > kMaxUnixSocketPath) {
       return Error{"pod_resources_socket '" + c.pod_resources_socket +
                    "' is too long for a unix socket path"};
@@ -239,18 +239,17 @@ Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, N
 }
 
 Status ApplyYamlFile(const std::string& path, NodeConfig& config) {
-  auto text = files::Read(path);
-  if (!text.ok()) return text.error().Wrap("config file");
-  return ApplyYaml(*text, path, config);
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string text, files::Read(path), "config file");
+  return ApplyYaml(text, path, config);
 }
 
 Status ApplyNodeOverrides(NodeConfig& config) {
   if (config.node_config_file.empty()) return Status::Ok();
-  auto text = files::Read(config.node_config_file);
-  if (!text.ok()) return text.error().Wrap("node_config_file");
+  TESSERA_ASSIGN_OR_RETURN_WRAP(const std::string text, files::Read(config.node_config_file),
+                                "node_config_file");
   const std::string& source = config.node_config_file;
   try {
-    YAML::Node root = YAML::Load(*text);
+    YAML::Node root = YAML::Load(text);
     if (root.IsNull()) return Status::Ok();
     if (!root.IsMap() || (root["nodes"] && !root["nodes"].IsMap() && !root["nodes"].IsNull()) ||
         root.size() != (root["nodes"] ? 1u : 0u)) {
@@ -266,7 +265,7 @@ Status ApplyNodeOverrides(NodeConfig& config) {
       std::string name = entry.first.as<std::string>();
       TESSERA_RETURN_IF_ERROR(
           YamlKeys(scratch).Apply(entry.second, source + ": node '" + name + "'", AllowPerNode));
-      if (auto s = Validate(scratch); !s.ok()) return s.error().Wrap(source + ": node '" + name + "'");
+      TESSERA_RETURN_IF_ERROR_WRAP(Validate(scratch), source + ": node '" + name + "'");
     }
     if (config.node_name.empty()) return Status::Ok();
     if (YAML::Node mine = nodes[config.node_name]) {

@@ -106,7 +106,7 @@ Status LoadConfigFile(const std::string& path, SchedulerConfig& config) {
 }
 
 Status SchedulerConfig::Validate() const {
-  if (Status s = resources.Validate(); !s) return s.error().Wrap("resources/defaults");
+  TESSERA_RETURN_IF_ERROR_WRAP(resources.Validate(), "resources/defaults");
   if (scheduler_name.empty()) return Error{"schedulerName must not be empty"};
   static const std::set<std::string> kNodePolicies = {"binpack", "spread"};
   if (!kNodePolicies.count(node_policy)) {
