@@ -5,12 +5,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <regex>
 #include <vector>
 
 #include "dra/quantity.h"
 
 namespace tessera::testing::dra {
+
+// cel_regex.cc: matches() (ECMAScript syntax standing in for RE2).
+Result<bool> CelRegexSearch(const std::string& text, const std::string& pattern);
+
 namespace {
 
 // ---- values ----------------------------------------------------------------
@@ -234,7 +237,9 @@ Result<Value> AttributeValue(const std::string& name, const nlohmann::json& attr
   if (!attribute.is_object() || attribute.size() != 1) {
     return Error{"attribute " + name + " must have exactly one of int, bool, string, version"};
   }
-  const auto& [kind, raw] = *attribute.items().begin();
+  const auto entry = attribute.begin();
+  const std::string kind = entry.key();
+  const nlohmann::json& raw = entry.value();
   if (kind == "int" && raw.is_number_integer()) return Value::Int(raw.get<int64_t>());
   if (kind == "bool" && raw.is_boolean()) return Value::Bool(raw.get<bool>());
   if (kind == "string" && raw.is_string()) return Value::String(raw.get<std::string>());
@@ -594,6 +599,15 @@ class Parser {
   }
 
   Result<NodePtr> ParseExpr() {
+    // Nesting (parentheses, arguments, lists, ternaries) is bounded, as in
+    // CEL's parser, so that no expression can exhaust the stack.
+    if (++depth_ > kMaxDepth) return SyntaxError(Peek().position, "expression nests too deeply");
+    auto result = ParseTernary();
+    --depth_;
+    return result;
+  }
+
+  Result<NodePtr> ParseTernary() {
     auto condition = ParseOr();
     if (!condition.ok() || !IsPunct("?")) return condition;
     const size_t position = Next().position;
@@ -668,6 +682,7 @@ class Parser {
 
   Result<NodePtr> ParseUnary() {
     if (IsPunct("!") || IsPunct("-")) {
+      if (++unary_ > kMaxDepth) return SyntaxError(Peek().position, "expression nests too deeply");
       const Token op = Next();
       // A negative literal is a literal (so the smallest int can be written).
       if (op.text == "-" && Peek().kind == Tok::kInt) {
@@ -843,7 +858,17 @@ class Parser {
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  static constexpr int kMaxDepth = 250;
+  int depth_ = 0;
+  int unary_ = 0;  // unary operators in the whole expression
 };
+
+// Depth of the tree: operator chains (a + b + c ...) nest to the left.
+size_t Depth(const Node& node) {
+  size_t deepest = 0;
+  for (const auto& child : node.children) deepest = std::max(deepest, Depth(*child));
+  return deepest + 1;
+}
 
 // Every identifier must be `device`, `cel` (for cel.bind) or a bound variable.
 Status CheckReferences(const Node& node, std::vector<std::string>& scope) {
@@ -1071,11 +1096,8 @@ Result<Value> CallFunction(const Node& node, const std::vector<Value>& args) {
     }
     if (f == "contains") return Value::Bool(self.s.find(arg) != std::string::npos);
     if (f == "matches") {
-      try {
-        return Value::Bool(std::regex_search(self.s, std::regex(arg, std::regex::ECMAScript)));
-      } catch (const std::regex_error&) {
-        return Error{"invalid regular expression \"" + arg + "\""};
-      }
+      TESSERA_ASSIGN_OR_RETURN(bool found, CelRegexSearch(self.s, arg));
+      return Value::Bool(found);
     }
     return mismatch();
   }
@@ -1256,6 +1278,7 @@ Result<CelSelector> CelSelector::Compile(std::string_view expression) {
   Parser parser(std::move(*tokens));
   auto root = parser.ParseAll();
   if (!root.ok()) return root.error();
+  if (Depth(**root) > 1000) return Error{"Syntax error: expression nests too deeply"};
   std::vector<std::string> scope;
   if (Status refs = CheckReferences(**root, scope); !refs.ok()) return refs.error();
   return CelSelector(std::string(expression), *root);

@@ -170,6 +170,16 @@ TEST(CelTest, RefusesWhatIsOutsideTheSubset) {
             std::string::npos);
 }
 
+TEST(CelTest, DeepNestingIsRefusedNotACrash) {
+  EXPECT_NE(CompileError(std::string(5000, '(') + "true" + std::string(5000, ')')).find("nests too deeply"),
+            std::string::npos);
+  EXPECT_NE(CompileError(std::string(5000, '!') + "true").find("nests too deeply"), std::string::npos);
+  std::string sum = "1";
+  for (int i = 0; i < 2000; ++i) sum += " + 1";
+  EXPECT_NE(CompileError(sum + " == 2001").find("nests too deeply"), std::string::npos);
+  EXPECT_TRUE(Eval(std::string(100, '(') + "true" + std::string(100, ')')));
+}
+
 TEST(CelTest, StringLiteralsAndEscapes) {
   EXPECT_TRUE(Eval(R"('a\'b' == "a'b" && "\x41\u00e9" == 'Aé' && r'\n' == '\\n' && '\t' != 't')"));
 }
