@@ -4,7 +4,7 @@
 // operator, then structured key=value fields a log pipeline can pick apart:
 //
 //   log::Info("bound pod", {{"pod", "team/train-0"}, {"node", "gpu-1"}, {"gpus", gpus}});
-//   [2025-03-01 12:00:00.123] [info] bound pod pod=team/train-0 node=gpu-1 gpus=GPU-…:2000MiB/30%
+//   [2025-03-01 12:00:00.123] [info] bound pod pod=team/train-0 node=gpu-1 gpus=app:GPU-…:2000MiB:30%
 //
 // A value that is empty or holds a space, '"', '=' or a control character is
 // written in double quotes, with '"', '\' and newlines escaped, so every
@@ -18,7 +18,6 @@
 
 #include <chrono>
 #include <concepts>
-#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
