@@ -9,7 +9,9 @@
 //    register, whatever its name (the DRA helper's convention is
 //    <driver>-reg.sock, the kubelet does not require it). Subdirectories are
 //    not walked (a kubelet would; tessera does not use them);
-//  - for each: GetInfo; the type must be "DRAPlugin" (others have no handler
+//  - for each: GetInfo (a socket that exists but does not listen yet is
+//    waited for, up to registration_timeout, like the kubelet's blocking
+//    dial); the type must be "DRAPlugin" (others have no handler
 //    here); then the DRA handler's checks: a driver name, a non-empty
 //    supported_versions list of which the first entry the kubelet knows is
 //    chosen ("v1.DRAPlugin", else "v1beta1.DRAPlugin", in the plugin's order),
@@ -18,8 +20,8 @@
 //    socket is tried again later with a doubling delay (the kubelet's
 //    reconciler retries with exponential back-off), unless retries are off;
 //  - a removed socket deregisters its plugin; a socket re-created under the
-//    same name (a restarted plugin: new inode) is deregistered and registered
-//    anew. Restart() forgets every registration and registers the sockets
+//    same name (a restarted plugin: a delete seen by inotify, or a new inode)
+//    is deregistered and registered anew. Restart() forgets every registration and registers the sockets
 //    present, as a restarted kubelet does.
 //  Whether the DRA endpoint accepted a connection at registration time is
 //  recorded (the kubelet registers either way and connects on demand; a plugin
