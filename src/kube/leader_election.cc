@@ -32,10 +32,6 @@ LeaderElector::~LeaderElector() {
   Stop();
 }
 
-void LeaderElector::Start() {
-  thread_.Start();
-}
-
 void LeaderElector::Stop() {
   thread_.Stop();
   bool was_leading;

@@ -86,7 +86,7 @@ class LeaderElector {
   LeaderElector& operator=(const LeaderElector&) = delete;
 
   // Runs the election loop on a thread (waits in real time between steps).
-  void Start();
+  void Start() { thread_.Start(); }
   // Stops the loop; a leader steps down (callback) and, with release_on_stop,
   // releases the lease.
   void Stop();

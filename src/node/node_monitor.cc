@@ -63,14 +63,6 @@ NodeMonitor::~NodeMonitor() {
   Stop();
 }
 
-void NodeMonitor::Start() {
-  thread_.Start();
-}
-
-void NodeMonitor::Stop() {
-  thread_.Stop();
-}
-
 std::shared_ptr<const NodeSnapshot> NodeMonitor::Latest() const {
   std::lock_guard lock(mu_);
   return latest_;

@@ -119,8 +119,8 @@ class NodeMonitor {
   NodeMonitor(const NodeMonitor&) = delete;
   NodeMonitor& operator=(const NodeMonitor&) = delete;
 
-  void Start();
-  void Stop();
+  void Start() { thread_.Start(); }
+  void Stop() { thread_.Stop(); }
   void PassOnce();
 
   std::shared_ptr<const NodeSnapshot> Latest() const;

@@ -50,14 +50,6 @@ std::optional<KubeletRegistrar::FileIdentity> KubeletRegistrar::Identify(const s
   return FileIdentity{st.st_dev, st.st_ino, static_cast<long>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec};
 }
 
-void KubeletRegistrar::Start() {
-  thread_.Start();
-}
-
-void KubeletRegistrar::Stop() {
-  thread_.Stop();
-}
-
 void KubeletRegistrar::Tick() {
   // Our socket first: registering an endpoint that does not answer would fail
   // in the kubelet.

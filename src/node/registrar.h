@@ -38,8 +38,8 @@ class KubeletRegistrar {
   KubeletRegistrar(const NodeConfig& config, PluginServer& plugin);
   ~KubeletRegistrar();
 
-  void Start();
-  void Stop();
+  void Start() { thread_.Start(); }
+  void Stop() { thread_.Stop(); }
 
   // Successful registrations so far (for logs, tests, later metrics).
   int registrations() const { return registrations_.load(); }
