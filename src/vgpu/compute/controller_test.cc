@@ -9,25 +9,45 @@
 //
 // The host is modelled too, for the tests of what a loaded machine does to a
 // tenant: every sleep (the controller's, or the tenant's own wait for its
-// oldest kernel) ends `wake_latency_ns` after its deadline, and the host may
-// not run the tenant at all for `stall_ns` at the start of every
-// `stall_every_ns` (a machine busy with other work).
+// oldest kernel) ends `wake_latency_ns` (plus a pseudo-random part below
+// `wake_jitter_ns`) after its deadline, and the host may not run the tenant at
+// all for `stall_ns` at the start of every `stall_every_ns` (a machine busy
+// with other work).
+//
+// A tenant may instead work in batches (`batch`): launch that many kernels,
+// wait for all of them, and again — the training-step shape whose
+// synchronisation gaps only a neighbour's queued work can fill.
+//
+// By default a launch is charged its exact duration. With `measured_charges`
+// a tenant is charged as limiter.cc charges it: the kernel's estimate
+// (Estimates: 1 ms until sampled, then the minimum of the recent samples)
+// times the reconciler's scale; sampled launches are measured as the
+// simulator's event pair measures them (from the start event, which completes
+// when the tenant's stream is ready, to the kernel's end: a kernel queued
+// behind a neighbour's work is measured with that work); their corrections
+// are read at later launches and while waiting; and every 100 ms the
+// Reconciler compares the charges with what the simulator's NVML reports for
+// the tenant (its busy time in the interval, rounded to a whole percent).
 #include "vgpu/compute/controller.h"
 
 #include <gtest/gtest.h>
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "vgpu/compute/estimator.h"
 #include "vgpu/compute/neighbours.h"
+#include "vgpu/compute/reconciler.h"
 
 namespace tessera::vgpu::compute {
 namespace {
@@ -53,6 +73,7 @@ class SimEnv : public Environment {
   }
   void wake_turns(std::atomic<uint64_t>&) override {}
   Neighbours neighbours(uint64_t now) override;
+  void idle_work() override;
   bool neighbours_known = true;
 
  private:
@@ -72,10 +93,28 @@ struct Tenant {
   uint64_t stop_at = ~0ull;
   size_t depth = 1;                // kernels kept in flight
   std::deque<uint64_t> in_flight;  // their end times
-  uint64_t wake_latency_ns = 0;    // a sleep ends this long after its deadline
-  uint64_t stall_every_ns = 0;     // host stalls: the tenant does not run during
-  uint64_t stall_ns = 0;           // [k * stall_every_ns, k * stall_every_ns + stall_ns)
+  size_t batch = 0;                // > 0: launch `batch` kernels, wait for all, again
+  size_t launched_in_batch = 0;
+  uint64_t wake_latency_ns = 0;  // a sleep ends this long after its deadline
+  uint64_t wake_jitter_ns = 0;   // plus a pseudo-random part below this
+  uint64_t jitter_state = 1;     // the jitter's generator
+  uint64_t stall_every_ns = 0;   // host stalls: the tenant does not run during
+  uint64_t stall_ns = 0;         // [k * stall_every_ns, k * stall_every_ns + stall_ns)
   std::vector<Interval> ran;
+
+  // Measured charges (see the top of the file), as limiter.cc keeps them.
+  bool measured_charges = false;
+  std::unique_ptr<Estimates> estimates;
+  Estimates::Entry* kernel_estimate = nullptr;
+  Reconciler reconciler;
+  uint64_t charged_total = 0;  // ProcessSlot::gpu_time_used_ns
+  bool nvml_sees_me = false;
+  bool have_reading = false;
+  uint64_t last_reading = 0;
+  uint64_t next_reconcile = 0;
+  uint64_t last_poll = 0;
+  bool sample_pending = false;
+  uint64_t sample_start = 0, sample_end = 0;  // the event pair's times
 
   // When the host runs the tenant again, at `t` or after.
   uint64_t host_runs_at(uint64_t t) const {
@@ -83,8 +122,58 @@ struct Tenant {
     return t - t % stall_every_ns + stall_ns;
   }
   // When a sleep until `deadline` started at `now` ends.
-  uint64_t woken(uint64_t deadline) const {
-    return host_runs_at((deadline > now ? deadline : now) + wake_latency_ns);
+  uint64_t woken(uint64_t deadline) {
+    uint64_t latency = wake_latency_ns;
+    if (wake_jitter_ns > 0) {
+      jitter_state = jitter_state * 6364136223846793005ull + 1442695040888963407ull;
+      latency += (jitter_state >> 33) % wake_jitter_ns;
+    }
+    return host_runs_at((deadline > now ? deadline : now) + latency);
+  }
+
+  void charge_process(int64_t delta) {
+    if (delta < 0 && static_cast<uint64_t>(-delta) > charged_total)
+      charged_total = 0;
+    else
+      charged_total += static_cast<uint64_t>(delta);
+  }
+  // limiter.cc's poll_samples(): a completed sample corrects the charges
+  // (unless the driver's accounting is trusted, which corrects the totals).
+  void poll_samples(bool force) {
+    if (!sample_pending || sample_end > now || (!force && now - last_poll < 200'000)) return;
+    last_poll = now;
+    int64_t correction = Estimates::on_sample(*kernel_estimate, sample_end - sample_start);
+    Estimates::sample_done(*kernel_estimate);
+    sample_pending = false;
+    if (!nvml_sees_me) {
+      controller.charge(correction);
+      charge_process(correction);
+    }
+  }
+  // limiter.cc's reconcile(), with the simulator's NVML: this tenant's busy
+  // time since the previous reading, as a whole percent of the interval.
+  void reconcile() {
+    if (now < next_reconcile) return;
+    next_reconcile = now + Reconciler::kIntervalNs;
+    uint64_t since = last_reading;
+    bool first = !have_reading;
+    have_reading = true;
+    last_reading = now;
+    if (first || now <= since) {
+      reconciler.skip(charged_total);
+      return;
+    }
+    uint64_t window = now - since, busy = busy_between(since, now);
+    if (busy > 0) nvml_sees_me = true;
+    if (!nvml_sees_me) {
+      reconciler.skip(charged_total);
+      return;
+    }
+    uint64_t percent = (busy * 100 + window / 2) / window;
+    if (percent > 100) percent = 100;
+    int64_t correction = reconciler.reconcile(charged_total, percent * window / 100);
+    controller.charge(correction);
+    charge_process(correction);
   }
 
   uint64_t busy_between(uint64_t from, uint64_t to) const {
@@ -111,26 +200,62 @@ struct SimGpu {
     return *tenants.back();
   }
 
+  // A tenant charged as limiter.cc charges (see the top of the file).
+  Tenant& add_measured(uint32_t quota, uint64_t kernel_ns = kMs) {
+    Tenant& t = add(quota, Policy::kForce, false, kernel_ns);
+    t.measured_charges = true;
+    t.estimates = std::make_unique<Estimates>();
+    t.estimates->reset();
+    t.kernel_estimate = t.estimates->find_or_add(0x5eed);
+    return t;
+  }
+
   // One step of tenant t: wait for its oldest kernel when `depth` are in
   // flight, else launch the next.
   void step(Tenant& t) {
     t.now = t.host_runs_at(t.now);
-    if (t.in_flight.size() >= t.depth) {
-      uint64_t end = t.in_flight.front();
-      t.in_flight.pop_front();
+    if (t.batch > 0 ? t.launched_in_batch == t.batch : t.in_flight.size() >= t.depth) {
+      // Wait for the oldest kernel, or for the whole batch (its newest).
+      uint64_t end = t.batch > 0 ? t.in_flight.back() : t.in_flight.front();
+      if (t.batch > 0) {
+        t.in_flight.clear();
+        t.launched_in_batch = 0;
+      } else {
+        t.in_flight.pop_front();
+      }
       if (end > t.now) t.now = t.woken(end);
       return;
     }
+    uint64_t cost = t.kernel_ns;
+    bool sampled = false;
     if (t.limited) {
+      if (t.measured_charges) {
+        t.poll_samples(false);
+        t.reconcile();
+        cost = Estimates::charge_for(*t.kernel_estimate) * t.reconciler.scale_milli() / 1000;
+      }
       t.in_admit = true;
-      t.controller.admit(*t.env, t.kernel_ns);
+      t.controller.admit(*t.env, cost);
       t.in_admit = false;
+      if (t.measured_charges) {
+        t.charge_process(static_cast<int64_t>(cost));
+        Estimates::note_charged(*t.kernel_estimate, cost);
+        sampled = Estimates::should_sample(*t.kernel_estimate);
+      }
     }
+    // The start event completes when the stream's earlier work is done.
+    uint64_t stream_ready = t.ran.empty() ? 0 : t.ran.back().end;
     uint64_t start = t.now > busy_until ? t.now : busy_until;
     uint64_t end = start + t.kernel_ns;
     busy_until = end;
     t.ran.push_back({start, end});
     t.in_flight.push_back(end);
+    if (t.batch > 0) ++t.launched_in_batch;
+    if (sampled) {
+      t.sample_pending = true;
+      t.sample_start = t.now > stream_ready ? t.now : stream_ready;
+      t.sample_end = end;
+    }
   }
 
   // Runs every tenant not inside admit() until its time reaches `until`.
@@ -159,6 +284,12 @@ void SimEnv::sleep_until_ns(uint64_t deadline) {
   uint64_t wake = self_->woken(deadline);
   gpu_->run_until(wake);
   self_->now = wake;
+}
+
+void SimEnv::idle_work() {
+  if (!self_->measured_charges) return;
+  self_->poll_samples(true);
+  self_->reconcile();
 }
 
 Neighbours SimEnv::neighbours(uint64_t now) {
@@ -538,6 +669,20 @@ TEST(EstimatesTest, SamplesOneLaunchInSixteenOnceKnown) {
     }
   }
   EXPECT_EQ(sampled, 10);
+}
+
+TEST(ReconcilerTest, ChargesTheDifferenceAndMovesTheScaleHalfway) {
+  Reconciler r;
+  r.skip(10 * kMs);  // the first reading
+  // 20 ms charged since, the driver counted 10: refund 10, scale halfway to 0.5.
+  EXPECT_EQ(r.reconcile(30 * kMs, 10 * kMs), -10 * static_cast<int64_t>(kMs));
+  EXPECT_EQ(r.scale_milli(), 750u);
+  // The correction counts as charged: 5 ms more charged, 5 measured.
+  EXPECT_EQ(r.reconcile(25 * kMs, 5 * kMs), 0);
+  EXPECT_EQ(r.scale_milli(), 750u);
+  // Too little charged to say anything about the scale.
+  EXPECT_EQ(r.reconcile(26 * kMs, 0), -static_cast<int64_t>(kMs));
+  EXPECT_EQ(r.scale_milli(), 750u);
 }
 
 TEST(NeighboursTest, OwnProcessesAreNotNeighbours) {

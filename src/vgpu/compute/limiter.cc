@@ -17,6 +17,7 @@
 #include "vgpu/compute/controller.h"
 #include "vgpu/compute/estimator.h"
 #include "vgpu/compute/neighbours.h"
+#include "vgpu/compute/reconciler.h"
 #include "vgpu/log.h"
 #include "vgpu/runtime.h"
 
@@ -65,8 +66,6 @@ constexpr uint64_t kPollIntervalNs = 200'000;
 constexpr uint64_t kNeighboursTtlNs = 200'000'000;
 constexpr uint64_t kNeighbourWindowUs = 500'000;  // who used the device in the last half second
 constexpr int kMaxProcessSamples = 128;
-constexpr uint64_t kReconcileIntervalNs = 100'000'000;
-constexpr uint64_t kMinChargeForScaleNs = 2'000'000;
 
 struct NeighbourCache {
   std::mutex mu;
@@ -78,12 +77,11 @@ struct NeighbourCache {
 
 // Reconciliation with the driver's own accounting of this process's device
 // time (NVML per-process utilisation), per device. See reconcile().
-struct Reconciler {
+struct DeviceReconciliation {
   std::mutex mu;
-  uint64_t last_us = 0;       // guarded by mu; CLOCK_REALTIME µs of the last reading, 0 = none
-  uint64_t last_charged = 0;  // guarded by mu; this process's charged total after that reading
+  uint64_t last_us = 0;   // guarded by mu; CLOCK_REALTIME µs of the last reading, 0 = none
+  Reconciler arithmetic;  // reconcile()/skip() guarded by mu; scale_milli() lock-free
   std::atomic<uint64_t> next_ns{0};
-  std::atomic<uint32_t> scale_milli{1000};  // launch charges are estimate x scale / 1000
 };
 
 struct State {
@@ -93,7 +91,7 @@ struct State {
   bool low_priority = false;
   Controller controllers[kMaxDevices];
   NeighbourCache neighbours[kMaxDevices];
-  Reconciler reconcilers[kMaxDevices];
+  DeviceReconciliation reconcilers[kMaxDevices];
   // Whether NVML has shown our pid (as it names us: the slot's host_pid when
   // known, else getpid()) among a device's users: only then is
   // reconciliation trusted.
@@ -165,7 +163,7 @@ void poll_samples(State& s, uint64_t now, bool force) {
   }
 }
 
-// Every kReconcileIntervalNs, compares what this process was charged on
+// Every Reconciler::kIntervalNs, compares what this process was charged on
 // `device` with the device time the driver accounted to it over the same
 // interval (NVML per-process utilisation, which counts only this process's
 // kernels, not the neighbours' work its kernels waited behind), charges the
@@ -175,11 +173,11 @@ void poll_samples(State& s, uint64_t now, bool force) {
 // only once NVML has listed our pid (host_pid, see region_layout.h); otherwise the
 // event corrections stand alone.
 void reconcile(State& s, int device, uint64_t now) {
-  Reconciler& r = s.reconcilers[device];
+  DeviceReconciliation& r = s.reconcilers[device];
   if (!s.nvml_ok || now < r.next_ns.load(std::memory_order_relaxed)) return;
   std::unique_lock<std::mutex> lock(r.mu, std::try_to_lock);
   if (!lock.owns_lock() || now < r.next_ns.load(std::memory_order_relaxed)) return;
-  r.next_ns.store(now + kReconcileIntervalNs, std::memory_order_relaxed);
+  r.next_ns.store(now + Reconciler::kIntervalNs, std::memory_order_relaxed);
   nvmlDevice_t handle = s.neighbours[device].handle;
   int slot = s.rt->region.slot_index();
   if (handle == nullptr || slot < 0) return;
@@ -188,16 +186,18 @@ void reconcile(State& s, int device, uint64_t now) {
   uint64_t cur_us = realtime_us();
   uint64_t since_us = r.last_us;
   r.last_us = cur_us;
-  uint64_t last_charged = r.last_charged;
-  r.last_charged = charged_total;
-  if (since_us == 0 || cur_us <= since_us) return;
+  if (since_us == 0 || cur_us <= since_us) {
+    r.arithmetic.skip(charged_total);
+    return;
+  }
   nvmlProcessUtilizationSample_t samples[kMaxProcessSamples];
   unsigned int count = kMaxProcessSamples;
   nvmlReturn_t rc = s.process_utilization(handle, samples, &count, since_us);
   if (rc == NVML_ERROR_NOT_FOUND) {
     count = 0;
   } else if (rc != NVML_SUCCESS) {
-    return;  // this interval is not reconciled
+    r.arithmetic.skip(charged_total);  // this interval is not reconciled
+    return;
   }
   uint32_t me = s.rt->region.own_driver_pid();  // NVML's name for us: the host pid when known
   uint64_t sum = 0, n = 0;
@@ -207,23 +207,17 @@ void reconcile(State& s, int device, uint64_t now) {
     ++n;
   }
   if (n > 0) s.nvml_sees_me.store(true, std::memory_order_relaxed);
-  if (!s.nvml_sees_me.load(std::memory_order_relaxed)) return;
+  if (!s.nvml_sees_me.load(std::memory_order_relaxed)) {
+    r.arithmetic.skip(charged_total);
+    return;
+  }
   double window_ns = static_cast<double>(cur_us - since_us) * 1000.0;
-  int64_t measured =
-      n > 0 ? static_cast<int64_t>(static_cast<double>(sum) / static_cast<double>(n) / 100.0 * window_ns) : 0;
-  int64_t charged = static_cast<int64_t>(charged_total - last_charged);
-  int64_t correction = measured - charged;
+  uint64_t measured =
+      n > 0 ? static_cast<uint64_t>(static_cast<double>(sum) / static_cast<double>(n) / 100.0 * window_ns)
+            : 0;
+  int64_t correction = r.arithmetic.reconcile(charged_total, measured);
   s.controllers[device].charge(correction);
   charge_process(s, device, correction);
-  r.last_charged = charged_total + static_cast<uint64_t>(correction);
-  if (charged > static_cast<int64_t>(kMinChargeForScaleNs)) {
-    // Damped: halfway towards the ratio each interval, within [1/20, 20].
-    double ratio = static_cast<double>(measured) / static_cast<double>(charged);
-    double scale = r.scale_milli.load(std::memory_order_relaxed) * (1.0 + ratio) / 2.0;
-    if (scale < 50) scale = 50;
-    if (scale > 20000) scale = 20000;
-    r.scale_milli.store(static_cast<uint32_t>(scale), std::memory_order_relaxed);
-  }
 }
 
 Neighbours query_neighbours(State& s, int device) {
@@ -315,10 +309,10 @@ void atfork_child() {
   new (&g_state->poll_mu) std::mutex();
   for (NeighbourCache& c : g_state->neighbours) new (&c.mu) std::mutex();
   // The child is another pid: its own charges, its own readings.
-  for (Reconciler& r : g_state->reconcilers) {
+  for (DeviceReconciliation& r : g_state->reconcilers) {
     new (&r.mu) std::mutex();
     r.last_us = 0;
-    r.last_charged = 0;
+    r.arithmetic.skip(0);
     r.next_ns.store(0, std::memory_order_relaxed);
   }
   g_state->nvml_sees_me.store(false, std::memory_order_relaxed);
@@ -444,7 +438,7 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   uint64_t k = reinterpret_cast<uint64_t>(key) ^ (static_cast<uint64_t>(dev) << 58);
   Estimates::Entry* e = s.estimates.find_or_add(k);
   uint64_t cost = e != nullptr ? Estimates::charge_for(*e) : Estimates::kUnknownEstimateNs;
-  cost = cost * s.reconcilers[dev].scale_milli.load(std::memory_order_relaxed) / 1000;
+  cost = cost * s.reconcilers[dev].arithmetic.scale_milli() / 1000;
   RealEnvironment env(s, dev);
   uint64_t now = monotonic_ns();
   poll_samples(s, now, false);
