@@ -24,6 +24,11 @@ struct JsonValue {
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object;  // in document order
 
+  // User-provided, so that the vector of pairs is not instantiated inside the
+  // class: std::pair of the still incomplete JsonValue is undefined, and
+  // clang with libstdc++ refuses it (the fuzz build, fuzz/README.md).
+  JsonValue() {}
+
   // The member named `key`, or nullptr. With duplicate keys the last one wins.
   const JsonValue* find(const char* key) const;
 };
