@@ -7,8 +7,8 @@
 #include <random>
 #include <set>
 
-#include "kube/merge_patch.h"
-#include "kube/selector.h"
+#include "apiserver/merge_patch.h"
+#include "apiserver/selector.h"
 
 namespace tessera::testing {
 
@@ -141,8 +141,8 @@ struct FakeApiServer::Route {
 struct FakeApiServer::WatchState {
   const Kind* kind = nullptr;
   std::string ns;
-  kube::LabelSelector labels;
-  kube::FieldSelector fields;
+  LabelSelector labels;
+  FieldSelector fields;
   bool bookmarks = false;
   uint64_t last_rv = 0;
   std::vector<std::string> initial;  // lines to send first
@@ -589,10 +589,10 @@ void FakeApiServer::Serve(const Route& route, const httplib::Request& req, httpl
 
 void FakeApiServer::ServeList(const Route& route, const httplib::Request& req, httplib::Response& res) {
   const Kind& kind = *route.kind;
-  auto labels = kube::LabelSelector::Parse(req.get_param_value("labelSelector"));
+  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
   if (!labels.ok())
     return ReplyStatus(res, 400, "BadRequest", "unable to parse requirement: " + labels.error().message);
-  auto fields = kube::FieldSelector::Parse(req.get_param_value("fieldSelector"));
+  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"));
   if (!fields.ok()) return ReplyStatus(res, 400, "BadRequest", fields.error().message);
   for (const auto& r : fields->requirements()) {
     if (r.path != "metadata.name" && r.path != "metadata.namespace" && !kind.fields.count(r.path)) {
@@ -623,10 +623,10 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
   state->kind = &kind;
   state->ns = route.ns;
   state->garbage = garbage;
-  auto labels = kube::LabelSelector::Parse(req.get_param_value("labelSelector"));
+  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
   if (!labels.ok())
     return ReplyStatus(res, 400, "BadRequest", "unable to parse requirement: " + labels.error().message);
-  auto fields = kube::FieldSelector::Parse(req.get_param_value("fieldSelector"));
+  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"));
   if (!fields.ok()) return ReplyStatus(res, 400, "BadRequest", fields.error().message);
   for (const auto& r : fields->requirements()) {
     if (r.path != "metadata.name" && r.path != "metadata.namespace" && !kind.fields.count(r.path)) {
@@ -927,7 +927,7 @@ void FakeApiServer::ServePatch(const Route& route, const httplib::Request& req, 
   // The patched object carries the current version unless the patch names one
   // (then it is a precondition, checked by the replace).
   Json base = it->second;
-  Json patched = kube::ApplyMergePatch(base, patch);
+  Json patched = ApplyMergePatch(base, patch);
   if (!patched.is_object()) return ReplyStatus(res, 422, "Invalid", "the patched object is not an object");
   if (!patched.contains("metadata") || !patched["metadata"].is_object()) patched["metadata"] = Json::object();
   patched["metadata"]["name"] = route.name;

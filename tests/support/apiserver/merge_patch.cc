@@ -1,6 +1,6 @@
-#include "kube/merge_patch.h"
+#include "apiserver/merge_patch.h"
 
-namespace tessera::kube {
+namespace tessera::testing {
 
 nlohmann::json ApplyMergePatch(const nlohmann::json& target, const nlohmann::json& patch) {
   if (!patch.is_object()) return patch;
@@ -16,10 +16,4 @@ nlohmann::json ApplyMergePatch(const nlohmann::json& target, const nlohmann::jso
   return result;
 }
 
-nlohmann::json MetadataMapPatch(const char* field, const nlohmann::json& entries) {
-  nlohmann::json patch;
-  patch["metadata"][field] = entries.is_object() ? entries : nlohmann::json::object();
-  return patch;
-}
-
-}  // namespace tessera::kube
+}  // namespace tessera::testing

@@ -1,18 +1,14 @@
-// JSON merge patch (RFC 7386), the `application/merge-patch+json` body the
-// client sends to change annotations and labels, and that the API-server
-// stand-in applies.
+// JSON merge patch (RFC 7386): how the API-server stand-in applies an
+// `application/merge-patch+json` body. It lives beside the stand-in, not in
+// the kube library: the client only builds such bodies, it never applies one.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-namespace tessera::kube {
+namespace tessera::testing {
 
 // Returns `target` with `patch` applied: objects merge recursively, a null
 // member removes the key, anything else (arrays, scalars) replaces.
 nlohmann::json ApplyMergePatch(const nlohmann::json& target, const nlohmann::json& patch);
 
-// The merge patch that sets (or, for std::nullopt-like null values, removes)
-// `metadata.<field>` entries: {"metadata":{"<field>":{k:v,...}}}.
-nlohmann::json MetadataMapPatch(const char* field, const nlohmann::json& entries);
-
-}  // namespace tessera::kube
+}  // namespace tessera::testing

@@ -1,8 +1,8 @@
-#include "kube/merge_patch.h"
+#include "apiserver/merge_patch.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::kube {
+namespace tessera::testing {
 namespace {
 
 using Json = nlohmann::json;
@@ -39,11 +39,11 @@ TEST(MergePatchTest, Rfc7386Examples) {
 
 TEST(MergePatchTest, AnnotationPatchLeavesOtherMetadataAlone) {
   const Json pod = {{"metadata", {{"name", "p"}, {"annotations", {{"keep", "1"}, {"drop", "2"}}}}}};
-  const Json patch = MetadataMapPatch("annotations", {{"drop", nullptr}, {"add", "3"}});
+  const Json patch = {{"metadata", {{"annotations", {{"drop", nullptr}, {"add", "3"}}}}}};
   const Json out = ApplyMergePatch(pod, patch);
   EXPECT_EQ(out["metadata"]["name"], "p");
   EXPECT_EQ(out["metadata"]["annotations"], Json({{"keep", "1"}, {"add", "3"}}));
 }
 
 }  // namespace
-}  // namespace tessera::kube
+}  // namespace tessera::testing

@@ -1,9 +1,9 @@
-#include "kube/selector.h"
+#include "apiserver/selector.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace tessera::kube {
+namespace tessera::testing {
 namespace {
 
 std::string_view TrimView(std::string_view s) {
@@ -207,4 +207,4 @@ bool FieldSelector::Matches(const nlohmann::json& object) const {
   return true;
 }
 
-}  // namespace tessera::kube
+}  // namespace tessera::testing

@@ -1,4 +1,6 @@
-// Label and field selectors with the Kubernetes string syntax.
+// Label and field selectors with the Kubernetes string syntax, as the
+// API-server stand-in evaluates ?labelSelector= and ?fieldSelector=. The kube
+// client only passes these strings through, so this lives beside the stand-in.
 //
 // Label selectors: comma-separated requirements, all of which must hold:
 //   a=b  a==b  a!=b  a  !a  a in (x,y)  a notin (x,y)
@@ -17,7 +19,7 @@
 
 #include "base/result.h"
 
-namespace tessera::kube {
+namespace tessera::testing {
 
 class LabelSelector {
  public:
@@ -58,4 +60,4 @@ class FieldSelector {
   std::vector<Requirement> requirements_;
 };
 
-}  // namespace tessera::kube
+}  // namespace tessera::testing

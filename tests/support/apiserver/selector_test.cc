@@ -1,8 +1,8 @@
-#include "kube/selector.h"
+#include "apiserver/selector.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::kube {
+namespace tessera::testing {
 namespace {
 
 using Json = nlohmann::json;
@@ -64,4 +64,4 @@ TEST(FieldSelectorTest, MatchesDottedPaths) {
 }
 
 }  // namespace
-}  // namespace tessera::kube
+}  // namespace tessera::testing
