@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <iterator>
 #include <numeric>
 
 namespace tessera::core {
@@ -111,31 +112,21 @@ void AddUsage(GpuUsage& u, const SlicePlacement& s) {
 }  // namespace
 
 std::string_view ReasonName(GpuReason reason) {
-  switch (reason) {
-    case GpuReason::kFits:
-      return "fits";
-    case GpuReason::kUnhealthy:
-      return "unhealthy";
-    case GpuReason::kHeldByUnplacedPod:
-      return "held-by-unplaced-pod";
-    case GpuReason::kUuidNotAllowed:
-      return "uuid-not-allowed";
-    case GpuReason::kTypeNotAllowed:
-      return "type-not-allowed";
-    case GpuReason::kHeldExclusively:
-      return "held-exclusively";
-    case GpuReason::kNeedsExclusive:
-      return "needs-exclusive";
-    case GpuReason::kNoFreeSlot:
-      return "no-free-slot";
-    case GpuReason::kInsufficientMemory:
-      return "insufficient-memory";
-    case GpuReason::kInsufficientCores:
-      return "insufficient-cores";
-    case GpuReason::kUsedBySameContainer:
-      return "used-by-same-container";
-  }
-  return "unknown";
+  // Indexed by GpuReason, in its declaration order.
+  static constexpr std::string_view kNames[] = {"fits",
+                                                "unhealthy",
+                                                "held-by-unplaced-pod",
+                                                "uuid-not-allowed",
+                                                "type-not-allowed",
+                                                "held-exclusively",
+                                                "needs-exclusive",
+                                                "no-free-slot",
+                                                "insufficient-memory",
+                                                "insufficient-cores",
+                                                "used-by-same-container"};
+  static_assert(std::size(kNames) == static_cast<size_t>(GpuReason::kUsedBySameContainer) + 1);
+  const auto i = static_cast<size_t>(reason);
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 bool TypeAllowed(const GpuFilter& filter, std::string_view model) {

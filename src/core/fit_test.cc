@@ -1,7 +1,10 @@
 #include "core/fit.h"
+#include "core/testing.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 
 namespace tessera::core {
 namespace {
@@ -10,19 +13,7 @@ using ::testing::HasSubstr;
 
 Gpu MakeGpu(const std::string& uuid, const std::string& model = "NVIDIA A100-SXM4-80GB",
             int64_t memory = 80000, int numa = 0) {
-  Gpu g;
-  g.uuid = uuid;
-  g.model = model;
-  g.memory_mib = memory;
-  g.numa_node = numa;
-  g.slots = 4;
-  return g;
-}
-
-PodRequest OneGpu(int64_t memory, int cores, int gpus = 1) {
-  PodRequest p;
-  p.containers.push_back({"app", gpus, memory, std::nullopt, cores, 0});
-  return p;
+  return TestGpu(uuid, model, memory, /*slots=*/4, numa);
 }
 
 PodAllocation AllocOn(const std::string& node, const std::string& uuid, int64_t memory, int cores) {
@@ -37,7 +28,7 @@ GpuReason OnlyReason(const FitResult& r) {
 
 TEST(FitTest, FitsOnAFreeGpu) {
   NodeState node("n", {MakeGpu("GPU-a")});
-  FitResult r = FitNode(node, OneGpu(3000, 30));
+  FitResult r = FitNode(node, AppRequest(3000, 30));
   ASSERT_TRUE(r.fits) << r.message;
   ASSERT_EQ(r.placement.containers.size(), 1u);
   EXPECT_EQ(r.placement.containers[0].slices, (std::vector<SlicePlacement>{{0, 3000, 30}}));
@@ -47,7 +38,7 @@ TEST(FitTest, UnhealthyGpuIsRejected) {
   Gpu g = MakeGpu("GPU-a");
   g.healthy = false;
   NodeState node("n", {g});
-  FitResult r = FitNode(node, OneGpu(1000, 10));
+  FitResult r = FitNode(node, AppRequest(1000, 10));
   EXPECT_EQ(OnlyReason(r), GpuReason::kUnhealthy);
   EXPECT_THAT(r.message, HasSubstr("unhealthy"));
 }
@@ -58,29 +49,29 @@ TEST(FitTest, AGpuHeldByAPodTesseraDidNotPlaceIsRejected) {
   NodeState node("n", {g, MakeGpu("GPU-b")});
   EXPECT_EQ(node.gpus()[0].free_milli(), 0);
   EXPECT_EQ(node.free_milli_total(), 1000) << "only GPU-b counts as free";
-  FitResult r = FitNode(node, OneGpu(1000, 10, 2));
+  FitResult r = FitNode(node, AppRequest(1000, 10, 2));
   EXPECT_FALSE(r.fits);
   EXPECT_THAT(r.message, HasSubstr("held whole by pod ml/legacy, which tessera-scheduler did not place"));
-  FitResult one = FitNode(node, OneGpu(1000, 10));
+  FitResult one = FitNode(node, AppRequest(1000, 10));
   ASSERT_TRUE(one.fits) << one.message;
   EXPECT_EQ(one.placement.containers[0].slices[0].gpu, 1);
 }
 
 TEST(FitTest, TypeFilterIsCaseInsensitiveSubstring) {
   NodeState node("n", {MakeGpu("GPU-a", "NVIDIA A100-SXM4-80GB")});
-  PodRequest use = OneGpu(1000, 10);
+  PodRequest use = AppRequest(1000, 10);
   use.filter.use_types = {"a100"};
   EXPECT_TRUE(FitNode(node, use).fits);
   use.filter.use_types = {"V100"};
   EXPECT_EQ(OnlyReason(FitNode(node, use)), GpuReason::kTypeNotAllowed);
-  PodRequest nouse = OneGpu(1000, 10);
+  PodRequest nouse = AppRequest(1000, 10);
   nouse.filter.nouse_types = {"sxm4"};
   EXPECT_EQ(OnlyReason(FitNode(node, nouse)), GpuReason::kTypeNotAllowed);
 }
 
 TEST(FitTest, UuidFilter) {
   NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
-  PodRequest p = OneGpu(1000, 10);
+  PodRequest p = AppRequest(1000, 10);
   p.filter.use_uuids = {"GPU-b"};
   FitResult r = FitNode(node, p);
   ASSERT_TRUE(r.fits);
@@ -98,7 +89,7 @@ TEST(FitTest, NoFreeSlot) {
   g.slots = 1;
   NodeState node("n", {g});
   ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 10)).ok());
-  FitResult r = FitNode(node, OneGpu(1000, 10));
+  FitResult r = FitNode(node, AppRequest(1000, 10));
   EXPECT_EQ(OnlyReason(r), GpuReason::kNoFreeSlot);
   EXPECT_THAT(r.message, HasSubstr("slot"));
 }
@@ -106,7 +97,7 @@ TEST(FitTest, NoFreeSlot) {
 TEST(FitTest, NotEnoughMemorySaysFreeVersusAsked) {
   NodeState node("n", {MakeGpu("GPU-a", "A100", 16000)});
   ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 15000, 10)).ok());
-  FitResult r = FitNode(node, OneGpu(3000, 10));
+  FitResult r = FitNode(node, AppRequest(3000, 10));
   EXPECT_EQ(OnlyReason(r), GpuReason::kInsufficientMemory);
   EXPECT_EQ(r.rejections[0].check.asked, 3000);
   EXPECT_EQ(r.rejections[0].check.free, 1000);
@@ -116,7 +107,7 @@ TEST(FitTest, NotEnoughMemorySaysFreeVersusAsked) {
 TEST(FitTest, NotEnoughCores) {
   NodeState node("n", {MakeGpu("GPU-a")});
   ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 80)).ok());
-  FitResult r = FitNode(node, OneGpu(1000, 30));
+  FitResult r = FitNode(node, AppRequest(1000, 30));
   EXPECT_EQ(OnlyReason(r), GpuReason::kInsufficientCores);
   EXPECT_THAT(r.message, HasSubstr("30% asked, 20% free"));
 }
@@ -125,10 +116,10 @@ TEST(FitTest, ExclusiveHolderBlocksOthersAndExclusiveNeedsIdleGpu) {
   NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
   ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-a", 1000, 100)).ok());
   ASSERT_TRUE(node.Apply(AllocOn("n", "GPU-b", 1000, 10)).ok());
-  FitResult shared = FitNode(node, OneGpu(1000, 10));
+  FitResult shared = FitNode(node, AppRequest(1000, 10));
   ASSERT_TRUE(shared.fits);
   EXPECT_EQ(shared.placement.containers[0].slices[0].gpu, 1);  // not the held GPU
-  FitResult exclusive = FitNode(node, OneGpu(1000, 100));
+  FitResult exclusive = FitNode(node, AppRequest(1000, 100));
   ASSERT_FALSE(exclusive.fits);
   ASSERT_EQ(exclusive.rejections.size(), 2u);
   EXPECT_EQ(exclusive.rejections[0].check.reason, GpuReason::kHeldExclusively);
@@ -137,7 +128,7 @@ TEST(FitTest, ExclusiveHolderBlocksOthersAndExclusiveNeedsIdleGpu) {
 
 TEST(FitTest, HostCpuAndMemoryAreNodeLevelReasons) {
   NodeState node("n", {MakeGpu("GPU-a")}, {4000, 8192});
-  PodRequest p = OneGpu(1000, 10);
+  PodRequest p = AppRequest(1000, 10);
   p.cpu_milli = 5000;
   FitResult r = FitNode(node, p);
   EXPECT_FALSE(r.fits);
@@ -151,7 +142,7 @@ TEST(FitTest, HostCpuAndMemoryAreNodeLevelReasons) {
 
 TEST(FitTest, MemoryPercentResolvesPerGpuAndZeroMeansWholeGpu) {
   NodeState node("n", {MakeGpu("GPU-a", "A10", 24000), MakeGpu("GPU-b", "A100", 80000)});
-  PodRequest p = OneGpu(0, 10, 2);
+  PodRequest p = AppRequest(0, 10, 2);
   p.containers[0].memory_percent = 25;
   FitResult r = FitNode(node, p);
   ASSERT_TRUE(r.fits);
@@ -159,7 +150,7 @@ TEST(FitTest, MemoryPercentResolvesPerGpuAndZeroMeansWholeGpu) {
   ASSERT_EQ(slices.size(), 2u);
   EXPECT_EQ(slices[0].memory_mib, 6000);
   EXPECT_EQ(slices[1].memory_mib, 20000);
-  FitResult whole = FitNode(node, OneGpu(0, 10));
+  FitResult whole = FitNode(node, AppRequest(0, 10));
   ASSERT_TRUE(whole.fits);
   int g = whole.placement.containers[0].slices[0].gpu;
   EXPECT_EQ(whole.placement.containers[0].slices[0].memory_mib, node.gpus()[g].gpu.memory_mib);
@@ -167,10 +158,10 @@ TEST(FitTest, MemoryPercentResolvesPerGpuAndZeroMeansWholeGpu) {
 
 TEST(FitTest, MultiGpuContainerUsesDistinctGpusAndNeedsEnough) {
   NodeState node("n", {MakeGpu("GPU-a"), MakeGpu("GPU-b")});
-  FitResult two = FitNode(node, OneGpu(1000, 10, 2));
+  FitResult two = FitNode(node, AppRequest(1000, 10, 2));
   ASSERT_TRUE(two.fits);
   EXPECT_NE(two.placement.containers[0].slices[0].gpu, two.placement.containers[0].slices[1].gpu);
-  FitResult three = FitNode(node, OneGpu(1000, 10, 3));
+  FitResult three = FitNode(node, AppRequest(1000, 10, 3));
   EXPECT_FALSE(three.fits);
   EXPECT_EQ(three.node_reason, NodeReason::kNotEnoughGpus);
   EXPECT_THAT(three.message, HasSubstr("needs 3 GPU(s); 2 of 2 fit"));
@@ -183,7 +174,7 @@ TEST(FitTest, PrefersNvlinkConnectedSetThenOneNumaNode) {
   gpus[1].links.push_back({"GPU-3", LinkKind::kNvlink, 4});
   gpus[3].links.push_back({"GPU-1", LinkKind::kNvlink, 4});
   NodeState node("n", gpus);
-  FitResult r = FitNode(node, OneGpu(1000, 10, 2));
+  FitResult r = FitNode(node, AppRequest(1000, 10, 2));
   ASSERT_TRUE(r.fits);
   std::vector<int> chosen;
   for (const auto& s : r.placement.containers[0].slices) chosen.push_back(s.gpu);
@@ -193,7 +184,7 @@ TEST(FitTest, PrefersNvlinkConnectedSetThenOneNumaNode) {
   std::vector<Gpu> plain = {MakeGpu("GPU-0", "A100", 80000, 0), MakeGpu("GPU-1", "A100", 80000, 1),
                             MakeGpu("GPU-2", "A100", 80000, 1)};
   NodeState numa("m", plain);
-  FitResult q = FitNode(numa, OneGpu(1000, 10, 2));
+  FitResult q = FitNode(numa, AppRequest(1000, 10, 2));
   ASSERT_TRUE(q.fits);
   chosen.clear();
   for (const auto& s : q.placement.containers[0].slices) chosen.push_back(s.gpu);
@@ -229,6 +220,17 @@ TEST(FitTest, InitContainersArePlacedAloneAndDoNotAddUp) {
   EXPECT_EQ(node.gpus()[0].used.slots, 1);  // max(app 1, init 1)
   ASSERT_TRUE(node.Release(a).ok());
   EXPECT_EQ(node.gpus()[0].used, GpuUsage{});
+}
+
+TEST(FitTest, EachReasonHasItsOwnName) {
+  EXPECT_EQ(ReasonName(GpuReason::kFits), "fits");
+  EXPECT_EQ(ReasonName(GpuReason::kNoFreeSlot), "no-free-slot");
+  EXPECT_EQ(ReasonName(GpuReason::kUsedBySameContainer), "used-by-same-container");
+  std::set<std::string_view> names;
+  for (int r = 0; r <= static_cast<int>(GpuReason::kUsedBySameContainer); ++r)
+    names.insert(ReasonName(static_cast<GpuReason>(r)));
+  EXPECT_EQ(names.size(), static_cast<size_t>(GpuReason::kUsedBySameContainer) + 1);
+  EXPECT_EQ(ReasonName(static_cast<GpuReason>(99)), "unknown");
 }
 
 }  // namespace

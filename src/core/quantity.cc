@@ -48,32 +48,16 @@ struct Scale {
 Result<Scale> ParseSuffix(std::string_view text, std::string_view suffix) {
   if (suffix.empty()) return Scale{};
   if (suffix.size() == 1) {
-    switch (suffix[0]) {
-      case 'n':
-        return Scale{-9, 0};
-      case 'u':
-        return Scale{-6, 0};
-      case 'm':
-        return Scale{-3, 0};
-      case 'k':
-        return Scale{3, 0};
-      case 'M':
-        return Scale{6, 0};
-      case 'G':
-        return Scale{9, 0};
-      case 'T':
-        return Scale{12, 0};
-      case 'P':
-        return Scale{15, 0};
-      case 'E':
-        return Scale{18, 0};
-      case 'e':
-        return Fail(text, "exponent \"e\" has no digits; write it as e.g. 1e3 or 5e-1");
-      case 'K':
-        return Fail(text, "unknown suffix \"K\"; did you mean \"k\" (1000) or \"Ki\" (1024)? e.g. 4k or 4Ki");
-      default:
-        break;
-    }
+    static constexpr struct {
+      char suffix;
+      int exp10;
+    } kDecimal[] = {{'n', -9}, {'u', -6}, {'m', -3}, {'k', 3}, {'M', 6},
+                    {'G', 9},  {'T', 12}, {'P', 15}, {'E', 18}};
+    for (const auto& d : kDecimal)
+      if (suffix[0] == d.suffix) return Scale{d.exp10, 0};
+    if (suffix[0] == 'e') return Fail(text, "exponent \"e\" has no digits; write it as e.g. 1e3 or 5e-1");
+    if (suffix[0] == 'K')
+      return Fail(text, "unknown suffix \"K\"; did you mean \"k\" (1000) or \"Ki\" (1024)? e.g. 4k or 4Ki");
   }
   if (suffix.size() == 2 && suffix[1] == 'i') {
     static constexpr std::string_view kBinary = "KMGTPE";

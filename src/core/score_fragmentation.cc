@@ -97,11 +97,7 @@ FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix&
         if (demand < 0) demand = int64_t{shape.gpus} * need;
       }
       need_[m * g_count + g] = need;
-      if (free_[g] >= need) {
-        ++p.fit_gpus;
-      } else {
-        p.small_free += free_[g];
-      }
+      p.Count(free_[g], need, +1);
     }
     if (demand_weighted) {
       // A shape no GPU here can serve weighs as its GPU count (its fragment is
@@ -134,18 +130,7 @@ double FragmentationMeter::AfterOne(int gpu, int milli, int64_t cpu_milli, int64
   const int after = before - milli;
   auto per_of = [&](size_t m) {
     PerShape p = per_[m];
-    if (gpu < 0) return p;
-    int need = need_[m * g_count + gpu];
-    if (before >= need) {
-      --p.fit_gpus;
-    } else {
-      p.small_free -= before;
-    }
-    if (after >= need) {
-      ++p.fit_gpus;
-    } else {
-      p.small_free += after;
-    }
+    if (gpu >= 0) p.Move(need_[m * g_count + gpu], before, after);
     return p;
   };
   return Sum(per_of, total_free_ - (gpu >= 0 ? milli : 0), node_.free_cpu_milli() - cpu_milli,
@@ -160,19 +145,8 @@ double FragmentationMeter::AfterMany(std::span<const int> gpus, std::span<const 
   auto per_of = [&](size_t m) {
     PerShape p = per_[m];
     for (size_t i = 0; i < gpus.size(); ++i) {
-      int need = need_[m * g_count + gpus[i]];
-      int before = free_[gpus[i]];
-      int after = before - milli[i];
-      if (before >= need) {
-        --p.fit_gpus;
-      } else {
-        p.small_free -= before;
-      }
-      if (after >= need) {
-        ++p.fit_gpus;
-      } else {
-        p.small_free += after;
-      }
+      const int before = free_[gpus[i]];
+      p.Move(need_[m * g_count + gpus[i]], before, before - milli[i]);
     }
     return p;
   };

@@ -91,6 +91,21 @@ class FragmentationMeter {
   struct PerShape {
     int fit_gpus = 0;        // GPUs that can host one vGPU of the shape
     int64_t small_free = 0;  // free milli of the other GPUs
+
+    // Counts (sign +1) or uncounts (-1) a GPU with `free` milli for a shape
+    // that needs `need` milli of it.
+    void Count(int free, int need, int sign) {
+      if (free >= need) {
+        fit_gpus += sign;
+      } else {
+        small_free += sign * int64_t{free};
+      }
+    }
+    // A GPU's free milli went from `before` to `after`.
+    void Move(int need, int before, int after) {
+      Count(before, need, -1);
+      Count(after, need, +1);
+    }
   };
   template <typename PerOf>
   double Sum(PerOf per_of, int64_t total_free, int64_t cpu_free, int64_t mem_free) const;
