@@ -1,4 +1,5 @@
 #include "core/inventory_codec.h"
+#include "core/testing.h"
 
 #include <gtest/gtest.h>
 
@@ -17,15 +18,8 @@ NodeInventory Sample() {
   NodeInventory inv;
   inv.node = "node-a";
   inv.heartbeat = "2026-11-22T02:31:53Z";
-  Gpu a;
-  a.uuid = kA;
-  a.index = 0;
-  a.model = "NVIDIA A100-SXM4-80GB";
-  a.memory_mib = 81920;
+  Gpu a = TestGpu(kA, "NVIDIA A100-SXM4-80GB", 81920, 10, /*numa_node=*/0);
   a.sm_count = 108;
-  a.numa_node = 0;
-  a.healthy = true;
-  a.slots = 10;
   a.mig_capable = true;
   a.links = {{kB, LinkKind::kNvlink, 12}, {kC, LinkKind::kPcie, 1}};
   Gpu b = a;
@@ -34,14 +28,9 @@ NodeInventory Sample() {
   b.healthy = false;
   b.numa_node = -1;
   b.links = {{kA, LinkKind::kNvlink, 12}};
-  Gpu c;
-  c.uuid = kC;
+  Gpu c = TestGpu(kC, "Tesla T4", 15360, 4);
   c.index = 2;
-  c.model = "Tesla T4";
-  c.memory_mib = 15360;
   c.sm_count = 40;
-  c.slots = 4;
-  c.mig_capable = false;
   inv.gpus = {a, b, c};
   return inv;
 }
@@ -124,21 +113,10 @@ std::string Mutated(const std::function<void(nlohmann::json&)>& change) {
   return j.dump();
 }
 
-struct CorruptCase {
-  std::string label;
-  std::string text;
-  std::string message_part;
-};
-
 class InventoryCorruptTest : public testing::TestWithParam<CorruptCase> {};
 
 TEST_P(InventoryCorruptTest, RejectsWithReason) {
-  const CorruptCase& c = GetParam();
-  auto inv = DecodeInventory(c.text);
-  ASSERT_FALSE(inv.ok()) << c.label << ": accepted";
-  EXPECT_NE(inv.error().message.find(c.message_part), std::string::npos)
-      << c.label << ": " << inv.error().message;
-  EXPECT_EQ(inv.error().message.rfind("inventory", 0), 0u) << inv.error().message;
+  ExpectRefused(GetParam(), "inventory", DecodeInventory);
 }
 
 using J = nlohmann::json;
@@ -209,31 +187,15 @@ INSTANTIATE_TEST_SUITE_P(
         CorruptCase{"link duplicate",
                     Mutated([](J& j) { j["gpus"][0]["links"][1] = j["gpus"][0]["links"][0]; }),
                     "listed twice"}),
-    [](const testing::TestParamInfo<CorruptCase>& param_info) {
-      std::string name;
-      for (char ch : param_info.param.label) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-      return name;
-    });
+    CorruptCaseName);
 
 TEST(InventoryCodecTest, EveryTruncationIsRejected) {
-  const std::string text = *EncodeInventory(Sample());
-  for (size_t n = 0; n < text.size(); ++n) {
-    EXPECT_FALSE(DecodeInventory(std::string_view(text).substr(0, n)).ok()) << n;
-  }
+  ExpectEveryTruncationRefused(*EncodeInventory(Sample()), DecodeInventory);
 }
 
 TEST(InventoryCodecTest, CorruptedBytesNeverThrow) {
-  const std::string text = *EncodeInventory(Sample());
-  for (size_t i = 0; i < text.size(); ++i) {
-    for (char c : {'\0', '"', ']', '-', '1', '\x80'}) {
-      std::string bad = text;
-      bad[i] = c;
-      auto inv = DecodeInventory(bad);
-      if (inv.ok()) {
-        EXPECT_TRUE(ValidateInventory(*inv).ok());
-      }
-    }
-  }
+  ExpectCorruptedBytesSafe(*EncodeInventory(Sample()), {'\0', '"', ']', '-', '1', '\x80'}, DecodeInventory,
+                           ValidateInventory);
 }
 
 TEST(InventoryCodecTest, EncodeRefusesInvalidInventories) {

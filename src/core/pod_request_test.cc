@@ -22,14 +22,7 @@ json PodWithLimits(json limits) {
 
 ContainerRequest Req(const std::string& name, int gpus, int64_t mem, std::optional<int> pct, int cores,
                      std::optional<int> priority = std::nullopt) {
-  ContainerRequest r;
-  r.name = name;
-  r.gpus = gpus;
-  r.memory_mib = mem;
-  r.memory_percent = pct;
-  r.cores = cores;
-  r.priority = priority;
-  return r;
+  return ContainerRequest{name, gpus, mem, pct, cores, priority};
 }
 
 TEST(DerivePodRequestTest, FullRequest) {

@@ -4,23 +4,13 @@
 
 #include "core/policy_placer.h"
 #include "core/score_fragmentation.h"
+#include "core/testing.h"
 
 namespace tessera::core {
 namespace {
 
 Gpu G(const std::string& uuid) {
-  Gpu g;
-  g.uuid = uuid;
-  g.model = "A100";
-  g.memory_mib = 10000;
-  g.slots = 10;
-  return g;
-}
-
-PodRequest Slice(int64_t memory, int cores, int gpus = 1) {
-  PodRequest p;
-  p.containers.push_back({"app", gpus, memory, std::nullopt, cores, 0});
-  return p;
+  return TestGpu(uuid, "A100", 10000, /*slots=*/10);
 }
 
 std::vector<NodeState> TwoNodes() {
@@ -46,14 +36,14 @@ TEST(PolicyTest, BinpackAndSpread) {
     Placer placer(TwoNodes());
     auto policy = MakePolicy(name);
     ASSERT_TRUE(policy.ok());
-    EXPECT_EQ(Place(placer, **policy, Slice(2000, 20)), expect) << name;
+    EXPECT_EQ(Place(placer, **policy, AppRequest(2000, 20)), expect) << name;
   }
 }
 
 TEST(PolicyTest, TiesGoToTheFirstNode) {
   Placer placer({NodeState("x", {G("x0")}), NodeState("y", {G("y0")})});
   auto policy = MakePolicy("node-binpack");
-  EXPECT_EQ(Place(placer, **policy, Slice(1000, 10)), "x/x0");
+  EXPECT_EQ(Place(placer, **policy, AppRequest(1000, 10)), "x/x0");
 }
 
 TEST(PolicyTest, UnknownPolicyListsTheValidOnes) {
@@ -64,8 +54,8 @@ TEST(PolicyTest, UnknownPolicyListsTheValidOnes) {
 
 TEST(PolicyTest, DeterministicAcrossRunsAndCaching) {
   // Shapes (distinct requests) and the arrival sequence over them.
-  std::vector<PodRequest> shapes = {Slice(3000, 30), Slice(5000, 50), Slice(10000, 100), Slice(2000, 20),
-                                    Slice(10000, 100, 2)};
+  std::vector<PodRequest> shapes = {AppRequest(3000, 30), AppRequest(5000, 50), AppRequest(10000, 100),
+                                    AppRequest(2000, 20), AppRequest(10000, 100, 2)};
   std::vector<int> arrivals = {0, 1, 3, 0, 2, 3, 3, 1, 4, 0, 3, 3};
   for (const std::string& name : PolicyNames()) {
     std::vector<std::string> first;
@@ -135,10 +125,10 @@ TEST(FragmentationTest, PolicyAvoidsCreatingFragments) {
   // Having seen 500-milli pods, a 500 slice goes onto the half-used GPU (no
   // fragment left) rather than splitting an idle one.
   auto policy = MakePolicy("tessera");
-  for (int i = 0; i < 10; ++i) (*policy)->Observe(Slice(5000, 50));
+  for (int i = 0; i < 10; ++i) (*policy)->Observe(AppRequest(5000, 50));
   NodeState node("n", {G("a"), G("b")});
   ASSERT_TRUE(node.Apply({"n", {{"x", {{"b", 5000, 50}}, false}}}).ok());
-  auto c = (*policy)->Evaluate(node, Slice(5000, 50));
+  auto c = (*policy)->Evaluate(node, AppRequest(5000, 50));
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->placement.containers[0].slices[0].gpu, 1);
 }
