@@ -18,14 +18,7 @@ std::string tessera_bin;
 
 // Runs `tessera ARGS` through the shell; `env` ("NAME=value ") prefixes it.
 int Run(const std::string& args, std::string* out, const std::string& env = "") {
-  const std::string cmd = env + tessera_bin + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[512];
-  out->clear();
-  while (std::fgets(buf, sizeof(buf), p) != nullptr) *out += buf;
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return simtest::Shell(env + tessera_bin + " " + args, out);
 }
 
 }  // namespace
@@ -42,11 +35,7 @@ int main(int argc, char** argv) {
   SIM_CHECK(out.find("no simulator state") != std::string::npos);
 
   SIM_OK(cuInit(0));
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 1));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  simtest::UseDevice(1);
   CUdeviceptr p;
   SIM_OK(cuMemAlloc(&p, 700ull << 20));
 

@@ -38,15 +38,6 @@ gpus:
 context_overhead_mib: 1234
 )";
 
-CUcontext Primary(int ordinal) {
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, ordinal));
-  CUcontext ctx = nullptr;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  return ctx;
-}
-
 uint64_t UsedBytes() {
   size_t free_b = 0, total_b = 0;
   SIM_OK(cuMemGetInfo(&free_b, &total_b));
@@ -84,7 +75,7 @@ bool ListedV2(unsigned index, nvmlProcessInfo_v2_t* out) {
 // context_overhead_mib: 0 — a context costs nothing; memory shows exactly what
 // was allocated, in CUDA, NVML and the v2 process list.
 void NoContextOverhead() {
-  Primary(0);
+  simtest::UseDevice(0);
   SIM_CHECK_EQ(UsedBytes(), 0u);
   SIM_CHECK_EQ(NvmlUsed(0), 0u);
   nvmlProcessInfo_v2_t me{};
@@ -107,7 +98,7 @@ void NoContextOverhead() {
 // 0.32 ms). A 300 ms kernel first keeps the stream busy, so the copy starts
 // exactly when the kernel ends and the events bracket only the copy.
 void CopyBandwidth() {
-  Primary(0);
+  simtest::UseDevice(0);
   constexpr size_t kBytes = 8'000'000;
   std::vector<unsigned char> host(kBytes), back(kBytes);
   for (size_t i = 0; i < kBytes; ++i) host[i] = static_cast<unsigned char>(i * 7 + 1);
@@ -115,10 +106,7 @@ void CopyBandwidth() {
   SIM_OK(cuMemAlloc(&dev, kBytes));
   CUstream s;
   SIM_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "image"));
-  CUfunction busy;
-  SIM_OK(cuModuleGetFunction(&busy, m, "sim_busy_wait"));
+  CUfunction busy = simtest::SimKernel("sim_busy_wait");
   uint64_t ns = 300'000'000;
   void* args[] = {&ns};
   CUevent before, after;
@@ -195,7 +183,7 @@ void PrimaryContextReset() {
 // cuMemHostAlloc: pinned host memory, flags kept, mapped into the device's
 // address space, charged nothing on the GPU.
 void HostAlloc() {
-  Primary(0);
+  simtest::UseDevice(0);
   const uint64_t used = NvmlUsed(0);
   const unsigned want = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP;
   void* h = nullptr;
@@ -225,7 +213,7 @@ int OverheadChild() {
   SIM_OK(cuInit(0));
   SIM_OK(nvmlInit());
   SIM_CHECK_EQ(NvmlUsed(0), 0u);
-  Primary(0);
+  simtest::UseDevice(0);
   SIM_CHECK_EQ(UsedBytes(), 1234 * kMiB);
   SIM_CHECK_EQ(NvmlUsed(0), 1234 * kMiB);
   nvmlProcessInfo_v2_t me{};
@@ -259,18 +247,14 @@ int main(int argc, char** argv) {
   SIM_OK(nvmlShutdown());
 
   // Another configuration needs another state: the child gets its own directory.
-  char tmpl[] = "/tmp/tessera-simtest-XXXXXX";
-  const char* other = mkdtemp(tmpl);
-  SIM_CHECK(other != nullptr);
-  if (other != nullptr) {
+  {
+    tessera::testing::TempDir other("tessera-simtest");
     const std::string mine = getenv("TESSERA_SIM_STATE");
-    setenv("TESSERA_SIM_STATE", other, 1);
+    setenv("TESSERA_SIM_STATE", other.path().c_str(), 1);
     setenv("TESSERA_SIM_CONFIG", kOverheadConfig, 1);
     simtest::Child c = simtest::SpawnSelf({"overhead"});
     SIM_CHECK_EQ(c.Wait(), 0);
     setenv("TESSERA_SIM_STATE", mine.c_str(), 1);
-    const std::string rm = std::string("rm -rf '") + other + "'";
-    if (std::system(rm.c_str()) != 0) std::fprintf(stderr, "cleanup of %s failed\n", other);
   }
   return simtest::Finish("sim_config_test");
 }

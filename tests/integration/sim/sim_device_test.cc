@@ -124,11 +124,7 @@ void Contexts() {
 }
 
 void MemoryAndCopies() {
-  CUdevice d0;
-  SIM_OK(cuDeviceGet(&d0, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d0));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  simtest::UseDevice(0);
 
   // Round trips move real bytes.
   const size_t n = 3 << 20;
@@ -212,10 +208,7 @@ void MemoryAndCopies() {
 
 void OutOfMemoryAtCapacity() {
   CUdevice d1;
-  SIM_OK(cuDeviceGet(&d1, 1));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d1));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  simtest::UseDevice(1, &d1);
   size_t free_b = 0, total_b = 0;
   SIM_OK(cuMemGetInfo(&free_b, &total_b));
   // An 80 GB device costs nothing until touched: allocate all of it.
@@ -242,10 +235,7 @@ void OutOfMemoryAtCapacity() {
 // Many threads of one process allocating, copying, launching and freeing at once.
 void Threads() {
   CUdevice d0;
-  SIM_OK(cuDeviceGet(&d0, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d0));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  CUcontext ctx = simtest::UseDevice(0, &d0);
   size_t free_before = 0, total = 0;
   SIM_OK(cuMemGetInfo(&free_before, &total));
   CUmodule m;

@@ -200,15 +200,8 @@ void GraphBookkeeping(CUfunction busy, CUstream s) {
 int main() {
   simtest::UseFreshState("1xL4", false);
   SIM_OK(cuInit(0));
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "image"));
-  CUfunction busy;
-  SIM_OK(cuModuleGetFunction(&busy, m, "sim_busy_graph"));
+  simtest::UseDevice(0);
+  CUfunction busy = simtest::SimKernel("sim_busy_graph");
   CUstream s;
   SIM_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   ExplicitGraph(busy, s);

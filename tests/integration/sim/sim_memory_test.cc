@@ -213,19 +213,10 @@ void Pools() {
   SIM_OK(cuStreamDestroy(s));
 }
 
-CUcontext UseDevice0() {
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  return ctx;
-}
-
 // Child role: open the IPC handle (hex on stdin), check and rewrite the bytes.
 int IpcPeer() {
   SIM_OK(cuInit(0));
-  UseDevice0();
+  simtest::UseDevice(0);
   char hex[256] = {};
   if (std::fgets(hex, sizeof(hex), stdin) == nullptr) return 2;
   CUipcMemHandle h{};
@@ -280,7 +271,7 @@ int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "ipc-peer") return IpcPeer();
   simtest::UseFreshState("1xA30", false);
   SIM_OK(cuInit(0));
-  UseDevice0();
+  simtest::UseDevice(0);
   Arrays();
   VirtualMemory();
   Pools();

@@ -81,11 +81,7 @@ int Program() {
   std::printf("NVML %u|%llu|%d|%d|%s\n", n, static_cast<unsigned long long>(mem.total / kMiB), first, second,
               first == NVML_SUCCESS ? Uuid(mig).c_str() : "-");
   std::fflush(stdout);
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  simtest::UseDevice(0);
   CUdeviceptr p;
   SIM_OK(cuMemAlloc(&p, 1024 * kMiB));
   std::printf("HOLDING\n");

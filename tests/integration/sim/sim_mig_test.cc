@@ -43,10 +43,7 @@ int MigClient() {
   std::fflush(stdout);
   char line[32];
   if (std::fgets(line, sizeof(line), stdin) == nullptr) return 2;
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "x"));
-  CUfunction f;
-  SIM_OK(cuModuleGetFunction(&f, m, "sim_busy_mig"));
+  CUfunction f = simtest::SimKernel("sim_busy_mig");
   CUevent a, b;
   SIM_OK(cuEventCreate(&a, 0));
   SIM_OK(cuEventCreate(&b, 0));

@@ -29,16 +29,7 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 std::string control_bin, tessera_bin, pipe_dir;
 
-// Runs `command` through the shell; its output (stdout and stderr) in `out`.
-int Shell(const std::string& command, std::string* out) {
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[512];
-  out->clear();
-  while (std::fgets(buf, sizeof(buf), p) != nullptr) *out += buf;
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using simtest::Shell;
 
 // The control program's answers to `commands` (one per line).
 std::string Control(const std::string& commands) {
@@ -61,15 +52,8 @@ unsigned long long NowUs() {
 }
 
 CUfunction Setup() {
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "any image"));
-  CUfunction f;
-  SIM_OK(cuModuleGetFunction(&f, m, "sim_busy_mps"));
+  simtest::UseDevice(0);
+  CUfunction f = simtest::SimKernel("sim_busy_mps");
   return f;
 }
 

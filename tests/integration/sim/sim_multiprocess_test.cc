@@ -17,15 +17,6 @@ namespace {
 constexpr uint64_t kMiB = 1ull << 20;
 constexpr uint64_t kContext = 300 * kMiB;
 
-CUcontext UseDevice(int ordinal) {
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, ordinal));
-  CUcontext ctx = nullptr;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  return ctx;
-}
-
 // Child role: allocate `mib` on GPU 0, report, and hold it until told to exit.
 int HoldMemory(uint64_t mib) {
   SIM_OK(cuInit(0));
@@ -66,7 +57,7 @@ size_t FreeBytes() {
 }
 
 void SharedCapacity() {
-  UseDevice(0);
+  simtest::UseDevice(0);
   size_t total = 0, free0 = 0;
   SIM_OK(cuMemGetInfo(&free0, &total));
   SIM_CHECK_EQ(total - free0, kContext);

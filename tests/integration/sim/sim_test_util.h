@@ -5,6 +5,9 @@
 //
 // Each test program uses a fresh state directory (TESSERA_SIM_STATE), made
 // before the first CUDA/NVML call and inherited by its children.
+//
+// The pieces every program repeats live here too: making a device's primary
+// context current, taking one of the simulator's kernels, running a command.
 #pragma once
 
 #include <signal.h>
@@ -15,8 +18,14 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <cuda.h>
+
+#include "base/testing.h"
+#include "testing/process.h"
 
 namespace simtest {
 
@@ -55,24 +64,45 @@ inline int& Failures() {
   } while (0)
 
 // Creates a fresh state directory and points TESSERA_SIM_STATE at it (unless
-// this is a child, which inherits its parent's). Removes it at exit.
+// this is a child, which inherits its parent's); `gpus`, when given, becomes
+// TESSERA_SIM_GPUS. The directory is removed at exit (kept when
+// TESSERA_TEST_KEEP_DIRS is set).
 inline void UseFreshState(const char* gpus, bool is_child) {
   if (is_child) return;
-  char tmpl[] = "/tmp/tessera-simtest-XXXXXX";
-  char* dir = mkdtemp(tmpl);
-  if (dir == nullptr) {
-    std::perror("mkdtemp");
-    std::exit(2);
-  }
-  setenv("TESSERA_SIM_STATE", dir, 1);
+  static std::unique_ptr<tessera::testing::TempDir> dir;  // destroyed at exit, in this process only
+  dir = std::make_unique<tessera::testing::TempDir>("tessera-simtest");
+  setenv("TESSERA_SIM_STATE", dir->path().c_str(), 1);
   if (gpus != nullptr) setenv("TESSERA_SIM_GPUS", gpus, 1);
-  static std::string path = dir;
-  std::atexit([] {
-    if (getenv("SIMTEST_KEEP_STATE") == nullptr) {
-      std::string cmd = "rm -rf '" + path + "'";
-      if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "cleanup of %s failed\n", path.c_str());
-    }
-  });
+}
+
+// Retains device `ordinal`'s primary context and makes it current; returns
+// the context (and the device through `device`, when asked).
+inline CUcontext UseDevice(int ordinal, CUdevice* device = nullptr) {
+  CUdevice d = 0;
+  SIM_OK(cuDeviceGet(&d, ordinal));
+  CUcontext ctx = nullptr;
+  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
+  SIM_OK(cuCtxSetCurrent(ctx));
+  if (device != nullptr) *device = d;
+  return ctx;
+}
+
+// The simulator's kernel `name` (docs/sim.md lists them), from a module of the
+// current context; the module's image is not read, so any bytes do.
+inline CUfunction SimKernel(const char* name) {
+  CUmodule m = nullptr;
+  SIM_OK(cuModuleLoadData(&m, "image"));
+  CUfunction f = nullptr;
+  SIM_OK(cuModuleGetFunction(&f, m, name));
+  return f;
+}
+
+// Runs `command` with /bin/sh; `out` gets its stdout and stderr. Returns the
+// exit code (-1 when the shell could not start).
+inline int Shell(const std::string& command, std::string* out) {
+  tessera::testing::ShellOutcome r = tessera::testing::RunShell(command);
+  *out = r.output;
+  return r.exit_code;
 }
 
 // A child process running this program with `args`; its stdout is readable

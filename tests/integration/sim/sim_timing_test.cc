@@ -23,15 +23,8 @@ double MsSince(Clock::time_point t0) {
 }
 
 CUfunction BusyKernel() {
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "any image"));
-  CUfunction f;
-  SIM_OK(cuModuleGetFunction(&f, m, "sim_busy_spin"));
+  simtest::UseDevice(0);
+  CUfunction f = simtest::SimKernel("sim_busy_spin");
   return f;
 }
 
@@ -65,10 +58,7 @@ void EventsAndSynchronisation() {
   SIM_CHECK(ms >= 59.9f && ms < 200.0f);
 
   // Other kernels take the configured default (10 µs).
-  CUmodule m;
-  SIM_OK(cuModuleLoadData(&m, "x"));
-  CUfunction plain;
-  SIM_OK(cuModuleGetFunction(&plain, m, "saxpy"));
+  CUfunction plain = simtest::SimKernel("saxpy");
   SIM_OK(cuEventRecord(start, s));
   SIM_OK(cuLaunchKernel(plain, 1, 1, 1, 1, 1, 1, 0, s, nullptr, nullptr));
   SIM_OK(cuEventRecord(stop, s));

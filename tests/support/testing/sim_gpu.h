@@ -1,0 +1,35 @@
+// The simulated GPU machine a test's processes run on (src/sim, docs/sim.md):
+// which GPUs it has (TESSERA_SIM_GPUS), where their shared state lives
+// (TESSERA_SIM_STATE: every process given the same directory sees the same
+// GPUs, memory and processes) and where the simulator's libcuda.so.1 and
+// libnvidia-ml.so.1 are found (LD_LIBRARY_PATH).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+#include "testing/process.h"
+
+namespace tessera::testing {
+
+struct SimGpu {
+  std::string gpus = "2xA100-80GB";
+  std::string state_dir{};
+  // The directory holding the simulator's libraries; empty leaves
+  // LD_LIBRARY_PATH alone (a program that loads NVML by path, such as
+  // tessera-node with --nvml-library).
+  std::string lib_dir{};
+
+  // The variables that put a process on this machine.
+  Env Environment() const;
+  // Sets them in this process, for in-process NVML/CUDA calls and for the
+  // children that inherit the environment.
+  void Export() const;
+};
+
+// Starts `command` on `gpu`: the machine's variables, then `command.env` over
+// them (so a test may override one).
+pid_t SpawnOnSimGpu(const SimGpu& gpu, Command command);
+
+}  // namespace tessera::testing
