@@ -14,10 +14,10 @@ using namespace codec_detail;
 
 constexpr std::string_view kPayload = "allocation";
 
+constexpr std::string_view kContainers = "allocation: containers";
+
 std::string ContainerWhere(size_t i, const std::string& name) {
-  std::string where = "allocation: containers[" + std::to_string(i) + "]";
-  if (!name.empty()) where += " (\"" + name + "\")";
-  return where;
+  return ElementWhere(kContainers, i, name.empty() ? name : "\"" + name + "\"");
 }
 
 }  // namespace
@@ -53,14 +53,9 @@ Status ValidateAllocation(const PodAllocation& allocation) {
         return Error{dwhere + ": uuid \"" + d.uuid +
                      "\" appears twice in this container; each vGPU of a container is on a different GPU"};
       }
-      if (d.memory_mib < 0 || d.memory_mib > kMaxGpuMemoryMiB) {
-        return Error{dwhere + ": \"memoryMiB\" is " + std::to_string(d.memory_mib) +
-                     "; expected 0 (no limit) to " + std::to_string(kMaxGpuMemoryMiB)};
-      }
-      if (d.cores < 0 || d.cores > 100) {
-        return Error{dwhere + ": \"cores\" is " + std::to_string(d.cores) +
-                     "; expected 0 (no limit) to 100 (exclusive)"};
-      }
+      TESSERA_RETURN_IF_ERROR(
+          CheckRange(dwhere, "memoryMiB", d.memory_mib, 0, kMaxGpuMemoryMiB, "(no limit)"));
+      TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "cores", d.cores, 0, 100, "(no limit)", "(exclusive)"));
     }
   }
   return Status::Ok();
@@ -68,69 +63,58 @@ Status ValidateAllocation(const PodAllocation& allocation) {
 
 Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
   TESSERA_RETURN_IF_ERROR(ValidateAllocation(allocation));
-  json containers = json::array();
-  for (const ContainerAllocation& c : allocation.containers) {
-    json devices = json::array();
-    for (const DeviceSlice& d : c.devices) {
-      devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
-    }
+  json containers = JsonArrayOf(allocation.containers, [](const ContainerAllocation& c) {
+    json devices = JsonArrayOf(c.devices, [](const DeviceSlice& d) {
+      return json{{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}};
+    });
     json entry = {{"name", c.container}, {"devices", std::move(devices)}};
     if (c.init) entry["init"] = true;  // optional: absent means an app container
-    containers.push_back(std::move(entry));
-  }
+    return entry;
+  });
   return json{
       {"version", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
 }
 
 Result<std::string> EncodeAllocation(const PodAllocation& allocation) {
-  TESSERA_ASSIGN_OR_RETURN(const json j, AllocationToJson(allocation));
-  return j.dump();
+  return EncodeWith(allocation, AllocationToJson);
 }
 
 Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) {
-    return Error{std::string("allocation: expected a JSON object such as {\"version\":1,...}, got ") +
-                 j.type_name()};
-  }
-  TESSERA_RETURN_IF_ERROR(CheckVersion(j, kAllocationVersion, kPayload));
+  TESSERA_RETURN_IF_ERROR(CheckEnvelope(j, kAllocationVersion, kPayload));
   PodAllocation out;
   TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "allocation"));
-  TESSERA_ASSIGN_OR_RETURN(const json* containers, ReadArray(j, "containers", "allocation"));
-  for (size_t i = 0; i < containers->size(); ++i) {
-    const json& c = (*containers)[i];
-    std::string where = ContainerWhere(i, "");
-    if (!c.is_object()) return Error{where + ": expected an object {\"name\":…,\"devices\":[…]}"};
+  auto read_container = [&out](const json& c, size_t i, const std::string& item_where) -> Status {
     ContainerAllocation ca;
-    TESSERA_ASSIGN_OR_RETURN(ca.container, ReadString(c, "name", where));
-    where = ContainerWhere(i, ca.container);
+    TESSERA_ASSIGN_OR_RETURN(ca.container, ReadString(c, "name", item_where));
+    const std::string where = ContainerWhere(i, ca.container);
     if (auto init = c.find("init"); init != c.end()) {
       if (!init->is_boolean()) {
         return Error{where + ": \"init\" is " + std::string(init->type_name()) + "; expected true or false"};
       }
       ca.init = init->get<bool>();
     }
-    TESSERA_ASSIGN_OR_RETURN(const json* devices, ReadArray(c, "devices", where));
-    for (size_t k = 0; k < devices->size(); ++k) {
-      const json& d = (*devices)[k];
-      const std::string dwhere = where + ".devices[" + std::to_string(k) + "]";
-      if (!d.is_object())
-        return Error{dwhere + ": expected an object {\"uuid\":…,\"memoryMiB\":…,\"cores\":…}"};
+    auto read_device = [&ca](const json& d, size_t, const std::string& dwhere) -> Status {
       DeviceSlice slice;
       TESSERA_ASSIGN_OR_RETURN(slice.uuid, ReadString(d, "uuid", dwhere));
       // Read within bounds that fit the fields.
       TESSERA_ASSIGN_OR_RETURN(slice.memory_mib, ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB));
       TESSERA_ASSIGN_OR_RETURN(slice.cores, ReadInt(d, "cores", dwhere, 0, 100));
       ca.devices.push_back(std::move(slice));
-    }
+      return Status::Ok();
+    };
+    TESSERA_RETURN_IF_ERROR(ReadEachObject(c, "devices", where, where + ".devices",
+                                           "{\"uuid\":…,\"memoryMiB\":…,\"cores\":…}", read_device));
     out.containers.push_back(std::move(ca));
-  }
+    return Status::Ok();
+  };
+  TESSERA_RETURN_IF_ERROR(ReadEachObject(j, "containers", "allocation", kContainers,
+                                         "{\"name\":…,\"devices\":[…]}", read_container));
   TESSERA_RETURN_IF_ERROR(ValidateAllocation(out));
   return out;
 }
 
 Result<PodAllocation> DecodeAllocation(std::string_view text) {
-  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonText(text, kPayload));
-  return AllocationFromJson(j);
+  return DecodeWith(text, kPayload, AllocationFromJson);
 }
 
 Result<ContainerAllocation> SelectContainerAllocation(const PodAllocation& allocation,

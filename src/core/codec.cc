@@ -149,5 +149,30 @@ Status CheckVersion(const nlohmann::json& object, int64_t supported, std::string
   return Status::Ok();
 }
 
+std::string ElementWhere(std::string_view list, size_t i, std::string_view label) {
+  std::string where = std::string(list) + "[" + std::to_string(i) + "]";
+  if (!label.empty()) where.append(" (").append(label).append(")");
+  return where;
+}
+
+Status CheckEnvelope(const nlohmann::json& j, int64_t supported, std::string_view payload) {
+  if (!j.is_object()) {
+    return Error{std::string(payload) + ": expected a JSON object such as {\"version\":" +
+                 std::to_string(supported) + ",...}, got " + j.type_name()};
+  }
+  return CheckVersion(j, supported, payload);
+}
+
+Status CheckRange(const std::string& where, const char* field, int64_t value, int64_t min, int64_t max,
+                  std::string_view min_note, std::string_view max_note) {
+  if (value >= min && value <= max) return Status::Ok();
+  std::string message =
+      where + ": \"" + field + "\" is " + std::to_string(value) + "; expected " + std::to_string(min);
+  if (!min_note.empty()) message.append(" ").append(min_note);
+  message += " to " + std::to_string(max);
+  if (!max_note.empty()) message.append(" ").append(max_note);
+  return Error{std::move(message)};
+}
+
 }  // namespace codec_detail
 }  // namespace tessera::core

@@ -51,5 +51,57 @@ Result<nlohmann::json> ParseJsonText(std::string_view text, std::string_view pay
 // The value of "version": a JSON integer equal to `supported`, else an error.
 Status CheckVersion(const nlohmann::json& object, int64_t supported, std::string_view payload);
 
+// `j` is a JSON object (else an error naming the payload and the type found)
+// whose "version" passes CheckVersion.
+Status CheckEnvelope(const nlohmann::json& j, int64_t supported, std::string_view payload);
+
+// OK when min <= value <= max, else the error
+//   <where>: "<field>" is <value>; expected <min>[ <min_note>] to <max>[ <max_note>]
+Status CheckRange(const std::string& where, const char* field, int64_t value, int64_t min, int64_t max,
+                  std::string_view min_note = {}, std::string_view max_note = {});
+
+// "<list>[<i>]", followed by " (<label>)" when a label is given: where an
+// element of a list is, for errors ("inventory: gpus[1] (GPU-...)").
+std::string ElementWhere(std::string_view list, size_t i, std::string_view label = {});
+
+// Reads the array member `key` of `object` (ReadArray) element by element:
+// each must be a JSON object (else "<list>[i]: expected an object <example>"),
+// and `read(element, i, ElementWhere(list, i))` reads it or returns its error.
+template <typename Read>
+Status ReadEachObject(const nlohmann::json& object, const char* key, const std::string& where,
+                      std::string_view list, std::string_view example, Read read) {
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json* items, ReadArray(object, key, where));
+  for (size_t i = 0; i < items->size(); ++i) {
+    const nlohmann::json& item = (*items)[i];
+    const std::string item_where = ElementWhere(list, i);
+    if (!item.is_object()) return Error{item_where + ": expected an object " + std::string(example)};
+    TESSERA_RETURN_IF_ERROR(read(item, i, item_where));
+  }
+  return Status::Ok();
+}
+
+// A JSON array of `to_json(item)` for each item, in order.
+template <typename Items, typename ToJson>
+nlohmann::json JsonArrayOf(const Items& items, ToJson to_json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& item : items) out.push_back(to_json(item));
+  return out;
+}
+
+// The JSON text of `value` as `to_json` builds it (which validates it first).
+template <typename T, typename ToJson>
+Result<std::string> EncodeWith(const T& value, ToJson to_json) {
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, to_json(value));
+  return j.dump();
+}
+
+// Parses `text` (ParseJsonText) and reads the value with `from_json`.
+template <typename FromJson>
+auto DecodeWith(std::string_view text, std::string_view payload, FromJson from_json)
+    -> decltype(from_json(nlohmann::json())) {
+  TESSERA_ASSIGN_OR_RETURN(const nlohmann::json j, ParseJsonText(text, payload));
+  return from_json(j);
+}
+
 }  // namespace codec_detail
 }  // namespace tessera::core

@@ -62,5 +62,28 @@ TEST(ParseJsonTextTest, ReportsWhereParsingStopped) {
   EXPECT_TRUE(codec_detail::ParseJsonText("{\"a\": [1, 2]}", "payload").ok());
 }
 
+TEST(CheckRangeTest, NamesTheFieldTheValueAndTheRange) {
+  using codec_detail::CheckRange;
+  EXPECT_TRUE(CheckRange("w", "cores", 0, 0, 100).ok());
+  EXPECT_TRUE(CheckRange("w", "cores", 100, 0, 100).ok());
+  Status low = CheckRange("inventory: gpus[0]", "slots", -1, 0, 16);
+  ASSERT_FALSE(low.ok());
+  EXPECT_EQ(low.error().message, "inventory: gpus[0]: \"slots\" is -1; expected 0 to 16");
+  Status high = CheckRange("d", "cores", 101, 0, 100, "(no limit)", "(exclusive)");
+  ASSERT_FALSE(high.ok());
+  EXPECT_EQ(high.error().message, "d: \"cores\" is 101; expected 0 (no limit) to 100 (exclusive)");
+}
+
+TEST(CheckEnvelopeTest, WantsAnObjectOfTheSupportedVersion) {
+  using codec_detail::CheckEnvelope;
+  EXPECT_TRUE(CheckEnvelope(nlohmann::json{{"version", 1}}, 1, "p").ok());
+  Status array = CheckEnvelope(nlohmann::json::array(), 1, "p");
+  ASSERT_FALSE(array.ok());
+  EXPECT_EQ(array.error().message, "p: expected a JSON object such as {\"version\":1,...}, got array");
+  Status newer = CheckEnvelope(nlohmann::json{{"version", 2}}, 1, "p");
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.error().message.find("unsupported version 2"), std::string::npos) << newer.error().message;
+}
+
 }  // namespace
 }  // namespace tessera::core

@@ -14,11 +14,7 @@ using namespace codec_detail;
 
 constexpr std::string_view kPayload = "inventory";
 
-std::string GpuWhere(size_t i, const std::string& uuid) {
-  std::string where = "inventory: gpus[" + std::to_string(i) + "]";
-  if (!uuid.empty()) where += " (" + uuid + ")";
-  return where;
-}
+constexpr std::string_view kGpus = "inventory: gpus";
 
 const char* KindName(LinkKind kind) {
   return kind == LinkKind::kNvlink ? "nvlink" : "pcie";
@@ -36,37 +32,26 @@ Status ValidateInventory(const NodeInventory& inv) {
   std::set<int> indexes;
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
     const Gpu& g = inv.gpus[i];
-    const std::string where = GpuWhere(i, g.uuid);
+    const std::string where = ElementWhere(kGpus, i, g.uuid);
     Status s = ValidateDeviceUuid(g.uuid, where);
     if (!s) return s;
     if (!uuids.insert(g.uuid).second) return Error{where + ": uuid appears more than once on this node"};
-    if (g.index < 0 || g.index > kMaxGpuIndex) {
-      return Error{where + ": \"index\" is " + std::to_string(g.index) + "; expected 0 to " +
-                   std::to_string(kMaxGpuIndex)};
-    }
+    TESSERA_RETURN_IF_ERROR(CheckRange(where, "index", g.index, 0, kMaxGpuIndex));
     if (!indexes.insert(g.index).second) {
       return Error{where + ": \"index\" " + std::to_string(g.index) + " is used by another GPU of this node"};
     }
     if (g.model.empty())
       return Error{where + ": \"model\" is empty; expected the product name, e.g. NVIDIA A100"};
-    if (g.memory_mib < 0 || g.memory_mib > kMaxGpuMemoryMiB) {
-      return Error{where + ": \"memoryMiB\" is " + std::to_string(g.memory_mib) + "; expected 0 to " +
-                   std::to_string(kMaxGpuMemoryMiB)};
-    }
+    TESSERA_RETURN_IF_ERROR(CheckRange(where, "memoryMiB", g.memory_mib, 0, kMaxGpuMemoryMiB));
     if (g.sm_count < 0)
       return Error{where + ": \"smCount\" is " + std::to_string(g.sm_count) + "; expected >= 0"};
     if (g.numa_node < -1) {
       return Error{where + ": \"numaNode\" is " + std::to_string(g.numa_node) +
                    "; expected -1 (unknown) or >= 0"};
     }
-    if (g.slots < 0 || g.slots > kMaxSlots) {
-      return Error{where + ": \"slots\" is " + std::to_string(g.slots) + "; expected 0 to " +
-                   std::to_string(kMaxSlots)};
-    }
-    if (g.cores < 1 || g.cores > kMaxCoresPercent) {
-      return Error{where + ": \"cores\" is " + std::to_string(g.cores) + "; expected 1 to " +
-                   std::to_string(kMaxCoresPercent) + " (percent of the GPU offered)"};
-    }
+    TESSERA_RETURN_IF_ERROR(CheckRange(where, "slots", g.slots, 0, kMaxSlots));
+    TESSERA_RETURN_IF_ERROR(
+        CheckRange(where, "cores", g.cores, 1, kMaxCoresPercent, {}, "(percent of the GPU offered)"));
     if (!g.held_by.empty()) {
       const auto slash = g.held_by.find('/');
       if (slash == std::string::npos || slash == 0 || slash + 1 == g.held_by.size() ||
@@ -81,7 +66,7 @@ Status ValidateInventory(const NodeInventory& inv) {
     std::set<std::string> peers;
     for (size_t k = 0; k < g.links.size(); ++k) {
       const GpuLink& l = g.links[k];
-      const std::string where = GpuWhere(i, g.uuid) + ".links[" + std::to_string(k) + "]";
+      const std::string where = ElementWhere(kGpus, i, g.uuid) + ".links[" + std::to_string(k) + "]";
       if (l.peer_uuid == g.uuid) return Error{where + ": \"peer\" is the GPU itself; links connect two GPUs"};
       if (!uuids.contains(l.peer_uuid)) {
         return Error{where + ": \"peer\" \"" + l.peer_uuid +
@@ -93,10 +78,7 @@ Status ValidateInventory(const NodeInventory& inv) {
       if (l.kind != LinkKind::kNvlink && l.kind != LinkKind::kPcie) {
         return Error{where + ": \"kind\" is not nvlink or pcie"};
       }
-      if (l.lanes < 1 || l.lanes > kMaxLinkLanes) {
-        return Error{where + ": \"lanes\" is " + std::to_string(l.lanes) + "; expected 1 to " +
-                     std::to_string(kMaxLinkLanes)};
-      }
+      TESSERA_RETURN_IF_ERROR(CheckRange(where, "lanes", l.lanes, 1, kMaxLinkLanes));
     }
   }
   return Status::Ok();
@@ -106,10 +88,9 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
   TESSERA_RETURN_IF_ERROR(ValidateInventory(inv));
   json gpus = json::array();
   for (const Gpu& g : inv.gpus) {
-    json links = json::array();
-    for (const GpuLink& l : g.links) {
-      links.push_back({{"peer", l.peer_uuid}, {"kind", KindName(l.kind)}, {"lanes", l.lanes}});
-    }
+    json links = JsonArrayOf(g.links, [](const GpuLink& l) {
+      return json{{"peer", l.peer_uuid}, {"kind", KindName(l.kind)}, {"lanes", l.lanes}};
+    });
     gpus.push_back({{"uuid", g.uuid},
                     {"index", g.index},
                     {"model", g.model},
@@ -130,27 +111,18 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
 }
 
 Result<std::string> EncodeInventory(const NodeInventory& inv) {
-  TESSERA_ASSIGN_OR_RETURN(const json j, InventoryToJson(inv));
-  return j.dump();
+  return EncodeWith(inv, InventoryToJson);
 }
 
 Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
-  if (!j.is_object()) {
-    return Error{std::string("inventory: expected a JSON object such as {\"version\":1,...}, got ") +
-                 j.type_name()};
-  }
-  TESSERA_RETURN_IF_ERROR(CheckVersion(j, kInventoryVersion, kPayload));
+  TESSERA_RETURN_IF_ERROR(CheckEnvelope(j, kInventoryVersion, kPayload));
   NodeInventory out;
   TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "inventory"));
   TESSERA_ASSIGN_OR_RETURN(out.heartbeat, ReadString(j, "heartbeat", "inventory"));
-  TESSERA_ASSIGN_OR_RETURN(const json* gpus, ReadArray(j, "gpus", "inventory"));
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    const json& g = (*gpus)[i];
-    std::string where = GpuWhere(i, "");
-    if (!g.is_object()) return Error{where + ": expected an object {\"uuid\":…,\"index\":…,…}"};
+  auto read_gpu = [&out](const json& g, size_t i, const std::string& item_where) -> Status {
     Gpu gpu;
-    TESSERA_ASSIGN_OR_RETURN(gpu.uuid, ReadString(g, "uuid", where));
-    where = GpuWhere(i, gpu.uuid);
+    TESSERA_ASSIGN_OR_RETURN(gpu.uuid, ReadString(g, "uuid", item_where));
+    const std::string where = ElementWhere(kGpus, i, gpu.uuid);
     // Integers are read within bounds that fit their fields.
     TESSERA_ASSIGN_OR_RETURN(gpu.index, ReadInt(g, "index", where, 0, kMaxGpuIndex));
     TESSERA_ASSIGN_OR_RETURN(gpu.model, ReadString(g, "model", where));
@@ -170,11 +142,7 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       TESSERA_ASSIGN_OR_RETURN(gpu.held_by, ReadString(g, "heldBy", where));
     }
     TESSERA_ASSIGN_OR_RETURN(gpu.mig_capable, ReadBool(g, "migCapable", where));
-    TESSERA_ASSIGN_OR_RETURN(const json* links, ReadArray(g, "links", where));
-    for (size_t k = 0; k < links->size(); ++k) {
-      const json& l = (*links)[k];
-      const std::string lwhere = where + ".links[" + std::to_string(k) + "]";
-      if (!l.is_object()) return Error{lwhere + ": expected an object {\"peer\":…,\"kind\":…,\"lanes\":…}"};
+    auto read_link = [&gpu](const json& l, size_t, const std::string& lwhere) -> Status {
       GpuLink link;
       TESSERA_ASSIGN_OR_RETURN(link.peer_uuid, ReadString(l, "peer", lwhere));
       TESSERA_RETURN_IF_ERROR(ValidateDeviceUuid(link.peer_uuid, lwhere + ": peer"));
@@ -188,16 +156,21 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       }
       TESSERA_ASSIGN_OR_RETURN(link.lanes, ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes));
       gpu.links.push_back(std::move(link));
-    }
+      return Status::Ok();
+    };
+    TESSERA_RETURN_IF_ERROR(ReadEachObject(g, "links", where, where + ".links",
+                                           "{\"peer\":…,\"kind\":…,\"lanes\":…}", read_link));
     out.gpus.push_back(std::move(gpu));
-  }
+    return Status::Ok();
+  };
+  TESSERA_RETURN_IF_ERROR(
+      ReadEachObject(j, "gpus", "inventory", kGpus, "{\"uuid\":…,\"index\":…,…}", read_gpu));
   TESSERA_RETURN_IF_ERROR(ValidateInventory(out));
   return out;
 }
 
 Result<NodeInventory> DecodeInventory(std::string_view text) {
-  TESSERA_ASSIGN_OR_RETURN(const json j, ParseJsonText(text, kPayload));
-  return InventoryFromJson(j);
+  return DecodeWith(text, kPayload, InventoryFromJson);
 }
 
 }  // namespace tessera::core
