@@ -22,6 +22,11 @@ TEST_PACKAGES=(
   python3-yaml  # tests/image: reading the rendered manifests (`kubectl kustomize deploy/`)
 )
 
+# kubectl: tests/integration/kubectl runs kubectl-tessera through it, tests/image renders deploy/ with it. Debian's
+# package is kubernetes-client (1.20: plugins work; its kustomize is too old for deploy/, and that test skips);
+# a newer kubectl already on the machine (e.g. from Kubernetes' own packages) is used as it is.
+if ! command -v kubectl >/dev/null 2>&1; then TEST_PACKAGES+=(kubernetes-client); fi
+
 PACKAGES=("${BUILD_PACKAGES[@]}")
 case "${1:-}" in
   --build-only) ;;
