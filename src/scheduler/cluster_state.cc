@@ -609,6 +609,16 @@ std::optional<core::NodeState> ClusterState::Node(const std::string& name) const
   return n->state;
 }
 
+void ClusterState::VisitNodes(const std::function<void(const NodeVisit&)>& visit) const {
+  const auto now = clock_->WallNow();
+  std::shared_lock lock(mu_);
+  for (const NodeEntry& n : nodes_) {
+    if (!n.present) continue;
+    visit(NodeVisit{n.state.name(), n.epoch, n.state, !n.inventory_text.empty(), n.error, n.heartbeat_text,
+                    IsStale(n, now)});
+  }
+}
+
 std::optional<core::PodAllocation> ClusterState::AllocationOf(const std::string& pod_key) const {
   std::shared_lock lock(mu_);
   if (auto p = pods_.find(pod_key); p != pods_.end()) return p->second.allocation;

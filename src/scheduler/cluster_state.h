@@ -148,6 +148,23 @@ class ClusterState {
   ClusterStats Stats() const;
   // Usage of one node (a copy), for tests and debugging.
   std::optional<core::NodeState> Node(const std::string& name) const;
+
+  // One known node as VisitNodes shows it; the references live for the call.
+  struct NodeVisit {
+    const std::string& name;
+    // With state.version(), identifies the GPUs and usage: a reader may keep
+    // its copy while both are unchanged.
+    uint64_t epoch;
+    const core::NodeState& state;
+    bool has_inventory;            // the node publishes the annotation (readable or not)
+    const std::string& error;      // non-empty: no usable inventory (why)
+    const std::string& heartbeat;  // as published ("" with an error)
+    bool stale;                    // heartbeat older than inventory_stale_after now
+  };
+  // Calls `visit` for every known node, in no particular order, under the
+  // reader lock: `visit` must be quick (compare, copy what changed; no I/O,
+  // no call back into this object). The dashboard's view is built with it.
+  void VisitNodes(const std::function<void(const NodeVisit&)>& visit) const;
   // The allocation accounted for a pod (bound or reserved).
   std::optional<core::PodAllocation> AllocationOf(const std::string& pod_key) const;
 

@@ -85,7 +85,20 @@ config::YamlConfig Keys(SchedulerConfig& c) {
                "a leader that cannot renew for this long steps down")
       .Seconds("leaderElection.retryPeriodSeconds", &c.retry_period,
                "interval between acquire/renew attempts")
-      .String("logLevel", &c.log_level, "trace, debug, info, warn or error");
+      .String("logLevel", &c.log_level, "trace, debug, info, warn or error")
+      .Bool("dashboard.enabled", &c.dashboard.enabled, "serve the web dashboard on its own listener")
+      .String("dashboard.bindAddress", &c.dashboard.bind_address, "address the dashboard listens on")
+      .Int("dashboard.port", &c.dashboard.port, "port of the dashboard (plain HTTP; pages and /api/*)")
+      .String("dashboard.nodeMetricsURL", &c.dashboard.node_metrics_url,
+              "each node's tessera-node metrics: {address} = the node's InternalIP, {node} = its name")
+      .String("dashboard.prometheusURL", &c.dashboard.prometheus_url,
+              "read usage from this Prometheus (its HTTP API) instead of the nodes (\"\" = the nodes)")
+      .Seconds("dashboard.usageRefreshSeconds", &c.dashboard.usage_refresh,
+               "how often usage is read again (in the background)")
+      .Int("dashboard.scrapeConcurrency", &c.dashboard.scrape_concurrency,
+           "node endpoints read at the same time (1..256)")
+      .Seconds("dashboard.scrapeTimeoutSeconds", &c.dashboard.scrape_timeout,
+               "timeout of each read of a node endpoint or Prometheus query");
   return keys;
 }
 
@@ -145,6 +158,26 @@ Status SchedulerConfig::Validate() const {
     if (retry_period >= renew_deadline) {
       return Error{"leaderElection.retryPeriodSeconds must be below renewDeadlineSeconds"};
     }
+  }
+  if (dashboard.enabled) {
+    const int p = dashboard.port;
+    if (p < 1 || p > 65535 || p == port || p == webhook_port) {
+      return Error{"dashboard.port " + std::to_string(p) +
+                   " must be 1..65535 and differ from server.port and server.webhookPort"};
+    }
+    auto is_http = [](const std::string& url) {
+      return url.starts_with("http://") || url.starts_with("https://");
+    };
+    if (!is_http(dashboard.node_metrics_url)) {
+      return Error{"dashboard.nodeMetricsURL '" + dashboard.node_metrics_url +
+                   "' must be an http:// or https:// URL (with {address} or {node})"};
+    }
+    if (!dashboard.prometheus_url.empty() && !is_http(dashboard.prometheus_url)) {
+      return Error{"dashboard.prometheusURL '" + dashboard.prometheus_url +
+                   "' must be an http:// or https:// URL, or empty"};
+    }
+    if (dashboard.scrape_concurrency < 1 || dashboard.scrape_concurrency > 256)
+      return Error{"dashboard.scrapeConcurrency must be 1..256"};
   }
   static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
   if (!kLevels.count(log_level))

@@ -60,6 +60,20 @@ struct SchedulerConfig {
 
   std::string log_level = "info";  // trace|debug|info|warn|error
 
+  // The web dashboard (docs/dashboard.md), on its own listener.
+  struct Dashboard {
+    bool enabled = true;
+    std::string bind_address = "0.0.0.0";
+    int port = 8889;
+    // Where each node's tessera-node /metrics is read: {address} = the node's
+    // InternalIP, {node} = its name. Unused when prometheus_url is set.
+    std::string node_metrics_url = "http://{address}:9394/metrics";
+    std::string prometheus_url;  // "" = read the nodes' endpoints
+    std::chrono::milliseconds usage_refresh{15000};
+    int scrape_concurrency = 8;
+    std::chrono::milliseconds scrape_timeout{3000};
+  } dashboard;
+
   Status Validate() const;
 };
 

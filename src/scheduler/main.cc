@@ -117,6 +117,11 @@ int main(int argc, char** argv) {
              {"api_burst", config.api_burst},
              {"api_timeout", seconds(config.api_timeout)},
              {"http_threads", config.http_threads},
+             {"dashboard", config.dashboard.enabled
+                               ? config.dashboard.bind_address + ":" + std::to_string(config.dashboard.port)
+                               : std::string("off")},
+             {"usage_from", config.dashboard.prometheus_url.empty() ? config.dashboard.node_metrics_url
+                                                                    : config.dashboard.prometheus_url},
              {"log_level", config.log_level}});
 
   // The same resolution as tessera-node: --api-server alone talks to that URL
@@ -145,7 +150,8 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   log::Info("serving", {{"listen", config.bind_address + ":" + std::to_string(scheduler.port())},
-                        {"webhook_port", scheduler.webhook_port()}});
+                        {"webhook_port", scheduler.webhook_port()},
+                        {"dashboard_port", scheduler.dashboard_port()}});
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   log::Info("stopping", {{"signal", static_cast<int>(g_stop)}});
   scheduler.Stop();

@@ -101,6 +101,43 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     return kube::PodsApi(client_.get()).Bind(ns, name, node, annotations);
   };
   extender_ = std::make_unique<Extender>(std::move(deps));
+
+  if (config_.dashboard.enabled) {
+    dashboard::DashboardOptions options;
+    options.bind_address = config_.dashboard.bind_address;
+    options.port = config_.dashboard.port;
+    options.usage.node_url_template = config_.dashboard.node_metrics_url;
+    options.usage.prometheus_url = config_.dashboard.prometheus_url;
+    options.usage.interval = config_.dashboard.usage_refresh;
+    options.usage.concurrency = config_.dashboard.scrape_concurrency;
+    options.usage.timeout = config_.dashboard.scrape_timeout;
+    dashboard::DashboardDeps dash;
+    dash.state = &state_;
+    dash.resources = config_.resources;
+    dash.not_ready = [this] { return NotReadyReason(); };
+    // Any HTTP answer (a 404 for a node that does not exist included) shows
+    // the API server is there.
+    dash.probe_api = [this]() -> std::string {
+      auto r = client_->Get(kube::resources::kNodes, "", "tessera-dashboard-probe");
+      return r.ok() || r.error().http_status != 0 ? "" : r.error().message;
+    };
+    dash.learned_mix = [this] {
+      dashboard::MixInput mix;
+      if (auto policy = extender_->learner().Current(); policy && !policy->mix().empty()) {
+        mix.key = policy->epoch();
+        mix.mix = policy->mix();
+        mix.source = "learned";
+      }
+      return mix;
+    };
+    dashboard_ = std::make_unique<dashboard::Dashboard>(std::move(options), std::move(dash));
+    nodes_->AddHandler({[this](const Json& n) { dashboard_->UpsertNode(n); },
+                        [this](const Json&, const Json& n) { dashboard_->UpsertNode(n); },
+                        [this](const Json& n) { dashboard_->DeleteNode(n); }});
+    pods_->AddHandler({[this](const Json& p) { dashboard_->UpsertPod(p); },
+                       [this](const Json&, const Json& p) { dashboard_->UpsertPod(p); },
+                       [this](const Json& p) { dashboard_->DeletePod(p); }});
+  }
 }
 
 Scheduler::~Scheduler() {
@@ -226,6 +263,8 @@ Status Scheduler::Start() {
     TESSERA_ASSIGN_OR_RETURN(webhook_port_, webhook_->Listen(config_.bind_address, config_.webhook_port));
   }
 
+  if (dashboard_) TESSERA_RETURN_IF_ERROR(dashboard_->Start());
+
   nodes_->Start();
   pods_->Start();
   thread_.Start();
@@ -267,6 +306,7 @@ void Scheduler::Stop() {
   }
   if (http_) http_->Stop();
   if (webhook_) webhook_->Stop();
+  if (dashboard_) dashboard_->Stop();
   thread_.Stop();  // before the elector: Run() may start it
   if (elector_) elector_->Stop();
   pods_->Stop();

@@ -1,7 +1,7 @@
 // Scheduler: the tessera-scheduler process wired together — informers on
 // nodes and pods feeding ClusterState, leader election, the reservation
 // expiry loop, and the HTTP listeners (extender verbs, /mutate, /healthz,
-// /readyz, /metrics).
+// /readyz, /metrics; the web dashboard on its own port, docs/dashboard.md).
 //
 // Readiness: the scheduler is ready once both informers have listed and the
 // `tessera` policy's workload mix has been relearned from the pods listed
@@ -31,6 +31,7 @@
 #include "kube/leader_election.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
+#include "scheduler/dashboard/dashboard.h"
 #include "scheduler/extender.h"
 
 namespace tessera::scheduler {
@@ -54,6 +55,9 @@ class Scheduler {
 
   int port() const { return port_; }
   int webhook_port() const { return webhook_port_; }
+  // The dashboard's port (0 when dashboard.enabled is false).
+  int dashboard_port() const { return dashboard_ ? dashboard_->port() : 0; }
+  dashboard::Dashboard* dashboard() { return dashboard_.get(); }
   bool Ready() const { return NotReadyReason().empty(); }
   // What the scheduler still waits for before it decides ("" when ready).
   std::string NotReadyReason() const;
@@ -82,7 +86,8 @@ class Scheduler {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpListener> http_;
   std::unique_ptr<HttpListener> webhook_;
-  PeriodicThread thread_;  // Run()
+  std::unique_ptr<dashboard::Dashboard> dashboard_;  // null when disabled
+  PeriodicThread thread_;                            // Run()
   int port_ = 0;
   int webhook_port_ = 0;
   std::atomic<uint64_t> mutate_requests_{0};
