@@ -1,8 +1,9 @@
-// InventorySource: where the node's GPUs come from (NVML in production, a fixed
-// list in tests), their health, and their live usage. The agent owns one; later parts (the inventory
-// publisher, metrics) read the agent's DeviceState rather than the source.
+// InventorySource: where this machine's GPUs come from (NVML in production, a
+// fixed list in tests), their health, and their live usage. tessera-node's
+// agent owns one (its inventory publisher and metrics read the agent's
+// DeviceState rather than the source); `tessera run` discovers through one.
 //
-// Thread-safety: Discover is called from the agent's thread; the health
+// Thread-safety: Discover is called from the owner's thread; the health
 // callback runs on the source's own thread.
 #pragma once
 
@@ -15,7 +16,7 @@
 #include "base/result.h"
 #include "core/device.h"
 
-namespace tessera::node {
+namespace tessera::host {
 
 // A process using a GPU, as the driver sees it.
 struct GpuProcess {
@@ -94,4 +95,4 @@ class StaticInventory final : public InventorySource {
   std::vector<GpuSample> samples_;  // guarded by mu_
 };
 
-}  // namespace tessera::node
+}  // namespace tessera::host

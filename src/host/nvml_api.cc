@@ -1,8 +1,8 @@
-#include "node/nvml_api.h"
+#include "host/nvml_api.h"
 
 #include <dlfcn.h>
 
-namespace tessera::node {
+namespace tessera::host {
 
 std::string NvmlErrorText(const NvmlApi& api, nvmlReturn_t code) {
   std::string text = "NVML error " + std::to_string(static_cast<int>(code));
@@ -58,4 +58,4 @@ NvmlLibrary::~NvmlLibrary() {
   if (handle_ != nullptr) ::dlclose(handle_);
 }
 
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -1,7 +1,7 @@
-// NvmlApi: the NVML entry points tessera-node uses, as one table of function
-// pointers. Production fills it from the driver's libnvidia-ml.so.1 with
-// dlopen/dlsym (LoadNvml); tests fill it with fakes; integration tests load
-// the simulated GPU's library. No logic branches on which one it is.
+// NvmlApi: the NVML entry points tessera-node and `tessera run` use, as one
+// table of function pointers. Production fills it from the driver's
+// libnvidia-ml.so.1 with dlopen/dlsym (NvmlLibrary::Load); tests fill it with
+// fakes; integration tests load the simulated GPU's library. No logic branches on which one it is.
 //
 // Entries marked optional may be null (an older driver, or a library that does
 // not export them); the features that need them are then skipped.
@@ -14,7 +14,7 @@
 
 #include "base/result.h"
 
-namespace tessera::node {
+namespace tessera::host {
 
 struct NvmlApi {
   // Required.
@@ -67,4 +67,4 @@ class NvmlLibrary {
   NvmlApi api_;
 };
 
-}  // namespace tessera::node
+}  // namespace tessera::host

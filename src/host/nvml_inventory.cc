@@ -1,4 +1,4 @@
-#include "node/nvml_inventory.h"
+#include "host/nvml_inventory.h"
 
 #include "base/log.h"
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-namespace tessera::node {
+namespace tessera::host {
 namespace {
 
 constexpr unsigned kEventWaitMs = 250;
@@ -299,4 +299,4 @@ Result<std::vector<GpuSample>> NvmlInventory::Sample() {
   return samples;
 }
 
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -21,10 +21,10 @@
 #include <memory>
 #include <thread>
 
-#include "node/inventory.h"
-#include "node/nvml_api.h"
+#include "host/inventory.h"
+#include "host/nvml_api.h"
 
-namespace tessera::node {
+namespace tessera::host {
 
 // XIDs after which the GPU cannot be trusted with new work (double-bit ECC,
 // row-remapping failures, fallen off the bus, uncontained errors, ...).
@@ -58,4 +58,4 @@ class NvmlInventory final : public InventorySource {
   std::atomic<bool> stop_watch_{false};
 };
 
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -1,4 +1,4 @@
-#include "node/nvml_inventory.h"
+#include "host/nvml_inventory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <deque>
 #include <mutex>
 
-namespace tessera::node {
+namespace tessera::host {
 namespace {
 
 using namespace std::chrono_literals;
@@ -252,4 +252,4 @@ TEST(XidTest, NvmlLibraryLoadFailsWithAClearMessage) {
 }
 
 }  // namespace
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -1,4 +1,4 @@
-#include "node/region_reader.h"
+#include "host/region_reader.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -12,7 +12,7 @@
 
 #include "vgpu/region_layout.h"
 
-namespace tessera::node {
+namespace tessera::host {
 namespace {
 
 // Closes the descriptor and unmaps on every return path.
@@ -152,4 +152,4 @@ Result<int> RecordHostPids(const std::string& path, const std::vector<HostPid>& 
   return written;
 }
 
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -24,7 +24,7 @@
 
 #include "base/result.h"
 
-namespace tessera::node {
+namespace tessera::host {
 
 struct DeviceUsage {
   std::string uuid;
@@ -78,4 +78,4 @@ struct HostPid {
 // Returns how many slots were written. The file is validated as for reading.
 Result<int> RecordHostPids(const std::string& path, const std::vector<HostPid>& pids);
 
-}  // namespace tessera::node
+}  // namespace tessera::host

@@ -11,6 +11,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/prometheus_text.h"
+#include "host/paths.h"
 #include "kube/typed_api.h"
 #include "node/allocate.h"
 #include "node/metrics.h"
@@ -36,7 +37,7 @@ Status WritePreloadFile(const NodeConfig& config) {
 
 namespace {
 
-AgentDependencies WithInventory(std::unique_ptr<InventorySource> inventory,
+AgentDependencies WithInventory(std::unique_ptr<host::InventorySource> inventory,
                                 std::function<std::string()> new_region_name) {
   AgentDependencies deps;
   deps.inventory = std::move(inventory);
@@ -44,14 +45,9 @@ AgentDependencies WithInventory(std::unique_ptr<InventorySource> inventory,
   return deps;
 }
 
-std::string RegionFileName(const NodeConfig& config) {
-  const std::string path = config.RegionFileContainerPath();
-  return path.substr(path.find_last_of('/') + 1);
-}
-
 }  // namespace
 
-Agent::Agent(NodeConfig config, std::unique_ptr<InventorySource> inventory,
+Agent::Agent(NodeConfig config, std::unique_ptr<host::InventorySource> inventory,
              std::function<std::string()> new_region_name)
     : Agent(std::move(config), WithInventory(std::move(inventory), std::move(new_region_name))) {}
 
@@ -61,7 +57,7 @@ Agent::Agent(NodeConfig config, AgentDependencies dependencies)
       plugin_(config_, state_,
               deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid)),
       registrar_(config_, plugin_),
-      catalog_(config_.region_host_dir, RegionFileName(config_)) {
+      catalog_(config_.region_host_dir, host::kRegionFileName) {
   if (!deps_.inspector) deps_.inspector = std::make_unique<ProcFsInspector>(config_.region_container_dir);
 }
 

@@ -18,11 +18,11 @@
 
 #include "base/http_listener.h"
 #include "base/result.h"
+#include "host/inventory.h"
 #include "kube/client.h"
 #include "node/config.h"
 #include "node/device_state.h"
 #include "node/enforcer.h"
-#include "node/inventory.h"
 #include "node/inventory_publisher.h"
 #include "node/node_monitor.h"
 #include "node/node_pods.h"
@@ -47,7 +47,7 @@ Status WritePreloadFile(const NodeConfig& config);
 // What the agent talks to besides the kubelet's device-plugin socket. Only the
 // inventory is required; the rest default as noted.
 struct AgentDependencies {
-  std::unique_ptr<InventorySource> inventory;
+  std::unique_ptr<host::InventorySource> inventory;
   std::shared_ptr<kube::Client> client;               // null: no API server (no inventory annotation)
   std::unique_ptr<PodResourcesSource> pod_resources;  // null: regions are never attributed nor removed
   std::unique_ptr<ProcessInspector> inspector;        // null: /proc
@@ -57,7 +57,7 @@ struct AgentDependencies {
 class Agent {
  public:
   Agent(NodeConfig config, AgentDependencies dependencies);
-  Agent(NodeConfig config, std::unique_ptr<InventorySource> inventory,
+  Agent(NodeConfig config, std::unique_ptr<host::InventorySource> inventory,
         std::function<std::string()> new_region_name = nullptr);
   ~Agent();
   Agent(const Agent&) = delete;

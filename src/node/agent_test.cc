@@ -53,12 +53,12 @@ TEST(AgentTest, PreloadFileNamesLibvgpuInsideTheContainer) {
 }
 
 TEST(AgentTest, StartFailsClearlyWhenDiscoveryFails) {
-  class BrokenInventory final : public InventorySource {
+  class BrokenInventory final : public host::InventorySource {
    public:
     Result<std::vector<core::Gpu>> Discover() override { return Error{"nvmlInit failed: driver not loaded"}; }
     Status StartHealthWatch(HealthCallback) override { return Status::Ok(); }
     void StopHealthWatch() override {}
-    Result<std::vector<GpuSample>> Sample() override { return Error{"not discovered"}; }
+    Result<std::vector<host::GpuSample>> Sample() override { return Error{"not discovered"}; }
   };
   NodeConfig config;
   Agent agent(config, std::make_unique<BrokenInventory>());

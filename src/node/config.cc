@@ -169,7 +169,7 @@ std::string NodeConfig::PreloadFileHostPath() const {
 }
 
 std::string NodeConfig::RegionFileContainerPath() const {
-  return files::Join(region_container_dir, "vgpu.region");
+  return files::Join(region_container_dir, host::kRegionFileName);
 }
 
 Status Validate(const NodeConfig& c) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "host/paths.h"
 
 namespace tessera::node {
 
@@ -52,16 +53,16 @@ struct NodeConfig {
   int kubelet_poll_ms = 1000;  // how often the kubelet socket is checked for a restart
 
   // --- what Allocate mounts ---------------------------------------------
-  std::string libvgpu_host_path = "/usr/local/tessera/libvgpu.so";
-  std::string libvgpu_container_path = "/usr/local/tessera/libvgpu.so";
+  std::string libvgpu_host_path = host::kDefaultLibvgpuPath;
+  std::string libvgpu_container_path = host::kDefaultLibvgpuPath;
   bool ld_so_preload = true;  // mount a preload file over /etc/ld.so.preload
-  std::string region_host_dir = "/var/lib/tessera/regions";
+  std::string region_host_dir = host::kDefaultRegionHostDir;
   std::string region_container_dir = "/tmp/tessera";
   VisibleDevicesMode visible_devices = VisibleDevicesMode::kWebhook;
   UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
 
   // --- discovery -----------------------------------------------------------
-  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string nvml_library = host::kNvmlLibraryName;
 
   // --- Kubernetes API: the inventory annotation, this node's pods, Events ---
   bool kubernetes = true;      // false: device plugin, metrics and enforcement only

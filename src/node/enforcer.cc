@@ -57,7 +57,7 @@ uint64_t AccountedFor(const RegionDir& region, const std::string& gpu_uuid, uint
 
 }  // namespace
 
-std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<GpuSample>& gpus,
+std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::GpuSample>& gpus,
                                                      const std::vector<RegionDir>& regions,
                                                      ProcessInspector& inspector) {
   std::map<std::pair<dev_t, ino_t>, const RegionDir*> by_identity;
@@ -106,7 +106,8 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
       if (limit) v.limit_source = "allocation";
     }
     if (!limit && group.region->region) {
-      if (const DeviceUsage* d = group.region->region->Find(v.gpu_uuid); d && d->memory_limit_bytes > 0) {
+      if (const host::DeviceUsage* d = group.region->region->Find(v.gpu_uuid);
+          d && d->memory_limit_bytes > 0) {
         limit = d->memory_limit_bytes;
         v.limit_source = "region";
       }

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "node/inventory.h"
+#include "host/inventory.h"
 #include "node/process_inspector.h"
 #include "node/region_catalog.h"
 
@@ -74,7 +74,7 @@ struct AttributedProcess {
 // Every driver-reported process that belongs to one of `regions`; each
 // process is inspected once, whatever number of GPUs it uses. Processes of
 // no tessera container (the host's, other runtimes') are left out.
-std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<GpuSample>& gpus,
+std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::GpuSample>& gpus,
                                                      const std::vector<RegionDir>& regions,
                                                      ProcessInspector& inspector);
 

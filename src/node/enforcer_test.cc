@@ -53,13 +53,13 @@ RegionDir Region(const std::string& name, ino_t ino, uint64_t limit_bytes,
   r.name = name;
   r.dev = 7;
   r.ino = ino;
-  RegionSnapshot snap;
-  DeviceUsage d;
+  host::RegionSnapshot snap;
+  host::DeviceUsage d;
   d.uuid = "GPU-A";
   d.memory_limit_bytes = limit_bytes;
   snap.devices.push_back(d);
   for (auto [pid, bytes] : accounted) {
-    ProcessUsage p;
+    host::ProcessUsage p;
     p.pid = pid;
     p.memory_used_bytes = {bytes};
     p.gpu_time_used_ns = {0};
@@ -70,8 +70,8 @@ RegionDir Region(const std::string& name, ino_t ino, uint64_t limit_bytes,
   return r;
 }
 
-GpuSample Gpu(std::vector<GpuProcess> processes) {
-  GpuSample s;
+host::GpuSample Gpu(std::vector<host::GpuProcess> processes) {
+  host::GpuSample s;
   s.uuid = "GPU-A";
   s.processes_known = true;
   s.processes = std::move(processes);
@@ -80,7 +80,7 @@ GpuSample Gpu(std::vector<GpuProcess> processes) {
 
 class EnforcerTest : public ::testing::Test {
  protected:
-  std::vector<Violation> Run(Enforcer& enforcer, const std::vector<GpuSample>& gpus,
+  std::vector<Violation> Run(Enforcer& enforcer, const std::vector<host::GpuSample>& gpus,
                              const std::vector<RegionDir>& regions) {
     return enforcer.Pass(AttributeGpuProcesses(gpus, regions, inspector_));
   }
@@ -208,7 +208,7 @@ TEST_F(EnforcerTest, EachProcessIsInspectedOncePerPassAndOtherContainersAreSepar
   inspector_.Add(100, 11, 7);
   inspector_.Add(300, 12, 7);  // another container; same pid inside its own namespace
   std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB), Region("r2", 12, 1000 * kMiB)};
-  GpuSample second = Gpu({{100, 100 * kMiB}, {300, 900 * kMiB}});
+  host::GpuSample second = Gpu({{100, 100 * kMiB}, {300, 900 * kMiB}});
   second.uuid = "GPU-B";
   auto enforcer = Make();
   EXPECT_TRUE(Run(enforcer, {Gpu({{100, 800 * kMiB}, {300, 800 * kMiB}}), second}, regions).empty());

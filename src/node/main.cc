@@ -9,10 +9,10 @@
 #include <iostream>
 
 #include "base/log.h"
+#include "host/nvml_inventory.h"
 #include "kube/config.h"
 #include "node/agent.h"
 #include "node/config.h"
-#include "node/nvml_inventory.h"
 
 namespace {
 
@@ -78,13 +78,13 @@ int Run(int argc, char** argv) {
     deps.pod_resources = std::make_unique<tessera::node::KubeletPodResources>(config.pod_resources_socket);
   }
 
-  auto library = tessera::node::NvmlLibrary::Load(config.nvml_library);
+  auto library = tessera::host::NvmlLibrary::Load(config.nvml_library);
   if (!library.ok()) {
     log::Error("cannot start", {{"error", library.error().message}});
     return 1;
   }
-  const tessera::node::NvmlApi& api = (*library)->api();
-  deps.inventory = std::make_unique<tessera::node::NvmlInventory>(api, std::move(library).value());
+  const tessera::host::NvmlApi& api = (*library)->api();
+  deps.inventory = std::make_unique<tessera::host::NvmlInventory>(api, std::move(library).value());
   tessera::node::Agent agent(config, std::move(deps));
   if (auto s = agent.Start(); !s.ok()) {
     log::Error("cannot start", {{"error", s.error().message}});

@@ -19,7 +19,7 @@ NodeSnapshot Snapshot() {
   gpu.memory_mib = 81920;
   gpu.slots = 10;
   s.gpus = {gpu};
-  GpuSample sample;
+  host::GpuSample sample;
   sample.uuid = "GPU-1";
   sample.memory_total_bytes = 85899345920ull;
   sample.memory_used_bytes = 3221225472ull;

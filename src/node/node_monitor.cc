@@ -21,7 +21,7 @@ std::string Describe(const std::optional<ContainerRef>& owner, const std::string
 // name by itself (a container with its own pid namespace). Regions are opened
 // for writing only when one of their processes lacks it.
 uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) {
-  std::map<const RegionDir*, std::vector<HostPid>> missing;
+  std::map<const RegionDir*, std::vector<host::HostPid>> missing;
   for (const auto& p : processes) {
     if (!p.region->region) continue;
     for (const auto& slot : p.region->region->processes) {
@@ -32,7 +32,7 @@ uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) 
   }
   uint64_t recorded = 0;
   for (const auto& [region, pids] : missing) {
-    auto written = RecordHostPids(region->path + "/" + region->region_file, pids);
+    auto written = host::RecordHostPids(region->path + "/" + region->region_file, pids);
     if (written.ok()) {
       recorded += static_cast<uint64_t>(*written);
     } else {
@@ -45,7 +45,7 @@ uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) 
 
 }  // namespace
 
-NodeMonitor::NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
+NodeMonitor::NodeMonitor(MonitorOptions options, host::InventorySource* inventory, DeviceState* devices,
                          RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
                          ProcessInspector* inspector, Enforcer* enforcer, EventSink events)
     : options_(std::move(options)),

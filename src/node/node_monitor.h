@@ -44,10 +44,10 @@
 
 #include "base/periodic_thread.h"
 #include "core/node_state.h"
+#include "host/inventory.h"
 #include "node/config.h"
 #include "node/device_state.h"
 #include "node/enforcer.h"
-#include "node/inventory.h"
 #include "node/node_pods.h"
 #include "node/pod_resources.h"
 #include "node/region_catalog.h"
@@ -73,7 +73,7 @@ struct ContainerGpuUsage {
 struct NodeSnapshot {
   int64_t taken_unix_ms = 0;
   std::vector<core::Gpu> gpus;            // as advertised (health included)
-  std::vector<GpuSample> samples;         // live usage
+  std::vector<host::GpuSample> samples;   // live usage
   bool allocations_known = false;         // the pod informer has synced
   std::vector<core::GpuState> allocated;  // per GPU, what the scheduler placed here
   std::vector<ContainerGpuUsage> containers;
@@ -112,7 +112,7 @@ class NodeMonitor {
   // Every pointer must outlive the monitor; `pod_resources` and `pods` may be
   // null (no kubelet PodResources / no API server): regions then stay
   // unowned and nothing is cleaned up, allocations are unknown.
-  NodeMonitor(MonitorOptions options, InventorySource* inventory, DeviceState* devices,
+  NodeMonitor(MonitorOptions options, host::InventorySource* inventory, DeviceState* devices,
               RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
               ProcessInspector* inspector, Enforcer* enforcer, EventSink events);
   ~NodeMonitor();
@@ -138,7 +138,7 @@ class NodeMonitor {
                       const std::vector<ContainerDevices>* containers);
 
   const MonitorOptions options_;
-  InventorySource* const inventory_;
+  host::InventorySource* const inventory_;
   DeviceState* const devices_;
   RegionCatalog* const catalog_;
   PodResourcesSource* const pod_resources_;

@@ -44,7 +44,8 @@ class NodeMonitorTest : public ::testing::Test {
     char pattern[] = "/tmp/tn-monitor-XXXXXX";
     root_ = ::mkdtemp(pattern);
     catalog_ = std::make_unique<RegionCatalog>(root_, "vgpu.region");
-    inventory_ = std::make_unique<StaticInventory>(std::vector<core::Gpu>{Gpu("GPU-0", 0), Gpu("GPU-1", 1)});
+    inventory_ =
+        std::make_unique<host::StaticInventory>(std::vector<core::Gpu>{Gpu("GPU-0", 0), Gpu("GPU-1", 1)});
     devices_.SetGpus(*inventory_->Discover());
     for (const char* name : {kOwned, kGone, kCorrupt}) {
       fs::create_directories(root_ + "/" + name);
@@ -70,7 +71,7 @@ class NodeMonitorTest : public ::testing::Test {
   }
 
   std::string root_;
-  std::unique_ptr<StaticInventory> inventory_;
+  std::unique_ptr<host::StaticInventory> inventory_;
   DeviceState devices_;
   std::unique_ptr<RegionCatalog> catalog_;
   FakePodResources pod_resources_;
@@ -128,10 +129,10 @@ TEST_F(NodeMonitorTest, WithoutTheKubeletNothingIsRemovedAndCorruptRegionsAreCou
 }
 
 TEST_F(NodeMonitorTest, AGpuTheDriverLostTurnsUnhealthy) {
-  GpuSample lost;
+  host::GpuSample lost;
   lost.uuid = "GPU-1";
   lost.lost = true;
-  GpuSample fine;
+  host::GpuSample fine;
   fine.uuid = "GPU-0";
   fine.memory_total_bytes = 85899345920ull;
   inventory_->SetSamples({fine, lost});

@@ -116,7 +116,7 @@ Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
       }
     }
 
-    auto region = ReadRegion(files::Join(dir.path, region_file_name_), &dir.region_missing);
+    auto region = host::ReadRegion(files::Join(dir.path, region_file_name_), &dir.region_missing);
     if (region.ok()) {
       dir.region = std::move(region).value();
     } else if (!dir.region_missing) {

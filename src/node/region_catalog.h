@@ -31,8 +31,8 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "host/region_reader.h"
 #include "node/pod_resources.h"
-#include "node/region_reader.h"
 
 namespace tessera::node {
 
@@ -70,7 +70,7 @@ struct RegionDir {
   std::optional<RegionRecord> record;
   std::string record_error;     // why the record is missing or unreadable
   bool region_missing = false;  // no process has used CUDA in the container yet
-  std::optional<RegionSnapshot> region;
+  std::optional<host::RegionSnapshot> region;
   std::string region_error;  // why the region file was refused (empty when missing or fine)
   std::optional<ContainerRef> owner;
 };

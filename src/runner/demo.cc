@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "node/region_reader.h"
+#include "host/region_reader.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"
 
@@ -170,7 +170,7 @@ void RefreshRegion(RunningJob& r, SliceLedger& ledger) {
     }
     if (r.region.empty()) return;
   }
-  auto snap = node::ReadRegion(r.region);
+  auto snap = host::ReadRegion(r.region);
   if (!snap.ok()) return;
   for (const auto& d : snap->devices) {
     r.peak_bytes = std::max(r.peak_bytes, d.memory_peak_bytes);

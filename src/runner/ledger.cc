@@ -187,11 +187,4 @@ Status SliceLedger::Remove(const std::string& job_id) {
   });
 }
 
-std::string DefaultLedgerDir() {
-  if (const char* s = std::getenv("TESSERA_RUN_STATE"); s && *s) return s;
-  if (::geteuid() == 0) return "/run/tessera";
-  if (const char* x = std::getenv("XDG_RUNTIME_DIR"); x && *x) return std::string(x) + "/tessera";
-  return "/tmp/tessera-" + std::to_string(::geteuid());
-}
-
 }  // namespace tessera::runner

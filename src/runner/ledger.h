@@ -73,8 +73,4 @@ class SliceLedger {
   std::string dir_;
 };
 
-// Default ledger directory: $TESSERA_RUN_STATE if set, /run/tessera for root,
-// else $XDG_RUNTIME_DIR/tessera, else /tmp/tessera-<uid>.
-std::string DefaultLedgerDir();
-
 }  // namespace tessera::runner

@@ -5,8 +5,9 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "node/nvml_api.h"
-#include "node/nvml_inventory.h"
+#include "host/nvml_api.h"
+#include "host/nvml_inventory.h"
+#include "host/paths.h"
 
 namespace tessera::runner {
 namespace {
@@ -18,9 +19,9 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return (v && *v) ? std::string(v) : fallback;
 }
 
-Result<std::vector<core::Gpu>> DiscoverWith(std::unique_ptr<node::NvmlLibrary> library) {
-  const node::NvmlApi& api = library->api();
-  node::NvmlInventory inventory(api, std::move(library));
+Result<std::vector<core::Gpu>> DiscoverWith(std::unique_ptr<host::NvmlLibrary> library) {
+  const host::NvmlApi& api = library->api();
+  host::NvmlInventory inventory(api, std::move(library));
   return inventory.Discover();
 }
 
@@ -33,7 +34,7 @@ InstallPaths DiscoverInstallPaths() {
   fs::path prefix = bin.parent_path();
   InstallPaths p;
   p.bin_dir = bin.string();
-  p.libvgpu = EnvOr("TESSERA_LIBVGPU", (prefix / "lib" / "libvgpu.so").string());
+  p.libvgpu = EnvOr("TESSERA_LIBVGPU", (prefix / "lib" / host::kLibvgpuFileName).string());
   p.sim_lib_dir = EnvOr("TESSERA_SIM_LIB_DIR", (prefix / "lib" / "sim").string());
   return p;
 }
@@ -41,7 +42,7 @@ InstallPaths DiscoverInstallPaths() {
 Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPaths& paths) {
   LocalGpus out;
   if (!options.sim_spec) {
-    auto real = node::NvmlLibrary::Load("libnvidia-ml.so.1");
+    auto real = host::NvmlLibrary::Load(host::kNvmlLibraryName);
     if (real.ok()) {
       TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(real).value()),
                                     "cannot list the GPUs through NVML");
@@ -56,12 +57,12 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
   // a parent `tessera demo`) keeps every invocation on the same simulated node.
   out.sim_spec = options.sim_spec ? *options.sim_spec : EnvOr("TESSERA_SIM_GPUS", options.default_sim_spec);
   ::setenv("TESSERA_SIM_GPUS", out.sim_spec.c_str(), 1);
-  const std::string lib = paths.sim_lib_dir + "/libnvidia-ml.so.1";
+  const std::string lib = paths.sim_lib_dir + "/" + host::kNvmlLibraryName;
   if (!fs::exists(lib)) {
     return Error{"the simulated GPU library " + lib +
                  " is missing; build tessera first (make) or set TESSERA_SIM_LIB_DIR"};
   }
-  TESSERA_ASSIGN_OR_RETURN_WRAP(std::unique_ptr<node::NvmlLibrary> sim, node::NvmlLibrary::Load(lib),
+  TESSERA_ASSIGN_OR_RETURN_WRAP(std::unique_ptr<host::NvmlLibrary> sim, host::NvmlLibrary::Load(lib),
                                 "cannot load the simulated GPU");
   TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(sim)),
                                 "the simulated GPU " + out.sim_spec + " did not start");

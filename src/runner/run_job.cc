@@ -12,6 +12,7 @@
 #include "core/node_state.h"
 #include "core/policy.h"
 #include "core/policy_placer.h"
+#include "host/paths.h"
 
 namespace tessera::runner {
 namespace {
@@ -141,7 +142,7 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
     e.holders = {SelfProcessId()};
     e.slices = allocation.containers.at(0);
     e.slices.container = kJobContainer;
-    e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/vgpu.region";
+    e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/" + host::kRegionFileName;
     e.core_policy = request.core_policy;
     e.started_unix =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -194,7 +195,7 @@ int RunAndExit(const RunOptions& options) {
   }
   if (!local->note.empty() && !options.quiet) std::cerr << local->note << "\n";
 
-  SliceLedger ledger(options.ledger_dir.empty() ? DefaultLedgerDir() : options.ledger_dir);
+  SliceLedger ledger(options.ledger_dir.empty() ? host::DefaultRunStateDir() : options.ledger_dir);
   auto reservation = ReserveSlice(ledger, local->gpus, options.slice, options.command);
   if (!reservation.ok()) {
     std::cerr << "tessera run: " << reservation.error().message << "\n";

@@ -50,7 +50,7 @@ struct RunOptions {
   SliceRequest slice;
   std::vector<std::string> command;
   std::optional<std::string> sim_spec;
-  std::string ledger_dir;  // empty = DefaultLedgerDir()
+  std::string ledger_dir;  // empty = host::DefaultRunStateDir()
   bool quiet = false;      // no informational lines on stderr
 };
 

@@ -5,14 +5,14 @@
 #include <map>
 #include <sstream>
 
-#include "node/region_reader.h"
+#include "host/region_reader.h"
 
 namespace tessera::runner {
 namespace {
 
-using node::DeviceUsage;
-using node::ReadRegion;
-using node::RegionSnapshot;
+using host::DeviceUsage;
+using host::ReadRegion;
+using host::RegionSnapshot;
 
 std::string Mib(uint64_t bytes) {
   return std::to_string((bytes + (1 << 20) - 1) >> 20);

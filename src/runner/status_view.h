@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "node/region_reader.h"
+#include "host/region_reader.h"
 #include "runner/ledger.h"
 
 namespace tessera::runner {
@@ -21,7 +21,7 @@ namespace tessera::runner {
 struct RegionReadings {
   // By region path. A job is absent while it has not used CUDA yet (libvgpu
   // creates the region on its first CUDA call) or when its region is refused.
-  std::map<std::string, node::RegionSnapshot> regions;
+  std::map<std::string, host::RegionSnapshot> regions;
   std::chrono::steady_clock::time_point taken{};
 };
 

@@ -23,8 +23,8 @@ LedgerEntry Job(const std::string& id, int64_t mib, int cores, const std::string
   return e;
 }
 
-node::DeviceUsage Usage(uint64_t used_mib, uint64_t gpu_time_ns) {
-  node::DeviceUsage u;
+host::DeviceUsage Usage(uint64_t used_mib, uint64_t gpu_time_ns) {
+  host::DeviceUsage u;
   u.uuid = kGpu;
   u.memory_used_bytes = used_mib << 20;
   u.memory_peak_bytes = (used_mib + 100) << 20;
@@ -32,7 +32,7 @@ node::DeviceUsage Usage(uint64_t used_mib, uint64_t gpu_time_ns) {
   return u;
 }
 
-void Put(RegionReadings& r, const LedgerEntry& e, const node::DeviceUsage& u) {
+void Put(RegionReadings& r, const LedgerEntry& e, const host::DeviceUsage& u) {
   r.regions[e.region_path].devices.push_back(u);
 }
 
@@ -120,7 +120,7 @@ TEST(RunnerStatusView, SpilledMemoryGetsAColumnWhenSomeJobSpilled) {
   const LedgerEntry spilling = Job("job-spill", 4000, 0, "default");
   const LedgerEntry other = Job("job-other", 1000, 0, "default");
   RegionReadings now;
-  node::DeviceUsage u = Usage(3000, 0);
+  host::DeviceUsage u = Usage(3000, 0);
   u.memory_spilled_bytes = uint64_t{1200} << 20;
   Put(now, spilling, u);
   Put(now, other, Usage(200, 0));

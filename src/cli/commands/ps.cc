@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cli/command_registry.h"
+#include "host/paths.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"
 #include "runner/status_view.h"
@@ -26,7 +27,7 @@ const CommandRegistration kPs{
            "disable. A job that has not used CUDA yet shows zeros and '-'.");
        cmd->add_option("--ledger-dir", *dir, "Ledger directory (default: as `tessera run`)");
        cmd->callback([dir] {
-         runner::SliceLedger ledger(dir->empty() ? runner::DefaultLedgerDir() : *dir);
+         runner::SliceLedger ledger(dir->empty() ? host::DefaultRunStateDir() : *dir);
          auto entries = ledger.List();
          if (!entries.ok()) {
            std::cerr << "tessera ps: " << entries.error().message << "\n";
@@ -71,7 +72,7 @@ const CommandRegistration kSmi{
            return;
          }
          if (!local->note.empty()) std::cerr << local->note << "\n";
-         runner::SliceLedger ledger(flags->dir.empty() ? runner::DefaultLedgerDir() : flags->dir);
+         runner::SliceLedger ledger(flags->dir.empty() ? host::DefaultRunStateDir() : flags->dir);
          auto entries = ledger.List();
          if (!entries.ok()) {
            std::cerr << "tessera smi: " << entries.error().message << "\n";

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "host/inventory.h"
 #include "kubelet_standin.h"
 #include "node/agent.h"
-#include "node/inventory.h"
 
 namespace tessera::node::test {
 
@@ -60,7 +60,7 @@ class AgentFixture : public ::testing::Test {
   }
 
   void StartAgent() {
-    auto inventory = std::make_unique<StaticInventory>(TwoGpus());
+    auto inventory = std::make_unique<host::StaticInventory>(TwoGpus());
     inventory_ = inventory.get();
     agent_ = std::make_unique<Agent>(config_, std::move(inventory));
     auto started = agent_->Start();
@@ -71,7 +71,7 @@ class AgentFixture : public ::testing::Test {
   std::string pod_resources_socket_;
   NodeConfig config_;
   std::unique_ptr<testing::KubeletStandIn> kubelet_;
-  StaticInventory* inventory_ = nullptr;
+  host::StaticInventory* inventory_ = nullptr;
   std::unique_ptr<Agent> agent_;
 };
 

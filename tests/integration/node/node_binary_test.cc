@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "host/nvml_api.h"
+#include "host/nvml_inventory.h"
 #include "kubelet_standin.h"
-#include "node/nvml_api.h"
-#include "node/nvml_inventory.h"
 
 namespace tessera::node {
 namespace {
@@ -134,11 +134,11 @@ TEST_F(NodeBinaryTest, MissingNvmlIsAClearStartupFailure) {
 TEST_F(NodeBinaryTest, DiscoversTheSimulatedGpus) {
   ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
   ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
-  auto library = NvmlLibrary::Load(TESSERA_SIM_NVML);
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
   ASSERT_TRUE(library.ok()) << library.error().message;
-  const NvmlApi& api = (*library)->api();
+  const host::NvmlApi& api = (*library)->api();
   auto gpus = [&] {
-    NvmlInventory inventory(api);
+    host::NvmlInventory inventory(api);
     return inventory.Discover();
   }();
   ASSERT_TRUE(gpus.ok()) << gpus.error().message;
@@ -197,7 +197,7 @@ TEST_F(NodeBinaryTest, ServesTheKubeletFromSimulatedGpusAndStopsCleanlyOnSigterm
 // Injects an XID through the simulator's CLI; false when this build's sim
 // cannot (no `tessera sim inject-xid` yet, or no NVML event API).
 bool InjectXid(const std::string& state_dir, int gpu, int xid, std::string& why) {
-  auto library = NvmlLibrary::Load(TESSERA_SIM_NVML);
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
   if (!library.ok() || (*library)->api().EventSetWait == nullptr) {
     why = "the simulated NVML has no event API (nvmlEventSetWait_v2) yet";
     return false;

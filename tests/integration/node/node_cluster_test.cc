@@ -33,12 +33,12 @@
 #include "apiserver/fake_apiserver.h"
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
+#include "host/nvml_api.h"
+#include "host/nvml_inventory.h"
+#include "host/region_reader.h"
 #include "kube/curl_transport.h"
 #include "kubelet_standin.h"
 #include "node/inventory_publisher.h"
-#include "node/nvml_api.h"
-#include "node/nvml_inventory.h"
-#include "node/region_reader.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
 
@@ -103,10 +103,10 @@ class NodeClusterTest : public ::testing::Test {
     ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
 
     // The simulated GPUs, as NVML (the sim's) reports them.
-    auto library = NvmlLibrary::Load(TESSERA_SIM_NVML);
+    auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
     ASSERT_TRUE(library.ok()) << library.error().message;
-    const NvmlApi& api = (*library)->api();
-    NvmlInventory inventory(api, std::move(library).value());
+    const host::NvmlApi& api = (*library)->api();
+    host::NvmlInventory inventory(api, std::move(library).value());
     auto gpus = inventory.Discover();
     ASSERT_TRUE(gpus.ok()) << gpus.error().message;
     ASSERT_EQ(gpus->size(), 2u);
@@ -649,9 +649,9 @@ TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
   }
   // libvgpu is pid 1 of its namespace and cannot learn its host pid; the
   // agent finds it through NVML and /proc and writes it into the slot.
-  RegionSnapshot snapshot;
+  host::RegionSnapshot snapshot;
   ASSERT_TRUE(WaitFor([&] {
-    auto read = ReadRegion(region_file);
+    auto read = host::ReadRegion(region_file);
     if (!read.ok() || read->processes.size() != 1 || read->processes[0].host_pid == 0) return false;
     snapshot = *read;
     return true;

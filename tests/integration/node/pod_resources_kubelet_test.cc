@@ -11,7 +11,7 @@
 #include <fstream>
 
 #include "agent_fixture.h"
-#include "node/inventory.h"
+#include "host/inventory.h"
 #include "node/pod_resources.h"
 
 namespace tessera::node {

@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "node/region_reader.h"
+#include "host/region_reader.h"
 #include "runner/ledger.h"
 
 namespace tessera::runner {
@@ -409,7 +409,7 @@ TEST_F(RunIntegration, PsAndSmiShowRunningJobsMemoryAndComputeAgainstTheirSlices
     busy_entry = EntryOf(ledger_, busy);
     idle_entry = EntryOf(ledger_, idle);
     if (!busy_entry || !idle_entry) return false;
-    auto region = node::ReadRegion(busy_entry->region_path);
+    auto region = host::ReadRegion(busy_entry->region_path);
     return region.ok() && !region->devices.empty() && region->devices[0].oom_refusals >= 1 &&
            region->devices[0].gpu_time_used_ns > 0;
   })) << Err("busy")
@@ -496,7 +496,7 @@ TEST_F(RunIntegration, PsShowsMemorySpilledToTheHost) {
       << Out("spill") << Err("spill");
   auto entry = EntryOf(ledger_, job);
   ASSERT_TRUE(entry);
-  auto region = node::ReadRegion(entry->region_path);
+  auto region = host::ReadRegion(entry->region_path);
   ASSERT_TRUE(region.ok());
   const uint64_t spilled_mib = (region->devices.at(0).memory_spilled_bytes + (1 << 20) - 1) >> 20;
   EXPECT_GT(spilled_mib, 1000u);  // about 3000 - (40960 - 39000 - 2 contexts)
