@@ -23,11 +23,14 @@
 #include <thread>
 #include <vector>
 
+#include "base/testing.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
 #include "vgpu/region_layout.h"
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
+using tessera::testing::Env;
 
 struct Result {
   int exit_code = -1;
@@ -44,16 +47,6 @@ struct RegionSnapshot {
 
 class ComputeTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-compute-it-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    ASSERT_EQ(system(cmd.c_str()), 0);
-  }
-
   std::string region(const std::string& container) const { return dir_ + "/" + container + "/vgpu.region"; }
 
   // Starts compute_probe in `container` (its own region) with `extra` env.
@@ -61,52 +54,26 @@ class ComputeTest : public ::testing::Test {
   // probe's path and `args`, as arguments.
   pid_t start(const std::string& container, const Env& extra, const std::vector<std::string>& args,
               bool preload = true, const std::vector<std::string>& wrapper = {}) {
-    Env env = {{"TESSERA_SIM_GPUS", "2xA100-80GB"},
-               {"TESSERA_SIM_STATE", dir_ + "/sim"},
-               {"TESSERA_REGION", region(container)},
-               {"LD_LIBRARY_PATH", TESSERA_SIM_LIB_DIR},
-               {"LIBCUDA_LOG_LEVEL", "2"},
-               {"PATH", "/usr/bin:/bin"}};
-    for (const auto& [k, v] : extra) env[k] = v;
-    if (preload) env["LD_PRELOAD"] = TESSERA_VGPU_LIB;
-    std::vector<std::string> envs;
-    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-    int n = counter_++;
-    std::string out = dir_ + "/out" + std::to_string(n), err = dir_ + "/err" + std::to_string(n);
-    pid_t pid = fork();
-    if (pid == 0) {
-      int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<char*> argv;
-      for (const auto& w : wrapper) argv.push_back(const_cast<char*>(w.c_str()));
-      argv.push_back(const_cast<char*>(TESSERA_COMPUTE_PROBE));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      std::vector<char*> envp;
-      for (auto& s : envs) envp.push_back(s.data());
-      envp.push_back(nullptr);
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    outputs_[pid] = {out, err};
+    std::vector<std::string> argv = wrapper;
+    argv.push_back(TESSERA_COMPUTE_PROBE);
+    argv.insert(argv.end(), args.begin(), args.end());
+    tessera::testing::Command c = tessera::testing::ContainerCommand(sim_, std::move(argv), region(container),
+                                                                     preload ? TESSERA_VGPU_LIB : "");
+    for (const auto& [k, v] : extra) c.env[k] = v;
+    const int n = counter_++;
+    c.stdout_path = dir_ + "/out" + std::to_string(n);
+    c.stderr_path = dir_ + "/err" + std::to_string(n);
+    const pid_t pid = tessera::testing::Spawn(c);
+    outputs_[pid] = {c.stdout_path, c.stderr_path};
     return pid;
   }
 
   Result finish(pid_t pid) {
     Result r;
-    int status = 0;
-    waitpid(pid, &status, 0);
+    const int status = tessera::testing::WaitStatus(pid);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    auto slurp = [](const std::string& p) {
-      std::ifstream in(p);
-      std::stringstream ss;
-      ss << in.rdbuf();
-      return ss.str();
-    };
-    r.out = slurp(outputs_[pid].first);
-    r.err = slurp(outputs_[pid].second);
+    r.out = tessera::testing::ReadFileOrEmpty(outputs_[pid].first);
+    r.err = tessera::testing::ReadFileOrEmpty(outputs_[pid].second);
     std::istringstream in(r.out);
     std::string word;
     if (in >> word && word == "share") in >> r.share;
@@ -143,7 +110,10 @@ class ComputeTest : public ::testing::Test {
     return s;
   }
 
-  std::string dir_;
+  tessera::testing::TempDir tmp_{"tessera-compute-it"};
+  const std::string dir_ = tmp_.path();
+  const tessera::testing::SimGpu sim_{
+      .gpus = "2xA100-80GB", .state_dir = dir_ + "/sim", .lib_dir = TESSERA_SIM_LIB_DIR};
   int counter_ = 0;
   std::map<pid_t, std::pair<std::string, std::string>> outputs_;
 };

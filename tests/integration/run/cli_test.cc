@@ -2,76 +2,33 @@
 // arguments, its exit code, stdout and stderr. Covers the root help and
 // version, and `tessera simulate` (usage errors exit 2 naming what is wrong;
 // the --json schema; the metric on a trace small enough to work out by hand).
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/testing.h"
+#include "testing/process.h"
+
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Outcome {
-  int code = -1;  // exit code, or 128 + signal
-  std::string out;
-  std::string err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using tessera::testing::Outcome;
 
 class CliTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-cli-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Runs the binary with `args` (no shell), stdout and stderr captured apart.
   Outcome Tessera(const std::vector<std::string>& args) {
-    const std::string out = dir_ + "/out", err = dir_ + "/err";
-    pid_t pid = fork();
-    if (pid == 0) {
-      int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      if (o < 0 || e < 0) _exit(125);
-      dup2(o, 1);
-      dup2(e, 2);
-      std::vector<std::string> argv_s = {TESSERA_EXE};
-      argv_s.insert(argv_s.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : argv_s) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(126);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    Outcome r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = ReadFile(out);
-    r.err = ReadFile(err);
-    return r;
+    std::vector<std::string> argv = {TESSERA_EXE};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return tessera::testing::RunToEnd({.argv = argv}, dir_);
   }
 
-  std::string Write(const std::string& name, const std::string& text) {
-    const std::string path = dir_ + "/" + name;
-    std::ofstream(path) << text;
-    return path;
-  }
+  std::string Write(const std::string& name, const std::string& text) { return tmp_.Write(name, text); }
 
   // One node with two GPUs; two identical tasks of 0.6 GPU. Worked by hand:
   // capacity 2000 milli; the two tasks (1200) are inflated with copies of
@@ -93,7 +50,8 @@ class CliTest : public ::testing::Test {
     return args;
   }
 
-  std::string dir_;
+  tessera::testing::TempDir tmp_{"tessera-cli-test"};
+  const std::string dir_ = tmp_.path();
   std::string nodes_;
   std::string pods_;
 };
@@ -101,8 +59,8 @@ class CliTest : public ::testing::Test {
 TEST_F(CliTest, VersionFlagAndCommandAgree) {
   Outcome command = Tessera({"version"});
   Outcome flag = Tessera({"--version"});
-  EXPECT_EQ(command.code, 0) << command.err;
-  EXPECT_EQ(flag.code, 0) << flag.err;
+  EXPECT_EQ(command.exit_code, 0) << command.err;
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
   EXPECT_EQ(command.out.rfind("tessera ", 0), 0u) << command.out;
   EXPECT_NE(command.out.find("revision"), std::string::npos) << command.out;
   EXPECT_EQ(flag.out, command.out);
@@ -134,7 +92,7 @@ std::vector<std::string> ListedSubcommands(const std::string& help) {
 
 TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
   Outcome help = Tessera({"--help"});
-  ASSERT_EQ(help.code, 0) << help.err;
+  ASSERT_EQ(help.exit_code, 0) << help.err;
   const std::string& h = help.out;
   EXPECT_NE(h.find("tessera shares NVIDIA GPUs"), std::string::npos) << h;
   EXPECT_NE(h.find("tessera <command> --help"), std::string::npos) << h;
@@ -148,7 +106,7 @@ TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
   EXPECT_EQ(h.find("Tasks arrive one by one"), std::string::npos) << h;
   for (const std::string& name : listed) {
     Outcome sub = Tessera({name, "--help"});
-    EXPECT_EQ(sub.code, 0) << name << ": " << sub.err;
+    EXPECT_EQ(sub.exit_code, 0) << name << ": " << sub.err;
     EXPECT_NE(sub.out.find("Usage:"), std::string::npos) << name;
   }
   Outcome sim_help = Tessera({"sim", "--help"});
@@ -159,7 +117,7 @@ TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
 
 TEST_F(CliTest, SimulateHelpExplainsTheMetricAndPolicyOptions) {
   Outcome help = Tessera({"simulate", "--help"});
-  ASSERT_EQ(help.code, 0) << help.err;
+  ASSERT_EQ(help.exit_code, 0) << help.err;
   for (const char* part : {"Tasks arrive one by one", "unallocated GPU %", "'tessera:KEY=VALUE,...'", "sig=N",
                            "tol=N", "pack=W", "dw=0|1", "cov=F", "relearn=N", "prior=0|1", "fixed=0|1",
                            "inner=0|1", "away=N", "order=K", "mem=0|1", "1.01 to 100", "pods_file"}) {
@@ -191,7 +149,7 @@ TEST_F(CliTest, SimulateUsageErrorsExitTwoNamingTheProblem) {
   for (const Case& c : cases) {
     Outcome r = Tessera(Simulate(c.args));
     std::string label = c.args[0] + " " + c.args[1];
-    EXPECT_EQ(r.code, 2) << label << "\n" << r.err;
+    EXPECT_EQ(r.exit_code, 2) << label << "\n" << r.err;
     EXPECT_NE(r.err.find(c.says), std::string::npos) << label << ": stderr lacks '" << c.says << "':\n"
                                                      << r.err;
     EXPECT_TRUE(r.out.empty()) << label << ": " << r.out;
@@ -199,10 +157,10 @@ TEST_F(CliTest, SimulateUsageErrorsExitTwoNamingTheProblem) {
   // The policy is checked before the trace files are read.
   Outcome early = Tessera({"simulate", "--nodes", "/nonexistent.csv", "--pods", "/nonexistent.csv",
                            "--policy", "tessera:sig=abc"});
-  EXPECT_EQ(early.code, 2);
+  EXPECT_EQ(early.exit_code, 2);
   EXPECT_NE(early.err.find("option sig: 'abc' is not a number"), std::string::npos) << early.err;
   Outcome missing = Tessera({"simulate", "--nodes", nodes_, "--pods", dir_ + "/none.csv"});
-  EXPECT_EQ(missing.code, 2);
+  EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("none.csv: cannot open"), std::string::npos) << missing.err;
 }
 
@@ -211,7 +169,7 @@ TEST_F(CliTest, SimulateJsonSchemaAndTheHandWorkedMetric) {
   for (const char* policy :
        {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-online"}) {
     Outcome r = Tessera(Simulate({"--policy", policy, "--seeds", "42-44,50", "--json"}));
-    ASSERT_EQ(r.code, 0) << policy << ": " << r.err;
+    ASSERT_EQ(r.exit_code, 0) << policy << ": " << r.err;
     json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
     ASSERT_TRUE(j.is_object()) << policy << ": not one JSON object: " << r.out;
     std::set<std::string> keys;
@@ -250,7 +208,7 @@ TEST_F(CliTest, SimulateJsonSchemaAndTheHandWorkedMetric) {
   }
   // --tune names the second point.
   Outcome r = Tessera(Simulate({"--seeds", "42", "--tune", "1.5", "--json"}));
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out);
   EXPECT_TRUE(j["unallocated_pct"].contains("100"));
   EXPECT_TRUE(j["unallocated_pct"].contains("150"));
@@ -259,7 +217,7 @@ TEST_F(CliTest, SimulateJsonSchemaAndTheHandWorkedMetric) {
 TEST_F(CliTest, SimulateTableIsReadable) {
   WriteTinyTrace();
   Outcome r = Tessera(Simulate({"--policy", "bestfit", "--seeds", "42,43"}));
-  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("unalloc@100%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("unalloc@130%"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("40.00%"), std::string::npos) << r.out;

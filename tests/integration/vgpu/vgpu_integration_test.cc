@@ -21,11 +21,14 @@
 #include <cuda.h>
 #include <nvml.h>
 
+#include "base/testing.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
 #include "vgpu/region.h"
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
+using tessera::testing::Env;
 constexpr uint64_t kMiB = 1ull << 20;
 
 std::vector<std::string> words(const std::string& line) {
@@ -71,72 +74,33 @@ struct Held {
 
 class VgpuTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-vgpu-it-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    region_ = dir_ + "/region/vgpu.region";
-    base_ = {{"TESSERA_SIM_GPUS", "2xA100-80GB"}, {"TESSERA_SIM_STATE", dir_ + "/sim"},
-             {"TESSERA_REGION", region_},         {"LD_LIBRARY_PATH", TESSERA_SIM_LIB_DIR},
-             {"LIBCUDA_LOG_LEVEL", "2"},          {"PATH", "/usr/bin:/bin"}};
-    // The sim charges each process's first context 300 MiB, as a real driver
-    // charges some; libvgpu measures it (NVML) and counts it.
-  }
+  // The sim charges each process's first context 300 MiB, as a real driver
+  // charges some; libvgpu measures it (NVML) and counts it.
   void TearDown() override {
     for (Held& h : held_) stop(h);
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    ASSERT_EQ(system(cmd.c_str()), 0);
   }
 
-  std::vector<std::string> make_env(const Env& extra, bool preload) {
-    Env env = base_;
-    for (const auto& [k, v] : extra) env[k] = v;
-    if (preload) env["LD_PRELOAD"] = TESSERA_VGPU_LIB;
-    std::vector<std::string> out;
-    for (const auto& [k, v] : env) out.push_back(k + "=" + v);
-    return out;
-  }
-
-  // Runs the probe with `ops`; with `wrapper`, runs wrapper[0] with the rest
-  // of `wrapper`, then the probe's path and `ops`, as arguments.
-  pid_t spawn(const std::vector<std::string>& ops, const Env& extra, bool preload, int out_fd, int err_fd,
-              const std::vector<std::string>& wrapper = {}) {
-    std::vector<std::string> env = make_env(extra, preload);
-    std::vector<char*> argv;
-    for (const auto& w : wrapper) argv.push_back(const_cast<char*>(w.c_str()));
-    argv.push_back(const_cast<char*>(TESSERA_VGPU_PROBE));
-    for (const auto& o : ops) argv.push_back(const_cast<char*>(o.c_str()));
-    argv.push_back(nullptr);
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-      dup2(out_fd, 1);
-      dup2(err_fd, 2);
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    return pid;
+  // The probe with `ops` as a container's process: on two simulated A100s, the
+  // region at region_, `extra` over the environment, libvgpu preloaded when
+  // `preload`. With `wrapper`, runs wrapper[0] with the rest of `wrapper`, then
+  // the probe's path and `ops`, as arguments.
+  tessera::testing::Command probe(const std::vector<std::string>& ops, const Env& extra, bool preload,
+                                  const std::vector<std::string>& wrapper = {}) {
+    std::vector<std::string> argv = wrapper;
+    argv.push_back(TESSERA_VGPU_PROBE);
+    argv.insert(argv.end(), ops.begin(), ops.end());
+    tessera::testing::Command c =
+        tessera::testing::ContainerCommand(sim_, std::move(argv), region_, preload ? TESSERA_VGPU_LIB : "");
+    for (const auto& [k, v] : extra) c.env[k] = v;
+    return c;
   }
 
   ProbeRun run(const std::vector<std::string>& ops, const Env& extra = {}, bool preload = true) {
-    std::string out_path = dir_ + "/out", err_path = dir_ + "/err";
-    int out_fd = open(out_path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-    int err_fd = open(err_path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-    pid_t pid = spawn(ops, extra, preload, out_fd, err_fd);
-    close(out_fd);
-    close(err_fd);
-    int status = 0;
-    waitpid(pid, &status, 0);
+    tessera::testing::Outcome o = tessera::testing::RunToEnd(probe(ops, extra, preload), dir_);
     ProbeRun r;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::ifstream o(out_path), e(err_path);
-    std::stringstream so, se;
-    so << o.rdbuf();
-    se << e.rdbuf();
-    r.out = so.str();
-    r.err = se.str();
+    r.exit_code = o.exit_code;
+    r.out = std::move(o.out);
+    r.err = std::move(o.err);
     return r;
   }
 
@@ -148,7 +112,10 @@ class VgpuTest : public ::testing::Test {
     EXPECT_EQ(pipe(p), 0);
     int err_fd = open((dir_ + "/held-err").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     Held h;
-    h.pid = spawn(ops, extra, true, p[1], err_fd, wrapper);
+    tessera::testing::Command c = probe(ops, extra, true, wrapper);
+    c.stdout_fd = p[1];
+    c.stderr_fd = err_fd;
+    h.pid = tessera::testing::Spawn(c);
     close(p[1]);
     close(err_fd);
     h.out_fd = p[0];
@@ -174,12 +141,7 @@ class VgpuTest : public ::testing::Test {
     return wait_for(spawn_holding(std::move(ops), extra));
   }
 
-  std::string held_err() {
-    std::ifstream e(dir_ + "/held-err");
-    std::stringstream se;
-    se << e.rdbuf();
-    return se.str();
-  }
+  std::string held_err() { return tmp_.Read("held-err"); }
 
   void kill9(Held& h) {
     if (h.pid <= 0) return;
@@ -236,9 +198,11 @@ class VgpuTest : public ::testing::Test {
     return -1;
   }
 
-  std::string dir_;
-  std::string region_;
-  Env base_;
+  tessera::testing::TempDir tmp_{"tessera-vgpu-it"};
+  const std::string dir_ = tmp_.path();
+  const std::string region_ = dir_ + "/region/vgpu.region";
+  const tessera::testing::SimGpu sim_{
+      .gpus = "2xA100-80GB", .state_dir = dir_ + "/sim", .lib_dir = TESSERA_SIM_LIB_DIR};
   std::vector<std::string> uuids_;
   std::vector<Held> held_;
 };

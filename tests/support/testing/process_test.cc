@@ -108,5 +108,23 @@ TEST(SimGpuTest, PutsAProcessOnTheNamedMachineWithOverrides) {
   EXPECT_EQ(dir.Read("out"), "2xH100-80GB " + dir.Path("sim") + "\n");
 }
 
+TEST(SimGpuTest, AContainerCommandCarriesOnlyWhatAContainerWouldHave) {
+  TempDir dir;
+  SimGpu gpu{.gpus = "1xL4", .state_dir = dir.Path("sim"), .lib_dir = "/opt/sim"};
+  EXPECT_EQ(ContainerCommand(gpu, {"/bin/true"}, "/r", "/lib/libvgpu.so").env.at("LD_PRELOAD"),
+            "/lib/libvgpu.so");
+
+  ::setenv("TESSERA_PROCESS_TEST_INHERITED", "yes", 1);
+  Outcome r = RunToEnd(ContainerCommand(gpu, {"/usr/bin/env"}, "/r/vgpu.region", ""), dir.path());
+  ::unsetenv("TESSERA_PROCESS_TEST_INHERITED");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"TESSERA_REGION=/r/vgpu.region\n", "LD_LIBRARY_PATH=/opt/sim\n",
+                           "TESSERA_SIM_GPUS=1xL4\n", "PATH=/usr/bin:/bin\n"}) {
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << " not in\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("TESSERA_PROCESS_TEST_INHERITED"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("LD_PRELOAD"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace tessera::testing

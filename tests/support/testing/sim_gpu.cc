@@ -2,6 +2,8 @@
 
 #include <stdlib.h>
 
+#include "contract/container_contract.h"
+
 namespace tessera::testing {
 
 Env SimGpu::Environment() const {
@@ -12,6 +14,19 @@ Env SimGpu::Environment() const {
 
 void SimGpu::Export() const {
   for (const auto& [name, value] : Environment()) ::setenv(name.c_str(), value.c_str(), 1);
+}
+
+Command ContainerCommand(const SimGpu& gpu, std::vector<std::string> argv, const std::string& region,
+                         const std::string& libvgpu) {
+  Command command;
+  command.argv = std::move(argv);
+  command.clear_env = true;
+  command.env = gpu.Environment();
+  command.env["PATH"] = "/usr/bin:/bin";
+  command.env[contract::kRegionEnv] = region;
+  command.env["LIBCUDA_LOG_LEVEL"] = "2";
+  if (!libvgpu.empty()) command.env["LD_PRELOAD"] = libvgpu;
+  return command;
 }
 
 pid_t SpawnOnSimGpu(const SimGpu& gpu, Command command) {

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "testing/process.h"
 
@@ -27,6 +28,14 @@ struct SimGpu {
   // children that inherit the environment.
   void Export() const;
 };
+
+// A command run as a container's process is under libvgpu (docs/vgpu.md): none
+// of this process's environment, only `gpu`'s variables, PATH=/usr/bin:/bin,
+// the region file (TESSERA_REGION = `region`), libvgpu's warnings
+// (LIBCUDA_LOG_LEVEL=2) and, when `libvgpu` is not empty, LD_PRELOAD of it.
+// The caller adds limits and the like to `env` and chooses the output.
+Command ContainerCommand(const SimGpu& gpu, std::vector<std::string> argv, const std::string& region,
+                         const std::string& libvgpu);
 
 // Starts `command` on `gpu`: the machine's variables, then `command.env` over
 // them (so a test may override one).
