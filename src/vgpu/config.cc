@@ -43,26 +43,32 @@ const DeviceGrant* Config::grant_for(const char* uuid) const {
   return nullptr;
 }
 
-uint64_t Config::memory_limit_for(const char* uuid, int index) const {
-  if (control_disabled) return 0;
-  if (source == ConfigSource::kAllocation) {
-    const DeviceGrant* g = grant_for(uuid);
-    return g == nullptr ? 0 : g->memory_bytes;
+namespace {
+
+// A device's limit: its grant's `from_grant` (allocation), else HAMi's value
+// for its index, else HAMi's default; 0 (no limit) when none applies or
+// control is disabled.
+template <typename Limit, typename Hami>
+Limit limit_for(const Config& c, const char* uuid, int index, Limit DeviceGrant::*from_grant,
+                const Hami (&hami_by_index)[kMaxConfigDevices], Hami hami_default) {
+  if (c.control_disabled) return 0;
+  if (c.source == ConfigSource::kAllocation) {
+    const DeviceGrant* g = c.grant_for(uuid);
+    return g == nullptr ? 0 : g->*from_grant;
   }
-  if (index >= 0 && index < kMaxConfigDevices && hami_memory_by_index[index] >= 0)
-    return static_cast<uint64_t>(hami_memory_by_index[index]);
-  return hami_memory_default >= 0 ? static_cast<uint64_t>(hami_memory_default) : 0;
+  const Hami v = index >= 0 && index < kMaxConfigDevices && hami_by_index[index] >= 0 ? hami_by_index[index]
+                                                                                      : hami_default;
+  return v >= 0 ? static_cast<Limit>(v) : 0;
+}
+
+}  // namespace
+
+uint64_t Config::memory_limit_for(const char* uuid, int index) const {
+  return limit_for(*this, uuid, index, &DeviceGrant::memory_bytes, hami_memory_by_index, hami_memory_default);
 }
 
 int Config::cores_for(const char* uuid, int index) const {
-  if (control_disabled) return 0;
-  if (source == ConfigSource::kAllocation) {
-    const DeviceGrant* g = grant_for(uuid);
-    return g == nullptr ? 0 : g->cores;
-  }
-  if (index >= 0 && index < kMaxConfigDevices && hami_cores_by_index[index] >= 0)
-    return hami_cores_by_index[index];
-  return hami_cores_default >= 0 ? hami_cores_default : 0;
+  return limit_for(*this, uuid, index, &DeviceGrant::cores, hami_cores_by_index, hami_cores_default);
 }
 
 bool Config::device_visible(const char* uuid) const {

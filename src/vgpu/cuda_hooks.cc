@@ -65,6 +65,31 @@ bool settle(Runtime& rt, int dev, uint64_t reserved, uint64_t actual, const char
   return true;
 }
 
+// Destroys or frees a handle this process may have reserved memory for:
+// takes its record out of `map` first (so that a handle the driver hands out
+// again at once is not confused with it), calls `destroy`, then on success
+// gives the record to `on_destroyed` (which returns what it held), or on
+// failure puts the record back. Handles never tracked go straight to the
+// driver: unknown ones are still the driver's to destroy.
+template <typename Destroy, typename OnDestroyed>
+CUresult destroy_tracked(tessera::vgpu::AllocationMap& map, uint64_t key, bool may_be_tracked,
+                         Destroy destroy, OnDestroyed on_destroyed) {
+  AllocationRecord rec;
+  bool known = may_be_tracked && map.take(key, &rec);
+  CUresult rc = destroy();
+  if (!known) return rc;
+  if (rc == CUDA_SUCCESS)
+    on_destroyed(rec);
+  else
+    map.insert(key, rec);
+  return rc;
+}
+
+// The destroyed object's reservation goes back to the region.
+auto release_record(Runtime& rt) {
+  return [&rt](const AllocationRecord& rec) { rt.release(rec.device, rec.bytes); };
+}
+
 CUresult alloc_common(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, const char* what,
                       CUresult (*call)(void*, CUdeviceptr*, size_t), void* ctx, bool managed_fallback) {
   if (!rt.accounting || dptr == nullptr || bytesize == 0) return call(ctx, dptr, bytesize);
@@ -93,21 +118,16 @@ CUresult alloc_common(Runtime& rt, CUdeviceptr* dptr, size_t bytesize, const cha
 }
 
 CUresult free_common(Runtime& rt, CUdeviceptr dptr, CUresult (*call)(void*, CUdeviceptr), void* ctx) {
-  AllocationRecord rec;
-  bool known = dptr != 0 && rt.device_pointers.take(dptr, &rec);
-  CUresult rc = call(ctx, dptr);  // unknown pointers are still the driver's to free
-  if (!known) return rc;
-  if (rc != CUDA_SUCCESS) {
-    rt.device_pointers.insert(dptr, rec);
-    return rc;
-  }
-  if (rec.spilled) rt.region.note_spilled_bytes(rec.device, -static_cast<int64_t>(rec.bytes));
-  if (rec.pool != 0) {
-    rt.pool_freed(rec.pool, rec.bytes);  // the pool may keep holding it
-  } else {
-    rt.release(rec.device, rec.bytes);
-  }
-  return rc;
+  return destroy_tracked(
+      rt.device_pointers, dptr, dptr != 0, [&] { return call(ctx, dptr); },
+      [&rt](const AllocationRecord& rec) {
+        if (rec.spilled) rt.region.note_spilled_bytes(rec.device, -static_cast<int64_t>(rec.bytes));
+        if (rec.pool != 0) {
+          rt.pool_freed(rec.pool, rec.bytes);  // the pool may keep holding it
+        } else {
+          rt.release(rec.device, rec.bytes);
+        }
+      });
 }
 
 }  // namespace
@@ -237,54 +257,44 @@ namespace {
 
 CUresult destroy_context(Runtime& rt, CUcontext ctx, CUresult (*real)(CUcontext)) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  AllocationRecord rec;
-  bool known = ctx != nullptr && rt.contexts.take(reinterpret_cast<uint64_t>(ctx), &rec);
-  CUresult rc = real(ctx);
-  if (!known) return rc;
-  if (rc == CUDA_SUCCESS)
-    rt.uncharge_context(rec.device);
-  else
-    rt.contexts.insert(reinterpret_cast<uint64_t>(ctx), rec);
-  return rc;
+  return destroy_tracked(
+      rt.contexts, reinterpret_cast<uint64_t>(ctx), ctx != nullptr, [&] { return real(ctx); },
+      [&rt](const AllocationRecord& rec) { rt.uncharge_context(rec.device); });
 }
 
-CUresult release_primary(Runtime& rt, CUdevice dev, CUresult (*real)(CUdevice)) {
+// Release (reset = false) drops one reference to the device's primary
+// context; reset destroys it whatever its reference count, and its
+// allocations go with it. Either way, each reference dropped returns one
+// context charge.
+CUresult drop_primary(Runtime& rt, CUdevice dev, CUresult (*real)(CUdevice), bool reset) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   CUresult rc = real(dev);
   int region_dev = rt.region_index_for_cuda_device(dev);
-  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
-    int refs = rt.primary_refs[region_dev].load(std::memory_order_relaxed);
-    while (refs > 0 && !rt.primary_refs[region_dev].compare_exchange_weak(refs, refs - 1)) {
+  if (rc != CUDA_SUCCESS || region_dev < 0 || region_dev >= kMaxDevices) return rc;
+  std::atomic<int>& refs = rt.primary_refs[region_dev];
+  int dropped = 0;
+  if (reset) {
+    dropped = refs.exchange(0);
+  } else {
+    int n = refs.load(std::memory_order_relaxed);
+    while (n > 0 && !refs.compare_exchange_weak(n, n - 1)) {
     }
-    if (refs > 0) rt.uncharge_context(region_dev);
+    dropped = n > 0 ? 1 : 0;
   }
-  return rc;
-}
-
-CUresult reset_primary(Runtime& rt, CUdevice dev, CUresult (*real)(CUdevice)) {
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  CUresult rc = real(dev);
-  int region_dev = rt.region_index_for_cuda_device(dev);
-  if (rc == CUDA_SUCCESS && region_dev >= 0 && region_dev < kMaxDevices) {
-    // Reset destroys the primary context whatever its reference count; its
-    // allocations go with it.
-    int refs = rt.primary_refs[region_dev].exchange(0);
-    for (int i = 0; i < refs; ++i) rt.uncharge_context(region_dev);
-  }
+  for (int i = 0; i < dropped; ++i) rt.uncharge_context(region_dev);
   return rc;
 }
 
 }  // namespace
 
-TESSERA_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  Runtime& rt = runtime();
-  return destroy_context(rt, ctx, rt.cuda.cuCtxDestroy);
-}
-
-TESSERA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  Runtime& rt = runtime();
-  return destroy_context(rt, ctx, rt.cuda.cuCtxDestroy_v2);
-}
+// Exports `name(Type arg)` as helper(rt, arg, the driver's `name`, extra...).
+#define TESSERA_FORWARD(name, Type, arg, helper, ...)                \
+  TESSERA_EXPORT CUresult name(Type arg) {                           \
+    Runtime& rt = runtime();                                         \
+    return helper(rt, arg, rt.cuda.name __VA_OPT__(, ) __VA_ARGS__); \
+  }
+TESSERA_FORWARD(cuCtxDestroy, CUcontext, ctx, destroy_context)
+TESSERA_FORWARD(cuCtxDestroy_v2, CUcontext, ctx, destroy_context)
 
 TESSERA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   TESSERA_CONTEXT_PROLOGUE(cuDevicePrimaryCtxRetain)
@@ -301,25 +311,10 @@ TESSERA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) 
   return rc;
 }
 
-TESSERA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  Runtime& rt = runtime();
-  return release_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxRelease);
-}
-
-TESSERA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  Runtime& rt = runtime();
-  return release_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxRelease_v2);
-}
-
-TESSERA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  Runtime& rt = runtime();
-  return reset_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxReset);
-}
-
-TESSERA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  Runtime& rt = runtime();
-  return reset_primary(rt, dev, rt.cuda.cuDevicePrimaryCtxReset_v2);
-}
+TESSERA_FORWARD(cuDevicePrimaryCtxRelease, CUdevice, dev, drop_primary, /*reset=*/false)
+TESSERA_FORWARD(cuDevicePrimaryCtxRelease_v2, CUdevice, dev, drop_primary, /*reset=*/false)
+TESSERA_FORWARD(cuDevicePrimaryCtxReset, CUdevice, dev, drop_primary, /*reset=*/true)
+TESSERA_FORWARD(cuDevicePrimaryCtxReset_v2, CUdevice, dev, drop_primary, /*reset=*/true)
 
 // ---------------------------------------------------------------- before CUDA 3.2
 // The pre-3.2 entry points with 32-bit sizes, dimensions and device pointers
@@ -555,105 +550,89 @@ TESSERA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t
 TESSERA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   Runtime& rt = runtime();
   if (rt.cuda.cuMemRelease == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  AllocationRecord rec;
-  bool known = rt.vmm_handles.take(handle, &rec);
-  CUresult rc = rt.cuda.cuMemRelease(handle);
-  if (!known) return rc;
-  if (rc == CUDA_SUCCESS)
-    rt.release(rec.device, rec.bytes);
-  else
-    rt.vmm_handles.insert(handle, rec);
-  return rc;
+  return destroy_tracked(
+      rt.vmm_handles, handle, true, [&] { return rt.cuda.cuMemRelease(handle); }, release_record(rt));
 }
 
 // ---------------------------------------------------------------- arrays
 
 namespace {
 
-template <typename Create, typename Measure, typename Destroy>
+// An array or mipmapped array (`Handle`) made by `create()`: reserves the
+// estimate, then corrects it to what `requirements` (the driver's
+// cu*GetMemoryRequirements, when it has one) says the array holds.
+template <typename Handle, typename Create>
 CUresult create_array(Runtime& rt, uint64_t estimate, const char* what, tessera::vgpu::AllocationMap& map,
-                      Create create, Measure measure, Destroy destroy) {
-  CUdevice handle = 0;
-  int dev = rt.accounting ? rt.current_device(&handle) : -1;
+                      Handle* handle, Create create,
+                      CUresult (*requirements)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, Handle, CUdevice),
+                      CUresult (*destroy)(Handle)) {
+  CUdevice device = 0;
+  int dev = rt.accounting ? rt.current_device(&device) : -1;
   if (dev == Runtime::kHiddenDevice) return CUDA_ERROR_INVALID_DEVICE;
-  if (dev < 0) return create(static_cast<uint64_t*>(nullptr));
+  if (dev < 0) return create();
   if (!rt.reserve(dev, estimate, what)) return CUDA_ERROR_OUT_OF_MEMORY;
-  uint64_t key = 0;
-  CUresult rc = create(&key);
+  CUresult rc = create();
   if (rc != CUDA_SUCCESS) {
     rt.release(dev, estimate);
     return rc;
   }
-  uint64_t actual = measure(handle);
+  CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+  uint64_t actual =
+      requirements != nullptr && requirements(&req, *handle, device) == CUDA_SUCCESS ? req.size : 0;
   if (actual == 0) actual = estimate;
   if (!settle(rt, dev, estimate, actual, what)) {
-    destroy();
+    destroy(*handle);
     rt.release(dev, estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  map.insert(key, AllocationRecord{dev, actual, false});
+  map.insert(reinterpret_cast<uint64_t>(*handle), AllocationRecord{dev, actual, false});
   return rc;
+}
+
+size_t depth_of(const CUDA_ARRAY_DESCRIPTOR&) {
+  return 1;
+}
+size_t depth_of(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
+  return desc.Depth;
+}
+
+// cuArrayCreate_v2 and cuArray3DCreate_v2.
+template <typename Descriptor>
+CUresult create_plain_array(Runtime& rt, CUarray* pHandle, const Descriptor* desc, const char* what,
+                            CUresult (*real)(CUarray*, const Descriptor*)) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (pHandle == nullptr || desc == nullptr) return real(pHandle, desc);
+  uint64_t estimate =
+      array_bytes(desc->Width, desc->Height, depth_of(*desc), desc->NumChannels, desc->Format);
+  return create_array(
+      rt, estimate, what, rt.arrays, pHandle, [&] { return real(pHandle, desc); },
+      rt.cuda.cuArrayGetMemoryRequirements, rt.cuda.cuArrayDestroy);
+}
+
+template <typename Handle>
+CUresult destroy_array(Runtime& rt, tessera::vgpu::AllocationMap& map, Handle handle,
+                       CUresult (*real)(Handle)) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  return destroy_tracked(
+      map, reinterpret_cast<uint64_t>(handle), handle != nullptr, [&] { return real(handle); },
+      release_record(rt));
 }
 
 }  // namespace
 
 TESSERA_EXPORT CUresult cuArrayCreate_v2(CUarray* pHandle, const CUDA_ARRAY_DESCRIPTOR* desc) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuArrayCreate_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (pHandle == nullptr || desc == nullptr) return rt.cuda.cuArrayCreate_v2(pHandle, desc);
-  uint64_t estimate = array_bytes(desc->Width, desc->Height, 1, desc->NumChannels, desc->Format);
-  return create_array(
-      rt, estimate, "cuArrayCreate", rt.arrays,
-      [&](uint64_t* key) {
-        CUresult rc = rt.cuda.cuArrayCreate_v2(pHandle, desc);
-        if (key != nullptr && rc == CUDA_SUCCESS) *key = reinterpret_cast<uint64_t>(*pHandle);
-        return rc;
-      },
-      [&](CUdevice d) -> uint64_t {
-        CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-        if (rt.cuda.cuArrayGetMemoryRequirements == nullptr ||
-            rt.cuda.cuArrayGetMemoryRequirements(&req, *pHandle, d) != CUDA_SUCCESS)
-          return 0;
-        return req.size;
-      },
-      [&] { rt.cuda.cuArrayDestroy(*pHandle); });
+  return create_plain_array(rt, pHandle, desc, "cuArrayCreate", rt.cuda.cuArrayCreate_v2);
 }
 
 TESSERA_EXPORT CUresult cuArray3DCreate_v2(CUarray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuArray3DCreate_v2 == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (pHandle == nullptr || desc == nullptr) return rt.cuda.cuArray3DCreate_v2(pHandle, desc);
-  uint64_t estimate = array_bytes(desc->Width, desc->Height, desc->Depth, desc->NumChannels, desc->Format);
-  return create_array(
-      rt, estimate, "cuArray3DCreate", rt.arrays,
-      [&](uint64_t* key) {
-        CUresult rc = rt.cuda.cuArray3DCreate_v2(pHandle, desc);
-        if (key != nullptr && rc == CUDA_SUCCESS) *key = reinterpret_cast<uint64_t>(*pHandle);
-        return rc;
-      },
-      [&](CUdevice d) -> uint64_t {
-        CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-        if (rt.cuda.cuArrayGetMemoryRequirements == nullptr ||
-            rt.cuda.cuArrayGetMemoryRequirements(&req, *pHandle, d) != CUDA_SUCCESS)
-          return 0;
-        return req.size;
-      },
-      [&] { rt.cuda.cuArrayDestroy(*pHandle); });
+  return create_plain_array(rt, pHandle, desc, "cuArray3DCreate", rt.cuda.cuArray3DCreate_v2);
 }
 
 TESSERA_EXPORT CUresult cuArrayDestroy(CUarray hArray) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuArrayDestroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  AllocationRecord rec;
-  uint64_t key = reinterpret_cast<uint64_t>(hArray);
-  bool known = hArray != nullptr && rt.arrays.take(key, &rec);
-  CUresult rc = rt.cuda.cuArrayDestroy(hArray);
-  if (!known) return rc;
-  if (rc == CUDA_SUCCESS)
-    rt.release(rec.device, rec.bytes);
-  else
-    rt.arrays.insert(key, rec);
-  return rc;
+  return destroy_array(rt, rt.arrays, hArray, rt.cuda.cuArrayDestroy);
 }
 
 TESSERA_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
@@ -671,35 +650,14 @@ TESSERA_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* pHandle, const 
     d = d > 1 ? d / 2 : d;
   }
   return create_array(
-      rt, estimate, "cuMipmappedArrayCreate", rt.mipmapped_arrays,
-      [&](uint64_t* key) {
-        CUresult rc = rt.cuda.cuMipmappedArrayCreate(pHandle, desc, numLevels);
-        if (key != nullptr && rc == CUDA_SUCCESS) *key = reinterpret_cast<uint64_t>(*pHandle);
-        return rc;
-      },
-      [&](CUdevice dev) -> uint64_t {
-        CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-        if (rt.cuda.cuMipmappedArrayGetMemoryRequirements == nullptr ||
-            rt.cuda.cuMipmappedArrayGetMemoryRequirements(&req, *pHandle, dev) != CUDA_SUCCESS)
-          return 0;
-        return req.size;
-      },
-      [&] { rt.cuda.cuMipmappedArrayDestroy(*pHandle); });
+      rt, estimate, "cuMipmappedArrayCreate", rt.mipmapped_arrays, pHandle,
+      [&] { return rt.cuda.cuMipmappedArrayCreate(pHandle, desc, numLevels); },
+      rt.cuda.cuMipmappedArrayGetMemoryRequirements, rt.cuda.cuMipmappedArrayDestroy);
 }
 
 TESSERA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
   Runtime& rt = runtime();
-  if (rt.cuda.cuMipmappedArrayDestroy == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  AllocationRecord rec;
-  uint64_t key = reinterpret_cast<uint64_t>(hMipmappedArray);
-  bool known = hMipmappedArray != nullptr && rt.mipmapped_arrays.take(key, &rec);
-  CUresult rc = rt.cuda.cuMipmappedArrayDestroy(hMipmappedArray);
-  if (!known) return rc;
-  if (rc == CUDA_SUCCESS)
-    rt.release(rec.device, rec.bytes);
-  else
-    rt.mipmapped_arrays.insert(key, rec);
-  return rc;
+  return destroy_array(rt, rt.mipmapped_arrays, hMipmappedArray, rt.cuda.cuMipmappedArrayDestroy);
 }
 
 // ---------------------------------------------------------------- graph memory
@@ -708,6 +666,17 @@ TESSERA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray
 // destruction and trim settle the charge to what the graph memory pool holds.
 
 namespace {
+
+// A launch handed to the driver between the compute limiter's
+// before_launch and after_launch (limiter.h); `key` names what is launched
+// (a CUfunction or a CUgraphExec).
+template <typename Launch>
+CUresult gated_launch(Runtime& rt, const void* key, CUstream s, bool per_thread, Launch launch) {
+  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, key, s, per_thread);
+  CUresult rc = launch();
+  tessera::vgpu::compute::after_launch(gate, rc);
+  return rc;
+}
 
 // Instantiation through any entry point. `upload_stream` is set for
 // CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD, which maps the memory at once.
@@ -750,15 +719,18 @@ CUresult after_update(Runtime& rt, CUresult rc, CUgraphExec exec, CUgraph graph)
   return rc;
 }
 
-CUresult upload_graph(Runtime& rt, CUgraphExec exec, CUstream s, bool per_thread,
-                      decltype(&::cuGraphUpload) real) {
+// An upload (launch = false) or a launch of an executable graph: maps memory
+// for the graph's alloc nodes, reserved first (graph_memory.h) and settled
+// after; a launch also passes the compute limiter's gate.
+CUresult commit_graph(Runtime& rt, CUgraphExec exec, CUstream s, bool per_thread,
+                      CUresult (*real)(CUgraphExec, CUstream), bool launch) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   tessera::vgpu::GraphMemoryTicket memory;
   if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
-                                     tessera::vgpu::GraphMemory::stream_key(s, per_thread), "cuGraphUpload",
-                                     &memory))
+                                     tessera::vgpu::GraphMemory::stream_key(s, per_thread),
+                                     launch ? "cuGraphLaunch" : "cuGraphUpload", &memory))
     return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = real(exec, s);
+  CUresult rc = launch ? gated_launch(rt, exec, s, per_thread, [&] { return real(exec, s); }) : real(exec, s);
   rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
   return rc;
 }
@@ -791,19 +763,14 @@ TESSERA_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* phGraphExec, CU
                      [&] { return rt.cuda.cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags); });
 }
 
-TESSERA_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec* phGraphExec, CUgraph hGraph,
-                                                     CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  Runtime& rt = runtime();
-  return instantiate_with_params(rt, phGraphExec, hGraph, params, false,
-                                 rt.cuda.cuGraphInstantiateWithParams);
-}
-
-TESSERA_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec* phGraphExec, CUgraph hGraph,
-                                                          CUDA_GRAPH_INSTANTIATE_PARAMS* params) {
-  Runtime& rt = runtime();
-  return instantiate_with_params(rt, phGraphExec, hGraph, params, true,
-                                 rt.cuda.cuGraphInstantiateWithParams_ptsz);
-}
+#define TESSERA_INSTANTIATE_WITH_PARAMS(name, per_thread)                                      \
+  TESSERA_EXPORT CUresult name(CUgraphExec* phGraphExec, CUgraph hGraph,                       \
+                               CUDA_GRAPH_INSTANTIATE_PARAMS* params) {                        \
+    Runtime& rt = runtime();                                                                   \
+    return instantiate_with_params(rt, phGraphExec, hGraph, params, per_thread, rt.cuda.name); \
+  }
+TESSERA_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams, false)
+TESSERA_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz, true)
 
 TESSERA_EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode* hErrorNode_out,
                                           CUgraphExecUpdateResult* updateResult_out) {
@@ -820,15 +787,14 @@ TESSERA_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGr
   return after_update(rt, rt.cuda.cuGraphExecUpdate_v2(hGraphExec, hGraph, resultInfo), hGraphExec, hGraph);
 }
 
-TESSERA_EXPORT CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
-  Runtime& rt = runtime();
-  return upload_graph(rt, hGraphExec, hStream, false, rt.cuda.cuGraphUpload);
-}
-
-TESSERA_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream) {
-  Runtime& rt = runtime();
-  return upload_graph(rt, hGraphExec, hStream, true, rt.cuda.cuGraphUpload_ptsz);
-}
+// Exports `name(CUgraphExec, CUstream)`: an upload or launch (commit_graph).
+#define TESSERA_EXEC_ON_STREAM(name, per_thread, launch)                            \
+  TESSERA_EXPORT CUresult name(CUgraphExec hGraphExec, CUstream hStream) {          \
+    Runtime& rt = runtime();                                                        \
+    return commit_graph(rt, hGraphExec, hStream, per_thread, rt.cuda.name, launch); \
+  }
+TESSERA_EXEC_ON_STREAM(cuGraphUpload, false, /*launch=*/false)
+TESSERA_EXEC_ON_STREAM(cuGraphUpload_ptsz, true, /*launch=*/false)
 
 TESSERA_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec) {
   Runtime& rt = runtime();
@@ -850,102 +816,40 @@ TESSERA_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device) {
 // ---------------------------------------------------------------- launches
 // The compute limiter (issue 5, src/vgpu/compute) admits and charges each launch.
 
-TESSERA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                       unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
-                                       CUstream s, void** params, void** extra) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchKernel == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, false);
-  CUresult rc = rt.cuda.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
+#define TESSERA_LAUNCH_KERNEL(name, per_thread)                                                            \
+  TESSERA_EXPORT CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,            \
+                               unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,      \
+                               CUstream s, void** params, void** extra) {                                  \
+    Runtime& rt = runtime();                                                                               \
+    if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                        \
+    return gated_launch(rt, f, s, per_thread,                                                              \
+                        [&] { return rt.cuda.name(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra); }); \
+  }
+TESSERA_LAUNCH_KERNEL(cuLaunchKernel, false)
+TESSERA_LAUNCH_KERNEL(cuLaunchKernel_ptsz, true)
 
-TESSERA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-                                            unsigned int bx, unsigned int by, unsigned int bz,
-                                            unsigned int shmem, CUstream s, void** params, void** extra) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchKernel_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, true);
-  CUresult rc = rt.cuda.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
+#define TESSERA_LAUNCH_KERNEL_EX(name, per_thread)                                                        \
+  TESSERA_EXPORT CUresult name(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) { \
+    Runtime& rt = runtime();                                                                              \
+    if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                       \
+    return gated_launch(rt, f, config != nullptr ? config->hStream : nullptr, per_thread,                 \
+                        [&] { return rt.cuda.name(config, f, params, extra); });                          \
+  }
+TESSERA_LAUNCH_KERNEL_EX(cuLaunchKernelEx, false)
+TESSERA_LAUNCH_KERNEL_EX(cuLaunchKernelEx_ptsz, true)
 
-TESSERA_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params,
-                                         void** extra) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchKernelEx == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate =
-      tessera::vgpu::compute::before_launch(rt, f, config != nullptr ? config->hStream : nullptr, false);
-  CUresult rc = rt.cuda.cuLaunchKernelEx(config, f, params, extra);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
+#define TESSERA_LAUNCH_COOPERATIVE(name, per_thread)                                                  \
+  TESSERA_EXPORT CUresult name(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,       \
+                               unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, \
+                               CUstream s, void** params) {                                           \
+    Runtime& rt = runtime();                                                                          \
+    if (rt.cuda.name == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                   \
+    return gated_launch(rt, f, s, per_thread,                                                         \
+                        [&] { return rt.cuda.name(f, gx, gy, gz, bx, by, bz, shmem, s, params); });   \
+  }
+TESSERA_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel, false)
+TESSERA_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, true)
 
-TESSERA_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
-                                              void** extra) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchKernelEx_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate =
-      tessera::vgpu::compute::before_launch(rt, f, config != nullptr ? config->hStream : nullptr, true);
-  CUresult rc = rt.cuda.cuLaunchKernelEx_ptsz(config, f, params, extra);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
-
-TESSERA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
-                                                  unsigned int gz, unsigned int bx, unsigned int by,
-                                                  unsigned int bz, unsigned int shmem, CUstream s,
-                                                  void** params) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchCooperativeKernel == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, false);
-  CUresult rc = rt.cuda.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
-
-TESSERA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
-                                                       unsigned int gz, unsigned int bx, unsigned int by,
-                                                       unsigned int bz, unsigned int shmem, CUstream s,
-                                                       void** params) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuLaunchCooperativeKernel_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, f, s, true);
-  CUresult rc = rt.cuda.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shmem, s, params);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  return rc;
-}
-
-// A graph launch may also map memory for the graph's alloc nodes: reserved
-// first (graph_memory.h), settled after.
-TESSERA_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuGraphLaunch == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::GraphMemoryTicket memory;
-  if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
-                                     tessera::vgpu::GraphMemory::stream_key(s, false), "cuGraphLaunch",
-                                     &memory))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, false);
-  CUresult rc = rt.cuda.cuGraphLaunch(exec, s);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
-  return rc;
-}
-
-TESSERA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
-  Runtime& rt = runtime();
-  if (rt.cuda.cuGraphLaunch_ptsz == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  tessera::vgpu::GraphMemoryTicket memory;
-  if (!rt.graph_memory.before_commit(rt, reinterpret_cast<uint64_t>(exec), nullptr,
-                                     tessera::vgpu::GraphMemory::stream_key(s, true), "cuGraphLaunch",
-                                     &memory))
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  tessera::vgpu::compute::LaunchGate gate = tessera::vgpu::compute::before_launch(rt, exec, s, true);
-  CUresult rc = rt.cuda.cuGraphLaunch_ptsz(exec, s);
-  tessera::vgpu::compute::after_launch(gate, rc);
-  rt.graph_memory.after_commit(rt, memory, rc, reinterpret_cast<uint64_t>(exec));
-  return rc;
-}
+// A graph launch may also map memory for the graph's alloc nodes (commit_graph).
+TESSERA_EXEC_ON_STREAM(cuGraphLaunch, false, /*launch=*/true)
+TESSERA_EXEC_ON_STREAM(cuGraphLaunch_ptsz, true, /*launch=*/true)

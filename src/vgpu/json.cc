@@ -74,16 +74,35 @@ class Parser {
     }
   }
 
-  bool object(JsonValue* out, int depth) {
-    out->kind = JsonValue::Kind::kObject;
+  // The elements of an object or array after its opening bracket, each read
+  // by `element`, separated by commas, up to `close`.
+  template <typename Element>
+  bool elements(char close, const char* expected_separator, Element element) {
     ++p_;
     skip_space();
-    if (*p_ == '}') {
+    if (*p_ == close) {
       ++p_;
       return true;
     }
     for (;;) {
       skip_space();
+      if (!element()) return false;
+      skip_space();
+      if (*p_ == ',') {
+        ++p_;
+        continue;
+      }
+      if (*p_ == close) {
+        ++p_;
+        return true;
+      }
+      return fail(expected_separator);
+    }
+  }
+
+  bool object(JsonValue* out, int depth) {
+    out->kind = JsonValue::Kind::kObject;
+    return elements('}', "expected ',' or '}'", [&] {
       if (*p_ != '"') return fail("expected a string key");
       std::string key;
       if (!string(&key)) return false;
@@ -94,43 +113,18 @@ class Parser {
       JsonValue v;
       if (!value(&v, depth + 1)) return false;
       out->object.emplace_back(std::move(key), std::move(v));
-      skip_space();
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ == '}') {
-        ++p_;
-        return true;
-      }
-      return fail("expected ',' or '}'");
-    }
+      return true;
+    });
   }
 
   bool array(JsonValue* out, int depth) {
     out->kind = JsonValue::Kind::kArray;
-    ++p_;
-    skip_space();
-    if (*p_ == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      skip_space();
+    return elements(']', "expected ',' or ']'", [&] {
       JsonValue v;
       if (!value(&v, depth + 1)) return false;
       out->array.push_back(std::move(v));
-      skip_space();
-      if (*p_ == ',') {
-        ++p_;
-        continue;
-      }
-      if (*p_ == ']') {
-        ++p_;
-        return true;
-      }
-      return fail("expected ',' or ']'");
-    }
+      return true;
+    });
   }
 
   static int hex(char c) {
@@ -210,51 +204,30 @@ class Parser {
         continue;
       }
       ++p_;
-      char e = *p_++;
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          unsigned cp = 0;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            unsigned low = 0;
-            if (p_[0] != '\\' || p_[1] != 'u') return fail("unpaired surrogate");
-            p_ += 2;
-            if (!hex4(&low) || low < 0xDC00 || low >= 0xE000) return fail("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            return fail("unpaired surrogate");
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default:
-          --p_;
-          return fail("invalid escape");
+      // The one-character escapes, and what each stands for.
+      static constexpr char kEscaped[] = "\"\\/bfnrt";
+      static constexpr char kMeaning[] = "\"\\/\b\f\n\r\t";
+      const char e = *p_++;
+      if (const char* hit = e != '\0' ? strchr(kEscaped, e) : nullptr) {
+        out->push_back(kMeaning[hit - kEscaped]);
+        continue;
       }
+      if (e != 'u') {
+        --p_;
+        return fail("invalid escape");
+      }
+      unsigned cp = 0;
+      if (!hex4(&cp)) return false;
+      if (cp >= 0xD800 && cp < 0xDC00) {
+        unsigned low = 0;
+        if (p_[0] != '\\' || p_[1] != 'u') return fail("unpaired surrogate");
+        p_ += 2;
+        if (!hex4(&low) || low < 0xDC00 || low >= 0xE000) return fail("unpaired surrogate");
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+      } else if (cp >= 0xDC00 && cp < 0xE000) {
+        return fail("unpaired surrogate");
+      }
+      append_utf8(out, cp);
     }
   }
 

@@ -77,6 +77,67 @@ nvmlReturn_t only_visible(Runtime& rt, nvmlReturn_t rc, nvmlDevice_t* device) {
   return rc;
 }
 
+// The driver's whole list of `Item`s for a device, as NVML's size protocol
+// gives it: `fetch(buffer, &n)` fills up to n items and sets n. Starts in a
+// buffer on the stack and grows on the heap while the driver answers
+// NVML_ERROR_INSUFFICIENT_SIZE (entries may appear between calls), four
+// times at most. Not thread-safe; one per call.
+template <typename Item>
+class DriverList {
+ public:
+  DriverList() = default;
+  DriverList(const DriverList&) = delete;
+  DriverList& operator=(const DriverList&) = delete;
+  ~DriverList() { free(heap_); }
+
+  // NVML_SUCCESS, the driver's error, NVML_ERROR_MEMORY, or
+  // NVML_ERROR_UNKNOWN when the list kept growing.
+  template <typename Fetch>
+  nvmlReturn_t fetch(Fetch fetch) {
+    size_ = kOnStack;
+    nvmlReturn_t rc = fetch(items_, &size_);
+    for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
+      unsigned int capacity = size_ + 32;
+      free(heap_);
+      heap_ = static_cast<Item*>(malloc(sizeof(Item) * capacity));
+      if (heap_ == nullptr) return NVML_ERROR_MEMORY;
+      items_ = heap_;
+      size_ = capacity;
+      rc = fetch(items_, &size_);
+    }
+    return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_UNKNOWN : rc;
+  }
+
+  // Keeps, in order, the items of this container's own processes on a
+  // granted device: those whose pid has a live slot in the region (a slot
+  // whose owner died may still name a pid the kernel gave to someone else).
+  // `adjust(item, slot)` may rewrite a kept item. Returns how many are kept.
+  template <typename Adjust>
+  unsigned int keep_own(Runtime& rt, nvmlDevice_t device, Adjust adjust) {
+    int e = rt.nvml_entry(
+        device);  // -1: a handle libvgpu does not list (e.g. a MIG device): filtered all the same
+    bool granted = e < 0 || rt.nvml_devices[e].visible;
+    unsigned int kept = 0;
+    for (unsigned int i = 0; granted && i < size_; ++i) {
+      int slot = rt.region.slot_for_driver_pid(items_[i].pid);
+      if (slot < 0 || !rt.region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
+      adjust(items_[i], slot);
+      items_[kept++] = items_[i];
+    }
+    return kept;
+  }
+
+  // Copies the first `n` items to `out`.
+  void copy_to(Item* out, unsigned int n) const { memcpy(static_cast<void*>(out), items_, sizeof(Item) * n); }
+
+ private:
+  static constexpr unsigned int kOnStack = 128;
+  Item on_stack_[kOnStack];
+  Item* items_ = on_stack_;
+  Item* heap_ = nullptr;
+  unsigned int size_ = 0;
+};
+
 // The running-process lists (compute or graphics, any ABI version `Info`):
 // the driver's list reduced to this container's own processes — those with a
 // live slot in the region, matched by the pid NVML reports (the slot's
@@ -94,49 +155,24 @@ nvmlReturn_t own_processes(Runtime& rt, nvmlDevice_t device, unsigned int* infoC
   rt.on_nvml_initialised();
   // The caller sized its buffer for its own processes: ask the driver for the
   // whole list into ours.
-  constexpr unsigned int kOnStack = 128;
-  Info on_stack[kOnStack];
-  Info* all = on_stack;
-  Info* heap = nullptr;
-  unsigned int n = kOnStack;
-  nvmlReturn_t rc = real(device, &n, all);
-  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
-    unsigned int capacity = n + 32;  // processes may start between the calls
-    free(heap);
-    heap = static_cast<Info*>(malloc(sizeof(Info) * capacity));
-    if (heap == nullptr) return NVML_ERROR_MEMORY;
-    all = heap;
-    n = capacity;
-    rc = real(device, &n, all);
-  }
-  if (rc != NVML_SUCCESS) {
-    free(heap);
-    return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_UNKNOWN : rc;
-  }
-  int e =
-      rt.nvml_entry(device);  // -1: a handle libvgpu does not list (e.g. a MIG device): filtered all the same
-  bool granted = e < 0 || rt.nvml_devices[e].visible;
+  DriverList<Info> all;
+  nvmlReturn_t rc = all.fetch([&](Info* buffer, unsigned int* n) { return real(device, n, buffer); });
+  if (rc != NVML_SUCCESS) return rc;
+  int e = rt.nvml_entry(device);
   int region_dev = e >= 0 ? rt.nvml_devices[e].region_index : -1;
   bool sliced = rt.region.memory_limit(region_dev) != 0;
-  unsigned int kept = 0;
-  for (unsigned int i = 0; granted && i < n; ++i) {
-    int slot = rt.region.slot_for_driver_pid(all[i].pid);
-    // A slot whose owner died may still name a pid the kernel gave to someone else.
-    if (slot < 0 || !rt.region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
+  unsigned int kept = all.keep_own(rt, device, [&](Info& info, int slot) {
     if (sliced)
-      all[i].usedGpuMemory =
+      info.usedGpuMemory =
           rt.region.raw()->processes[slot].memory_used[region_dev].load(std::memory_order_relaxed);
-    all[kept++] = all[i];
-  }
+  });
   if (infos == nullptr || *infoCount < kept) {
     *infoCount = kept;
-    rc = kept == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
-  } else {
-    memcpy(static_cast<void*>(infos), all, sizeof(Info) * kept);
-    *infoCount = kept;
+    return kept == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
   }
-  free(heap);
-  return rc;
+  all.copy_to(infos, kept);
+  *infoCount = kept;
+  return NVML_SUCCESS;
 }
 
 // Per-process utilisation, reduced the same way to this container's own
@@ -150,46 +186,26 @@ nvmlReturn_t own_utilization(Runtime& rt, nvmlDevice_t device, nvmlProcessUtiliz
   if (real == nullptr) return NVML_ERROR_FUNCTION_NOT_FOUND;
   if (!rt.accounting || count == nullptr) return real(device, utilization, count, since);
   rt.on_nvml_initialised();
-  constexpr unsigned int kOnStack = 128;
-  nvmlProcessUtilizationSample_t on_stack[kOnStack];
-  nvmlProcessUtilizationSample_t* all = on_stack;
-  nvmlProcessUtilizationSample_t* heap = nullptr;
-  unsigned int n = kOnStack;
-  nvmlReturn_t rc = real(device, all, &n, since);
-  for (int attempt = 0; rc == NVML_ERROR_INSUFFICIENT_SIZE && attempt < 4; ++attempt) {
-    unsigned int capacity = n + 32;
-    free(heap);
-    heap = static_cast<nvmlProcessUtilizationSample_t*>(malloc(sizeof(*heap) * capacity));
-    if (heap == nullptr) return NVML_ERROR_MEMORY;
-    all = heap;
-    n = capacity;
-    rc = real(device, all, &n, since);
-  }
+  DriverList<nvmlProcessUtilizationSample_t> all;
+  nvmlReturn_t rc = all.fetch([&](nvmlProcessUtilizationSample_t* buffer, unsigned int* n) {
+    return real(device, buffer, n, since);
+  });
   if (rc != NVML_SUCCESS) {  // NVML_ERROR_NOT_FOUND (nothing ran) included: passed on
-    free(heap);
     if (rc == NVML_ERROR_NOT_FOUND) *count = 0;
-    return rc == NVML_ERROR_INSUFFICIENT_SIZE ? NVML_ERROR_UNKNOWN : rc;
+    return rc;
   }
-  int e = rt.nvml_entry(device);
-  bool granted = e < 0 || rt.nvml_devices[e].visible;
-  unsigned int kept = 0;
-  for (unsigned int i = 0; granted && i < n; ++i) {
-    int slot = rt.region.slot_for_driver_pid(all[i].pid);
-    if (slot < 0 || !rt.region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
-    all[kept++] = all[i];
-  }
+  unsigned int kept = all.keep_own(rt, device, [](nvmlProcessUtilizationSample_t&, int) {});
   if (kept == 0) {
     *count = 0;
-    rc = NVML_ERROR_NOT_FOUND;
-  } else if (utilization == nullptr || *count < kept) {
-    *count = kept;
-    rc = NVML_ERROR_INSUFFICIENT_SIZE;
-  } else {
-    memcpy(static_cast<void*>(utilization), all, sizeof(*all) * kept);
-    *count = kept;
+    return NVML_ERROR_NOT_FOUND;
   }
-  free(heap);
-  return rc;
+  if (utilization == nullptr || *count < kept) {
+    *count = kept;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  all.copy_to(utilization, kept);
+  *count = kept;
+  return NVML_SUCCESS;
 }
 
 }  // namespace

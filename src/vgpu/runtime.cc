@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <new>
 
 #include "contract/container_contract.h"
@@ -39,22 +40,14 @@ pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 void atfork_prepare() {
   Runtime& rt = *g_runtime;
-  rt.device_pointers.lock_all();
-  rt.vmm_handles.lock_all();
-  rt.arrays.lock_all();
-  rt.mipmapped_arrays.lock_all();
-  rt.contexts.lock_all();
+  for (AllocationMap* map : rt.allocation_maps) map->lock_all();
   rt.graph_memory.lock_for_fork();
 }
 
 void atfork_parent() {
   Runtime& rt = *g_runtime;
   rt.graph_memory.unlock_after_fork();
-  rt.contexts.unlock_all();
-  rt.mipmapped_arrays.unlock_all();
-  rt.arrays.unlock_all();
-  rt.vmm_handles.unlock_all();
-  rt.device_pointers.unlock_all();
+  for (size_t i = std::size(rt.allocation_maps); i-- > 0;) rt.allocation_maps[i]->unlock_all();
 }
 
 void atfork_child() {
@@ -62,11 +55,7 @@ void atfork_child() {
   Runtime& rt = *g_runtime;
   // The child inherits no device memory and no contexts (CUDA does not survive
   // fork); it accounts afresh under its own slot.
-  rt.device_pointers.clear();
-  rt.vmm_handles.clear();
-  rt.arrays.clear();
-  rt.mipmapped_arrays.clear();
-  rt.contexts.clear();
+  for (AllocationMap* map : rt.allocation_maps) map->clear();
   rt.graph_memory.reset_in_child();
   new (&rt.contexts_mu) std::mutex();
   for (int i = 0; i < kMaxDevices; ++i) {

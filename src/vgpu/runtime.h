@@ -80,6 +80,10 @@ class Runtime {
   AllocationMap mipmapped_arrays;
   AllocationMap contexts;  // CUcontext created by cuCtxCreate -> device
 
+  // The maps above, in the order fork locks them (unlocked in reverse).
+  AllocationMap* const allocation_maps[5] = {&device_pointers, &vmm_handles, &arrays, &mipmapped_arrays,
+                                             &contexts};
+
   // Context overhead charged per device while this process holds contexts there.
   std::mutex contexts_mu;
   int contexts_on_device[kMaxDevices] = {};   // guarded by contexts_mu; by region index
