@@ -39,6 +39,25 @@ class RegionTest : public ::testing::Test {
     char err[256] = {};
     ASSERT_TRUE(r.open_file(path_.c_str(), err, sizeof(err))) << err;
   }
+  // Opens the region from a forked child, as another process of the container.
+  bool open_in_child(SharedRegion& c) {
+    char err[256];
+    return c.open_file(path_.c_str(), err, sizeof(err));
+  }
+  // A child process that reserves `bytes` on device 0, then writes one byte
+  // to `ready_fd` and waits to be killed.
+  pid_t spawn_holder(uint64_t bytes, int ready_fd) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      SharedRegion c;
+      if (!open_in_child(c) || !c.reserve(0, bytes).ok) _exit(2);
+      char b = 1;
+      if (write(ready_fd, &b, 1) != 1) _exit(3);
+      pause();
+      _exit(0);
+    }
+    return pid;
+  }
   std::string open_error() {
     SharedRegion r;
     char err[256] = {};
@@ -141,8 +160,7 @@ TEST_F(RegionTest, ProcessesRacingEndExactlyAtTheLimit) {
     ASSERT_GE(pid, 0);
     if (pid == 0) {
       SharedRegion r;
-      char err[256];
-      if (!r.open_file(path_.c_str(), err, sizeof(err))) _exit(2);
+      if (!open_in_child(r)) _exit(2);
       int granted = 0;
       for (int i = 0; i < 100; ++i) granted += r.reserve(0, kMiB).ok ? 1 : 0;
       // Keep the reservation: exit code reports how many MiB we hold.
@@ -174,26 +192,8 @@ TEST_F(RegionTest, KilledProcessIsReclaimedButLiveOneIsNot) {
   int d = r.find_or_add_device(kUuid, 100 * kMiB);
   int pipefd[2];
   ASSERT_EQ(pipe(pipefd), 0);
-  pid_t live = fork();
-  if (live == 0) {
-    SharedRegion c;
-    char err[256];
-    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 30 * kMiB).ok) _exit(2);
-    char b = 1;
-    if (write(pipefd[1], &b, 1) != 1) _exit(3);
-    pause();
-    _exit(0);
-  }
-  pid_t doomed = fork();
-  if (doomed == 0) {
-    SharedRegion c;
-    char err[256];
-    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 50 * kMiB).ok) _exit(2);
-    char b = 1;
-    if (write(pipefd[1], &b, 1) != 1) _exit(3);
-    pause();
-    _exit(0);
-  }
+  pid_t live = spawn_holder(30 * kMiB, pipefd[1]);
+  pid_t doomed = spawn_holder(50 * kMiB, pipefd[1]);
   char b;
   ASSERT_EQ(read(pipefd[0], &b, 1), 1);
   ASSERT_EQ(read(pipefd[0], &b, 1), 1);
@@ -230,8 +230,8 @@ TEST_F(RegionTest, HostPidIsSetInTheHostNamespaceWrittenByTheAgentOtherwiseAndCl
   pid_t child = fork();
   if (child == 0) {
     SharedRegion c;
-    char err[256], b = 1;
-    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.claim_slot()) _exit(2);
+    char b = 1;
+    if (!open_in_child(c) || !c.claim_slot()) _exit(2);
     ProcessSlot& s = c.raw()->processes[c.slot_index()];
     s.host_pid.store(0);  // as in a container, whatever this test's namespace
     if (write(ready[1], &b, 1) != 1) _exit(3);
@@ -280,8 +280,7 @@ TEST_F(RegionTest, ManyDeadProcessesAreAllReclaimedAtOnce) {
     pid_t pid = fork();
     if (pid == 0) {
       SharedRegion c;
-      char err[256];
-      _exit(c.open_file(path_.c_str(), err, sizeof(err)) && c.reserve(0, kMiB).ok ? 0 : 2);
+      _exit(open_in_child(c) && c.reserve(0, kMiB).ok ? 0 : 2);
     }
     int status = 0;
     waitpid(pid, &status, 0);
@@ -302,8 +301,7 @@ TEST_F(RegionTest, LockHolderDyingLeavesRecoverableLockAndCorrectSums) {
   pid_t pid = fork();
   if (pid == 0) {
     SharedRegion c;
-    char err[256];
-    if (!c.open_file(path_.c_str(), err, sizeof(err)) || !c.reserve(0, 20 * kMiB).ok) _exit(2);
+    if (!open_in_child(c) || !c.reserve(0, 20 * kMiB).ok) _exit(2);
     // Die inside the critical section after a half-done update.
     pthread_mutex_lock(reinterpret_cast<pthread_mutex_t*>(c.raw()->header.lock));
     c.raw()->devices[0].memory_used.store(12345);

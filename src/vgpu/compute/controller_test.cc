@@ -435,11 +435,20 @@ TEST(ControllerTest, KernelsLongerThanTheBurstAreRepaidAsDebt) {
   EXPECT_GT(t.entry.throttled_ns.load(), 10 * kSec);
 }
 
-TEST(ControllerTest, BudgetNeverExceedsTheBurstAfterIdling) {
+// A controller bound with Policy::kForce to a fresh device entry (no
+// neighbours, time 0).
+class BoundControllerTest : public ::testing::Test {
+ protected:
+  void Bind(unsigned quota_percent) {
+    e.core_quota_percent.store(quota_percent);
+    c.bind(&e, Policy::kForce, false, 0);
+  }
   DeviceEntry e{};
-  e.core_quota_percent.store(30);
   Controller c;
-  c.bind(&e, Policy::kForce, false, 0);
+};
+
+TEST_F(BoundControllerTest, BudgetNeverExceedsTheBurstAfterIdling) {
+  Bind(30);
   EXPECT_EQ(e.budget_burst_ns.load(), burst_for_quota(30));
   c.refill(100 * kSec);  // a long idle time
   EXPECT_EQ(c.budget_ns(), static_cast<int64_t>(burst_for_quota(30)));
@@ -450,11 +459,8 @@ TEST(ControllerTest, BudgetNeverExceedsTheBurstAfterIdling) {
   EXPECT_LE(t.busy_between(0, kSec), 300 * kMs + burst_for_quota(30) + kMs);
 }
 
-TEST(ControllerTest, CorrectionsMoveBudgetAndUsedTime) {
-  DeviceEntry e{};
-  e.core_quota_percent.store(50);
-  Controller c;
-  c.bind(&e, Policy::kForce, false, 0);
+TEST_F(BoundControllerTest, CorrectionsMoveBudgetAndUsedTime) {
+  Bind(50);
   int64_t b0 = c.budget_ns();
   c.charge(5 * kMs);
   EXPECT_EQ(c.budget_ns(), b0 - static_cast<int64_t>(5 * kMs));
@@ -576,11 +582,8 @@ class QueueEnv : public Environment {
   int wakes = 0;
 };
 
-TEST(ControllerTest, WaitersAreReleasedInFifoOrder) {
-  DeviceEntry e{};
-  e.core_quota_percent.store(50);
-  Controller c;
-  c.bind(&e, Policy::kForce, false, 0);
+TEST_F(BoundControllerTest, WaitersAreReleasedInFifoOrder) {
+  Bind(50);
   ASSERT_GT(c.budget_ns(), 0);
   // Tickets 0..2 are held by earlier waiters; ours will be 3. Although the
   // budget is positive, a newcomer must queue behind them.
@@ -595,11 +598,8 @@ TEST(ControllerTest, WaitersAreReleasedInFifoOrder) {
   EXPECT_GT(e.throttled_ns.load(), 0u);
 }
 
-TEST(ControllerTest, HeadWaitsForBudgetThenWakesTheNext) {
-  DeviceEntry e{};
-  e.core_quota_percent.store(10);
-  Controller c;
-  c.bind(&e, Policy::kForce, false, 0);
+TEST_F(BoundControllerTest, HeadWaitsForBudgetThenWakesTheNext) {
+  Bind(10);
   e.budget_ns.store(-10 * static_cast<int64_t>(kMs));  // 10 ms of debt: 100 ms at 10 %
   e.launch_ticket_next.store(0);
   e.launch_ticket_serving.store(0);
@@ -612,11 +612,8 @@ TEST(ControllerTest, HeadWaitsForBudgetThenWakesTheNext) {
   EXPECT_EQ(e.launch_ticket_serving.load(), 1u);
 }
 
-TEST(ControllerTest, AStalledQueueHeadIsSkipped) {
-  DeviceEntry e{};
-  e.core_quota_percent.store(50);
-  Controller c;
-  c.bind(&e, Policy::kForce, false, 0);
+TEST_F(BoundControllerTest, AStalledQueueHeadIsSkipped) {
+  Bind(50);
   e.launch_ticket_next.store(1);  // ticket 0 belongs to a process that died waiting
   e.launch_ticket_serving.store(0);
   QueueEnv env;
