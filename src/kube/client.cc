@@ -1,6 +1,9 @@
 #include "kube/client.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <string_view>
 
 namespace tessera::kube {
 namespace {
@@ -83,18 +86,18 @@ std::string ResourceType::ObjectPath(const std::string& ns, const std::string& n
   return CollectionPath(ns) + "/" + UrlEncode(name);
 }
 
+namespace {
+
+// The API server's spelling of each watch event type, indexed by
+// WatchEvent::Type: printed and parsed from this one list.
+constexpr std::string_view kWatchEventTypeNames[] = {"ADDED", "MODIFIED", "DELETED", "BOOKMARK"};
+static_assert(std::size(kWatchEventTypeNames) == static_cast<size_t>(WatchEvent::Type::kBookmark) + 1);
+
+}  // namespace
+
 const char* WatchEventTypeName(WatchEvent::Type type) {
-  switch (type) {
-    case WatchEvent::Type::kAdded:
-      return "ADDED";
-    case WatchEvent::Type::kModified:
-      return "MODIFIED";
-    case WatchEvent::Type::kDeleted:
-      return "DELETED";
-    case WatchEvent::Type::kBookmark:
-      return "BOOKMARK";
-  }
-  return "?";
+  const auto i = static_cast<size_t>(type);
+  return i < std::size(kWatchEventTypeNames) ? kWatchEventTypeNames[i].data() : "?";
 }
 
 std::string UrlEncode(const std::string& value) {
@@ -342,14 +345,9 @@ ApiStatus Client::Watch(const ResourceType& type, const std::string& ns, const W
     }
     const std::string t = j["type"].get<std::string>();
     WatchEvent ev;
-    if (t == "ADDED") {
-      ev.type = WatchEvent::Type::kAdded;
-    } else if (t == "MODIFIED") {
-      ev.type = WatchEvent::Type::kModified;
-    } else if (t == "DELETED") {
-      ev.type = WatchEvent::Type::kDeleted;
-    } else if (t == "BOOKMARK") {
-      ev.type = WatchEvent::Type::kBookmark;
+    const auto* known = std::find(std::begin(kWatchEventTypeNames), std::end(kWatchEventTypeNames), t);
+    if (known != std::end(kWatchEventTypeNames)) {
+      ev.type = static_cast<WatchEvent::Type>(known - std::begin(kWatchEventTypeNames));
     } else if (t == "ERROR") {
       const Json& st = j["object"];
       const int code = st.contains("code") && st["code"].is_number_integer() ? st["code"].get<int>() : 500;

@@ -23,6 +23,23 @@ std::string Trim(std::string_view s) {
   return std::string(s);
 }
 
+// Points curl at PEM material: `data` given inline (through `blob`, which
+// must outlive the transfer: curl reads the data in place), else the file
+// `file`. False when neither is given (nothing set).
+bool SetPemSource(CURL* curl, const std::string& data, const std::string& file, CURLoption blob_option,
+                  CURLoption file_option, curl_blob* blob) {
+  if (!data.empty()) {
+    *blob = curl_blob{const_cast<char*>(data.data()), data.size(), CURL_BLOB_NOCOPY};
+    curl_easy_setopt(curl, blob_option, blob);
+    return true;
+  }
+  if (!file.empty()) {
+    curl_easy_setopt(curl, file_option, file.c_str());
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 // State shared with libcurl's callbacks for one request.
@@ -191,28 +208,12 @@ ApiResult<HttpResponse> CurlTransport::Perform(const HttpRequest& request,
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
   }
-  curl_blob ca_blob{const_cast<char*>(tls.ca_data.data()), tls.ca_data.size(), CURL_BLOB_NOCOPY};
-  curl_blob cert_blob{const_cast<char*>(tls.cert_data.data()), tls.cert_data.size(), CURL_BLOB_NOCOPY};
-  curl_blob key_blob{const_cast<char*>(tls.key_data.data()), tls.key_data.size(), CURL_BLOB_NOCOPY};
-  if (!tls.ca_data.empty()) {
-    curl_easy_setopt(curl, CURLOPT_CAINFO_BLOB, &ca_blob);
-  } else if (!tls.ca_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_CAINFO, tls.ca_file.c_str());
-  }
-  if (!tls.cert_data.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLCERT_BLOB, &cert_blob);
+  curl_blob ca_blob{}, cert_blob{}, key_blob{};  // curl reads the PEM data in place during the transfer
+  SetPemSource(curl, tls.ca_data, tls.ca_file, CURLOPT_CAINFO_BLOB, CURLOPT_CAINFO, &ca_blob);
+  if (SetPemSource(curl, tls.cert_data, tls.cert_file, CURLOPT_SSLCERT_BLOB, CURLOPT_SSLCERT, &cert_blob))
     curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-  } else if (!tls.cert_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLCERT, tls.cert_file.c_str());
-    curl_easy_setopt(curl, CURLOPT_SSLCERTTYPE, "PEM");
-  }
-  if (!tls.key_data.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLKEY_BLOB, &key_blob);
+  if (SetPemSource(curl, tls.key_data, tls.key_file, CURLOPT_SSLKEY_BLOB, CURLOPT_SSLKEY, &key_blob))
     curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  } else if (!tls.key_file.empty()) {
-    curl_easy_setopt(curl, CURLOPT_SSLKEY, tls.key_file.c_str());
-    curl_easy_setopt(curl, CURLOPT_SSLKEYTYPE, "PEM");
-  }
 
   // Headers.
   curl_slist* headers = nullptr;

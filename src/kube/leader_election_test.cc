@@ -56,7 +56,16 @@ LeaderElectionConfig Config(const std::string& id, int* started, int* stopped) {
   return c;
 }
 
-TEST(LeaderElectionTest, ValidatesDurations) {
+// Each test starts with a fake clock, an empty lease store, and the start and
+// stop counts of its first candidate.
+class LeaderElectionTest : public ::testing::Test {
+ protected:
+  FakeClock clock;
+  MemoryLeaseStore store;
+  int started = 0, stopped = 0;
+};
+
+TEST_F(LeaderElectionTest, ValidatesDurations) {
   int a = 0, b = 0;
   EXPECT_TRUE(ValidateLeaderElectionConfig(Config("a", &a, &b)).ok());
   auto c = Config("a", &a, &b);
@@ -69,10 +78,7 @@ TEST(LeaderElectionTest, ValidatesDurations) {
   EXPECT_FALSE(ValidateLeaderElectionConfig(c).ok());
 }
 
-TEST(LeaderElectionTest, FirstCandidateCreatesTheLeaseAndLeads) {
-  FakeClock clock;
-  MemoryLeaseStore store;
-  int started = 0, stopped = 0;
+TEST_F(LeaderElectionTest, FirstCandidateCreatesTheLeaseAndLeads) {
   LeaderElector a(&store, Config("a", &started, &stopped), &clock);
   EXPECT_FALSE(a.IsLeader());
   EXPECT_EQ(a.Tick(), seconds(2));
@@ -85,9 +91,7 @@ TEST(LeaderElectionTest, FirstCandidateCreatesTheLeaseAndLeads) {
   EXPECT_EQ(store.lease->renew_time, clock.WallNow());
 }
 
-TEST(LeaderElectionTest, FollowerWaitsForExpiryThenTakesOverWithATransition) {
-  FakeClock clock;
-  MemoryLeaseStore store;
+TEST_F(LeaderElectionTest, FollowerWaitsForExpiryThenTakesOverWithATransition) {
   int a_started = 0, a_stopped = 0, b_started = 0, b_stopped = 0;
   LeaderElector a(&store, Config("a", &a_started, &a_stopped), &clock);
   LeaderElector b(&store, Config("b", &b_started, &b_stopped), &clock);
@@ -125,10 +129,7 @@ TEST(LeaderElectionTest, FollowerWaitsForExpiryThenTakesOverWithATransition) {
   EXPECT_EQ(a.Holder(), "b");
 }
 
-TEST(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewBeforeTheDeadline) {
-  FakeClock clock;
-  MemoryLeaseStore store;
-  int started = 0, stopped = 0;
+TEST_F(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewBeforeTheDeadline) {
   LeaderElector a(&store, Config("a", &started, &stopped), &clock);
   a.Tick();
   ASSERT_TRUE(a.IsLeader());
@@ -152,10 +153,7 @@ TEST(LeaderElectionTest, LeaderStepsDownWhenItCannotRenewBeforeTheDeadline) {
   EXPECT_EQ(store.lease->lease_transitions, 0);
 }
 
-TEST(LeaderElectionTest, IsLeaderTurnsFalseAtTheDeadlineEvenWithoutATick) {
-  FakeClock clock;
-  MemoryLeaseStore store;
-  int started = 0, stopped = 0;
+TEST_F(LeaderElectionTest, IsLeaderTurnsFalseAtTheDeadlineEvenWithoutATick) {
   LeaderElector a(&store, Config("a", &started, &stopped), &clock);
   a.Tick();
   clock.Advance(milliseconds(9999));
@@ -164,9 +162,7 @@ TEST(LeaderElectionTest, IsLeaderTurnsFalseAtTheDeadlineEvenWithoutATick) {
   EXPECT_FALSE(a.IsLeader());  // e.g. while a renew request hangs
 }
 
-TEST(LeaderElectionTest, ConflictingUpdateLosesTheRace) {
-  FakeClock clock;
-  MemoryLeaseStore store;
+TEST_F(LeaderElectionTest, ConflictingUpdateLosesTheRace) {
   LeaseRecord expired;
   expired.namespace_ = "kube-system";
   expired.name = "tessera-scheduler";
@@ -191,17 +187,13 @@ TEST(LeaderElectionTest, ConflictingUpdateLosesTheRace) {
     ApiResult<LeaseRecord> Update(const LeaseRecord& l) override { return s_->Update(l); }
     MemoryLeaseStore* s_;
   } racing(&store);
-  int started = 0, stopped = 0;
   LeaderElector b(&racing, Config("b", &started, &stopped), &clock);
   b.Tick();
   EXPECT_FALSE(b.IsLeader());
   EXPECT_EQ(store.lease->holder_identity, "c");
 }
 
-TEST(LeaderElectionTest, ReleaseOnStopFreesTheLease) {
-  FakeClock clock;
-  MemoryLeaseStore store;
-  int started = 0, stopped = 0;
+TEST_F(LeaderElectionTest, ReleaseOnStopFreesTheLease) {
   auto a = std::make_unique<LeaderElector>(&store, Config("a", &started, &stopped), &clock);
   a->Tick();
   a->Stop();
