@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -97,10 +96,14 @@ std::set<std::string> ConfigNamesInText(const std::string& text) {
   std::set<std::string> names;
   std::istringstream in(text);
   std::string line;
-  const std::regex key(R"(^  ([A-Za-z0-9._-]+):\s*$)");
-  std::smatch m;
   while (std::getline(in, line)) {
-    if (std::regex_match(line, m, key)) names.insert(m[1]);
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.pop_back();
+    // "  all-1g.10gb:": two spaces, a key without spaces, a colon, nothing after.
+    if (line.size() < 4 || line.compare(0, 2, "  ") != 0 || line[2] == ' ' || line[2] == '#' ||
+        line[2] == '-' || line.back() != ':')
+      continue;
+    const std::string key = line.substr(2, line.size() - 3);
+    if (key.find_first_of(" :") == std::string::npos) names.insert(key);
   }
   return names;
 }
