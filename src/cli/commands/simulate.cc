@@ -1,5 +1,5 @@
 // `tessera simulate`: replays the Alibaba GPU-sharing trace benchmark
-// (bench/trace) with one scheduling policy over several seeds.
+// (src/trace) with one scheduling policy over several seeds.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
