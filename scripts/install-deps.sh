@@ -4,7 +4,6 @@
 #
 #   scripts/install-deps.sh               everything: build, tests, benchmarks, `make image`
 #   scripts/install-deps.sh --build-only  what configuring and building needs (the Dockerfile's build stage)
-#   scripts/install-deps.sh --fuzz        everything, plus clang and its libFuzzer/sanitizer runtimes (`make fuzz`)
 set -euo pipefail
 
 # What `cmake -S . -B build && cmake --build build` needs (the configure step finds GTest and benchmark too).
@@ -21,11 +20,7 @@ TEST_PACKAGES=(
   prometheus  # /usr/bin/prometheus and promtool for the metrics integration tests (~22 MB download, ~330 MB installed)
   mmdebstrap umoci  # `make image` and its test (image/build.sh): the root file system and the OCI layout
   python3-yaml  # tests/image: reading the rendered manifests (`kubectl kustomize deploy/`)
-  chromium chromium-driver  # the dashboard's browser tests (tests/integration/dashboard): headless Chromium over WebDriver
 )
-# What `make fuzz` adds (fuzz/README.md): Debian's clang, and compiler-rt with libFuzzer and the
-# ASan/UBSan runtimes (libclang-rt-dev pulls the one matching the default clang).
-FUZZ_PACKAGES=(clang libclang-rt-dev)
 
 # kubectl: tests/integration/kubectl runs kubectl-tessera through it, tests/image renders deploy/ with it. Debian's
 # package is kubernetes-client (1.20: plugins work; its kustomize is too old for deploy/, and that test skips);
@@ -36,8 +31,7 @@ PACKAGES=("${BUILD_PACKAGES[@]}")
 case "${1:-}" in
   --build-only) ;;
   "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
-  --fuzz) PACKAGES+=("${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
-  *) echo "usage: $0 [--build-only | --fuzz]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
 esac
 
 # The CUDA toolkit's cuda.h (the driver API's published declarations) is needed to build the simulated

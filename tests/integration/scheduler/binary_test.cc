@@ -1,16 +1,32 @@
 // The tessera-scheduler binary's start-up contract.
-#include "base/testing.h"
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
 #include "fixture.h"
-#include "testing/process.h"
 
 namespace tessera::scheduler::it {
 namespace {
 
-using BinaryRun = ::tessera::testing::ShellOutcome;
+struct BinaryRun {
+  int exit_code = -1;
+  std::string output;
+};
 
 BinaryRun RunBinary(const std::string& args) {
+  BinaryRun r;
   // `timeout` bounds every run: a binary that does not exit fails the test.
-  return ::tessera::testing::RunShell("timeout 60 " + std::string(TESSERA_SCHEDULER_BIN) + " " + args);
+  std::string cmd = "timeout 60 " + std::string(TESSERA_SCHEDULER_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
@@ -21,8 +37,8 @@ TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
                           "kube.timeoutSeconds", "leaderElection.renewDeadlineSeconds", "logLevel"}) {
     EXPECT_NE(help.output.find(key), std::string::npos) << key;
   }
-  ::tessera::testing::TempDir dir;
-  const std::string path = dir.Write("bad-scheduler.yaml", "defaults:\n  cores: 150\n");
+  std::string path = ::testing::TempDir() + "/bad-scheduler.yaml";
+  std::ofstream(path) << "defaults:\n  cores: 150\n";
   BinaryRun bad = RunBinary("--config " + path);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("invalid configuration"), std::string::npos) << bad.output;

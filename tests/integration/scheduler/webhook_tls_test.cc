@@ -66,11 +66,33 @@ struct TlsFiles {
   bool ok = false;
 };
 
-using ::tessera::testing::NothingListensOn;
+// True when nothing listens on `port` any more: a connection is refused. (A
+// listening socket left behind would still complete connections into its
+// backlog, answered by nobody.)
+bool NothingListensOn(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool refused =
+      fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
+  if (fd >= 0) close(fd);
+  return refused;
+}
 
 // A TCP connection to `port` that never sends a byte (no TLS ClientHello).
 int SilentConnection(int port) {
-  return ::tessera::testing::ConnectToLoopback(port);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 std::string Base64Decode(const std::string& text) {
