@@ -75,10 +75,10 @@ struct SevenSliceMemory {
   uint64_t mib[4];
 };
 constexpr SevenSliceMemory kSevenSliceMemory[] = {
-    {"A100-40GB", {"5gb", "10gb", "20gb", "40gb"}, {4864, 9856, 19968, 40192}},
-    {"A100-80GB", {"10gb", "20gb", "40gb", "80gb"}, {9728, 19968, 40448, 80384}},
+    {"A100-40GB", {"5gb", "10gb", "20gb", "40gb"}, {4864, 9984, 20096, 40448}},
+    {"A100-80GB", {"10gb", "20gb", "40gb", "80gb"}, {9728, 19968, 40192, 80640}},
     {"H100-80GB", {"10gb", "20gb", "40gb", "80gb"}, {9984, 20096, 40448, 81152}},
-    {"H200-141GB", {"18gb", "35gb", "71gb", "141gb"}, {17920, 34816, 70400, 140544}},
+    {"H200-141GB", {"18gb", "35gb", "71gb", "141gb"}, {16384, 33280, 71488, 143360}},
 };
 
 std::vector<MigProfile> SevenSliceProfiles(const SevenSliceChip& c, const SevenSliceMemory& m) {
@@ -111,10 +111,10 @@ std::vector<MigProfile> SevenSliceProfiles(const SevenSliceChip& c, const SevenS
 // The A30's (4 compute and 4 memory slices), from the MIG user guide.
 std::vector<MigProfile> A30Profiles() {
   return {
-      {k1Slice, 14, "1g.6gb", 1, 1, 4, 14, 5836, 1, 0, 0, 0, {0, 1, 2, 3}},
-      {k1SliceRev1, 21, "1g.6gb+me", 1, 1, 1, 14, 5836, 1, 1, 1, 1, {0, 1, 2, 3}},
-      {k2Slice, 5, "2g.12gb", 2, 2, 2, 28, 11904, 2, 2, 0, 0, {0, 2}},
-      {k2SliceRev1, 6, "2g.12gb+me", 2, 2, 1, 28, 11904, 2, 2, 1, 1, {0, 2}},
+      {k1Slice, 14, "1g.6gb", 1, 1, 4, 14, 5952, 1, 0, 0, 0, {0, 1, 2, 3}},
+      {k1SliceRev1, 21, "1g.6gb+me", 1, 1, 1, 14, 5952, 1, 1, 1, 1, {0, 1, 2, 3}},
+      {k2Slice, 5, "2g.12gb", 2, 2, 2, 28, 11968, 2, 2, 0, 0, {0, 2}},
+      {k2SliceRev1, 6, "2g.12gb+me", 2, 2, 1, 28, 11968, 2, 2, 1, 1, {0, 2}},
       {k4Slice, 0, "4g.24gb", 4, 4, 1, 56, 24064, 4, 4, 1, 1, {0}},
   };
 }

@@ -156,7 +156,7 @@ void Placements() {
   nvmlGpuInstanceProfileInfo_v2_t v2{};
   v2.version = nvmlGpuInstanceProfileInfo_v2;
   SIM_OK(nvmlDeviceGetGpuInstanceProfileInfoByIdV(a100, k3g40gb, &v2));
-  SIM_CHECK(std::string(v2.name) == "MIG 3g.40gb" && v2.memorySizeMB == 40448 &&
+  SIM_CHECK(std::string(v2.name) == "MIG 3g.40gb" && v2.memorySizeMB == 40192 &&
             v2.multiprocessorCount == 42 && v2.sliceCount == 3 && v2.instanceCount == 2);
   nvmlGpuInstanceProfileInfo_v3_t v3{};
   v3.version = nvmlGpuInstanceProfileInfo_v3;
@@ -252,15 +252,15 @@ void Placements() {
   SIM_CHECK(parent == a100);
   nvmlMemory_t mem;
   SIM_OK(nvmlDeviceGetMemoryInfo(ci.device, &mem));
-  SIM_CHECK_EQ(mem.total, 40448 * kMiB);
+  SIM_CHECK_EQ(mem.total, 40192 * kMiB);
   nvmlDevice_t by_uuid = nullptr;
   SIM_OK(nvmlDeviceGetHandleByUUID(mig_uuid.c_str(), &by_uuid));
   SIM_CHECK(by_uuid == ci.device);
 
   // A program given the 3g.40gb MIG device sees exactly it, in CUDA and NVML.
   simtest::Child prog = SpawnProgram(mig_uuid);
-  SIM_CHECK(prog.ReadLine() == "CUDA 1|NVIDIA A100-SXM4-80GB MIG 3g.40gb/40448/42");
-  SIM_CHECK(prog.ReadLine() == "NVML 1|40448|0|6|" + mig_uuid);  // 6: NVML_ERROR_NOT_FOUND
+  SIM_CHECK(prog.ReadLine() == "CUDA 1|NVIDIA A100-SXM4-80GB MIG 3g.40gb/40192/42");
+  SIM_CHECK(prog.ReadLine() == "NVML 1|40192|0|6|" + mig_uuid);  // 6: NVML_ERROR_NOT_FOUND
   SIM_CHECK(prog.ReadLine() == "HOLDING");
 
   // While it runs, its instance cannot be destroyed; NVML shows it in there.

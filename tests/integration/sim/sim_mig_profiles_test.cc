@@ -140,10 +140,10 @@ void A30() {
   nvmlDevice_t a30 = Handle(0);
   // MIG user guide, A30-24GB: fractions of 4 memory / 4 compute slices.
   const std::vector<Profile> table = {
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 14, "1g.6gb", 1, 4, 14, 5836, 1, 0, 0, 0, {0, 1, 2, 3}, 1},
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 21, "1g.6gb+me", 1, 1, 14, 5836, 1, 1, 1, 1, {0, 1, 2, 3}, 1},
-      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 5, "2g.12gb", 2, 2, 28, 11904, 2, 2, 0, 0, {0, 2}, 2},
-      {NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, 6, "2g.12gb+me", 2, 1, 28, 11904, 2, 2, 1, 1, {0, 2}, 2},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 14, "1g.6gb", 1, 4, 14, 5952, 1, 0, 0, 0, {0, 1, 2, 3}, 1},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 21, "1g.6gb+me", 1, 1, 14, 5952, 1, 1, 1, 1, {0, 1, 2, 3}, 1},
+      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 5, "2g.12gb", 2, 2, 28, 11968, 2, 2, 0, 0, {0, 2}, 2},
+      {NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, 6, "2g.12gb+me", 2, 1, 28, 11968, 2, 2, 1, 1, {0, 2}, 2},
       {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 0, "4g.24gb", 4, 1, 56, 24064, 4, 4, 1, 1, {0}, 4},
   };
   CheckProfiles("A30", a30, table,
@@ -255,9 +255,9 @@ void A100_80GB() {
        1},
       {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, "1g.20gb", 1, 4, 14, 19968, 1, 1, 0, 0, {0, 2, 4, 6}, 2},
       {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, "2g.20gb", 2, 3, 28, 19968, 2, 1, 0, 0, {0, 2, 4}, 2},
-      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, "3g.40gb", 3, 2, 42, 40448, 3, 2, 0, 0, {0, 4}, 4},
-      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, "4g.40gb", 4, 1, 56, 40448, 4, 2, 0, 0, {0}, 4},
-      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, "7g.80gb", 7, 1, 98, 80384, 7, 5, 1, 1, {0}, 8},
+      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, "3g.40gb", 3, 2, 42, 40192, 3, 2, 0, 0, {0, 4}, 4},
+      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, "4g.40gb", 4, 1, 56, 40192, 4, 2, 0, 0, {0}, 4},
+      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, "7g.80gb", 7, 1, 98, 80640, 7, 5, 1, 1, {0}, 8},
   };
   CheckProfiles("A100-80GB", a100, table,
                 {NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_8_SLICE});
@@ -271,14 +271,14 @@ void H200() {
   // on the GH100: 1g.18gb 16 SMs, the two-memory-slice 1g.35gb 26 SMs; Hopper
   // instances carry NVDEC + JPEG from 1g up, and the 7g has 8 copy engines.
   const std::vector<Profile> table = {
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, "1g.18gb", 1, 7, 16, 17920, 1, 1, 1, 0, kSevenStarts1, 1},
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, "1g.18gb+me", 1, 1, 16, 17920, 1, 1, 1, 1, kSevenStarts1,
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, "1g.18gb", 1, 7, 16, 16384, 1, 1, 1, 0, kSevenStarts1, 1},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, "1g.18gb+me", 1, 1, 16, 16384, 1, 1, 1, 1, kSevenStarts1,
        1},
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, "1g.35gb", 1, 4, 26, 34816, 1, 1, 1, 0, {0, 2, 4, 6}, 2},
-      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, "2g.35gb", 2, 3, 32, 34816, 2, 2, 2, 0, {0, 2, 4}, 2},
-      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, "3g.71gb", 3, 2, 60, 70400, 3, 3, 3, 0, {0, 4}, 4},
-      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, "4g.71gb", 4, 1, 64, 70400, 4, 4, 4, 0, {0}, 4},
-      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, "7g.141gb", 7, 1, 132, 140544, 8, 7, 7, 1, {0}, 8},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, "1g.35gb", 1, 4, 26, 33280, 1, 1, 1, 0, {0, 2, 4, 6}, 2},
+      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, "2g.35gb", 2, 3, 32, 33280, 2, 2, 2, 0, {0, 2, 4}, 2},
+      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, "3g.71gb", 3, 2, 60, 71488, 3, 3, 3, 0, {0, 4}, 4},
+      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, "4g.71gb", 4, 1, 64, 71488, 4, 4, 4, 0, {0}, 4},
+      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, "7g.141gb", 7, 1, 132, 143360, 8, 7, 7, 1, {0}, 8},
   };
   CheckProfiles("H200", h200, table,
                 {NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1, NVML_GPU_INSTANCE_PROFILE_8_SLICE});

@@ -94,12 +94,12 @@ void MigDevices() {
   simtest::Child b = SpawnOn(Uuid(mig1));
   const std::string da = a.ReadLine(), db = b.ReadLine();
   // count|name|total|SMs|MiB allocated|MiB free after filling
-  SIM_CHECK(da.rfind("DEVICE 1|NVIDIA A100-SXM4-40GB MIG 3g.20gb|" + std::to_string(19968 * kMiB) + "|42|",
+  SIM_CHECK(da.rfind("DEVICE 1|NVIDIA A100-SXM4-40GB MIG 3g.20gb|" + std::to_string(20096 * kMiB) + "|42|",
                      0) == 0);
   SIM_CHECK(
       db.rfind("DEVICE 1|NVIDIA A100-SXM4-40GB MIG 1g.5gb|" + std::to_string(4864 * kMiB) + "|14|", 0) == 0);
   // 300 MiB context + 256 MiB blocks up to the instance's memory.
-  SIM_CHECK(da.find("|19456|212") != std::string::npos);
+  SIM_CHECK(da.find("|19712|84") != std::string::npos);
   SIM_CHECK(db.find("|4352|212") != std::string::npos);
 
   // NVML sees each process's memory in its instance, and on the whole GPU.
@@ -107,7 +107,7 @@ void MigDevices() {
   SIM_OK(nvmlDeviceGetMemoryInfo(mig3, &m3));
   SIM_OK(nvmlDeviceGetMemoryInfo(mig1, &m1));
   SIM_OK(nvmlDeviceGetMemoryInfo(gpu, &whole));
-  SIM_CHECK_EQ(m3.used, (300 + 19456) * kMiB);
+  SIM_CHECK_EQ(m3.used, (300 + 19712) * kMiB);
   SIM_CHECK_EQ(m1.used, (300 + 4352) * kMiB);
   SIM_CHECK_EQ(whole.used, m3.used + m1.used);
   unsigned n = 4;

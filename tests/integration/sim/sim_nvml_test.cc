@@ -145,11 +145,11 @@ void Mig() {
   const Expect table[] = {
       {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 7, 14, 4864, "MIG 1g.5gb"},
       {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 1, 14, 4864, "MIG 1g.5gb+me"},
-      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 4, 14, 9856, "MIG 1g.10gb"},
-      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 3, 28, 9856, "MIG 2g.10gb"},
-      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 2, 42, 19968, "MIG 3g.20gb"},
-      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 1, 56, 19968, "MIG 4g.20gb"},
-      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 1, 98, 40192, "MIG 7g.40gb"},
+      {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 4, 14, 9984, "MIG 1g.10gb"},
+      {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 3, 28, 9984, "MIG 2g.10gb"},
+      {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 2, 42, 20096, "MIG 3g.20gb"},
+      {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 1, 56, 20096, "MIG 4g.20gb"},
+      {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 1, 98, 40448, "MIG 7g.40gb"},
   };
   for (const Expect& e : table) {
     nvmlGpuInstanceProfileInfo_v2_t info{};
@@ -242,7 +242,7 @@ void Mig() {
   SIM_CHECK(parent == a100);
   nvmlMemory_t mem;
   SIM_OK(nvmlDeviceGetMemoryInfo(mig, &mem));
-  SIM_CHECK_EQ(mem.total, 19968ull << 20);
+  SIM_CHECK_EQ(mem.total, 20096ull << 20);
   nvmlDevice_t mig2;
   SIM_OK(nvmlDeviceGetMigDeviceHandleByIndex(a100, 1, &mig2));
   SIM_CHECK_EQ(nvmlDeviceGetMigDeviceHandleByIndex(a100, 2, &mig2), NVML_ERROR_NOT_FOUND);
