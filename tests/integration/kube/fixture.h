@@ -10,23 +10,14 @@
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
+#include "base/testing.h"
 #include "kube/client.h"
 #include "kube/curl_transport.h"
 #include "kube/typed_api.h"
 
 namespace tessera::kube::it {
 
-// Polls `condition` until it holds or a generous deadline passes. Tests never
-// assert on elapsed time; the deadline only bounds a hung test.
-inline bool WaitFor(const std::function<bool()>& condition,
-                    std::chrono::milliseconds deadline = std::chrono::seconds(20)) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
+using ::tessera::testing::WaitFor;
 
 inline Json Pod(const std::string& ns, const std::string& name, const Json& labels = Json::object()) {
   return {{"apiVersion", "v1"},

@@ -58,6 +58,16 @@ class InformerIT : public KubeIntegrationTest {
     if (recorder != nullptr) informer->AddHandler(recorder->Handler());
     return informer;
   }
+
+  // A node informer, started and synced, over a cluster of one node (n1).
+  std::unique_ptr<Informer> SyncedNodeInformerOverN1(Recorder* recorder) {
+    NodesApi nodes(client_.get());
+    EXPECT_TRUE(nodes.Create(Node("n1")).ok());
+    auto informer = MakeInformer(resources::kNodes, recorder);
+    informer->Start();
+    EXPECT_TRUE(informer->WaitForSync(std::chrono::seconds(20)));
+    return informer;
+  }
 };
 
 TEST_F(InformerIT, SeesAddUpdateDelete) {
@@ -197,12 +207,9 @@ TEST_F(InformerIT, GoneAsHttpStatusRelistsWithTheRightDiff) {
 }
 
 TEST_F(InformerIT, RecoversFromAServerOutage) {
-  NodesApi nodes(client_.get());
-  ASSERT_TRUE(nodes.Create(Node("n1")).ok());
   Recorder rec;
-  auto informer = MakeInformer(resources::kNodes, &rec);
-  informer->Start();
-  ASSERT_TRUE(informer->WaitForSync(std::chrono::seconds(20)));
+  auto informer = SyncedNodeInformerOverN1(&rec);
+  ASSERT_FALSE(HasFailure());
   const auto failures_before = informer->Stats().failures;
   server_->Stop();
   ASSERT_TRUE(WaitFor([&] { return informer->Stats().failures > failures_before; }));
@@ -217,12 +224,9 @@ TEST_F(InformerIT, RecoversFromAServerOutage) {
 }
 
 TEST_F(InformerIT, GarbageOnTheStreamDoesNotCorruptTheCache) {
-  NodesApi nodes(client_.get());
-  ASSERT_TRUE(nodes.Create(Node("n1")).ok());
   Recorder rec;
-  auto informer = MakeInformer(resources::kNodes, &rec);
-  informer->Start();
-  ASSERT_TRUE(informer->WaitForSync(std::chrono::seconds(20)));
+  auto informer = SyncedNodeInformerOverN1(&rec);
+  ASSERT_FALSE(HasFailure());
   const Json n1_before = *informer->Get("n1");
 
   testing::Fault garbage;
@@ -253,7 +257,7 @@ TEST_F(InformerIT, GarbageOnTheStreamDoesNotCorruptTheCache) {
   server_->ClearFaults();
 
   // It recovers and carries on.
-  ASSERT_TRUE(nodes.Create(Node("n2")).ok());
+  ASSERT_TRUE(NodesApi(client_.get()).Create(Node("n2")).ok());
   ASSERT_TRUE(WaitFor([&] { return rec.Has("add n2"); })) << informer->Stats().last_error;
   EXPECT_EQ(informer->Size(), 2u);
   for (const std::string& e : rec.Events()) EXPECT_TRUE(e == "add n1" || e == "add n2") << e;

@@ -18,18 +18,14 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ::tessera::testing::ReadFileOrEmpty(p.string());
 }
 
 class TlsIT : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("tessera-kube-tls-" + std::to_string(::getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
+    tmp_ = new ::tessera::testing::TempDir("tessera-kube-tls");
+    dir_ = new fs::path(tmp_->path());
     const std::string d = dir_->string();
     const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
     const std::string script =
@@ -47,8 +43,8 @@ class TlsIT : public ::testing::Test {
     generated_ = std::system((script + " > openssl.log 2>&1").c_str()) == 0;
   }
   static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
     delete dir_;
+    delete tmp_;
   }
 
   void SetUp() override { ASSERT_TRUE(generated_) << "openssl failed; see " << (*dir_ / "openssl.log"); }
@@ -77,10 +73,12 @@ class TlsIT : public ::testing::Test {
     return client.List(resources::kNodes, "");
   }
 
+  static ::tessera::testing::TempDir* tmp_;
   static fs::path* dir_;
   static bool generated_;
 };
 
+::tessera::testing::TempDir* TlsIT::tmp_ = nullptr;
 fs::path* TlsIT::dir_ = nullptr;
 bool TlsIT::generated_ = false;
 

@@ -1,32 +1,16 @@
 // The tessera-scheduler binary's start-up contract.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-
+#include "base/testing.h"
 #include "fixture.h"
+#include "testing/process.h"
 
 namespace tessera::scheduler::it {
 namespace {
 
-struct BinaryRun {
-  int exit_code = -1;
-  std::string output;
-};
+using BinaryRun = ::tessera::testing::ShellOutcome;
 
 BinaryRun RunBinary(const std::string& args) {
-  BinaryRun r;
   // `timeout` bounds every run: a binary that does not exit fails the test.
-  std::string cmd = "timeout 60 " + std::string(TESSERA_SCHEDULER_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ::tessera::testing::RunShell("timeout 60 " + std::string(TESSERA_SCHEDULER_BIN) + " " + args);
 }
 
 TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
@@ -37,8 +21,8 @@ TEST(SchedulerBinaryTest, HelpListsEveryKeyAndBadConfigExitsWithTwo) {
                           "kube.timeoutSeconds", "leaderElection.renewDeadlineSeconds", "logLevel"}) {
     EXPECT_NE(help.output.find(key), std::string::npos) << key;
   }
-  std::string path = ::testing::TempDir() + "/bad-scheduler.yaml";
-  std::ofstream(path) << "defaults:\n  cores: 150\n";
+  ::tessera::testing::TempDir dir;
+  const std::string path = dir.Write("bad-scheduler.yaml", "defaults:\n  cores: 150\n");
   BinaryRun bad = RunBinary("--config " + path);
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("invalid configuration"), std::string::npos) << bad.output;

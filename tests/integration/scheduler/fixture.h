@@ -18,45 +18,21 @@
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
+#include "base/testing.h"
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
 #include "kube/client.h"
 #include "kube/curl_transport.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/testing.h"
+#include "testing/ports.h"
 
 namespace tessera::scheduler::it {
 
 using Json = nlohmann::json;
 
-// Polls `condition` until it holds or a generous deadline passes; tests never
-// assert on elapsed time.
-inline bool WaitFor(const std::function<bool()>& condition,
-                    std::chrono::milliseconds deadline = std::chrono::seconds(60)) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
-
-// A port nothing listens on now (bound and closed again without listening,
-// so nothing is left behind on it).
-inline int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
+using ::tessera::testing::FreePort;
+using ::tessera::testing::WaitFor;
 
 enum class Outcome { kBound, kUnschedulable, kError };
 

@@ -14,9 +14,8 @@
 
 #include <fcntl.h>
 
-#include <fstream>
-
 #include "fixture.h"
+#include "testing/process.h"
 
 namespace tessera::scheduler::it {
 namespace {
@@ -35,7 +34,6 @@ class SchedulerRestartTest : public SchedulerIntegrationTest {
 
   // The tessera-scheduler binary, as the Deployment runs it.
   void StartBinary() {
-    log_ = ::testing::TempDir() + "/restart-scheduler.log";
     const std::vector<std::string> args = {TESSERA_SCHEDULER_BIN,
                                            "--api-server=" + server_->url(),
                                            "--port=" + std::to_string(port_),
@@ -46,33 +44,17 @@ class SchedulerRestartTest : public SchedulerIntegrationTest {
                                            "--set=leaderElection.renewDeadlineSeconds=10",
                                            "--set=leaderElection.retryPeriodSeconds=1",
                                            "--set=inventoryStaleSeconds=0"};
-    pid_ = ::fork();
+    // Appended to: the restarted binary's log follows the first one's.
+    const int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    ASSERT_GE(log, 0) << log_;
+    pid_ = ::tessera::testing::Spawn({.argv = args, .stdout_fd = log, .stderr_fd = log});
+    ::close(log);
     ASSERT_GE(pid_, 0);
-    if (pid_ == 0) {
-      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
     ASSERT_TRUE(WaitFor([&] { return Get("/healthz").first == 200; })) << Log();
   }
 
-  void KillBinary() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  void StopBinary() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
+  void KillBinary() { ::tessera::testing::KillAndWait(pid_, SIGKILL); }
+  void StopBinary() { ::tessera::testing::KillAndWait(pid_, SIGTERM); }
 
   std::pair<int, std::string> Get(const std::string& path) const {
     httplib::Client http("127.0.0.1", port_);
@@ -89,10 +71,7 @@ class SchedulerRestartTest : public SchedulerIntegrationTest {
     return at == std::string::npos ? -1 : std::stod(text.substr(at + head.size()));
   }
 
-  std::string Log() const {
-    std::ifstream in(log_);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string Log() const { return ::tessera::testing::ReadFileOrEmpty(log_); }
 
   // The Lease's holder and transitions as the API server has them.
   std::pair<std::string, int> Lease() const {
@@ -111,7 +90,8 @@ class SchedulerRestartTest : public SchedulerIntegrationTest {
     return n;
   }
 
-  std::string log_;
+  ::tessera::testing::TempDir tmp_{"tessera-restart-test"};
+  const std::string log_ = tmp_.Path("scheduler.log");
   int port_ = FreePort();
   pid_t pid_ = -1;
 };

@@ -1,8 +1,5 @@
 // tessera-scheduler end to end against the API-server stand-in.
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +9,7 @@
 #include "fixture.h"
 #include "kube/typed_api.h"
 #include "scheduler/webhook.h"
-
-extern char** environ;
+#include "testing/process.h"
 
 namespace tessera::scheduler::it {
 namespace {
@@ -232,20 +228,6 @@ TEST_F(SchedulerIntegrationTest, TwoHundredPodsOverTwentyNodesWithConcurrentBind
   EXPECT_EQ(scheduler_->state().Stats().inconsistent, 0u);
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return -1;
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
 pid_t SpawnScheduler(const std::string& api, int port) {
   std::vector<std::string> args = {TESSERA_SCHEDULER_BIN,
                                    "--api-server",
@@ -258,12 +240,7 @@ pid_t SpawnScheduler(const std::string& api, int port) {
                                    "kube.timeoutSeconds=2",
                                    "--set",
                                    "reservationTimeoutSeconds=4"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return -1;
-  return pid;
+  return ::tessera::testing::Spawn({.argv = args});
 }
 
 bool WaitReady(int port) {
@@ -341,43 +318,41 @@ TEST_F(SchedulerIntegrationTest, ApiServerFaultsGiveClearErrorsAndWorkResumes) {
   ASSERT_TRUE(
       WaitFor([&] { return ScheduleOnce(scheduler_->port(), pods[0], nodes).outcome == Outcome::kBound; }));
 
+  // The next POST of a Binding meets `kind` of fault.
+  using Kind = ::tessera::testing::Fault::Kind;
+  auto on_next_binding = [](Kind kind) {
+    ::tessera::testing::Fault fault;
+    fault.kind = kind;
+    fault.method = "POST";
+    fault.path_contains = "/binding";
+    fault.times = 1;
+    return fault;
+  };
+
   // 2. Garbage instead of the Binding's answer.
-  ::tessera::testing::Fault garbage;
-  garbage.kind = ::tessera::testing::Fault::Kind::kGarbage;
-  garbage.method = "POST";
-  garbage.path_contains = "/binding";
-  garbage.times = 1;
-  server_->AddFault(garbage);
+  server_->AddFault(on_next_binding(Kind::kGarbage));
   a = ScheduleOnce(scheduler_->port(), pods[1], nodes);
   EXPECT_EQ(a.outcome, Outcome::kError);
   EXPECT_NE(a.message.find("bind default/pod-1"), std::string::npos) << a.message;
 
   // 3. Slow: the Binding takes longer than the client waits (it lands anyway).
-  ::tessera::testing::Fault slow;
-  slow.kind = ::tessera::testing::Fault::Kind::kDelay;
-  slow.method = "POST";
-  slow.path_contains = "/binding";
+  ::tessera::testing::Fault slow = on_next_binding(Kind::kDelay);
   slow.delay = std::chrono::milliseconds(3000);
-  slow.times = 1;
   server_->AddFault(slow);
   a = ScheduleOnce(scheduler_->port(), pods[2], nodes);
   EXPECT_EQ(a.outcome, Outcome::kError);
 
   // 4. Garbage on the watch streams: the informers recover by themselves.
   ::tessera::testing::Fault watch_garbage;
-  watch_garbage.kind = ::tessera::testing::Fault::Kind::kGarbage;
+  watch_garbage.kind = Kind::kGarbage;
   watch_garbage.applies_to = ::tessera::testing::Fault::Applies::kWatchOnly;
   watch_garbage.times = 2;
   server_->AddFault(watch_garbage);
   server_->DropWatches();
 
   // 5. A 500 on the Binding.
-  ::tessera::testing::Fault broken;
-  broken.kind = ::tessera::testing::Fault::Kind::kStatus;
+  ::tessera::testing::Fault broken = on_next_binding(Kind::kStatus);
   broken.status = 500;
-  broken.method = "POST";
-  broken.path_contains = "/binding";
-  broken.times = 1;
   server_->AddFault(broken);
   a = ScheduleOnce(scheduler_->port(), pods[3], nodes);
   EXPECT_EQ(a.outcome, Outcome::kError);

@@ -9,20 +9,15 @@
 // timeouts, and Stop() runs under a watchdog that ends the test binary with a
 // message instead of hanging (the limit is generous; it detects a hang, it
 // does not measure speed).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <stdlib.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <future>
 
 #include "fixture.h"
+#include "testing/ports.h"
 
 namespace tessera::scheduler::it {
 namespace {
@@ -38,8 +33,6 @@ bool Run(const std::string& command) {
 // directory removed afterwards.
 struct TlsFiles {
   TlsFiles() {
-    std::string pattern = ::testing::TempDir() + "/tessera-tls-XXXXXX";
-    if (char* made = mkdtemp(pattern.data())) dir = made;
     ca = dir + "/ca.crt";
     cert = dir + "/tls.crt";
     key = dir + "/tls.key";
@@ -50,7 +43,6 @@ struct TlsFiles {
            "extendedKeyUsage=serverAuth\n"
            "subjectAltName=DNS:tessera-scheduler.kube-system.svc,IP:127.0.0.1\n";
     ok =
-        !dir.empty() &&
         Run("openssl req -x509" + ec + " -days 1 -subj /CN=tessera-test-ca -keyout " + dir + "/ca.key -out " +
             ca + " -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign") &&
         Run("openssl req -new" + ec + " -subj /CN=tessera-scheduler.kube-system.svc -keyout " + key +
@@ -58,41 +50,17 @@ struct TlsFiles {
         Run("openssl x509 -req -days 1 -in " + dir + "/server.csr -CA " + ca + " -CAkey " + dir +
             "/ca.key -CAcreateserial -extfile " + dir + "/server.ext -out " + cert);
   }
-  ~TlsFiles() {
-    std::error_code ignored;
-    if (!dir.empty()) std::filesystem::remove_all(dir, ignored);
-  }
-  std::string dir, ca, cert, key;
+  ::tessera::testing::TempDir tmp{"tessera-tls"};
+  const std::string dir = tmp.path();
+  std::string ca, cert, key;
   bool ok = false;
 };
 
-// True when nothing listens on `port` any more: a connection is refused. (A
-// listening socket left behind would still complete connections into its
-// backlog, answered by nobody.)
-bool NothingListensOn(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool refused =
-      fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
-  if (fd >= 0) close(fd);
-  return refused;
-}
+using ::tessera::testing::NothingListensOn;
 
 // A TCP connection to `port` that never sends a byte (no TLS ClientHello).
 int SilentConnection(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
+  return ::tessera::testing::ConnectToLoopback(port);
 }
 
 std::string Base64Decode(const std::string& text) {
