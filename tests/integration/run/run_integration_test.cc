@@ -17,18 +17,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/testing.h"
 #include "host/region_reader.h"
 #include "runner/ledger.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
 
 namespace tessera::runner {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+using ::tessera::testing::ReadFileOrEmpty;
+using ::tessera::testing::WaitFor;
 
 // `text` with every run of whitespace made one space: help texts are wrapped
 // for the terminal, and a test should not depend on where.
@@ -41,14 +42,6 @@ std::string Squashed(const std::string& text) {
 
 class RunIntegration : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-run-it-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    ledger_ = dir_ + "/ledger";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Starts `tessera run --sim <spec> --ledger-dir <ledger> ARGS...` with
   // stdout/stderr to files named after `tag`.
   pid_t Start(const std::vector<std::string>& args, const std::string& tag,
@@ -58,50 +51,32 @@ class RunIntegration : public ::testing::Test {
     return Exec(argv, tag);
   }
   // Runs `argv` (no shell) in the test's simulated machine (TESSERA_SIM_STATE,
-  // TESSERA_SIM_GPUS = 1xA100-40GB for a `tessera` without --sim), with
-  // stdout/stderr to files named after `tag`; `in_child` runs before exec.
-  pid_t Exec(std::vector<std::string> argv, const std::string& tag,
+  // TESSERA_SIM_GPUS = 1xA100-40GB for a `tessera` without --sim) with `env`
+  // added to this process's environment, stdout/stderr to files named after
+  // `tag`; `in_child` runs before exec.
+  pid_t Exec(std::vector<std::string> argv, const std::string& tag, const ::tessera::testing::Env& env = {},
              const std::function<void()>& in_child = nullptr) {
-    const std::string out = dir_ + "/" + tag + ".out", err = dir_ + "/" + tag + ".err";
-    pid_t pid = fork();
-    if (pid == 0) {
-      setenv("TESSERA_SIM_STATE", (dir_ + "/sim").c_str(), 1);
-      setenv("TESSERA_SIM_GPUS", "1xA100-40GB", 1);
-      freopen(out.c_str(), "w", stdout);
-      freopen(err.c_str(), "w", stderr);
-      if (in_child) in_child();
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
-      _exit(126);
-    }
-    return pid;
+    return ::tessera::testing::SpawnOnSimGpu(sim_, {.argv = std::move(argv),
+                                                    .env = env,
+                                                    .stdout_path = dir_ + "/" + tag + ".out",
+                                                    .stderr_path = dir_ + "/" + tag + ".err",
+                                                    .in_child = in_child});
   }
-  int Wait(pid_t pid) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return status;
-  }
+  int Wait(pid_t pid) { return ::tessera::testing::WaitStatus(pid); }
   int Run(const std::vector<std::string>& args, const std::string& tag) { return Wait(Start(args, tag)); }
-  std::string Err(const std::string& tag) { return ReadFile(dir_ + "/" + tag + ".err"); }
-  std::string Out(const std::string& tag) { return ReadFile(dir_ + "/" + tag + ".out"); }
+  std::string Err(const std::string& tag) { return tmp_.Read(tag + ".err"); }
+  std::string Out(const std::string& tag) { return tmp_.Read(tag + ".out"); }
 
   size_t LiveSlices() {
     SliceLedger ledger(ledger_);
     auto entries = ledger.List();
     return entries.ok() ? entries->size() : 0;
   }
-  bool WaitFor(const std::function<bool()>& cond) {
-    for (int i = 0; i < 3000; ++i) {  // generous: a loaded 2-core machine
-      if (cond()) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return cond();
-  }
-
-  std::string dir_;
-  std::string ledger_;
+  ::tessera::testing::TempDir tmp_{"tessera-run-it"};
+  const std::string dir_ = tmp_.path();
+  const std::string ledger_ = dir_ + "/ledger";
+  // A `tessera` without --sim sees one A100-40GB here.
+  const ::tessera::testing::SimGpu sim_{.gpus = "1xA100-40GB", .state_dir = dir_ + "/sim"};
 };
 
 TEST_F(RunIntegration, PassesTheExitCodeThrough) {
@@ -140,7 +115,7 @@ TEST_F(RunIntegration, ACoreDumpingSignalIsPassedOnWithoutACoreOfItsOwn) {
   // of its own there.
   pid_t pid = Exec({TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", ledger_, "--gpumem", "100",
                     "--", "sh", "-c", "ulimit -c 0; kill -ABRT $$"},
-                   "abrt", [this] {
+                   "abrt", {}, [this] {
                      struct rlimit core {};
                      getrlimit(RLIMIT_CORE, &core);
                      core.rlim_cur = core.rlim_max;
@@ -324,8 +299,7 @@ TEST_F(RunIntegration, CorePolicyReachesTheJobOverAnInheritedOne) {
     std::vector<std::string> argv = {TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", ledger_};
     if (policy != "default") argv.insert(argv.end(), {"--core-policy", policy});
     argv.insert(argv.end(), {"--", "sh", "-c", "echo \"$GPU_CORE_UTILIZATION_POLICY\""});
-    int status =
-        Wait(Exec(argv, "env-" + policy, [] { setenv("GPU_CORE_UTILIZATION_POLICY", "inherited", 1); }));
+    int status = Wait(Exec(argv, "env-" + policy, {{"GPU_CORE_UTILIZATION_POLICY", "inherited"}}));
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << Err("env-" + policy);
     EXPECT_EQ(Out("env-" + policy), policy + "\n");
   }
@@ -477,10 +451,7 @@ TEST_F(RunIntegration, PsShowsMemorySpilledToTheHost) {
   // device has left (its limit allows it) is served from the host under
   // CUDA_OVERSUBSCRIBE, and ps shows how much.
   const std::string config = "gpus:\n  - model: A100-40GB\nmanaged_oversubscription: true\n";
-  auto sim_env = [config] {
-    setenv("TESSERA_SIM_CONFIG", config.c_str(), 1);
-    setenv("CUDA_OVERSUBSCRIBE", "true", 1);
-  };
+  const ::tessera::testing::Env sim_env = {{"TESSERA_SIM_CONFIG", config}, {"CUDA_OVERSUBSCRIBE", "true"}};
   const std::string sim_lib = (fs::path(TESSERA_EXE).parent_path().parent_path() / "lib" / "sim").string();
   pid_t hog =
       Exec({"/usr/bin/env", "LD_LIBRARY_PATH=" + sim_lib, TESSERA_DEMO_JOB, "--mem-mib", "39000",
@@ -556,20 +527,14 @@ std::vector<SummaryRow> ParseSummary(const std::string& text) {
 }
 
 TEST(RunDemo, ProducesItsTableWithEveryJobWithinItsMemoryLimitAndComputeQuota) {
-  char tmpl[] = "/tmp/tessera-demo-it-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string out = std::string(tmpl) + "/out";
-  pid_t pid = fork();
-  if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    execl(TESSERA_EXE, TESSERA_EXE, "demo", "--seconds", "4", "--no-live", "--out", out.c_str(), nullptr);
-    _exit(126);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
+  ::tessera::testing::TempDir dir("tessera-demo-it");
+  const std::string out = dir.Path("out");
+  const int status = ::tessera::testing::WaitStatus(
+      ::tessera::testing::Spawn({.argv = {TESSERA_EXE, "demo", "--seconds", "4", "--no-live", "--out", out},
+                                 .stdout_path = "/dev/null"}));
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
-  const std::string summary = ReadFile(out + "/summary.txt");
+  const std::string summary = ReadFileOrEmpty(out + "/summary.txt");
   auto rows = ParseSummary(summary);
   ASSERT_EQ(rows.size(), 4u) << summary;
   const std::map<std::string, int> quotas = {
@@ -593,8 +558,7 @@ TEST(RunDemo, ProducesItsTableWithEveryJobWithinItsMemoryLimitAndComputeQuota) {
     EXPECT_LE(r.max_1s, r.quota + 15.0) << r.job << "\n" << summary;
   }
   EXPECT_TRUE(fs::exists(out + "/compute-share.svg"));
-  EXPECT_NE(ReadFile(out + "/compute-share.svg").find("<polyline"), std::string::npos);
-  fs::remove_all(tmpl);
+  EXPECT_NE(ReadFileOrEmpty(out + "/compute-share.svg").find("<polyline"), std::string::npos);
 }
 
 }  // namespace

@@ -34,7 +34,8 @@ struct Command {
   // when >= 0 and the path is empty.
   int stdout_fd = -1;
   int stderr_fd = -1;
-  // Runs in the child just before exec (setrlimit, chdir, ...).
+  // Runs in the child just before exec (setrlimit, chdir, ...). The program's
+  // environment is made before fork: a setenv here does not reach it (use `env`).
   std::function<void()> in_child{};
 };
 
