@@ -90,6 +90,21 @@ void Agent::RecordEvent(const ContainerRef& owner, const std::string& reason, co
   }
 }
 
+std::map<std::string, std::string> Agent::MigDevicesInUse() {
+  std::map<std::string, std::string> held;
+  if (!deps_.pod_resources) return held;
+  auto listed = deps_.pod_resources->List();
+  if (!listed.ok()) return held;
+  for (const auto& container : *listed) {
+    for (const auto& id : container.device_ids) {
+      if (id.rfind("MIG-", 0) == 0) {
+        held[id] = container.pod_namespace + "/" + container.pod_name + "/" + container.container_name;
+      }
+    }
+  }
+  return held;
+}
+
 std::string Agent::Metrics() const {
   AgentStatus status;
   status.node_name = config_.node_name;
@@ -149,6 +164,23 @@ Status Agent::Start() {
                             {"links", gpu.links.size()},
                             {"healthy", gpu.healthy}});
   }
+  // MIG-managed GPUs are offered as MIG devices, not vGPU slices.
+  bool serve_vgpus = true;
+  if (deps_.mig && !config_.mig_layout_file.empty()) {
+    mig_ = std::make_unique<mig::MigManager>(config_, deps_.mig.get(), deps_.client.get(),
+                                             [this] { return MigDevicesInUse(); });
+    std::erase_if(gpus, [&](const core::Gpu& gpu) { return gpu.mig_capable && mig_->Manages(gpu.index); });
+    if (config_.mig_strategy == "single" &&
+        config_.resource_name == mig::MigResourceName(mig::MigStrategy::kSingle, "")) {
+      // The kubelet knows one plugin per resource name: MIG devices take it.
+      serve_vgpus = false;
+      if (!gpus.empty()) {
+        log::Warn("mig_strategy single advertises MIG devices as " + config_.resource_name +
+                      "; GPUs outside MIG are not advertised (set resource_name to another name for them)",
+                  {{"gpus", gpus.size()}});
+      }
+    }
+  }
   state_.SetGpus(ApplyOffer(config_, std::move(gpus)));
 
   if (config_.ld_so_preload) TESSERA_RETURN_IF_ERROR(WritePreloadFile(config_));
@@ -157,8 +189,10 @@ Status Agent::Start() {
               {{"path", config_.libvgpu_host_path}});
   }
 
-  TESSERA_RETURN_IF_ERROR(plugin_.Start());
-  registrar_.Start();
+  if (serve_vgpus) {
+    TESSERA_RETURN_IF_ERROR(plugin_.Start());
+    registrar_.Start();
+  }
   if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {
             if (state_.SetHealth(uuid, healthy)) {
@@ -203,6 +237,12 @@ Status Agent::Start() {
         RecordEvent(owner, reason, message);
       });
   monitor_->Start();
+  if (mig_) {
+    if (auto s = mig_->Start(); !s.ok()) {
+      Stop();
+      return s;
+    }
+  }
   if (auto s = StartMetricsServer(); !s.ok()) {
     Stop();
     return s;
@@ -216,6 +256,7 @@ void Agent::Stop() {
     http_->Stop();  // safe right after Listen too (base/http_listener.h)
     http_.reset();
   }
+  if (mig_) mig_->Stop();
   if (monitor_) monitor_->Stop();
   if (publisher_) publisher_->Stop();
   if (pods_) pods_->Stop();

@@ -19,11 +19,13 @@
 #include "base/http_listener.h"
 #include "base/result.h"
 #include "host/inventory.h"
+#include "host/nvml_mig.h"
 #include "kube/client.h"
 #include "node/config.h"
 #include "node/device_state.h"
 #include "node/enforcer.h"
 #include "node/inventory_publisher.h"
+#include "node/mig/mig_manager.h"
 #include "node/node_monitor.h"
 #include "node/node_pods.h"
 #include "node/plugin_server.h"
@@ -52,6 +54,9 @@ struct AgentDependencies {
   std::unique_ptr<PodResourcesSource> pod_resources;  // null: regions are never attributed nor removed
   std::unique_ptr<ProcessInspector> inspector;        // null: /proc
   std::function<std::string()> new_region_name;       // null: random UUIDs
+  // MIG through NVML; with mig_layout_file set, the MIG-managed GPUs are
+  // MigManager's (node/mig) and leave the vGPU list. null: MIG not managed.
+  std::unique_ptr<host::MigDriver> mig;
 };
 
 class Agent {
@@ -77,10 +82,14 @@ class Agent {
   // The Prometheus document /metrics serves.
   std::string Metrics() const;
   NodeMonitor& monitor() { return *monitor_; }
+  // The MIG half; null when MIG is not managed.
+  mig::MigManager* mig() { return mig_.get(); }
 
  private:
   void RecordEvent(const ContainerRef& owner, const std::string& reason, const std::string& message);
   Status StartMetricsServer();
+  // MIG UUIDs the kubelet has given containers (PodResources) -> "<ns>/<pod>/<container>".
+  std::map<std::string, std::string> MigDevicesInUse();
 
   const NodeConfig config_;
   AgentDependencies deps_;
@@ -92,6 +101,7 @@ class Agent {
   std::unique_ptr<InventoryPublisher> publisher_;
   std::unique_ptr<Enforcer> enforcer_;
   std::unique_ptr<NodeMonitor> monitor_;
+  std::unique_ptr<mig::MigManager> mig_;
   std::unique_ptr<HttpListener> http_;
   int metrics_port_ = 0;
   bool started_ = false;

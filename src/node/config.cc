@@ -3,6 +3,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/yaml_config.h"
+#include "node/mig/mig_settings.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -82,6 +83,11 @@ config::YamlConfig YamlKeys(NodeConfig& c) {
       .Int("region_grace_seconds", &c.region_grace_seconds)
       .Bool("active_oom_killer", &c.active_oom_killer)
       .Int("memory_tolerance_mib", &c.memory_tolerance_mib)
+      .String("mig_layout_file", &c.mig_layout_file)
+      .String("mig_config", &c.mig_config)
+      .String("mig_strategy", &c.mig_strategy)
+      .String("mig_gpus", &c.mig_gpus)
+      .Int("mig_retry_seconds", &c.mig_retry_seconds)
       .String("node_name", &c.node_name)
       .String("node_config_file", &c.node_config_file)
       .String("log_level", &c.log_level);
@@ -228,6 +234,7 @@ Status Validate(const NodeConfig& c) {
     return Error{"memory_tolerance_mib must be between 0 and 1048576, got " +
                  std::to_string(c.memory_tolerance_mib)};
   }
+  TESSERA_RETURN_IF_ERROR(mig::ValidateMigSettings(c));
   if (!log::ParseLevel(c.log_level).ok()) {
     return Error{"log_level '" + c.log_level + "' must be trace, debug, info, warn or error"};
   }
@@ -400,6 +407,25 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   bind(app.add_option("--memory-tolerance-mib", flags.memory_tolerance_mib,
                       "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
        [&](NodeConfig& c) { c.memory_tolerance_mib = flags.memory_tolerance_mib; });
+  bind(app.add_option("--mig-layout-file", flags.mig_layout_file,
+                      "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "
+                      "label names; \"\" = MIG not managed"),
+       [&](NodeConfig& c) { c.mig_layout_file = flags.mig_layout_file; });
+  bind(app.add_option("--mig-config", flags.mig_config,
+                      "the layout's configuration to apply while the Node has no nvidia.com/mig.config label"),
+       [&](NodeConfig& c) { c.mig_config = flags.mig_config; });
+  bind(app.add_option("--mig-strategy", flags.mig_strategy,
+                      "MIG devices as nvidia.com/gpu (single: one profile everywhere) or "
+                      "nvidia.com/mig-<profile> (mixed)")
+           ->check(CLI::IsMember({"single", "mixed"})),
+       [&](NodeConfig& c) { c.mig_strategy = flags.mig_strategy; });
+  bind(app.add_option("--mig-gpus", flags.mig_gpus,
+                      "GPU indices whose MIG layout tessera-node manages (\"0,2\") or all; the others keep "
+                      "vGPU slices"),
+       [&](NodeConfig& c) { c.mig_gpus = flags.mig_gpus; });
+  bind(app.add_option("--mig-retry-seconds", flags.mig_retry_seconds,
+                      "how often a MIG layout blocked by an instance in use is tried again (1-3600)"),
+       [&](NodeConfig& c) { c.mig_retry_seconds = flags.mig_retry_seconds; });
   bind(app.add_option("--node-name", flags.node_name, "this node's name (default: $NODE_NAME)"),
        [&](NodeConfig& c) { c.node_name = flags.node_name; });
   bind(app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")

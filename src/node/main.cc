@@ -10,6 +10,7 @@
 
 #include "base/log.h"
 #include "host/nvml_inventory.h"
+#include "host/nvml_mig.h"
 #include "kube/config.h"
 #include "node/agent.h"
 #include "node/config.h"
@@ -85,6 +86,15 @@ int Run(int argc, char** argv) {
   }
   const tessera::host::NvmlApi& api = (*library)->api();
   deps.inventory = std::make_unique<tessera::host::NvmlInventory>(api, std::move(library).value());
+  if (!config.mig_layout_file.empty()) {
+    auto mig = tessera::host::NvmlMigDriver::Load(api, config.nvml_library);
+    if (!mig.ok()) {
+      log::Error("cannot start: mig_layout_file is set but MIG cannot be managed",
+                 {{"error", mig.error().message}});
+      return 1;
+    }
+    deps.mig = std::move(mig).value();
+  }
   tessera::node::Agent agent(config, std::move(deps));
   if (auto s = agent.Start(); !s.ok()) {
     log::Error("cannot start", {{"error", s.error().message}});

@@ -22,7 +22,13 @@ bool StatSocket(const std::string& path, struct stat& st) {
 
 PluginServer::PluginServer(const NodeConfig& config, const DeviceState& state,
                            std::function<std::string()> new_region_name)
-    : config_(config), state_(state), new_region_name_(std::move(new_region_name)) {}
+    : PluginServer(config, [&config, &state, new_region_name = std::move(new_region_name)] {
+        return std::make_unique<DevicePluginService>(config, state, new_region_name);
+      }) {}
+
+PluginServer::PluginServer(const NodeConfig& config,
+                           std::function<std::unique_ptr<ServedDevicePlugin>()> make_service)
+    : config_(config), make_service_(std::move(make_service)) {}
 
 PluginServer::~PluginServer() {
   Stop();
@@ -46,7 +52,7 @@ Status PluginServer::Start() {
     }
   }
 
-  auto service = std::make_unique<DevicePluginService>(config_, state_, new_region_name_);
+  std::unique_ptr<ServedDevicePlugin> service = make_service_();
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix://" + path, grpc::InsecureServerCredentials());
   builder.RegisterService(service.get());

@@ -25,9 +25,12 @@ namespace tessera::node {
 
 class PluginServer {
  public:
-  // `config` and `state` must outlive the server.
+  // Serves the vGPU DevicePluginService. `config` and `state` must outlive the server.
   PluginServer(const NodeConfig& config, const DeviceState& state,
                std::function<std::string()> new_region_name);
+  // Serves what `make_service` makes (a fresh service per start) on
+  // config.PluginSocketPath(), for config.resource_name. `config` must outlive the server.
+  PluginServer(const NodeConfig& config, std::function<std::unique_ptr<ServedDevicePlugin>()> make_service);
   ~PluginServer();
   PluginServer(const PluginServer&) = delete;
   PluginServer& operator=(const PluginServer&) = delete;
@@ -45,13 +48,12 @@ class PluginServer {
 
  private:
   const NodeConfig& config_;
-  const DeviceState& state_;
-  std::function<std::string()> new_region_name_;
+  std::function<std::unique_ptr<ServedDevicePlugin>()> make_service_;
 
   mutable std::mutex mu_;
-  std::unique_ptr<DevicePluginService> service_;  // guarded by mu_; one per server start
-  std::unique_ptr<grpc::Server> server_;          // guarded by mu_
-  ino_t socket_inode_ = 0;                        // guarded by mu_
+  std::unique_ptr<ServedDevicePlugin> service_;  // guarded by mu_; one per server start
+  std::unique_ptr<grpc::Server> server_;         // guarded by mu_
+  ino_t socket_inode_ = 0;                       // guarded by mu_
 };
 
 }  // namespace tessera::node

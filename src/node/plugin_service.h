@@ -24,14 +24,21 @@ inline constexpr const char* kUnhealthy = "Unhealthy";
 // and NUMA node.
 v1beta1::ListAndWatchResponse DeviceList(const std::vector<core::Gpu>& gpus);
 
-class DevicePluginService final : public v1beta1::DevicePlugin::Service {
+// What PluginServer serves: a device-plugin service that can end its open
+// ListAndWatch streams (the vGPU one below, or a MIG one, node/mig).
+class ServedDevicePlugin : public v1beta1::DevicePlugin::Service {
+ public:
+  // Makes every open ListAndWatch stream return, so the server can shut down.
+  virtual void BeginShutdown() = 0;
+};
+
+class DevicePluginService final : public ServedDevicePlugin {
  public:
   // `config` and `state` must outlive the service.
   DevicePluginService(const NodeConfig& config, const DeviceState& state,
                       std::function<std::string()> new_region_name);
 
-  // Makes every open ListAndWatch stream return, so the server can shut down.
-  void BeginShutdown() { stopping_ = true; }
+  void BeginShutdown() override { stopping_ = true; }
 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;

@@ -1,0 +1,29 @@
+// The MIG settings of tessera-node's configuration (NodeConfig::mig_*): which
+// GPUs tessera manages MIG on, and their checks.
+#pragma once
+
+#include <set>
+#include <string>
+
+#include "base/result.h"
+#include "node/config.h"
+
+namespace tessera::node::mig {
+
+// `mig_gpus`: "all" or a comma-separated list of GPU indices.
+struct MigGpuSelection {
+  bool all = true;
+  std::set<int> indices;
+  bool Contains(int index) const { return all || indices.count(index) > 0; }
+};
+
+// The error names the key and the offending text.
+Result<MigGpuSelection> ParseMigGpus(const std::string& text);
+
+// mig_strategy single|mixed, mig_gpus, mig_retry_seconds 1-3600, and
+// mig_layout_file an absolute path when set. The layout file itself is read
+// (and may be fixed) while the agent runs: its errors are reported on the
+// node, not at start.
+Status ValidateMigSettings(const NodeConfig& config);
+
+}  // namespace tessera::node::mig
