@@ -340,7 +340,12 @@ bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& co
     for (const std::string* name : names) {
       auto it = list->find(*name);
       if (it == list->end()) continue;
-      if (it->is_string()) {
+      // Derivation treats any other named resource as asking, zero included
+      // ("gpumem: 0" alone is one whole GPU; "priority: 0" alone an error):
+      // only a zero count alone asks for nothing.
+      if (name != &config.gpu_count_name) {
+        asks = true;
+      } else if (it->is_string()) {
         auto q = Quantity::Parse(it->get_ref<const std::string&>());
         if (!q || !q->IsZero()) asks = true;
       } else if (!(it->is_number() && it->get<double>() == 0)) {

@@ -53,9 +53,11 @@ inline constexpr std::string_view kNoUseGpuUuidAnnotation = "nvidia.com/nouse-gp
 Result<PodRequest> DerivePodRequest(const nlohmann::json& pod, const ResourceConfig& config);
 
 // True when some container or init container of `pod` names one of the
-// configured tessera resources with a value other than zero (a malformed value
-// counts as asking, so that the caller derives the request and reports the
-// error). Cheap pre-check for the webhook; never fails.
+// configured tessera resources, except the GPU count with the value zero (a
+// malformed value counts as asking, so that the caller derives the request and
+// reports the error). A zero gpumem, gpucores, percentage or priority asks:
+// derivation makes such a container a GPU container or refuses it. Cheap
+// pre-check for the webhook; never fails.
 bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& config);
 
 // The resources a GPU container left out and derivation filled from defaults,

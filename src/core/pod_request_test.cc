@@ -192,6 +192,16 @@ TEST(DerivePodRequestTest, AsksForTesseraResources) {
   EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", 1}}), config));
   EXPECT_FALSE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/gpu", 0}}), config));
   EXPECT_FALSE(AsksForTesseraResources(json("not a pod"), config));
+  // Zero in any resource but the count still asks (fuzz/regressions/pod_request):
+  // derivation gives "gpumem: 0" alone a whole GPU and refuses "priority: 0"
+  // alone, so the webhook must not wave such a pod through untouched.
+  for (const char* name : {"nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
+                           "nvidia.com/priority"}) {
+    json pod = PodWithLimits({{name, "0"}});
+    EXPECT_TRUE(AsksForTesseraResources(pod, config)) << name;
+    auto derived = DerivePodRequest(pod, config);
+    EXPECT_TRUE(!derived.ok() || !derived->containers.empty()) << name;
+  }
   json init_only = {
       {"spec",
        {{"containers", json::array({{{"name", "a"}}})},
