@@ -413,15 +413,16 @@ bool KubeletDraStandIn::FindTarget(const std::string& driver, Target* target) co
   return true;
 }
 
-KubeletDraStandIn::PrepareResult KubeletDraStandIn::NodePrepareResources(
-    const std::string& driver, const std::vector<drav1::Claim>& claims) {
-  PrepareResult result;
+template <typename Result, typename V1Request, typename V1beta1Request, typename V1beta1Response,
+          typename Rpc>
+Result KubeletDraStandIn::CallPlugin(const std::string& driver, const std::vector<drav1::Claim>& claims,
+                                     const char* method, const std::string& unregistered, Rpc rpc) const {
+  Result result;
   Target target;
   if (!FindTarget(driver, &target)) {
     result.status =
         grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "DRA driver " + driver + " is not registered");
-    result.kubelet_error =
-        "failed to get gRPC client for driver " + driver + ": " + result.status.error_message();
+    result.kubelet_error = unregistered + ": " + result.status.error_message();
     return result;
   }
   result.service = target.plugin->service;
@@ -429,69 +430,47 @@ KubeletDraStandIn::PrepareResult KubeletDraStandIn::NodePrepareResources(
   if (!WaitForConnection(target.channel)) {
     result.status =
         grpc::Status(grpc::StatusCode::UNAVAILABLE, "timed out waiting for gRPC connection to be ready");
-  } else if (result.service == kServiceV1) {
-    drav1::NodePrepareResourcesRequest request;
-    for (const auto& claim : claims) *request.add_claims() = claim;
-    grpc::ClientContext context;
-    SetDeadline(context, options_.call_timeout);
-    result.status =
-        drav1::DRAPlugin::NewStub(target.channel)->NodePrepareResources(&context, request, &result.response);
   } else {
-    drav1beta1::NodePrepareResourcesRequest request;
-    for (const auto& claim : claims) CopyClaim(claim, request.add_claims());
-    drav1beta1::NodePrepareResourcesResponse response;
     grpc::ClientContext context;
     SetDeadline(context, options_.call_timeout);
-    result.status =
-        drav1beta1::DRAPlugin::NewStub(target.channel)->NodePrepareResources(&context, request, &response);
-    if (result.status.ok()) result.response = FromV1beta1(response);
+    if (result.service == kServiceV1) {
+      V1Request request;
+      for (const auto& claim : claims) *request.add_claims() = claim;
+      result.status = rpc(*drav1::DRAPlugin::NewStub(target.channel), &context, request, &result.response);
+    } else {
+      V1beta1Request request;
+      for (const auto& claim : claims) CopyClaim(claim, request.add_claims());
+      V1beta1Response response;
+      result.status = rpc(*drav1beta1::DRAPlugin::NewStub(target.channel), &context, request, &response);
+      if (result.status.ok()) result.response = FromV1beta1(response);
+    }
   }
   if (!result.status.ok()) {
-    result.kubelet_error = "NodePrepareResources failed: " + result.status.error_message();
+    result.kubelet_error = std::string(method) + " failed: " + result.status.error_message();
   } else {
-    result.kubelet_error = JudgeAnswer("NodePrepareResources", claims, result.response.claims());
+    result.kubelet_error = JudgeAnswer(method, claims, result.response.claims());
   }
   return result;
 }
 
+KubeletDraStandIn::PrepareResult KubeletDraStandIn::NodePrepareResources(
+    const std::string& driver, const std::vector<drav1::Claim>& claims) {
+  return CallPlugin<PrepareResult, drav1::NodePrepareResourcesRequest,
+                    drav1beta1::NodePrepareResourcesRequest, drav1beta1::NodePrepareResourcesResponse>(
+      driver, claims, "NodePrepareResources", "failed to get gRPC client for driver " + driver,
+      [](auto& stub, grpc::ClientContext* context, const auto& request, auto* response) {
+        return stub.NodePrepareResources(context, request, response);
+      });
+}
+
 KubeletDraStandIn::UnprepareResult KubeletDraStandIn::NodeUnprepareResources(
     const std::string& driver, const std::vector<drav1::Claim>& claims) {
-  UnprepareResult result;
-  Target target;
-  if (!FindTarget(driver, &target)) {
-    result.status =
-        grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "DRA driver " + driver + " is not registered");
-    result.kubelet_error = "get gRPC client for DRA driver " + driver + ": " + result.status.error_message();
-    return result;
-  }
-  result.service = target.plugin->service;
-  result.endpoint = target.plugin->endpoint;
-  if (!WaitForConnection(target.channel)) {
-    result.status =
-        grpc::Status(grpc::StatusCode::UNAVAILABLE, "timed out waiting for gRPC connection to be ready");
-  } else if (result.service == kServiceV1) {
-    drav1::NodeUnprepareResourcesRequest request;
-    for (const auto& claim : claims) *request.add_claims() = claim;
-    grpc::ClientContext context;
-    SetDeadline(context, options_.call_timeout);
-    result.status = drav1::DRAPlugin::NewStub(target.channel)
-                        ->NodeUnprepareResources(&context, request, &result.response);
-  } else {
-    drav1beta1::NodeUnprepareResourcesRequest request;
-    for (const auto& claim : claims) CopyClaim(claim, request.add_claims());
-    drav1beta1::NodeUnprepareResourcesResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context, options_.call_timeout);
-    result.status =
-        drav1beta1::DRAPlugin::NewStub(target.channel)->NodeUnprepareResources(&context, request, &response);
-    if (result.status.ok()) result.response = FromV1beta1(response);
-  }
-  if (!result.status.ok()) {
-    result.kubelet_error = "NodeUnprepareResources failed: " + result.status.error_message();
-  } else {
-    result.kubelet_error = JudgeAnswer("NodeUnprepareResources", claims, result.response.claims());
-  }
-  return result;
+  return CallPlugin<UnprepareResult, drav1::NodeUnprepareResourcesRequest,
+                    drav1beta1::NodeUnprepareResourcesRequest, drav1beta1::NodeUnprepareResourcesResponse>(
+      driver, claims, "NodeUnprepareResources", "get gRPC client for DRA driver " + driver,
+      [](auto& stub, grpc::ClientContext* context, const auto& request, auto* response) {
+        return stub.NodeUnprepareResources(context, request, response);
+      });
 }
 
 }  // namespace tessera::testing

@@ -110,22 +110,18 @@ class KubeletDraStandIn {
   };
 
   // The outcome of one NodePrepareResources / NodeUnprepareResources call.
-  struct PrepareResult {
+  template <typename Response>
+  struct CallResult {
     grpc::Status status;   // the gRPC outcome
     std::string service;   // the service called; empty when no plugin was found
     std::string endpoint;  // the socket called
-    drav1::NodePrepareResourcesResponse response;
+    Response response;     // in v1 terms, whichever version was called
     // Empty when the kubelet accepts the answer; otherwise its error
     // ("NodePrepareResources failed for claim ns/name: ...", ...).
     std::string kubelet_error;
   };
-  struct UnprepareResult {
-    grpc::Status status;
-    std::string service;
-    std::string endpoint;
-    drav1::NodeUnprepareResourcesResponse response;
-    std::string kubelet_error;
-  };
+  using PrepareResult = CallResult<drav1::NodePrepareResourcesResponse>;
+  using UnprepareResult = CallResult<drav1::NodeUnprepareResourcesResponse>;
 
   explicit KubeletDraStandIn(KubeletDraOptions options);
   ~KubeletDraStandIn();
@@ -194,6 +190,14 @@ class KubeletDraStandIn {
   std::string Validate(const pluginregistration::PluginInfo& info, std::string* service) const;
   bool FindTarget(const std::string& driver, Target* target) const;
   bool WaitForConnection(const std::shared_ptr<grpc::Channel>& channel) const;
+  // One DRA plugin call (`method`) as the kubelet makes it, over the service
+  // version the plugin registered: `rpc(stub, context, request, response)`
+  // makes the call on either version's stub. `unregistered` is the kubelet's
+  // error when no plugin of `driver` is registered.
+  template <typename Result, typename V1Request, typename V1beta1Request, typename V1beta1Response,
+            typename Rpc>
+  Result CallPlugin(const std::string& driver, const std::vector<drav1::Claim>& claims, const char* method,
+                    const std::string& unregistered, Rpc rpc) const;
 
   const KubeletDraOptions options_;
 
