@@ -96,11 +96,13 @@ class KubeletStandIn::PodResourcesService final : public v1::PodResourcesLister:
   grpc::Status GetAllocatableResources(grpc::ServerContext*, const v1::AllocatableResourcesRequest*,
                                        v1::AllocatableResourcesResponse* response) override {
     std::lock_guard lock(owner_.mu_);
-    for (const auto& device : owner_.devices_) {
-      if (device.health() != "Healthy") continue;
-      std::vector<int64_t> nodes;
-      for (const auto& node : device.topology().nodes()) nodes.push_back(node.id());
-      AddDeviceEntries(owner_.last_resource_name_, device.id(), nodes, response->mutable_devices());
+    for (const auto& [resource, plugin] : owner_.plugins_) {
+      for (const auto& device : plugin.devices) {
+        if (device.health() != "Healthy") continue;
+        std::vector<int64_t> nodes;
+        for (const auto& node : device.topology().nodes()) nodes.push_back(node.id());
+        AddDeviceEntries(resource, device.id(), nodes, response->mutable_devices());
+      }
     }
     return grpc::Status::OK;
   }
@@ -188,8 +190,7 @@ bool KubeletStandIn::Restart(bool wipe_plugin_sockets) {
   }
   {
     std::lock_guard lock(mu_);
-    plugin_endpoint_path_.clear();
-    plugin_resource_name_.clear();
+    for (auto& [resource, plugin] : plugins_) plugin.endpoint_path.clear();
   }
   return Start();
 }
@@ -206,28 +207,22 @@ void KubeletStandIn::OnRegister(const v1beta1::RegisterRequest& request, Registr
   if (!record.plugin_was_serving) return;
   {
     std::lock_guard lock(mu_);
-    plugin_endpoint_path_ = endpoint_path;
-    plugin_resource_name_ = request.resource_name();
+    plugins_[request.resource_name()].endpoint_path = endpoint_path;
     last_resource_name_ = request.resource_name();
   }
-  StartWatch(endpoint_path);
+  StartWatch(request.resource_name(), endpoint_path);
 }
 
-void KubeletStandIn::StartWatch(const std::string& endpoint_path) {
+void KubeletStandIn::StartWatch(const std::string& resource, const std::string& endpoint_path) {
   std::lock_guard serial(watch_mu_);
-  // A new registration replaces the previous endpoint, as in the kubelet.
-  {
-    std::lock_guard lock(mu_);
-    if (watch_context_) watch_context_->TryCancel();
-  }
-  if (watch_thread_.joinable()) watch_thread_.join();
+  // A new registration replaces the previous endpoint of its resource, as in the kubelet.
+  Watch& watch = watches_[resource];
+  if (watch.context) watch.context->TryCancel();
+  if (watch.thread.joinable()) watch.thread.join();
 
   auto context = std::make_shared<grpc::ClientContext>();
-  {
-    std::lock_guard lock(mu_);
-    watch_context_ = context;
-  }
-  watch_thread_ = std::thread([this, context, endpoint_path] {
+  watch.context = context;
+  watch.thread = std::thread([this, context, resource, endpoint_path] {
     auto stub = v1beta1::DevicePlugin::NewStub(UnixChannel(endpoint_path));
     v1beta1::Empty empty;
     auto reader = stub->ListAndWatch(context.get(), empty);
@@ -235,7 +230,9 @@ void KubeletStandIn::StartWatch(const std::string& endpoint_path) {
     while (reader->Read(&response)) {
       {
         std::lock_guard lock(mu_);
-        devices_.assign(response.devices().begin(), response.devices().end());
+        Plugin& plugin = plugins_[resource];
+        plugin.devices.assign(response.devices().begin(), response.devices().end());
+        ++plugin.lists_received;
         ++lists_received_;
       }
       changed_.notify_all();
@@ -246,13 +243,13 @@ void KubeletStandIn::StartWatch(const std::string& endpoint_path) {
 
 void KubeletStandIn::StopWatch() {
   std::lock_guard serial(watch_mu_);
-  {
-    std::lock_guard lock(mu_);
-    if (watch_context_) watch_context_->TryCancel();
+  for (auto& [resource, watch] : watches_) {
+    if (watch.context) watch.context->TryCancel();
   }
-  if (watch_thread_.joinable()) watch_thread_.join();
-  std::lock_guard lock(mu_);
-  watch_context_.reset();
+  for (auto& [resource, watch] : watches_) {
+    if (watch.thread.joinable()) watch.thread.join();
+  }
+  watches_.clear();
 }
 
 std::vector<KubeletStandIn::Registration> KubeletStandIn::registrations() const {
@@ -267,7 +264,14 @@ bool KubeletStandIn::WaitForRegistrations(size_t count, std::chrono::millisecond
 
 std::vector<v1beta1::Device> KubeletStandIn::devices() const {
   std::lock_guard lock(mu_);
-  return devices_;
+  auto it = plugins_.find(last_resource_name_);
+  return it == plugins_.end() ? std::vector<v1beta1::Device>{} : it->second.devices;
+}
+
+std::vector<v1beta1::Device> KubeletStandIn::devices(const std::string& resource) const {
+  std::lock_guard lock(mu_);
+  auto it = plugins_.find(resource);
+  return it == plugins_.end() ? std::vector<v1beta1::Device>{} : it->second.devices;
 }
 
 uint64_t KubeletStandIn::device_lists_received() const {
@@ -278,14 +282,27 @@ uint64_t KubeletStandIn::device_lists_received() const {
 bool KubeletStandIn::WaitForDevices(const std::function<bool(const std::vector<v1beta1::Device>&)>& predicate,
                                     std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
-  return changed_.wait_for(lock, timeout, [&] { return lists_received_ > 0 && predicate(devices_); });
+  return changed_.wait_for(lock, timeout, [&] {
+    auto it = plugins_.find(last_resource_name_);
+    return lists_received_ > 0 && it != plugins_.end() && predicate(it->second.devices);
+  });
+}
+
+bool KubeletStandIn::WaitForDevices(const std::string& resource,
+                                    const std::function<bool(const std::vector<v1beta1::Device>&)>& predicate,
+                                    std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mu_);
+  return changed_.wait_for(lock, timeout, [&] {
+    auto it = plugins_.find(resource);
+    return it != plugins_.end() && it->second.lists_received > 0 && predicate(it->second.devices);
+  });
 }
 
 std::unique_ptr<v1beta1::DevicePlugin::Stub> KubeletStandIn::PluginStub() const {
   std::string path;
   {
     std::lock_guard lock(mu_);
-    path = plugin_endpoint_path_;
+    if (auto it = plugins_.find(last_resource_name_); it != plugins_.end()) path = it->second.endpoint_path;
   }
   if (path.empty()) return nullptr;
   return v1beta1::DevicePlugin::NewStub(UnixChannel(path));
@@ -350,6 +367,18 @@ grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::st
                                             const std::string& container,
                                             const std::vector<std::string>& device_ids,
                                             v1beta1::ContainerAllocateResponse* response) {
+  std::string resource;
+  {
+    std::lock_guard lock(mu_);
+    resource = last_resource_name_;
+  }
+  return AdmitContainer(ns, pod, container, resource, device_ids, response);
+}
+
+grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::string& pod,
+                                            const std::string& container, const std::string& resource,
+                                            const std::vector<std::string>& device_ids,
+                                            v1beta1::ContainerAllocateResponse* response) {
   // Devices already held by another container are never handed out again.
   auto held_elsewhere = [&]() -> std::string {
     for (const auto& admitted : pods_) {
@@ -375,8 +404,8 @@ grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::st
       if (std::string conflict = held_elsewhere(); !conflict.empty()) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, conflict);
       }
-      path = plugin_endpoint_path_;
-      resource_name = plugin_resource_name_;
+      if (auto it = plugins_.find(resource); it != plugins_.end()) path = it->second.endpoint_path;
+      resource_name = resource;
     }
     if (path.empty()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
     stub = v1beta1::DevicePlugin::NewStub(UnixChannel(path));
@@ -405,9 +434,11 @@ grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::st
   AdmittedContainer record{container, resource_name, {}};
   for (const auto& id : device_ids) {
     AssignedDevice device{id, {}};
-    for (const auto& advertised : devices_) {
-      if (advertised.id() != id) continue;
-      for (const auto& node : advertised.topology().nodes()) device.numa_nodes.push_back(node.id());
+    if (const auto plugin = plugins_.find(resource); plugin != plugins_.end()) {
+      for (const auto& advertised : plugin->second.devices) {
+        if (advertised.id() != id) continue;
+        for (const auto& node : advertised.topology().nodes()) device.numa_nodes.push_back(node.id());
+      }
     }
     record.devices.push_back(std::move(device));
   }

@@ -6,7 +6,11 @@
 //  - dials the plugin back on <dir>/<endpoint>. It records whether the
 //    plugin's socket was already answering at registration time (a real
 //    kubelet fails the plugin otherwise), then consumes ListAndWatch in the
-//    background, keeping the latest device list;
+//    background, keeping the latest device list. Like a kubelet it keeps one
+//    plugin per resource name: a registration replaces the plugin of its
+//    resource and leaves the others' (NVIDIA's mixed MIG strategy registers
+//    one per MIG profile). Calls without a resource name go to the resource
+//    registered last;
 //  - calls GetDevicePluginOptions, GetPreferredAllocation, Allocate and
 //    PreStartContainer on request;
 //  - Restart(): stops serving, deletes kubelet.sock and every other socket in
@@ -33,6 +37,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -89,6 +94,11 @@ class KubeletStandIn {
   // Waits until the latest list satisfies `predicate`.
   bool WaitForDevices(const std::function<bool(const std::vector<v1beta1::Device>&)>& predicate,
                       std::chrono::milliseconds timeout) const;
+  // The same for the plugin of `resource` (empty until it registered and sent a list).
+  std::vector<v1beta1::Device> devices(const std::string& resource) const;
+  bool WaitForDevices(const std::string& resource,
+                      const std::function<bool(const std::vector<v1beta1::Device>&)>& predicate,
+                      std::chrono::milliseconds timeout) const;
 
   // Calls on the most recently accepted plugin.
   grpc::Status GetDevicePluginOptions(v1beta1::DevicePluginOptions* response);
@@ -108,6 +118,10 @@ class KubeletStandIn {
   // replaces its devices.
   grpc::Status AdmitContainer(const std::string& ns, const std::string& pod, const std::string& container,
                               const std::vector<std::string>& device_ids,
+                              v1beta1::ContainerAllocateResponse* response);
+  // The same with the devices of the plugin of `resource`.
+  grpc::Status AdmitContainer(const std::string& ns, const std::string& pod, const std::string& container,
+                              const std::string& resource, const std::vector<std::string>& device_ids,
                               v1beta1::ContainerAllocateResponse* response);
   // The pod was deleted: it is no longer listed and its devices are free.
   void RemovePod(const std::string& ns, const std::string& pod);
@@ -136,8 +150,20 @@ class KubeletStandIn {
   void FillPodLocked(const AdmittedPod& pod, v1::PodResources* out) const;
   bool StartPodResourcesServer();
 
+  // A registered plugin: its endpoint and the latest list it sent.
+  struct Plugin {
+    std::string endpoint_path;  // "" after a restart until it registers again
+    std::vector<v1beta1::Device> devices;
+    uint64_t lists_received = 0;
+  };
+  // The ListAndWatch stream of one plugin.
+  struct Watch {
+    std::shared_ptr<grpc::ClientContext> context;
+    std::thread thread;
+  };
+
   void OnRegister(const v1beta1::RegisterRequest& request, Registration& record);
-  void StartWatch(const std::string& endpoint_path);
+  void StartWatch(const std::string& resource, const std::string& endpoint_path);
   void StopWatch();
   std::unique_ptr<v1beta1::DevicePlugin::Stub> PluginStub() const;
 
@@ -150,16 +176,13 @@ class KubeletStandIn {
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
-  std::vector<Registration> registrations_;             // guarded by mu_
-  std::string plugin_endpoint_path_;                    // guarded by mu_
-  std::string plugin_resource_name_;                    // guarded by mu_; of the plugin at that endpoint
-  std::string last_resource_name_;                      // guarded by mu_; kept across restarts
-  std::vector<AdmittedPod> pods_;                       // guarded by mu_; in admission order
-  std::vector<v1beta1::Device> devices_;                // guarded by mu_
-  uint64_t lists_received_ = 0;                         // guarded by mu_
-  std::shared_ptr<grpc::ClientContext> watch_context_;  // guarded by mu_
-  std::thread watch_thread_;                            // joined outside mu_
-  std::mutex watch_mu_;                                 // serialises StartWatch/StopWatch
+  std::vector<Registration> registrations_;  // guarded by mu_
+  std::map<std::string, Plugin> plugins_;    // guarded by mu_; by resource name
+  std::string last_resource_name_;           // guarded by mu_; registered last, kept across restarts
+  std::vector<AdmittedPod> pods_;            // guarded by mu_; in admission order
+  uint64_t lists_received_ = 0;              // guarded by mu_; of every plugin
+  std::map<std::string, Watch> watches_;     // guarded by watch_mu_; contexts cancelled under mu_ too
+  std::mutex watch_mu_;                      // serialises StartWatch/StopWatch
 };
 
 }  // namespace tessera::testing

@@ -1,0 +1,344 @@
+// MIG end to end: the tessera-node binary on the simulated GPU, with the
+// API-server stand-in (the Node, its nvidia.com/mig.config label, the state
+// label and Events) and the kubelet stand-in (one device plugin per resource,
+// PodResources). Layouts come from a mig-parted file:
+//  - mixed on an A100-80GB: seven nvidia.com/mig-1g.10gb devices, an eighth
+//    container gets none; a container's process sees exactly its instance
+//    (memory, SMs) and nothing else; the GPU outside MIG keeps vGPU slices;
+//  - a layout change while an instance is in use leaves it, reports it, and
+//    completes once the pod is gone;
+//  - an A100 with MIG off: pending (reset required) until `tessera sim reset`;
+//  - single: MIG devices as nvidia.com/gpu;
+//  - a label naming no configuration: failed, nothing applied.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "apiserver/fake_apiserver.h"
+#include "kube/config.h"
+#include "kube/typed_api.h"
+#include "kubelet_standin.h"
+
+namespace tessera::node {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Json = nlohmann::json;
+using tessera::testing::FakeApiServer;
+using tessera::testing::KubeletStandIn;
+
+constexpr const char* kNode = "mig-node-1";
+constexpr const char* kSmall = "nvidia.com/mig-1g.10gb";
+constexpr const char* kHalf = "nvidia.com/mig-3g.40gb";
+
+constexpr const char* kLayout = R"(version: v1
+mig-configs:
+  all-disabled:
+    - devices: all
+      mig-enabled: false
+  all-1g.10gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "1g.10gb": 7
+  all-3g.40gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        "3g.40gb": 2
+)";
+
+bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 60s) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return condition();
+}
+
+std::string RunShell(const std::string& command, int* exit_code = nullptr) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return output;
+  std::array<char, 4096> buffer{};
+  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
+  int status = ::pclose(pipe);
+  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return output;
+}
+
+size_t Healthy(const std::vector<v1beta1::Device>& devices) {
+  size_t n = 0;
+  for (const auto& d : devices) n += d.health() == "Healthy";
+  return n;
+}
+
+class MigNodeTest : public ::testing::Test {
+ protected:
+  // `sim_config`: TESSERA_SIM_CONFIG; `label`: the Node's nvidia.com/mig.config ("" = none).
+  void SetUpNode(const std::string& sim_config, const std::string& label) {
+    char pattern[] = "/tmp/tmig-XXXXXX";
+    root_ = ::mkdtemp(pattern);
+    for (const char* d : {"dp", "lib", "regions", "sim", "podres"}) fs::create_directories(root_ + "/" + d);
+    {
+      std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in";
+      std::ofstream(root_ + "/layout.yaml") << kLayout;
+    }
+    ::unsetenv("TESSERA_SIM_GPUS");
+    ::setenv("TESSERA_SIM_CONFIG", sim_config.c_str(), 1);
+    ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
+
+    testing::FakeApiServerOptions o;
+    o.bookmark_interval = 200ms;
+    o.keep_alive_seconds = 1;
+    api_ = std::make_unique<FakeApiServer>(o);
+    ASSERT_TRUE(api_->Start().ok());
+    Json node = {{"metadata", {{"name", kNode}}}};
+    if (!label.empty()) node["metadata"]["labels"] = {{"nvidia.com/mig.config", label}};
+    ASSERT_TRUE(api_->CreateObject("nodes", node).ok());
+
+    kubelet_ = std::make_unique<KubeletStandIn>(root_ + "/dp", root_ + "/podres/kubelet.sock");
+    ASSERT_TRUE(kubelet_->Start());
+  }
+
+  void TearDown() override {
+    if (node_ > 0) {
+      ::kill(node_, SIGTERM);
+      ::waitpid(node_, nullptr, 0);
+    }
+    if (kubelet_) kubelet_->Stop();
+    if (api_) api_->Stop();
+    if (HasFailure()) std::cerr << "tessera-node log:\n" << NodeLog() << std::endl;
+    fs::remove_all(root_);
+  }
+
+  void StartNode(std::map<std::string, std::string> overrides = {}) {
+    std::map<std::string, std::string> flags = {{"--node-name", kNode},
+                                                {"--api-server", api_->url()},
+                                                {"--plugin-dir", root_ + "/dp"},
+                                                {"--pod-resources-socket", root_ + "/podres/kubelet.sock"},
+                                                {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
+                                                {"--region-host-dir", root_ + "/regions"},
+                                                {"--nvml-library", TESSERA_SIM_NVML},
+                                                {"--kubelet-poll-ms", "50"},
+                                                {"--monitor-interval-ms", "200"},
+                                                {"--metrics-port", "0"},
+                                                {"--split-count", "4"},
+                                                {"--mig-layout-file", root_ + "/layout.yaml"},
+                                                {"--mig-strategy", "mixed"},
+                                                {"--mig-gpus", "0"},
+                                                {"--mig-retry-seconds", "1"}};
+    for (const auto& [flag, value] : overrides) flags[flag] = value;
+    std::vector<std::string> args = {TESSERA_NODE_BINARY};
+    for (const auto& [flag, value] : flags) args.push_back(flag + "=" + value);
+    node_ = ::fork();
+    ASSERT_GE(node_, 0);
+    if (node_ == 0) {
+      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+
+  std::string NodeLog() const {
+    std::ifstream in(root_ + "/node.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::string Label(const std::string& key) const {
+    auto node = api_->GetObject("nodes", "", kNode);
+    if (!node) return "";
+    return node->value("/metadata/labels"_json_pointer, Json::object()).value(key, "");
+  }
+
+  // As an operator does: a merge patch of the Node's labels.
+  void SetConfigLabel(const std::string& value) {
+    kube::ResolveOptions resolve;
+    resolve.api_server = api_->url();
+    auto config = kube::ResolveConfig(resolve);
+    ASSERT_TRUE(config.ok()) << config.error().message;
+    auto client = kube::MakeClient(*config);
+    kube::NodesApi nodes(client.get());
+    ASSERT_TRUE(nodes.PatchLabels(kNode, {{"nvidia.com/mig.config", value}}).ok());
+  }
+
+  // The messages of the Events on the Node with `reason`.
+  std::vector<std::string> NodeEvents(const std::string& reason) const {
+    std::vector<std::string> messages;
+    for (const auto& e : api_->ListObjects("events")) {
+      if (e.value("/involvedObject/kind"_json_pointer, "") == "Node" && e.value("reason", "") == reason) {
+        messages.push_back(e.value("message", ""));
+      }
+    }
+    return messages;
+  }
+
+  bool EventSays(const std::string& reason, const std::string& text) const {
+    return WaitFor([&] {
+      for (const auto& m : NodeEvents(reason)) {
+        if (m.find(text) != std::string::npos) return true;
+      }
+      return false;
+    });
+  }
+
+  // Runs mig_probe as a container given `env` (its Allocate answer) would:
+  // on the simulated GPU, with only those variables.
+  std::string Probe(const std::map<std::string, std::string>& env, int alloc_mib = 0) const {
+    std::string command = "env -i TESSERA_SIM_STATE=" + root_ + "/sim LD_LIBRARY_PATH=" + TESSERA_SIM_LIB_DIR;
+    for (const auto& [k, v] : env) command += " " + k + "=" + v;
+    command += std::string(" ") + TESSERA_MIG_PROBE + " " + std::to_string(alloc_mib);
+    return RunShell(command);
+  }
+
+  std::string root_;
+  std::unique_ptr<FakeApiServer> api_;
+  std::unique_ptr<KubeletStandIn> kubelet_;
+  pid_t node_ = -1;
+};
+
+constexpr const char* kA100WithMigAndAnL4 = "gpus:\n  - model: A100-80GB\n    mig: true\n  - model: L4\n";
+
+TEST_F(MigNodeTest, MixedLayoutGivesSevenSmallDevicesAndNoEighth) {
+  SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
+  StartNode();
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      << NodeLog();
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
+  EXPECT_TRUE(EventSays("MigConfigApplied", "configuration 'all-1g.10gb': success"));
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig-1g.10gb.count") == "7"; }));
+  EXPECT_EQ(Label("nvidia.com/mig.strategy"), "mixed");
+  EXPECT_EQ(Label("nvidia.com/mig-1g.10gb.memory"), "9728");
+  EXPECT_EQ(Label("nvidia.com/mig-1g.10gb.multiprocessors"), "14");
+  // The L4, outside MIG, keeps its vGPU slices under the vGPU plugin.
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& d) { return d.size() == 4; }, 30s));
+
+  // Seven containers take the seven devices.
+  auto devices = kubelet_->devices(kSmall);
+  std::vector<v1beta1::ContainerAllocateResponse> answers(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto status = kubelet_->AdmitContainer("ml", "pod-" + std::to_string(i), "main", kSmall,
+                                           {devices[i].id()}, &answers[i]);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(answers[i].envs().at("NVIDIA_VISIBLE_DEVICES"), devices[i].id());
+  }
+  // An eighth has nothing left: every device this resource has is held.
+  for (const auto& d : kubelet_->devices(kSmall)) {
+    auto status = kubelet_->AdmitContainer("ml", "pod-8", "main", kSmall, {d.id()}, nullptr);
+    EXPECT_FALSE(status.ok());
+  }
+  EXPECT_EQ(kubelet_->devices(kSmall).size(), 7u);
+  // A device this node does not have is refused by the plugin itself.
+  auto bogus = kubelet_->AdmitContainer("ml", "pod-9", "main", kSmall, {"MIG-no-such-device"}, nullptr);
+  EXPECT_FALSE(bogus.ok());
+  EXPECT_NE(bogus.error_message().find("not a MIG device of this node"), std::string::npos);
+
+  // A container's process sees exactly its instance: one device with the
+  // instance's memory and SMs, and allocations past it fail.
+  std::map<std::string, std::string> env(answers[0].envs().begin(), answers[0].envs().end());
+  std::string seen = Probe(env, 9000);
+  EXPECT_NE(seen.find("1|NVIDIA A100-SXM4-80GB MIG 1g.10gb|9728|14"), std::string::npos) << seen;
+  EXPECT_NE(seen.find("ALLOC 9000 OK"), std::string::npos) << seen;
+  EXPECT_NE(Probe(env, 9800).find("ALLOC 9800 FAILED"), std::string::npos);
+}
+
+TEST_F(MigNodeTest, LayoutChangeLeavesAnInstanceInUseAndCompletesLater) {
+  SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
+  StartNode();
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      << NodeLog();
+  const std::string held = kubelet_->devices(kSmall).front().id();
+  ASSERT_TRUE(kubelet_->AdmitContainer("ml", "busy", "main", kSmall, {held}, nullptr).ok());
+
+  SetConfigLabel("all-3g.40gb");
+  ASSERT_TRUE(EventSays("MigConfigPending", "in use by a container and left in place")) << NodeLog();
+  EXPECT_EQ(Label("nvidia.com/mig.config.state"), "pending");
+  // The held device is still advertised; the six free ones are gone.
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return d.size() == 1; }, 30s));
+  EXPECT_EQ(kubelet_->devices(kSmall).front().id(), held);
+
+  // The pod goes: the layout completes without anyone touching the label.
+  kubelet_->RemovePod("ml", "busy");
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kHalf, [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      << NodeLog();
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
+  EXPECT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return d.empty(); }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig-1g.10gb.count").empty(); }));
+  EXPECT_EQ(Label("nvidia.com/mig-3g.40gb.count"), "2");
+}
+
+TEST_F(MigNodeTest, AmpereModeChangeIsPendingUntilReset) {
+  SetUpNode("gpus:\n  - model: A100-80GB\n", "all-3g.40gb");
+  StartNode({{"--mig-gpus", "all"}});
+  ASSERT_TRUE(EventSays("MigConfigPending", "pending until the GPU is reset")) << NodeLog();
+  EXPECT_EQ(Label("nvidia.com/mig.config.state"), "pending");
+  std::this_thread::sleep_for(2s);  // several retries: still one Event, nothing advertised
+  EXPECT_EQ(NodeEvents("MigConfigPending").size(), 1u);
+  EXPECT_TRUE(kubelet_->devices(kHalf).empty());
+
+  int code = -1;
+  std::string out = RunShell(
+      std::string("TESSERA_SIM_STATE=") + root_ + "/sim " + TESSERA_CLI_BINARY + " sim reset --gpu 0", &code);
+  ASSERT_EQ(code, 0) << out;
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kHalf, [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      << NodeLog();
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
+}
+
+TEST_F(MigNodeTest, SingleStrategyAdvertisesMigDevicesAsGpus) {
+  SetUpNode("gpus:\n  - model: A100-80GB\n    mig: true\n", "all-3g.40gb");
+  StartNode({{"--mig-strategy", "single"}, {"--mig-gpus", "all"}});
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      << NodeLog();
+  for (const auto& d : kubelet_->devices("nvidia.com/gpu")) EXPECT_EQ(d.id().rfind("MIG-", 0), 0u);
+  EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.strategy") == "single"; }));
+  EXPECT_EQ(Label("nvidia.com/gpu.product"), "A100-SXM4-80GB-MIG-3g.40gb");
+  EXPECT_EQ(Label("nvidia.com/gpu.count"), "2");
+  EXPECT_EQ(Label("nvidia.com/gpu.memory"), "40192");
+
+  v1beta1::ContainerAllocateResponse answer;
+  const std::string id = kubelet_->devices("nvidia.com/gpu").front().id();
+  ASSERT_TRUE(kubelet_->AdmitContainer("ml", "single", "main", "nvidia.com/gpu", {id}, &answer).ok());
+  std::map<std::string, std::string> env(answer.envs().begin(), answer.envs().end());
+  std::string seen = Probe(env);
+  EXPECT_NE(seen.find("1|NVIDIA A100-SXM4-80GB MIG 3g.40gb|40192|42"), std::string::npos) << seen;
+}
+
+TEST_F(MigNodeTest, LabelNamingNoConfigurationFailsAndAppliesNothing) {
+  SetUpNode(kA100WithMigAndAnL4, "no-such-layout");
+  StartNode();
+  ASSERT_TRUE(EventSays("MigConfigFailed", "no-such-layout")) << NodeLog();
+  EXPECT_EQ(Label("nvidia.com/mig.config.state"), "failed");
+  // The message lists the configurations the file has.
+  EXPECT_TRUE(EventSays("MigConfigFailed", "all-1g.10gb"));
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(kubelet_->devices(kSmall).empty());
+}
+
+}  // namespace
+}  // namespace tessera::node
