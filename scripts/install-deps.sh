@@ -20,6 +20,7 @@ TEST_PACKAGES=(
   prometheus  # /usr/bin/prometheus and promtool for the metrics integration tests (~22 MB download, ~330 MB installed)
   mmdebstrap umoci  # `make image` and its test (image/build.sh): the root file system and the OCI layout
   python3-yaml  # tests/image: reading the rendered manifests (`kubectl kustomize deploy/`)
+  chromium chromium-driver  # the dashboard's browser tests (tests/integration/dashboard): headless Chromium over WebDriver
 )
 
 # kubectl: tests/integration/kubectl runs kubectl-tessera through it, tests/image renders deploy/ with it. Debian's

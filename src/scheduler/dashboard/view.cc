@@ -440,6 +440,8 @@ const GpuUsageRecord* View::UsageOf(const std::string& uuid) const {
 }
 
 MixInput ViewBuilder::MixOfPods(const PodsSnapshot& pods) {
+  if (pods.generation == pods_mix_generation_) return {pods_mix_key_, pods_mix_, "pods"};
+  pods_mix_generation_ = pods.generation;
   core::MixCounter counter;
   for (const auto& p : pods.pods) {
     if (p->has_shape) counter.Add(p->shape);

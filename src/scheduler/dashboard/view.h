@@ -110,6 +110,7 @@ class ViewBuilder {
   std::shared_ptr<const View> last_;
   uint64_t generation_ = 0;
   uint64_t pods_mix_key_ = 0;
+  uint64_t pods_mix_generation_ = 0;  // the pods' generation pods_mix_ was counted from
   core::WorkloadMix pods_mix_;
 };
 

@@ -221,7 +221,8 @@ async function nodes(main, params) {
     td(n.slots.used + " / " + n.slots.total, "num"),
     td(n.pods, "num"),
     td(pct(n.fragmentation), "num"),
-    td(n.message || (n.metrics.error ? "metrics: " + n.metrics.error : ""), "message" + (n.message ? " problem" : ""))));
+    td([n.message, n.metrics.error ? "metrics: " + n.metrics.error : ""].filter(Boolean).join("\n"),
+       "message" + (n.message ? " problem" : ""))));
   main.replaceChildren(el("h1", {text: "Nodes"}),
     el("div", {cls: "toolbar"}, search, sorter, pager(d.total, offset, o => go(o))),
     table(["Node", "Status", {text: "GPUs", num: true}, "Memory allocated / capacity", {text: "Cores %", num: true},
@@ -397,12 +398,14 @@ async function render(myGeneration) {
     main.replaceChildren(...target.childNodes);
     document.body.dataset.state = "loaded";
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
+    return true;
   } catch (e) {
     if (myGeneration !== generation) return;
     if (e.status === 404 || e.status === 400) {
       main.replaceChildren(el("h1", {text: e.status === 404 ? "Not found" : "Bad request"}),
                            el("p", {cls: "problem", "data-testid": "error", text: e.message}));
       document.body.dataset.state = "loaded";
+      return false;  // asking again will not change the answer
     } else {
       // Keep what was shown; say why it is not current.
       setBanners([["bad", "Cannot reach tessera-scheduler's dashboard API: " + e.message +
@@ -410,6 +413,7 @@ async function render(myGeneration) {
       document.body.dataset.state = "error";
     }
   }
+  return true;
 }
 
 function navigate() {
@@ -417,8 +421,8 @@ function navigate() {
   const mine = generation;
   if (timer) clearTimeout(timer);
   const loop = async () => {
-    await render(mine);
-    if (mine === generation) timer = setTimeout(loop, POLL_MS);
+    const again = await render(mine);
+    if (again && mine === generation) timer = setTimeout(loop, POLL_MS);
   };
   loop();
 }
