@@ -5,9 +5,13 @@
 #   make test    install deps, build, run every test (ctest)
 #   make bench   install deps, build, run the benchmarks
 #   make image   install deps, build, write the container image: $(BUILD_DIR)/image/oci (docs/install.md)
+#   make fuzz    install deps, build the libFuzzer targets with clang in $(FUZZ_BUILD_DIR) and run each
+#                for FUZZ_SECONDS (docs/fuzzing.md); `make test` replays their corpora and regressions
 #
 # Variables: BUILD_DIR (default build), JOBS (default: nproc), SANITIZE (address|thread),
-# IMAGE_FLAGS (image/build.sh options, e.g. --refresh-base to take Debian's latest updates).
+# IMAGE_FLAGS (image/build.sh options, e.g. --refresh-base to take Debian's latest updates),
+# FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (per target, default 60), FUZZ_TARGETS (default: all),
+# FUZZ_FLAGS (fuzz/run.sh options, e.g. --merge to keep inputs that reached new coverage).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -15,8 +19,12 @@ SANITIZE ?=
 CMAKE_FLAGS ?=
 CTEST_FLAGS ?=
 IMAGE_FLAGS ?=
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+FUZZ_FLAGS ?=
 
-.PHONY: all deps configure build test demo bench image format clean
+.PHONY: all deps configure build test demo bench image fuzz fuzz-deps format clean
 
 all: build
 
@@ -44,6 +52,18 @@ bench: build
 image: configure
 	cmake --build $(BUILD_DIR) -j $(JOBS) --target tessera tessera-scheduler tessera-node vgpu
 	./image/build.sh --build-dir $(BUILD_DIR) --out $(BUILD_DIR)/image $(IMAGE_FLAGS)
+
+# Its own build directory: clang, every library instrumented for coverage and ASan/UBSan.
+# Warnings stay warnings there (clang's set differs from gcc's, which CI holds to -Werror).
+fuzz-deps:
+	@./scripts/install-deps.sh --fuzz
+
+$(FUZZ_BUILD_DIR)/build.ninja: | fuzz-deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD_DIR) -G Ninja -DTESSERA_FUZZ=ON -DTESSERA_WERROR=OFF $(CMAKE_FLAGS)
+
+fuzz: fuzz-deps $(FUZZ_BUILD_DIR)/build.ninja
+	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_targets
+	./fuzz/run.sh --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS) $(FUZZ_FLAGS) $(FUZZ_TARGETS)
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i

@@ -4,6 +4,7 @@
 #
 #   scripts/install-deps.sh               everything: build, tests, benchmarks, `make image`
 #   scripts/install-deps.sh --build-only  what configuring and building needs (the Dockerfile's build stage)
+#   scripts/install-deps.sh --fuzz        everything, plus clang and its libFuzzer/sanitizer runtimes (`make fuzz`)
 set -euo pipefail
 
 # What `cmake -S . -B build && cmake --build build` needs (the configure step finds GTest and benchmark too).
@@ -22,6 +23,9 @@ TEST_PACKAGES=(
   python3-yaml  # tests/image: reading the rendered manifests (`kubectl kustomize deploy/`)
   chromium chromium-driver  # the dashboard's browser tests (tests/integration/dashboard): headless Chromium over WebDriver
 )
+# What `make fuzz` adds (fuzz/README.md): Debian's clang, and compiler-rt with libFuzzer and the
+# ASan/UBSan runtimes (libclang-rt-dev pulls the one matching the default clang).
+FUZZ_PACKAGES=(clang libclang-rt-dev)
 
 # kubectl: tests/integration/kubectl runs kubectl-tessera through it, tests/image renders deploy/ with it. Debian's
 # package is kubernetes-client (1.20: plugins work; its kustomize is too old for deploy/, and that test skips);
@@ -32,7 +36,8 @@ PACKAGES=("${BUILD_PACKAGES[@]}")
 case "${1:-}" in
   --build-only) ;;
   "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
-  *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
+  --fuzz) PACKAGES+=("${TEST_PACKAGES[@]}" "${FUZZ_PACKAGES[@]}") ;;
+  *) echo "usage: $0 [--build-only | --fuzz]" >&2; exit 2 ;;
 esac
 
 # The CUDA toolkit's cuda.h (the driver API's published declarations) is needed to build the simulated
