@@ -112,7 +112,8 @@ bool ScanExtenderArgs(std::string_view body, ScannedArgs& out) {
         if (pos == kNone) return false;
       } else {
         const size_t end = SkipValue(body, pos);
-        if (end == kNone) return false;
+        // No value at all ("Pod":,): not JSON, and an empty Pod would read as none.
+        if (end == kNone || end == pos) return false;
         const std::string_view value = body.substr(pos, end - pos);
         if (key == "Pod") {
           if (have_pod) return false;

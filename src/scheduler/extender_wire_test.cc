@@ -38,6 +38,8 @@ TEST(ExtenderWireTest, LeavesEverythingElseToTheFullParser) {
            R"({"NodeNames":["a"]} x)",                           // trailing garbage
            R"({"NodeNames":["a"],"Nodes":nul})",                 // bad literal elsewhere
            R"({"NodeNames":["a"],"Nodes":{"x":}})",              // bad object elsewhere
+           R"({"Pod":,"NodeNames":[]})",                         // no Pod value (fuzz/regressions/extender)
+           R"({"NodeNames":[],"Pod": })",                        // no Pod value, last
            "{\"NodeNames\":[\"a\"],\"Nodes\":\"tab\tinside\"}",  // raw control character
            R"({"NodeNames":["a"])",                              // unterminated
            R"(["a"])",                                           // not an object
