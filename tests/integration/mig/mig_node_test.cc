@@ -9,7 +9,9 @@
 //    completes once the pod is gone;
 //  - an A100 with MIG off: pending (reset required) until `tessera sim reset`;
 //  - single: MIG devices as nvidia.com/gpu;
-//  - a label naming no configuration: failed, nothing applied.
+//  - a label naming no configuration: failed, nothing applied;
+//  - XIDs: one of a MIG device takes that device out, a GPU-wide one all of
+//    the GPU's, and the GPU outside MIG stays healthy.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -25,6 +27,8 @@
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
+#include "host/nvml_api.h"
+#include "host/nvml_mig.h"
 #include "kube/config.h"
 #include "kube/typed_api.h"
 #include "kubelet_standin.h"
@@ -338,6 +342,49 @@ TEST_F(MigNodeTest, LabelNamingNoConfigurationFailsAndAppliesNothing) {
   EXPECT_TRUE(EventSays("MigConfigFailed", "all-1g.10gb"));
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(kubelet_->devices(kSmall).empty());
+}
+
+TEST_F(MigNodeTest, XidsReachTheAffectedMigDevices) {
+  SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
+  StartNode();
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      << NodeLog();
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      "nvidia.com/gpu", [](const auto& d) { return Healthy(d) == 4; }, 30s));
+  const std::string victim = kubelet_->devices(kSmall).front().id();
+
+  // Its GPU and compute instance, as NVML tells them.
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
+  ASSERT_TRUE(library.ok()) << library.error().message;
+  auto driver = host::NvmlMigDriver::Load((*library)->api(), TESSERA_SIM_NVML);
+  ASSERT_TRUE(driver.ok()) << driver.error().message;
+  auto gpus = (*driver)->List();
+  ASSERT_TRUE(gpus.ok()) << gpus.error().message;
+  const host::MigInstanceState* instance = nullptr;
+  for (const auto& i : gpus->at(0).instances) {
+    if (i.mig_uuid == victim) instance = &i;
+  }
+  ASSERT_NE(instance, nullptr);
+  auto inject = [&](const std::string& extra) {
+    int code = -1;
+    std::string out = RunShell(std::string("TESSERA_SIM_STATE=") + root_ + "/sim " + TESSERA_CLI_BINARY +
+                                   " sim inject-xid --gpu 0 --xid 79" + extra,
+                               &code);
+    ASSERT_EQ(code, 0) << out;
+  };
+  inject(" --gpu-instance " + std::to_string(instance->gpu_instance_id) + " --compute-instance " +
+         std::to_string(instance->compute_instance_id));
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return Healthy(d) == 6; }, 30s))
+      << NodeLog();
+  for (const auto& d : kubelet_->devices(kSmall)) EXPECT_EQ(d.health() == "Healthy", d.id() != victim);
+
+  inject("");  // GPU-wide
+  ASSERT_TRUE(kubelet_->WaitForDevices(
+      kSmall, [](const auto& d) { return Healthy(d) == 0; }, 30s))
+      << NodeLog();
+  EXPECT_EQ(Healthy(kubelet_->devices("nvidia.com/gpu")), 4u);
 }
 
 }  // namespace

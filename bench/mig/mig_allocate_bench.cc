@@ -1,0 +1,199 @@
+// mig_allocate_bench: on the simulated GPU (an A100-80GB in MIG mode), how
+// long tessera-node's MIG path takes:
+//  - applying a layout: 7 x 1g.10gb created through NVML (GPU instance at its
+//    placement + compute instance), and destroying them again;
+//  - from the kubelet's Allocate call (gRPC over the plugin's unix socket, to
+//    the MIG device plugin tessera-node serves) to a usable instance: a
+//    process started with the answer's environment, as a container runtime
+//    would, has initialised CUDA on its one MIG device and allocated 1 GiB in
+//    it. Split into the Allocate round trip and the rest.
+// Each figure is the median, p90 and max over --iterations runs, devices
+// taken round-robin.
+//
+//   mig_allocate_bench [--iterations N]
+// The program runs itself as the "container" (`mig_allocate_bench probe`).
+#include <cuda.h>
+#include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "deviceplugin/v1beta1/api.grpc.pb.h"
+#include "host/nvml_api.h"
+#include "host/nvml_mig.h"
+#include "node/mig/layout_applier.h"
+#include "node/mig/mig_devices.h"
+#include "node/mig/mig_plugin_service.h"
+#include "node/plugin_server.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace tessera;
+
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+struct Stats {
+  double median, p90, max;
+};
+Stats Summarise(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 9 / 10)], v.back()};
+}
+
+int Probe() {
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CUdeviceptr pointer = 0;
+  int count = 0;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&count) != CUDA_SUCCESS || count != 1 ||
+      cuDeviceGet(&device, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+      cuCtxSetCurrent(context) != CUDA_SUCCESS || cuMemAlloc(&pointer, size_t{1} << 30) != CUDA_SUCCESS) {
+    return 1;
+  }
+  return 0;
+}
+
+// Runs this program as the container's process; true when it could use its device.
+bool RunContainer(const std::string& self, const std::string& state_dir, const std::string& visible) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string a = "TESSERA_SIM_STATE=" + state_dir, b = "NVIDIA_VISIBLE_DEVICES=" + visible;
+    std::string c = std::string("LD_LIBRARY_PATH=") + TESSERA_SIM_LIB_DIR;
+    char* env[] = {a.data(), b.data(), c.data(), nullptr};
+    std::string probe = "probe";
+    char* argv[] = {const_cast<char*>(self.c_str()), probe.data(), nullptr};
+    ::execve(self.c_str(), argv, env);
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+constexpr const char* kLayout = R"(version: v1
+mig-configs:
+  all-1g.10gb:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 7}
+  all-disabled:
+    - devices: all
+      mig-enabled: true
+      mig-devices: {}
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "probe") == 0) return Probe();
+  log::SetLevel(*log::ParseLevel("warn"));
+  int iterations = 50;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--iterations") == 0) iterations = std::max(1, std::atoi(argv[i + 1]));
+  }
+  char pattern[] = "/tmp/migbench-XXXXXX";
+  const std::string root = ::mkdtemp(pattern);
+  const std::string state_dir = root + "/sim";
+  std::filesystem::create_directories(state_dir);
+  ::setenv("TESSERA_SIM_CONFIG", "gpus:\n  - model: A100-80GB\n    mig: true\n", 1);
+  ::setenv("TESSERA_SIM_STATE", state_dir.c_str(), 1);
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
+
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
+  if (!library.ok()) {
+    std::fprintf(stderr, "%s\n", library.error().message.c_str());
+    return 1;
+  }
+  auto driver = host::NvmlMigDriver::Load((*library)->api(), TESSERA_SIM_NVML);
+  if (!driver.ok()) {
+    std::fprintf(stderr, "%s\n", driver.error().message.c_str());
+    return 1;
+  }
+  auto layout = core::mig::ParseLayout(kLayout, "bench.yaml");
+  node::mig::ApplyRequest request;
+  request.file = &*layout;
+  request.managed = [](int) { return true; };
+
+  // Layout apply and teardown.
+  std::vector<double> apply_ms, teardown_ms;
+  for (int i = 0; i < std::max(3, iterations / 10); ++i) {
+    request.config = "all-1g.10gb";
+    auto t0 = Clock::now();
+    auto applied = node::mig::ApplyLayout(**driver, request);
+    apply_ms.push_back(Ms(Clock::now() - t0));
+    if (applied.state != node::mig::ApplyState::kSuccess || applied.created != 7) {
+      std::fprintf(stderr, "apply failed: %s\n", applied.Summary().c_str());
+      return 1;
+    }
+    request.config = "all-disabled";
+    t0 = Clock::now();
+    auto removed = node::mig::ApplyLayout(**driver, request);
+    teardown_ms.push_back(Ms(Clock::now() - t0));
+    if (removed.destroyed != 7) return 1;
+  }
+  request.config = "all-1g.10gb";
+  (void)node::mig::ApplyLayout(**driver, request);
+
+  // The MIG device plugin, served as tessera-node serves it.
+  node::mig::MigDeviceState state;
+  auto gpus = (*driver)->List();
+  state.Set(node::mig::MigDevicesOf(
+      *gpus, [](int) { return true; }, node::mig::MigStrategy::kMixed));
+  node::NodeConfig config;
+  config.plugin_dir = root;
+  config.resource_name = "nvidia.com/mig-1g.10gb";
+  node::PluginServer server(
+      config, [&] { return std::make_unique<node::mig::MigPluginService>(config.resource_name, state); });
+  if (!server.Start().ok()) return 1;
+  auto stub = v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix://" + config.PluginSocketPath(), grpc::InsecureChannelCredentials()));
+  const auto devices = state.Get().devices;
+
+  std::vector<double> rpc_ms, usable_ms;
+  for (int i = 0; i < iterations; ++i) {
+    const std::string& id = devices[static_cast<size_t>(i) % devices.size()].mig_uuid;
+    v1beta1::AllocateRequest allocate;
+    allocate.add_container_requests()->add_devices_ids(id);
+    v1beta1::AllocateResponse answer;
+    grpc::ClientContext context;
+    auto t0 = Clock::now();
+    grpc::Status status = stub->Allocate(&context, allocate, &answer);
+    auto t1 = Clock::now();
+    if (!status.ok() ||
+        !RunContainer(self, state_dir, answer.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"))) {
+      std::fprintf(stderr, "iteration %d failed: %s\n", i, status.error_message().c_str());
+      return 1;
+    }
+    auto t2 = Clock::now();
+    rpc_ms.push_back(Ms(t1 - t0));
+    usable_ms.push_back(Ms(t2 - t0));
+  }
+  server.Stop();
+  request.config = "all-disabled";
+  (void)node::mig::ApplyLayout(**driver, request);
+
+  auto print = [](const char* what, const std::vector<double>& v) {
+    Stats s = Summarise(v);
+    std::printf("%-52s n=%3zu  median %8.3f ms  p90 %8.3f ms  max %8.3f ms\n", what, v.size(), s.median,
+                s.p90, s.max);
+  };
+  print("layout apply: 7 x 1g.10gb created", apply_ms);
+  print("layout teardown: 7 instances destroyed", teardown_ms);
+  print("Allocate round trip (gRPC, unix socket)", rpc_ms);
+  print("Allocate -> process on its instance, 1 GiB allocated", usable_ms);
+  std::filesystem::remove_all(root);
+  return 0;
+}
