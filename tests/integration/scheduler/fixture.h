@@ -165,7 +165,8 @@ class SchedulerIntegrationTest : public ::testing::Test {
     return c;
   }
 
-  std::unique_ptr<Scheduler> StartScheduler(SchedulerConfig config) {
+  // A scheduler of `config` against the stand-in, not started.
+  std::unique_ptr<Scheduler> MakeScheduler(const SchedulerConfig& config) const {
     kube::CurlTransportOptions t;
     t.server = server_->url();
     t.connect_timeout = std::chrono::milliseconds(2000);
@@ -173,7 +174,12 @@ class SchedulerIntegrationTest : public ::testing::Test {
     o.qps = 0;
     o.timeout = config.api_timeout;
     auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), o);
-    auto s = std::make_unique<Scheduler>(config, client);
+    return std::make_unique<Scheduler>(config, client);
+  }
+
+  // The same, started and ready.
+  std::unique_ptr<Scheduler> StartScheduler(const SchedulerConfig& config) {
+    auto s = MakeScheduler(config);
     auto st = s->Start();
     EXPECT_TRUE(st.ok()) << st.error().message;
     EXPECT_TRUE(WaitFor([&] { return s->Ready(); }));

@@ -201,11 +201,7 @@ TEST_F(WebhookTlsTest, TlsFilesThatCannotBeLoadedFailTheStartNamingThem) {
     SchedulerConfig config = TlsConfig(files, FreePort());
     config.tls_cert_file = c.cert;
     config.tls_key_file = c.key;
-    kube::CurlTransportOptions t;
-    t.server = server_->url();
-    auto client =
-        std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), kube::ClientOptions{});
-    auto scheduler = std::make_unique<Scheduler>(config, client);
+    auto scheduler = MakeScheduler(config);
     Status started = scheduler->Start();
     ASSERT_FALSE(started.ok()) << c.cert << " / " << c.key;
     for (const std::string& part : c.message) {
@@ -227,11 +223,7 @@ TEST_F(WebhookTlsTest, StopRightAfterStartReturns) {
   // started yet, which made Stop() hang in its join.
   for (int i = 0; i < 20; ++i) {
     SchedulerConfig config = TlsConfig(files, FreePort());
-    kube::CurlTransportOptions t;
-    t.server = server_->url();
-    auto client =
-        std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), kube::ClientOptions{});
-    auto scheduler = std::make_unique<Scheduler>(config, client);
+    auto scheduler = MakeScheduler(config);
     Status started = scheduler->Start();
     ASSERT_TRUE(started.ok()) << started.error().message;
     const int ports[] = {scheduler->port(), scheduler->webhook_port()};

@@ -13,6 +13,25 @@ namespace {
 
 int host_calls = 0;
 
+// Launches `exec` on `s` and returns the device time it took in milliseconds
+// (between events recorded around it); `query_after_launch`, when given, gets
+// the stream's state right after the launch was queued.
+float LaunchTimed(CUgraphExec exec, CUstream s, CUresult* query_after_launch = nullptr) {
+  CUevent a, b;
+  SIM_OK(cuEventCreate(&a, 0));
+  SIM_OK(cuEventCreate(&b, 0));
+  SIM_OK(cuEventRecord(a, s));
+  SIM_OK(cuGraphLaunch(exec, s));
+  SIM_OK(cuEventRecord(b, s));
+  if (query_after_launch != nullptr) *query_after_launch = cuStreamQuery(s);
+  SIM_OK(cuStreamSynchronize(s));
+  float ms = 0;
+  SIM_OK(cuEventElapsedTime(&ms, a, b));
+  SIM_OK(cuEventDestroy(a));
+  SIM_OK(cuEventDestroy(b));
+  return ms;
+}
+
 void ExplicitGraph(CUfunction busy, CUstream s) {
   CUdeviceptr buf;
   SIM_OK(cuMemAlloc(&buf, 4096));
@@ -66,16 +85,8 @@ void ExplicitGraph(CUfunction busy, CUstream s) {
 
   CUgraphExec exec;
   SIM_OK(cuGraphInstantiate(&exec, g, 0));
-  CUevent a, b;
-  SIM_OK(cuEventCreate(&a, 0));
-  SIM_OK(cuEventCreate(&b, 0));
   for (int launch = 0; launch < 2; ++launch) {
-    SIM_OK(cuEventRecord(a, s));
-    SIM_OK(cuGraphLaunch(exec, s));
-    SIM_OK(cuEventRecord(b, s));
-    SIM_OK(cuStreamSynchronize(s));
-    float ms_elapsed = 0;
-    SIM_OK(cuEventElapsedTime(&ms_elapsed, a, b));
+    const float ms_elapsed = LaunchTimed(exec, s);
     SIM_CHECK(ms_elapsed >= 19.9f && ms_elapsed < 300.0f);  // 15 + 5 ms of kernels
   }
   SIM_CHECK_EQ(host[4095], 0x11);
@@ -93,8 +104,6 @@ void ExplicitGraph(CUfunction busy, CUstream s) {
   CUgraphExec bad;
   SIM_CHECK(cuGraphInstantiate(&bad, cyc, 0) != CUDA_SUCCESS);
   SIM_OK(cuGraphDestroy(cyc));
-  SIM_OK(cuEventDestroy(a));
-  SIM_OK(cuEventDestroy(b));
   SIM_OK(cuMemFree(buf));
 }
 
@@ -124,23 +133,14 @@ void Capture(CUfunction busy, CUstream s) {
 
   CUgraphExec exec;
   SIM_OK(cuGraphInstantiate(&exec, g, 0));
-  CUevent a, b;
-  SIM_OK(cuEventCreate(&a, 0));
-  SIM_OK(cuEventCreate(&b, 0));
-  SIM_OK(cuEventRecord(a, s));
-  SIM_OK(cuGraphLaunch(exec, s));
-  SIM_OK(cuEventRecord(b, s));
-  SIM_CHECK_EQ(cuStreamQuery(s), CUDA_ERROR_NOT_READY);
-  SIM_OK(cuStreamSynchronize(s));
-  float ms = 0;
-  SIM_OK(cuEventElapsedTime(&ms, a, b));
+  CUresult pending = CUDA_SUCCESS;
+  const float ms = LaunchTimed(exec, s, &pending);
+  SIM_CHECK_EQ(pending, CUDA_ERROR_NOT_READY);
   SIM_CHECK(ms >= 39.9f && ms < 300.0f);
   SIM_OK(cuMemcpyDtoH(&word, buf + 1020, 4));
   SIM_CHECK_EQ(word, 0xCAFEF00Du);
   SIM_OK(cuGraphExecDestroy(exec));
   SIM_OK(cuGraphDestroy(g));
-  SIM_OK(cuEventDestroy(a));
-  SIM_OK(cuEventDestroy(b));
   SIM_OK(cuMemFree(buf));
 }
 

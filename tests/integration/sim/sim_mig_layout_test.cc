@@ -292,8 +292,7 @@ void Placements() {
 
   prog.Send("exit");
   SIM_CHECK_EQ(prog.Wait(), 0);
-  SIM_OK(nvmlComputeInstanceDestroy(c3));
-  SIM_OK(nvmlGpuInstanceDestroy(g3));
+  simtest::DestroyMigInstances({c3}, {g3});
 }
 
 // Without a selection, a GPU in MIG mode reaches CUDA only as a MIG device
@@ -312,10 +311,7 @@ void DefaultEnumeration() {
   SIM_CHECK(prog.ReadLine() == "HOLDING");
   prog.Send("exit");
   SIM_CHECK_EQ(prog.Wait(), 0);
-  SIM_OK(nvmlComputeInstanceDestroy(c1));
-  SIM_OK(nvmlComputeInstanceDestroy(c2));
-  SIM_OK(nvmlGpuInstanceDestroy(g1));
-  SIM_OK(nvmlGpuInstanceDestroy(g2));
+  simtest::DestroyMigInstances({c1, c2}, {g1, g2});
 }
 
 }  // namespace

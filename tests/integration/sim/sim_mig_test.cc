@@ -134,10 +134,7 @@ void MigDevices() {
   SIM_OK(nvmlDeviceGetMemoryInfo(mig3, &m3));
   SIM_CHECK_EQ(m3.used, 0u);
 
-  SIM_OK(nvmlComputeInstanceDestroy(c3));
-  SIM_OK(nvmlComputeInstanceDestroy(c1));
-  SIM_OK(nvmlGpuInstanceDestroy(g3));
-  SIM_OK(nvmlGpuInstanceDestroy(g1));
+  simtest::DestroyMigInstances({c3, c1}, {g3, g1});
 }
 
 }  // namespace

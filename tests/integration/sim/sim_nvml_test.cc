@@ -247,10 +247,7 @@ void Mig() {
   SIM_OK(nvmlDeviceGetMigDeviceHandleByIndex(a100, 1, &mig2));
   SIM_CHECK_EQ(nvmlDeviceGetMigDeviceHandleByIndex(a100, 2, &mig2), NVML_ERROR_NOT_FOUND);
 
-  SIM_OK(nvmlComputeInstanceDestroy(ci_a));
-  SIM_OK(nvmlComputeInstanceDestroy(ci_b));
-  SIM_OK(nvmlGpuInstanceDestroy(g3));
-  SIM_OK(nvmlGpuInstanceDestroy(g4));
+  simtest::DestroyMigInstances({ci_a, ci_b}, {g3, g4});
 
   // Enabling MIG on the idle H100; its 1g.10gb profile.
   nvmlReturn_t activation;

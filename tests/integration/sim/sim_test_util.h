@@ -18,11 +18,13 @@
 
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <cuda.h>
+#include <nvml.h>
 
 #include "base/testing.h"
 #include "testing/process.h"
@@ -95,6 +97,14 @@ inline CUfunction SimKernel(const char* name) {
   CUfunction f = nullptr;
   SIM_OK(cuModuleGetFunction(&f, m, name));
   return f;
+}
+
+// Destroys MIG compute instances `cis`, then GPU instances `gis`, in the order
+// given; each destruction must succeed.
+inline void DestroyMigInstances(std::initializer_list<nvmlComputeInstance_t> cis,
+                                std::initializer_list<nvmlGpuInstance_t> gis) {
+  for (nvmlComputeInstance_t ci : cis) SIM_OK(nvmlComputeInstanceDestroy(ci));
+  for (nvmlGpuInstance_t gi : gis) SIM_OK(nvmlGpuInstanceDestroy(gi));
 }
 
 // Runs `command` with /bin/sh; `out` gets its stdout and stderr. Returns the
