@@ -38,9 +38,12 @@ namespace tessera::contract {
 // --- Pod annotations -------------------------------------------------------
 // The scheduler's decision, written with the Binding.
 inline constexpr std::string_view kAllocationAnnotation = "tessera.io/allocation";
-// Per container (app `c<i>`, init `init-<i>`): the GPU UUIDs the container
-// runtime should expose, which the webhook wires into NVIDIA_VISIBLE_DEVICES.
+// Per container, keyed by its index (names can exceed an annotation key's 63
+// characters): the prefix, then `<i>` for app containers and `init-<i>` for
+// init containers. The GPU UUIDs the container runtime should expose, which
+// the webhook wires into NVIDIA_VISIBLE_DEVICES.
 inline constexpr std::string_view kVisibleDevicesAnnotationPrefix = "tessera.io/visible-devices.";
+inline constexpr std::string_view kVisibleDevicesInitInfix = "init-";
 // The host directory Allocate made for a container (on the device plugin's answer).
 inline constexpr std::string_view kRegionDirAnnotation = "tessera.io/region-dir";
 
@@ -57,6 +60,9 @@ inline constexpr std::string_view kUnplacedRefuse = "refuse";
 inline constexpr std::string_view kUnplacedWholeGpu = "whole-gpu";
 // Device memory charged per process and device for its CUDA context.
 inline constexpr const char* kContextOverheadEnv = "TESSERA_CONTEXT_OVERHEAD";
+// The `tessera run` job a process belongs to (the ledger's job id), for the
+// job's own use; no part of tessera reads it back.
+inline constexpr const char* kJobIdEnv = "TESSERA_JOB_ID";
 
 // --- Container environment: HAMi's names, kept so HAMi pod specs work --------
 inline constexpr const char* kMemoryLimitEnv = "CUDA_DEVICE_MEMORY_LIMIT";  // also _<i>
@@ -65,11 +71,32 @@ inline constexpr const char* kSharedCacheEnv = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
 inline constexpr const char* kOversubscribeEnv = "CUDA_OVERSUBSCRIBE";
 inline constexpr const char* kOomKillerEnv = "ACTIVE_OOM_KILLER";
 inline constexpr const char* kDisableControlEnv = "CUDA_DISABLE_CONTROL";
-inline constexpr const char* kCorePolicyEnv = "GPU_CORE_UTILIZATION_POLICY";  // force | disable | default
+inline constexpr const char* kCorePolicyEnv = "GPU_CORE_UTILIZATION_POLICY";
+inline constexpr std::string_view kCorePolicyDefault = "default";  // hold the quota only beside other tenants
+inline constexpr std::string_view kCorePolicyForce = "force";      // always hold the quota
+inline constexpr std::string_view kCorePolicyDisable = "disable";  // never limit
 inline constexpr const char* kTaskPriorityEnv = "CUDA_TASK_PRIORITY";
 inline constexpr const char* kLogLevelEnv = "LIBCUDA_LOG_LEVEL";
-// The NVIDIA container runtime's.
+// What the boolean variables above (CUDA_OVERSUBSCRIBE, ACTIVE_OOM_KILLER,
+// CUDA_DISABLE_CONTROL) are set to when a part turns them on.
+inline constexpr std::string_view kEnvTrue = "true";
+
+// --- Container environment: NVIDIA's ---------------------------------------
+// The container runtime's: the GPUs it exposes, as UUIDs or kVisibleDevicesAll.
 inline constexpr const char* kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr std::string_view kVisibleDevicesAll = "all";
+// The CUDA driver's: the devices a process enumerates, and an MPS control
+// daemon's pipe and log directories.
+inline constexpr const char* kCudaVisibleDevicesEnv = "CUDA_VISIBLE_DEVICES";
+inline constexpr const char* kMpsPipeDirectoryEnv = "CUDA_MPS_PIPE_DIRECTORY";
+inline constexpr const char* kMpsLogDirectoryEnv = "CUDA_MPS_LOG_DIRECTORY";
+
+// --- Process environment: tessera's simulated GPU --------------------------
+// Read by src/sim's libcuda.so.1 and libnvidia-ml.so.1 in every process that
+// loads them; `tessera run`, `demo` and `sim` set them so that a job and the
+// tools see one shared set of simulated GPUs.
+inline constexpr const char* kSimGpusEnv = "TESSERA_SIM_GPUS";    // e.g. 2xA100-80GB
+inline constexpr const char* kSimStateEnv = "TESSERA_SIM_STATE";  // the shared state directory
 
 // --- The allocation payload ------------------------------------------------
 inline constexpr int kAllocationVersion = 1;
@@ -77,7 +104,12 @@ inline constexpr int64_t kMaxMemoryMiB = int64_t{1} << 20;  // 1 TiB of device m
 inline constexpr int kMaxCoresPercent = 100;
 inline constexpr size_t kMaxDevicesPerContainer = 16;
 
-// --- Priority (nvidia.com/priority, passed as CUDA_TASK_PRIORITY) -----------
+// --- Resources and priority --------------------------------------------------
+// The extended resource a GPU slice is requested with, unless configured
+// otherwise (HAMi's name): tessera-node's default resource_name, and the
+// default of core's ResourceConfig::gpu_count_name.
+inline constexpr std::string_view kDefaultGpuResource = "nvidia.com/gpu";
+// Priority (nvidia.com/priority, passed as CUDA_TASK_PRIORITY).
 // CUDA's and HAMi's sense: 0 (also when unset) is high, 1 and above is low.
 constexpr bool IsHighPriority(int priority) {
   return priority <= 0;

@@ -1,6 +1,7 @@
 #include "node/allocate.h"
 
 #include "base/files.h"
+#include "contract/container_contract.h"
 
 #include "node/device_state.h"
 #include "node/region_catalog.h"
@@ -138,27 +139,27 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   add_mount(config.region_container_dir, region_host_path, false);
 
   auto& envs = *response.mutable_envs();
-  envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = config.RegionFileContainerPath();
+  envs[contract::kSharedCacheEnv] = config.RegionFileContainerPath();
   if (!config.ld_so_preload) envs["LD_PRELOAD"] = config.libvgpu_container_path;
-  if (config.memory_scaling > 1.0) envs["CUDA_OVERSUBSCRIBE"] = "true";
-  if (config.disable_core_limit) envs["GPU_CORE_UTILIZATION_POLICY"] = "disable";
+  if (config.memory_scaling > 1.0) envs[contract::kOversubscribeEnv] = contract::kEnvTrue;
+  if (config.disable_core_limit) envs[contract::kCorePolicyEnv] = contract::kCorePolicyDisable;
   std::string kubelet_gpus;
   for (const auto& uuid : gpu_uuids) kubelet_gpus += (kubelet_gpus.empty() ? "" : ",") + uuid;
   // For a container whose pod tessera did not place (it has no
   // TESSERA_ALLOCATION): what libvgpu gives it, and which GPUs are its own.
-  envs["TESSERA_UNPLACED_PODS"] = UnplacedPodsPolicyName(config.unplaced_pods);
-  envs["TESSERA_KUBELET_GPUS"] = kubelet_gpus;
+  envs[contract::kUnplacedPodsEnv] = UnplacedPodsPolicyName(config.unplaced_pods);
+  envs[contract::kKubeletGpusEnv] = kubelet_gpus;
   switch (config.visible_devices) {
     case VisibleDevicesMode::kWebhook:
       break;
     case VisibleDevicesMode::kDeviceIds:
-      envs["NVIDIA_VISIBLE_DEVICES"] = kubelet_gpus;
+      envs[contract::kVisibleDevicesEnv] = kubelet_gpus;
       break;
     case VisibleDevicesMode::kAll:
-      envs["NVIDIA_VISIBLE_DEVICES"] = "all";
+      envs[contract::kVisibleDevicesEnv] = contract::kVisibleDevicesAll;
       break;
   }
-  (*response.mutable_annotations())[kRegionDirAnnotation] = region_host_path;
+  (*response.mutable_annotations())[std::string(contract::kRegionDirAnnotation)] = region_host_path;
   return response;
 }
 

@@ -20,9 +20,9 @@
 
 namespace tessera::node {
 
-// Container-side constants of the contract with libvgpu.
+// Where the preload file is mounted in a container (the dynamic linker's path;
+// the rest of the container contract is contract/container_contract.h).
 inline constexpr const char* kPreloadContainerPath = "/etc/ld.so.preload";
-inline constexpr const char* kRegionDirAnnotation = "tessera.io/region-dir";
 
 struct AllocateContext {
   const NodeConfig* config = nullptr;

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "contract/container_contract.h"
 #include "node/device_state.h"
 #include "node/region_catalog.h"
 
@@ -81,7 +82,8 @@ TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   // the GPUs behind the kubelet's device IDs.
   EXPECT_EQ(response->envs().at("TESSERA_UNPLACED_PODS"), "refuse");
   EXPECT_EQ(response->envs().at("TESSERA_KUBELET_GPUS"), "GPU-1");
-  EXPECT_EQ(response->annotations().at(kRegionDirAnnotation), root_ + "/regions/region-1");
+  EXPECT_EQ(response->annotations().at(std::string(contract::kRegionDirAnnotation)),
+            root_ + "/regions/region-1");
   EXPECT_EQ(response->devices_size(), 0);
 
   // Beside the directory, out of the container's reach: the record that lets

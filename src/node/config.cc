@@ -3,6 +3,7 @@
 #include "base/files.h"
 #include "base/log.h"
 #include "base/yaml_config.h"
+#include "contract/container_contract.h"
 #include "node/mig/mig_settings.h"
 
 #include <yaml-cpp/yaml.h>
@@ -29,7 +30,8 @@ std::string Dirname(const std::string& path) {
 
 // The spelling of each enumerator in the configuration, in declaration order.
 const std::vector<std::string> kVisibleDevicesNames = {"webhook", "device-ids", "all"};
-const std::vector<std::string> kUnplacedPodsNames = {"refuse", "whole-gpu"};
+const std::vector<std::string> kUnplacedPodsNames = {std::string(contract::kUnplacedRefuse),
+                                                     std::string(contract::kUnplacedWholeGpu)};
 
 template <typename Enum>
 bool ParseName(const std::vector<std::string>& names, const std::string& text, Enum& out) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "contract/container_contract.h"
 #include "host/paths.h"
 
 namespace tessera::node {
@@ -41,7 +42,7 @@ bool ParseUnplacedPodsPolicy(const std::string& text, UnplacedPodsPolicy& out);
 
 struct NodeConfig {
   // --- what is advertised -------------------------------------------------
-  std::string resource_name = "nvidia.com/gpu";
+  std::string resource_name = std::string(contract::kDefaultGpuResource);
   int split_count = 10;             // devices advertised per GPU (vGPUs that may share it)
   double memory_scaling = 1.0;      // memory offered = physical × this; > 1 oversubscribes
   double core_scaling = 1.0;        // compute offered = 100% × this per GPU

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "contract/container_contract.h"
 #include "vgpu/config.h"
 
 namespace tessera::node {
@@ -38,7 +39,7 @@ std::optional<uint64_t> EnvironmentLimit(const ProcessIdentity& process, const s
 }
 
 std::optional<bool> OomKillerSetting(const ProcessIdentity& process) {
-  auto it = process.environment.find("ACTIVE_OOM_KILLER");
+  auto it = process.environment.find(contract::kOomKillerEnv);
   if (it == process.environment.end()) return std::nullopt;
   return vgpu::parse_bool(it->second.c_str());
 }

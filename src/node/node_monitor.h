@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "base/periodic_thread.h"
+#include "contract/container_contract.h"
 #include "core/node_state.h"
 #include "host/inventory.h"
 #include "node/config.h"
@@ -103,7 +104,7 @@ using EventSink =
 struct MonitorOptions {
   std::chrono::milliseconds interval{1000};
   int64_t region_grace_seconds = 300;
-  std::string resource_name = "nvidia.com/gpu";
+  std::string resource_name = std::string(contract::kDefaultGpuResource);
   UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
 };
 

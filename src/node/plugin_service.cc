@@ -1,6 +1,7 @@
 #include "node/plugin_service.h"
 
 #include "base/log.h"
+#include "contract/container_contract.h"
 
 #include <algorithm>
 
@@ -89,8 +90,9 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
       log::Warn("Allocate refused", {{"reason", answer.error().message}});
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, answer.error().message);
     }
-    log::Info("Allocate", {{"devices", container.devices_ids_size()},
-                           {"region", answer->annotations().at(kRegionDirAnnotation)}});
+    log::Info("Allocate",
+              {{"devices", container.devices_ids_size()},
+               {"region", answer->annotations().at(std::string(contract::kRegionDirAnnotation))}});
     *response->add_container_responses() = std::move(answer).value();
   }
   return grpc::Status::OK;

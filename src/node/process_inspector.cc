@@ -1,6 +1,7 @@
 #include "node/process_inspector.h"
 
 #include "base/files.h"
+#include "contract/container_contract.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -37,12 +38,13 @@ std::optional<uint64_t> StartTicks(const std::string& proc_root, uint32_t pid) {
 }  // namespace
 
 bool IsContractVariable(const std::string& name) {
-  static const char* const kExact[] = {"TESSERA_ALLOCATION", "TESSERA_CONTAINER_NAME", "ACTIVE_OOM_KILLER",
-                                       "CUDA_DISABLE_CONTROL", "CUDA_OVERSUBSCRIBE"};
+  static const char* const kExact[] = {contract::kAllocationEnv, contract::kContainerNameEnv,
+                                       contract::kOomKillerEnv, contract::kDisableControlEnv,
+                                       contract::kOversubscribeEnv};
   for (const char* exact : kExact) {
     if (name == exact) return true;
   }
-  return name.rfind("CUDA_DEVICE_MEMORY_LIMIT", 0) == 0;
+  return name.rfind(contract::kMemoryLimitEnv, 0) == 0;  // also CUDA_DEVICE_MEMORY_LIMIT_<i>
 }
 
 ProcFsInspector::ProcFsInspector(std::string region_container_dir, std::string proc_root)

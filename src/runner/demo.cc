@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 
+#include "contract/container_contract.h"
 #include "host/region_reader.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"
@@ -275,8 +276,8 @@ Result<DemoReport> RunDemo(const DemoOptions& options, const std::vector<DemoJob
   if (!::mkdtemp(tmpl)) return Error{std::string("mkdtemp: ") + std::strerror(errno)};
   const std::string scratch = tmpl;
   const std::string ledger_dir = scratch + "/ledger";
-  ::setenv("TESSERA_SIM_STATE", (scratch + "/sim").c_str(), 1);
-  ::setenv("TESSERA_SIM_GPUS", options.sim_spec.c_str(), 1);
+  ::setenv(contract::kSimStateEnv, (scratch + "/sim").c_str(), 1);
+  ::setenv(contract::kSimGpusEnv, options.sim_spec.c_str(), 1);
 
   auto local = OpenLocalGpus({options.sim_spec}, DiscoverInstallPaths());
   if (!local.ok()) {

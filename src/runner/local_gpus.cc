@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "contract/container_contract.h"
 #include "host/nvml_api.h"
 #include "host/nvml_inventory.h"
 #include "host/paths.h"
@@ -49,14 +50,15 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
       return out;
     }
     out.note = "tessera: no NVIDIA driver found (no libnvidia-ml.so.1); using the simulated GPU " +
-               EnvOr("TESSERA_SIM_GPUS", options.default_sim_spec) + " (choose with --sim SPEC)";
+               EnvOr(contract::kSimGpusEnv, options.default_sim_spec) + " (choose with --sim SPEC)";
   }
 
   out.simulated = true;
   // An explicit --sim wins; otherwise an inherited TESSERA_SIM_GPUS (as set by
   // a parent `tessera demo`) keeps every invocation on the same simulated node.
-  out.sim_spec = options.sim_spec ? *options.sim_spec : EnvOr("TESSERA_SIM_GPUS", options.default_sim_spec);
-  ::setenv("TESSERA_SIM_GPUS", out.sim_spec.c_str(), 1);
+  out.sim_spec =
+      options.sim_spec ? *options.sim_spec : EnvOr(contract::kSimGpusEnv, options.default_sim_spec);
+  ::setenv(contract::kSimGpusEnv, out.sim_spec.c_str(), 1);
   const std::string lib = paths.sim_lib_dir + "/" + host::kNvmlLibraryName;
   if (!fs::exists(lib)) {
     return Error{"the simulated GPU library " + lib +
@@ -66,9 +68,9 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
                                 "cannot load the simulated GPU");
   TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(sim)),
                                 "the simulated GPU " + out.sim_spec + " did not start");
-  out.job_env["TESSERA_SIM_GPUS"] = out.sim_spec;
-  if (const char* state = std::getenv("TESSERA_SIM_STATE"); state && *state) {
-    out.job_env["TESSERA_SIM_STATE"] = state;
+  out.job_env[contract::kSimGpusEnv] = out.sim_spec;
+  if (const char* state = std::getenv(contract::kSimStateEnv); state && *state) {
+    out.job_env[contract::kSimStateEnv] = state;
   }
   out.job_path_env["LD_LIBRARY_PATH"] = paths.sim_lib_dir;
   return out;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <random>
 
+#include "contract/container_contract.h"
 #include "core/allocation_codec.h"
 #include "core/fit.h"
 #include "core/node_state.h"
@@ -165,14 +166,14 @@ Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& pat
   JobSpec spec;
   spec.argv = command;
   spec.set_env = local.job_env;
-  spec.set_env[std::string(core::kAllocationEnvVar)] = encoded;
-  spec.set_env[std::string(core::kContainerNameEnvVar)] = kJobContainer;
-  spec.set_env["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = slice.entry.region_path;
-  spec.set_env["TESSERA_JOB_ID"] = slice.entry.job_id;
+  spec.set_env[contract::kAllocationEnv] = encoded;
+  spec.set_env[contract::kContainerNameEnv] = kJobContainer;
+  spec.set_env[contract::kSharedCacheEnv] = slice.entry.region_path;
+  spec.set_env[contract::kJobIdEnv] = slice.entry.job_id;
   // Always set, so a GPU_CORE_UTILIZATION_POLICY inherited from the caller's
   // environment cannot silently change what --core-policy promised.
-  spec.set_env["GPU_CORE_UTILIZATION_POLICY"] =
-      slice.entry.core_policy.empty() ? std::string("default") : slice.entry.core_policy;
+  spec.set_env[contract::kCorePolicyEnv] =
+      slice.entry.core_policy.empty() ? std::string(contract::kCorePolicyDefault) : slice.entry.core_policy;
   spec.prepend_path_env = local.job_path_env;
   spec.prepend_path_env["LD_PRELOAD"] = paths.libvgpu;
   return spec;

@@ -3,7 +3,7 @@
 #include <map>
 #include <optional>
 
-#include "core/allocation_codec.h"
+#include "contract/container_contract.h"
 #include "core/pod_request.h"
 
 namespace tessera::scheduler {
@@ -21,34 +21,34 @@ bool HasEnv(const Json& container, std::string_view name) {
 }
 
 Json AllocationEnv() {
-  return {{"name", std::string(core::kAllocationEnvVar)},
-          {"valueFrom",
-           {{"fieldRef",
-             {{"apiVersion", "v1"},
-              {"fieldPath", "metadata.annotations['" + std::string(core::kAllocationAnnotation) + "']"}}}}}};
+  return {
+      {"name", contract::kAllocationEnv},
+      {"valueFrom",
+       {{"fieldRef",
+         {{"apiVersion", "v1"},
+          {"fieldPath", "metadata.annotations['" + std::string(contract::kAllocationAnnotation) + "']"}}}}}};
 }
 
 // `priority`: the container's nvidia.com/priority, if it gives one.
 void WireEnv(const Json& container, const std::string& base, bool init, size_t index,
              std::optional<int> priority, Json& patch) {
   Json missing = Json::array();
-  if (!HasEnv(container, core::kAllocationEnvVar)) missing.push_back(AllocationEnv());
-  if (!HasEnv(container, kVisibleDevicesEnvVar)) {
+  if (!HasEnv(container, contract::kAllocationEnv)) missing.push_back(AllocationEnv());
+  if (!HasEnv(container, contract::kVisibleDevicesEnv)) {
     missing.push_back(
-        {{"name", std::string(kVisibleDevicesEnvVar)},
+        {{"name", contract::kVisibleDevicesEnv},
          {"valueFrom",
           {{"fieldRef",
             {{"apiVersion", "v1"},
              {"fieldPath", "metadata.annotations['" + VisibleDevicesAnnotation(init, index) + "']"}}}}}});
   }
-  if (!HasEnv(container, core::kContainerNameEnvVar)) {
-    missing.push_back(
-        {{"name", std::string(core::kContainerNameEnvVar)}, {"value", container.value("name", "")}});
+  if (!HasEnv(container, contract::kContainerNameEnv)) {
+    missing.push_back({{"name", contract::kContainerNameEnv}, {"value", container.value("name", "")}});
   }
   // Passed as given: nvidia.com/priority and CUDA_TASK_PRIORITY share HAMi's
   // and CUDA's convention (0 = high, 1 and above = low).
-  if (priority && !HasEnv(container, kTaskPriorityEnvVar)) {
-    missing.push_back({{"name", std::string(kTaskPriorityEnvVar)}, {"value", std::to_string(*priority)}});
+  if (priority && !HasEnv(container, contract::kTaskPriorityEnv)) {
+    missing.push_back({{"name", contract::kTaskPriorityEnv}, {"value", std::to_string(*priority)}});
   }
   if (missing.empty()) return;
   auto env = container.find("env");
@@ -76,7 +76,9 @@ Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers
 }  // namespace
 
 std::string VisibleDevicesAnnotation(bool init_container, size_t index) {
-  return std::string("tessera.io/visible-devices.") + (init_container ? "init-" : "") + std::to_string(index);
+  std::string key(contract::kVisibleDevicesAnnotationPrefix);
+  if (init_container) key += contract::kVisibleDevicesInitInfix;
+  return key + std::to_string(index);
 }
 
 std::string EscapeJsonPointer(std::string_view token) {

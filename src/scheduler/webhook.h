@@ -47,11 +47,9 @@ nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& confi
 // The pod annotation carrying the comma-separated GPU UUIDs of one container,
 // keyed by its position (container names can be too long for an annotation
 // key): "tessera.io/visible-devices.0", init containers
-// "tessera.io/visible-devices.init-0".
+// "tessera.io/visible-devices.init-0" (contract/container_contract.h, whose
+// variable names the patch also uses).
 std::string VisibleDevicesAnnotation(bool init_container, size_t index);
-inline constexpr std::string_view kVisibleDevicesEnvVar = "NVIDIA_VISIBLE_DEVICES";
-// libvgpu's compute priority (docs/compute.md), from nvidia.com/priority.
-inline constexpr std::string_view kTaskPriorityEnvVar = "CUDA_TASK_PRIORITY";
 
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapeJsonPointer(std::string_view token);

@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "cli/command_registry.h"
+#include "contract/container_contract.h"
 #include "sim/catalog.h"
 #include "sim/mps_protocol.h"
 #include "sim/state.h"
@@ -221,10 +222,10 @@ int MpsStart(const std::string& state_dir, int gpu, const std::string& pipe_dir)
   const pid_t pid = fork();
   if (pid < 0) return 1;
   if (pid == 0) {
-    setenv("TESSERA_SIM_STATE", state_dir.c_str(), 1);
-    setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir.c_str(), 1);
-    setenv("CUDA_MPS_LOG_DIRECTORY", (pipe_dir + "/log").c_str(), 1);
-    if (!visible.empty()) setenv("CUDA_VISIBLE_DEVICES", visible.c_str(), 1);
+    setenv(contract::kSimStateEnv, state_dir.c_str(), 1);
+    setenv(contract::kMpsPipeDirectoryEnv, pipe_dir.c_str(), 1);
+    setenv(contract::kMpsLogDirectoryEnv, (pipe_dir + "/log").c_str(), 1);
+    if (!visible.empty()) setenv(contract::kCudaVisibleDevicesEnv, visible.c_str(), 1);
     execlp(program.c_str(), program.c_str(), "-d", static_cast<char*>(nullptr));
     std::fprintf(stderr, "tessera sim mps start: cannot run %s: %s\n", program.c_str(), strerror(errno));
     _exit(127);
