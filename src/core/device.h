@@ -22,6 +22,28 @@ struct GpuLink {
   bool operator==(const GpuLink&) const = default;
 };
 
+// How a GPU is shared. A GPU in MIG mode offers MIG devices, never vGPU
+// slices: static = the node applies a mig-parted layout and advertises its
+// instances; dynamic = tessera-scheduler picks a profile and placement per
+// request and the node creates the instance at Allocate (docs/mig.md).
+enum class MigMode { kNone, kStatic, kDynamic };
+
+// One MIG device of a GPU in MIG mode (a GPU instance and the compute instance
+// spanning it), as the node agent reports it in the inventory.
+struct MigDevice {
+  std::string uuid;     // "MIG-..." of the compute instance
+  std::string profile;  // GPU-instance profile, "1g.10gb"
+  int start = 0;        // placement: first memory slice
+  int size = 1;         // placement: memory slices
+  int64_t memory_mib = 0;
+  int sm_count = 0;
+  bool healthy = true;
+  // "<namespace>/<pod>/<container>" of the container holding it (the
+  // kubelet's PodResources); "" = free.
+  std::string used_by;
+  bool operator==(const MigDevice&) const = default;
+};
+
 struct Gpu {
   std::string uuid;        // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   int index = 0;           // NVML index on the node (display only)
@@ -40,11 +62,14 @@ struct Gpu {
   // "<namespace>/<name>" of a pod tessera-scheduler did not place that holds
   // the GPU whole (the node agent's unplaced_pods: whole-gpu); "" = none.
   std::string held_by;
+  // kNone: offered as vGPU slices. Otherwise its MIG devices, by start.
+  MigMode mig_mode = MigMode::kNone;
+  std::vector<MigDevice> mig_devices;
   bool operator==(const Gpu&) const = default;
 
-  // Whether slices may be placed on it: healthy and not held whole by a pod
-  // tessera did not place.
-  bool usable() const { return healthy && held_by.empty(); }
+  // Whether slices may be placed on it: healthy, not held whole by a pod
+  // tessera did not place, and not in MIG mode.
+  bool usable() const { return healthy && held_by.empty() && mig_mode == MigMode::kNone; }
 };
 
 }  // namespace tessera::core

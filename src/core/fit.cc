@@ -50,6 +50,8 @@ std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
              std::to_string(check.free) + "% free";
     case GpuReason::kUsedBySameContainer:
       return head + "already holds another vGPU of this container";
+    case GpuReason::kInMigMode:
+      return head + "in MIG mode: it offers MIG devices, not vGPU slices";
   }
   return head;
 }
@@ -123,8 +125,9 @@ std::string_view ReasonName(GpuReason reason) {
                                                 "no-free-slot",
                                                 "insufficient-memory",
                                                 "insufficient-cores",
-                                                "used-by-same-container"};
-  static_assert(std::size(kNames) == static_cast<size_t>(GpuReason::kUsedBySameContainer) + 1);
+                                                "used-by-same-container",
+                                                "gpu-in-mig-mode"};
+  static_assert(std::size(kNames) == static_cast<size_t>(GpuReason::kInMigMode) + 1);
   const auto i = static_cast<size_t>(reason);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
@@ -154,6 +157,7 @@ GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilte
   GpuCheck r;
   if (!gpu.gpu.healthy) return {GpuReason::kUnhealthy};
   if (!gpu.gpu.held_by.empty()) return {GpuReason::kHeldByUnplacedPod};
+  if (gpu.gpu.mig_mode != MigMode::kNone) return {GpuReason::kInMigMode};
   if (!UuidAllowed(filter, gpu.gpu.uuid)) return {GpuReason::kUuidNotAllowed};
   if (!TypeAllowed(filter, gpu.gpu.model)) return {GpuReason::kTypeNotAllowed};
   int slots_used = gpu.used.slots + pending.slots;

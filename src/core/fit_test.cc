@@ -43,6 +43,23 @@ TEST(FitTest, UnhealthyGpuIsRejected) {
   EXPECT_THAT(r.message, HasSubstr("unhealthy"));
 }
 
+TEST(FitTest, AGpuInMigModeTakesNoVgpuSlices) {
+  Gpu mig = MakeGpu("GPU-a");
+  mig.mig_capable = true;
+  mig.mig_mode = MigMode::kDynamic;
+  NodeState node("n", {mig, MakeGpu("GPU-b")});
+  EXPECT_EQ(node.gpus()[0].free_milli(), 0);
+  FitResult r = FitNode(node, AppRequest(1000, 10));
+  ASSERT_TRUE(r.fits) << r.message;
+  EXPECT_EQ(r.placement.containers[0].slices[0].gpu, 1) << "the slice goes to the GPU outside MIG";
+  NodeState only_mig("n", {mig});
+  FitResult refused = FitNode(only_mig, AppRequest(1000, 10));
+  ASSERT_FALSE(refused.fits);
+  EXPECT_EQ(OnlyReason(refused), GpuReason::kInMigMode);
+  EXPECT_EQ(ReasonName(GpuReason::kInMigMode), "gpu-in-mig-mode");
+  EXPECT_THAT(refused.message, HasSubstr("in MIG mode"));
+}
+
 TEST(FitTest, AGpuHeldByAPodTesseraDidNotPlaceIsRejected) {
   Gpu g = MakeGpu("GPU-a");
   g.held_by = "ml/legacy";

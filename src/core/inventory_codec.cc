@@ -20,6 +20,71 @@ const char* KindName(LinkKind kind) {
   return kind == LinkKind::kNvlink ? "nvlink" : "pcie";
 }
 
+const char* MigModeName(MigMode mode) {
+  switch (mode) {
+    case MigMode::kNone:
+      return "none";
+    case MigMode::kStatic:
+      return "static";
+    case MigMode::kDynamic:
+      return "dynamic";
+  }
+  return "?";
+}
+
+// "<namespace>/<pod>/<container>": three non-empty parts.
+bool IsContainerPath(const std::string& text) {
+  if (text.size() > kMaxUsedByLength) return false;
+  const auto a = text.find('/');
+  if (a == std::string::npos || a == 0) return false;
+  const auto b = text.find('/', a + 1);
+  if (b == std::string::npos || b == a + 1 || b + 1 == text.size()) return false;
+  return text.find('/', b + 1) == std::string::npos;
+}
+
+Status ValidateMig(const Gpu& g, const std::string& where, std::set<std::string>& mig_uuids) {
+  if (g.mig_mode != MigMode::kNone && g.mig_mode != MigMode::kStatic && g.mig_mode != MigMode::kDynamic) {
+    return Error{where + ": \"mig.mode\" is not none, static or dynamic"};
+  }
+  if (g.mig_mode == MigMode::kNone) {
+    if (!g.mig_devices.empty()) return Error{where + ": lists MIG devices but is not in MIG mode"};
+    return Status::Ok();
+  }
+  if (!g.mig_capable) return Error{where + ": in MIG mode but \"migCapable\" is false"};
+  uint32_t taken = 0;
+  for (size_t k = 0; k < g.mig_devices.size(); ++k) {
+    const MigDevice& d = g.mig_devices[k];
+    const std::string dwhere = where + ".mig.devices[" + std::to_string(k) + "]";
+    if (d.uuid.size() < 5 || d.uuid.size() > kMaxMigUuidLength || d.uuid.rfind("MIG-", 0) != 0) {
+      return Error{dwhere + ": \"uuid\" is \"" + d.uuid.substr(0, 80) +
+                   "\"; expected the MIG device's UUID, \"MIG-...\""};
+    }
+    if (!mig_uuids.insert(d.uuid).second) return Error{dwhere + ": uuid appears more than once on this node"};
+    if (d.profile.empty() || d.profile.size() > kMaxMigProfileLength) {
+      return Error{dwhere + ": \"profile\" is \"" + d.profile.substr(0, 40) +
+                   "\"; expected a MIG profile name such as 1g.10gb"};
+    }
+    TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "start", d.start, 0, kMaxMigSlices - 1));
+    TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "size", d.size, 1, kMaxMigSlices - d.start, {},
+                                       "(memory slices from start to the GPU's last)"));
+    const uint32_t mask = ((1u << d.size) - 1) << d.start;
+    if ((taken & mask) != 0) {
+      return Error{dwhere + ": memory slices " + std::to_string(d.start) + ".." +
+                   std::to_string(d.start + d.size - 1) + " overlap another MIG device of this GPU"};
+    }
+    taken |= mask;
+    TESSERA_RETURN_IF_ERROR(
+        CheckRange(dwhere, "memoryMiB", d.memory_mib, 0, g.memory_mib, {}, "(the GPU's memory)"));
+    if (d.sm_count < 0)
+      return Error{dwhere + ": \"smCount\" is " + std::to_string(d.sm_count) + "; expected >= 0"};
+    if (!d.used_by.empty() && !IsContainerPath(d.used_by)) {
+      return Error{dwhere + ": \"usedBy\" is \"" + d.used_by.substr(0, 80) +
+                   "\"; expected <namespace>/<pod>/<container>"};
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidateInventory(const NodeInventory& inv) {
@@ -29,6 +94,7 @@ Status ValidateInventory(const NodeInventory& inv) {
                  "\"; expected an RFC 3339 time such as 2026-11-22T02:31:53Z"};
   }
   std::set<std::string> uuids;
+  std::set<std::string> mig_uuids;
   std::set<int> indexes;
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
     const Gpu& g = inv.gpus[i];
@@ -60,6 +126,7 @@ Status ValidateInventory(const NodeInventory& inv) {
                      "\"; expected <namespace>/<pod name> of the pod holding the GPU"};
       }
     }
+    TESSERA_RETURN_IF_ERROR(ValidateMig(g, where, mig_uuids));
   }
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
     const Gpu& g = inv.gpus[i];
@@ -103,6 +170,16 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
                     {"migCapable", g.mig_capable},
                     {"links", std::move(links)}});
     if (!g.held_by.empty()) gpus.back()["heldBy"] = g.held_by;
+    if (g.mig_mode != MigMode::kNone) {
+      json devices = JsonArrayOf(g.mig_devices, [](const MigDevice& d) {
+        json out{{"uuid", d.uuid},      {"profile", d.profile},      {"start", d.start},
+                 {"size", d.size},      {"memoryMiB", d.memory_mib}, {"smCount", d.sm_count},
+                 {"healthy", d.healthy}};
+        if (!d.used_by.empty()) out["usedBy"] = d.used_by;
+        return out;
+      });
+      gpus.back()["mig"] = json{{"mode", MigModeName(g.mig_mode)}, {"devices", std::move(devices)}};
+    }
   }
   return json{{"version", kInventoryVersion},
               {"node", inv.node},
@@ -142,6 +219,39 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       TESSERA_ASSIGN_OR_RETURN(gpu.held_by, ReadString(g, "heldBy", where));
     }
     TESSERA_ASSIGN_OR_RETURN(gpu.mig_capable, ReadBool(g, "migCapable", where));
+    // Added within version 1, optional: present only for a GPU in MIG mode
+    // (an older reader ignores it and sees the GPU's slots, which are 0).
+    if (g.contains("mig")) {
+      const json& m = g["mig"];
+      const std::string mwhere = where + ".mig";
+      if (!m.is_object()) return Error{mwhere + ": expected an object {\"mode\":…,\"devices\":[…]}"};
+      TESSERA_ASSIGN_OR_RETURN(const std::string mode, ReadString(m, "mode", mwhere));
+      if (mode == "static") {
+        gpu.mig_mode = MigMode::kStatic;
+      } else if (mode == "dynamic") {
+        gpu.mig_mode = MigMode::kDynamic;
+      } else {
+        return Error{mwhere + ": \"mode\" is \"" + mode.substr(0, 40) +
+                     "\"; expected \"static\" or \"dynamic\" (omit \"mig\" for a GPU not in MIG mode)"};
+      }
+      auto read_device = [&gpu](const json& d, size_t, const std::string& dwhere) -> Status {
+        MigDevice device;
+        TESSERA_ASSIGN_OR_RETURN(device.uuid, ReadString(d, "uuid", dwhere));
+        TESSERA_ASSIGN_OR_RETURN(device.profile, ReadString(d, "profile", dwhere));
+        TESSERA_ASSIGN_OR_RETURN(device.start, ReadInt(d, "start", dwhere, 0, kMaxMigSlices - 1));
+        TESSERA_ASSIGN_OR_RETURN(device.size, ReadInt(d, "size", dwhere, 1, kMaxMigSlices));
+        TESSERA_ASSIGN_OR_RETURN(device.memory_mib, ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB));
+        TESSERA_ASSIGN_OR_RETURN(device.sm_count, ReadInt(d, "smCount", dwhere, 0, INT32_MAX));
+        TESSERA_ASSIGN_OR_RETURN(device.healthy, ReadBool(d, "healthy", dwhere));
+        if (d.contains("usedBy")) {
+          TESSERA_ASSIGN_OR_RETURN(device.used_by, ReadString(d, "usedBy", dwhere));
+        }
+        gpu.mig_devices.push_back(std::move(device));
+        return Status::Ok();
+      };
+      TESSERA_RETURN_IF_ERROR(ReadEachObject(m, "devices", mwhere, mwhere + ".devices",
+                                             "{\"uuid\":…,\"profile\":…,\"start\":…,…}", read_device));
+    }
     auto read_link = [&gpu](const json& l, size_t, const std::string& lwhere) -> Status {
       GpuLink link;
       TESSERA_ASSIGN_OR_RETURN(link.peer_uuid, ReadString(l, "peer", lwhere));

@@ -7,7 +7,14 @@
 //              "memoryMiB": 81920, "smCount": 108, "numaNode": 0, "healthy": true,
 //              "slots": 10, "cores": 100, "migCapable": true,
 //              "heldBy": "ml/legacy-job",   (optional: held whole by a pod tessera did not place)
-//              "links": [{"peer": "GPU-…", "kind": "nvlink", "lanes": 12}]}]}
+//              "links": [{"peer": "GPU-…", "kind": "nvlink", "lanes": 12}],
+//              "mig": {"mode": "dynamic",   (optional: only for a GPU in MIG mode)
+//                      "devices": [{"uuid": "MIG-…", "profile": "1g.10gb", "start": 6,
+//                                   "size": 1, "memoryMiB": 9728, "smCount": 14,
+//                                   "healthy": true,
+//                                   "usedBy": "ml/train-0/main"}]}}]}   (usedBy optional)
+//
+// A MIG device's parent is the GPU it is listed under.
 //
 // Same policy as the allocation payload: every known field is required and
 // checked strictly; unknown members are ignored; an incompatible change bumps
@@ -32,8 +39,12 @@ inline constexpr std::string_view kInventoryAnnotation = "tessera.io/gpu-invento
 inline constexpr int kMaxGpuIndex = 1023;
 inline constexpr int kMaxLinkLanes = 64;
 inline constexpr int kMaxSlots = 1024;
-inline constexpr int kMaxCoresPercent = 10000;             // core scaling up to 100
-inline constexpr size_t kMaxHeldByLength = 253 + 1 + 253;  // namespace/name
+inline constexpr int kMaxCoresPercent = 10000;                      // core scaling up to 100
+inline constexpr size_t kMaxHeldByLength = 253 + 1 + 253;           // namespace/name
+inline constexpr size_t kMaxUsedByLength = 253 + 1 + 253 + 1 + 63;  // namespace/pod/container
+inline constexpr size_t kMaxMigUuidLength = 128;
+inline constexpr size_t kMaxMigProfileLength = 32;
+inline constexpr int kMaxMigSlices = 8;  // memory slices of the largest MIG geometry
 
 struct NodeInventory {
   std::string node;
@@ -48,7 +59,12 @@ struct NodeInventory {
 // (0 = offers no vGPU), cores 1..10000 (percent of the GPU offered; absent in
 // an inventory from before the field existed, which reads as 100), heldBy absent or "<namespace>/<name>";
 // per link a peer that is another GPU of
-// this inventory, listed once, lanes 1..64. An empty GPU list is valid (a node without GPUs).
+// this inventory, listed once, lanes 1..64; "mig" only on a migCapable GPU in
+// MIG mode (static or dynamic), and per MIG device a "MIG-…" UUID unique on
+// the node, a profile name, a placement start 0..7 and size 1..8 within 8
+// memory slices and not overlapping another device of the GPU, memoryMiB up to
+// the GPU's, smCount >= 0, usedBy absent or "<namespace>/<pod>/<container>".
+// An empty GPU list is valid (a node without GPUs).
 Status ValidateInventory(const NodeInventory& inventory);
 
 Result<nlohmann::json> InventoryToJson(const NodeInventory& inventory);

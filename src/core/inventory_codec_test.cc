@@ -106,6 +106,103 @@ TEST(InventoryCodecTest, HeldByIsOptionalRoundTripsAndIsChecked) {
   EXPECT_FALSE(DecodeInventory(j.dump()).ok());
 }
 
+// The sample with GPU 0 in dynamic MIG mode holding two instances, one in use.
+NodeInventory MigSample() {
+  NodeInventory inv = Sample();
+  Gpu& a = inv.gpus[0];
+  a.mig_mode = MigMode::kDynamic;
+  a.slots = 0;
+  a.mig_devices = {
+      {"MIG-11111111-2222-3333-4444-555555555555", "1g.10gb", 6, 1, 9728, 14, true, ""},
+      {"MIG-66666666-2222-3333-4444-555555555555", "3g.40gb", 0, 4, 40192, 42, true, "ml/train-0/main"}};
+  inv.gpus[1].mig_mode = MigMode::kStatic;  // in MIG mode with no instance yet
+  return inv;
+}
+
+TEST(InventoryCodecTest, MigDevicesRoundTripUnderTheirParent) {
+  NodeInventory inv = MigSample();
+  const nlohmann::json j = *InventoryToJson(inv);
+  EXPECT_FALSE(j["gpus"][2].contains("mig")) << "absent for a GPU not in MIG mode";
+  EXPECT_EQ(j["gpus"][0]["mig"]["mode"], "dynamic");
+  EXPECT_EQ(j["gpus"][1]["mig"]["mode"], "static");
+  EXPECT_FALSE(j["gpus"][0]["mig"]["devices"][0].contains("usedBy")) << "absent while free";
+  EXPECT_EQ(j["gpus"][0]["mig"]["devices"][1]["usedBy"], "ml/train-0/main");
+  auto back = DecodeInventory(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, inv);
+  EXPECT_FALSE(back->gpus[0].usable()) << "a GPU in MIG mode takes no vGPU slices";
+  EXPECT_TRUE(back->gpus[2].usable());
+}
+
+TEST(InventoryCodecTest, AnInventoryWithoutMigReadsAsNotInMigMode) {
+  auto inv = DecodeInventory(*EncodeInventory(Sample()));
+  ASSERT_TRUE(inv.ok()) << inv.error().message;
+  for (const Gpu& g : inv->gpus) {
+    EXPECT_EQ(g.mig_mode, MigMode::kNone);
+    EXPECT_TRUE(g.mig_devices.empty());
+  }
+}
+
+TEST(InventoryCodecTest, EncodeRefusesInvalidMigDevices) {
+  struct Case {
+    const char* name;
+    std::function<void(NodeInventory&)> change;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"not capable", [](NodeInventory& i) { i.gpus[0].mig_capable = false; }, "\"migCapable\" is false"},
+      {"devices without mode",
+       [](NodeInventory& i) {
+         i.gpus[2].mig_devices = i.gpus[0].mig_devices;
+         i.gpus[0].mig_devices.clear();
+       },
+       "not in MIG mode"},
+      {"uuid", [](NodeInventory& i) { i.gpus[0].mig_devices[0].uuid = "GPU-1"; }, "\"MIG-...\""},
+      {"duplicate uuid",
+       [](NodeInventory& i) { i.gpus[0].mig_devices[1].uuid = i.gpus[0].mig_devices[0].uuid; },
+       "more than once"},
+      {"profile", [](NodeInventory& i) { i.gpus[0].mig_devices[0].profile = ""; }, "\"profile\""},
+      {"start", [](NodeInventory& i) { i.gpus[0].mig_devices[0].start = 8; }, "\"start\" is 8"},
+      {"size past the end", [](NodeInventory& i) { i.gpus[0].mig_devices[0].size = 3; }, "\"size\" is 3"},
+      {"overlap", [](NodeInventory& i) { i.gpus[0].mig_devices[0].start = 3; }, "overlap"},
+      {"memory", [](NodeInventory& i) { i.gpus[0].mig_devices[0].memory_mib = 90000; }, "\"memoryMiB\""},
+      {"used by", [](NodeInventory& i) { i.gpus[0].mig_devices[0].used_by = "ml/pod"; }, "\"usedBy\""},
+  };
+  for (const Case& c : cases) {
+    NodeInventory inv = MigSample();
+    c.change(inv);
+    auto refused = EncodeInventory(inv);
+    ASSERT_FALSE(refused.ok()) << c.name;
+    EXPECT_NE(refused.error().message.find(c.says), std::string::npos)
+        << c.name << ": " << refused.error().message;
+  }
+}
+
+TEST(InventoryCodecTest, DecodeRefusesMalformedMig) {
+  auto mutated = [](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = *InventoryToJson(MigSample());
+    change(j);
+    return j.dump();
+  };
+  const std::pair<std::string, const char*> cases[] = {
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"] = "dynamic"; }), "expected an object"},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"]["mode"] = "none"; }), "expected \"static\""},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"].erase("devices"); }), "\"devices\" is missing"},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"]["devices"][0].erase("start"); }),
+       "\"start\" is missing"},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"]["devices"][0]["size"] = 0; }), "\"size\""},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"]["devices"][0]["usedBy"] = 3; }), "\"usedBy\""},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mig"]["devices"][0]["healthy"] = "yes"; }),
+       "\"healthy\""},
+  };
+  for (const auto& [text, says] : cases) {
+    auto refused = DecodeInventory(text);
+    ASSERT_FALSE(refused.ok()) << text;
+    EXPECT_NE(refused.error().message.find(says), std::string::npos) << refused.error().message;
+  }
+  ExpectEveryTruncationRefused(*EncodeInventory(MigSample()), DecodeInventory);
+}
+
 // The sample's JSON with one change applied, as text.
 std::string Mutated(const std::function<void(nlohmann::json&)>& change) {
   nlohmann::json j = *InventoryToJson(Sample());

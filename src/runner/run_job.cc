@@ -89,6 +89,8 @@ std::string WhyNot(const core::GpuState& gpu, int index, const core::GpuCheck& c
              std::to_string(check.free) + "% free";
     case core::GpuReason::kUsedBySameContainer:
       return head + "already holds another slice of this job";
+    case core::GpuReason::kInMigMode:
+      return head + "in MIG mode: it offers MIG instances, not slices";
   }
   return head + std::string(core::ReasonName(check.reason));
 }
