@@ -6,12 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/testing.h"
 #include "host/inventory.h"
 #include "kubelet_standin.h"
 #include "node/agent.h"
@@ -39,11 +38,9 @@ class AgentFixture : public ::testing::Test {
  protected:
   // `pod_resources_socket` empty: the stand-in serves no PodResources API.
   void SetUpNode(const std::string& pod_resources_socket_name = "") {
-    char pattern[] = "/tmp/tn-XXXXXX";  // short: unix socket paths are limited
-    root_ = ::mkdtemp(pattern);
-    std::filesystem::create_directories(root_ + "/dp");
-    std::filesystem::create_directories(root_ + "/lib");
-    std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in for libvgpu";
+    root_ = tmp_.path();
+    tmp_.MakeDir("dp");
+    tmp_.Write("lib/libvgpu.so", "stand-in for libvgpu");
     config_.plugin_dir = root_ + "/dp";
     config_.libvgpu_host_path = root_ + "/lib/libvgpu.so";
     config_.region_host_dir = root_ + "/regions";
@@ -56,7 +53,6 @@ class AgentFixture : public ::testing::Test {
   void TearDown() override {
     agent_.reset();
     kubelet_.reset();
-    if (!root_.empty()) std::filesystem::remove_all(root_);
   }
 
   void StartAgent() {
@@ -67,6 +63,7 @@ class AgentFixture : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started.error().message;
   }
 
+  ::tessera::testing::TempDir tmp_{"tn"};  // short: unix socket paths are limited
   std::string root_;
   std::string pod_resources_socket_;
   NodeConfig config_;

@@ -1,20 +1,20 @@
 // The tessera-node binary as a DaemonSet would run it: configuration errors at
 // start, and a full run against the simulated GPUs (libnvidia-ml.so.1 from
 // src/sim) with the kubelet stand-in on the other end of the socket.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+
+#include "base/testing.h"
 
 #include "host/nvml_api.h"
 #include "host/nvml_inventory.h"
 #include "kubelet_standin.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
 
 namespace tessera::node {
 namespace {
@@ -25,40 +25,15 @@ using testing::KubeletStandIn;
 
 constexpr auto kWait = 30s;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
-// Runs a shell command, returning its exit code and merged output.
-Outcome RunShell(const std::string& command) {
-  Outcome outcome;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return outcome;
-  std::array<char, 4096> buffer{};
-  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe))
-    outcome.output.append(buffer.data(), n);
-  int status = ::pclose(pipe);
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
-}
+using ::tessera::testing::RunShell;
 
 class NodeBinaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tn-XXXXXX";
-    root_ = ::mkdtemp(pattern);
-    fs::create_directories(root_ + "/dp");
-    fs::create_directories(root_ + "/lib");
-    std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in for libvgpu";
+    tmp_.MakeDir("dp");
+    tmp_.Write("lib/libvgpu.so", "stand-in for libvgpu");
   }
-  void TearDown() override {
-    if (child_ > 0) {
-      ::kill(child_, SIGKILL);
-      ::waitpid(child_, nullptr, 0);
-    }
-    fs::remove_all(root_);
-  }
+  void TearDown() override { ::tessera::testing::KillAndWait(child_, SIGKILL); }
 
   // Starts tessera-node against the simulated GPUs; output goes to a log file.
   void StartNode(std::vector<std::string> extra_args) {
@@ -70,28 +45,16 @@ class NodeBinaryTest : public ::testing::Test {
                                      // tests/integration/node/node_cluster_test.cc has them.
                                      "--kubernetes=false", "--pod-resources-socket", "", "--metrics-port=0"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    child_ = ::fork();
+    const std::string log = root_ + "/node.log";
+    child_ = ::tessera::testing::SpawnOnSimGpu(sim_, {.argv = args, .stdout_path = log, .stderr_path = log});
     ASSERT_GE(child_, 0);
-    if (child_ == 0) {
-      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
-      ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
   }
 
-  std::string Log() const {
-    std::ifstream in(root_ + "/node.log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string Log() const { return tmp_.Read("node.log"); }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"tn"};  // short: unix socket paths are limited
+  const std::string root_ = tmp_.path();
+  const ::tessera::testing::SimGpu sim_{.gpus = "2xA100-80GB", .state_dir = root_ + "/sim"};
   pid_t child_ = -1;
 };
 
@@ -132,8 +95,7 @@ TEST_F(NodeBinaryTest, MissingNvmlIsAClearStartupFailure) {
 }
 
 TEST_F(NodeBinaryTest, DiscoversTheSimulatedGpus) {
-  ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
-  ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
+  sim_.Export();
   auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
   ASSERT_TRUE(library.ok()) << library.error().message;
   const host::NvmlApi& api = (*library)->api();

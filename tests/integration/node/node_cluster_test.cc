@@ -12,16 +12,12 @@
 //  - the region of a pod that is gone is removed.
 // "Containers" are real processes in their own mount namespace with the region
 // directory bind-mounted where Allocate said, as a container runtime does.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -31,6 +27,7 @@
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
+#include "base/testing.h"
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
 #include "host/nvml_api.h"
@@ -41,6 +38,9 @@
 #include "node/inventory_publisher.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
+#include "testing/ports.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
 
 namespace tessera::node {
 namespace {
@@ -53,54 +53,22 @@ using tessera::testing::KubeletStandIn;
 
 constexpr const char* kNode = "gpu-node-1";
 
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 60s) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return condition();
-}
+using ::tessera::testing::FreePort;
+using ::tessera::testing::ShellQuote;
+using ::tessera::testing::WaitFor;
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string RunShell(const std::string& command, int* exit_code = nullptr) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = ::pclose(pipe);
-  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+// `command`'s output (stdout and stderr), through /bin/sh.
+std::string RunShell(const std::string& command) {
+  return ::tessera::testing::RunShell(command).output;
 }
 
 class NodeClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tnc-XXXXXX";
-    root_ = ::mkdtemp(pattern);
     for (const char* d : {"dp", "lib", "regions", "view", "sim", "podres"})
       fs::create_directories(root_ + "/" + d);
     fs::copy_file(TESSERA_VGPU_LIB, root_ + "/lib/libvgpu.so");
-    ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
-    ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
+    sim_.Export();  // this process reads the simulated GPUs too, and tessera-node inherits them
 
     // The simulated GPUs, as NVML (the sim's) reports them.
     auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
@@ -125,18 +93,11 @@ class NodeClusterTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (node_ > 0) {
-      ::kill(node_, SIGTERM);
-      ::waitpid(node_, nullptr, 0);
-    }
+    for (pid_t& pid : children_) ::tessera::testing::KillAndWait(pid, SIGKILL);
+    ::tessera::testing::KillAndWait(node_, SIGTERM);
     kubelet_->Stop();
     api_->Stop();
     if (HasFailure()) std::cerr << "tessera-node log:\n" << NodeLog() << std::endl;
-    fs::remove_all(root_);
   }
 
   // Starts the binary with the test's settings; `overrides` replaces or adds flags.
@@ -158,25 +119,13 @@ class NodeClusterTest : public ::testing::Test {
     for (const auto& [flag, value] : overrides) flags[flag] = value;
     std::vector<std::string> args = {TESSERA_NODE_BINARY};
     for (const auto& [flag, value] : flags) args.push_back(flag + "=" + value);
-    node_ = ::fork();
+    node_ = ::tessera::testing::Spawn(
+        {.argv = args, .stdout_path = root_ + "/node.log", .stderr_path = root_ + "/node.log"});
     ASSERT_GE(node_, 0);
-    if (node_ == 0) {
-      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
     ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 60s)) << NodeLog();
   }
 
-  std::string NodeLog() const {
-    std::ifstream in(root_ + "/node.log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string NodeLog() const { return tmp_.Read("node.log"); }
 
   std::optional<core::NodeInventory> PublishedInventory() const {
     auto node = api_->GetObject("nodes", "", kNode);
@@ -186,6 +135,46 @@ class NodeClusterTest : public ::testing::Test {
     auto inventory = core::DecodeInventory(text);
     if (!inventory.ok()) return std::nullopt;
     return *inventory;
+  }
+
+  // The scheduler's own code (no leader election) against the API-server
+  // stand-in, started and ready; null (and a failure) when it is not.
+  std::unique_ptr<scheduler::Scheduler> StartScheduler() {
+    scheduler::SchedulerConfig config;
+    config.port = 0;
+    config.bind_address = "127.0.0.1";
+    config.leader_elect = false;
+    config.identity = "it";
+    kube::CurlTransportOptions transport;
+    transport.server = api_->url();
+    auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
+    auto scheduler = std::make_unique<scheduler::Scheduler>(config, client);
+    const bool started = scheduler->Start().ok();
+    EXPECT_TRUE(started);
+    if (!started || !WaitFor([&] { return scheduler->Ready(); })) {
+      ADD_FAILURE() << "the scheduler did not become ready";
+      return nullptr;
+    }
+    return scheduler;
+  }
+
+  // A pod whose one container asks for two GPUs of `memory_mib` each.
+  static Json PodOfTwoGpus(const std::string& memory_mib) {
+    return {
+        {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
+        {"spec",
+         {{"containers",
+           {{{"name", "main"},
+             {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", memory_mib}}}}}}}}}}};
+  }
+
+  // The extender's /filter answer for `pod` on this node, as kube-scheduler
+  // asks it (null when there is none).
+  static Json Filter(const scheduler::Scheduler& scheduler, const Json& pod) {
+    httplib::Client http("127.0.0.1", scheduler.port());
+    const Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
+    auto res = http.Post("/filter", args.dump(), "application/json");
+    return res ? Json::parse(res->body, nullptr, false) : Json();
   }
 
   // Metrics are published at the end of each monitor pass: wait for a line.
@@ -295,23 +284,19 @@ class NodeClusterTest : public ::testing::Test {
     const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
                                " && " + launch + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
                                ShellQuote(out) + " 2>&1";
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/usr/bin/unshare", "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-              script.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    const pid_t pid = ::tessera::testing::Spawn(
+        {.argv = {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}});
     children_.push_back(pid);
     return pid;
   }
 
   static bool NamespacesWork() {
-    int rc = -1;
-    RunShell("unshare --mount --propagation private true", &rc);
-    return rc == 0;
+    return ::tessera::testing::RunShell("unshare --mount --propagation private true").exit_code == 0;
   }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"tnc"};  // short: unix socket paths are limited
+  const std::string root_ = tmp_.path();
+  const ::tessera::testing::SimGpu sim_{.gpus = "2xA100-80GB", .state_dir = root_ + "/sim"};
   std::vector<core::Gpu> gpus_;
   std::unique_ptr<FakeApiServer> api_;
   std::unique_ptr<KubeletStandIn> kubelet_;
@@ -347,29 +332,10 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
   }));
 
   // The scheduler's own code places a GPU pod on the published GPUs.
-  scheduler::SchedulerConfig config;
-  config.port = 0;
-  config.bind_address = "127.0.0.1";
-  config.leader_elect = false;
-  config.identity = "it";
-  kube::CurlTransportOptions transport;
-  transport.server = api_->url();
-  auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
-  scheduler::Scheduler scheduler(config, client);
-  ASSERT_TRUE(scheduler.Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return scheduler.Ready(); }));
-  Json pod = {
-      {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
-      {"spec",
-       {{"containers",
-         {{{"name", "main"},
-           {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "20000"}}}}}}}}}}};
-  httplib::Client http("127.0.0.1", scheduler.port());
-  auto filter = [&] {
-    Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
-    auto res = http.Post("/filter", args.dump(), "application/json");
-    return res ? Json::parse(res->body, nullptr, false) : Json();
-  };
+  auto scheduler = StartScheduler();
+  ASSERT_TRUE(scheduler);
+  const Json pod = PodOfTwoGpus("20000");
+  auto filter = [&] { return Filter(*scheduler, pod); };
   ASSERT_TRUE(WaitFor([&] {
     Json r = filter();
     return r.is_object() && r["NodeNames"].is_array() && r["NodeNames"].size() == 1;
@@ -389,7 +355,7 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
   })) << filter().dump();
   EXPECT_NE(filter()["FailedNodes"][kNode].get<std::string>().find("unhealthy"), std::string::npos)
       << filter().dump();
-  scheduler.Stop();
+  scheduler->Stop();
 }
 
 TEST_F(NodeClusterTest, APublishFailureIsRetriedAndTheApiServerRecoveryPicksItUp) {
@@ -592,29 +558,12 @@ TEST_F(NodeClusterTest, APodTesseraDidNotPlaceHoldsItsGpuWholeWhenConfigured) {
 
   // The scheduler's own code: a pod asking for both GPUs does not fit, and
   // says which pod holds the second.
-  scheduler::SchedulerConfig config;
-  config.port = 0;
-  config.bind_address = "127.0.0.1";
-  config.leader_elect = false;
-  config.identity = "it";
-  kube::CurlTransportOptions transport;
-  transport.server = api_->url();
-  auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
-  scheduler::Scheduler scheduler(config, client);
-  ASSERT_TRUE(scheduler.Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return scheduler.Ready(); }));
-  Json pod = {
-      {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u1"}}},
-      {"spec",
-       {{"containers",
-         {{{"name", "main"},
-           {"resources", {{"limits", {{"nvidia.com/gpu", "2"}, {"nvidia.com/gpumem", "1000"}}}}}}}}}}};
-  httplib::Client http("127.0.0.1", scheduler.port());
-  Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
+  auto scheduler = StartScheduler();
+  ASSERT_TRUE(scheduler);
+  const Json pod = PodOfTwoGpus("1000");
   Json answer;
   ASSERT_TRUE(WaitFor([&] {
-    auto res = http.Post("/filter", args.dump(), "application/json");
-    answer = res ? Json::parse(res->body, nullptr, false) : Json();
+    answer = Filter(*scheduler, pod);
     return answer.is_object() && answer["FailedNodes"].contains(kNode);
   })) << answer.dump();
   EXPECT_NE(answer["FailedNodes"][kNode].get<std::string>().find(
@@ -630,11 +579,10 @@ TEST_F(NodeClusterTest, APodTesseraDidNotPlaceHoldsItsGpuWholeWhenConfigured) {
     return inventory && inventory->gpus[1].held_by.empty();
   })) << NodeLog();
   ASSERT_TRUE(WaitFor([&] {
-    auto res = http.Post("/filter", args.dump(), "application/json");
-    answer = res ? Json::parse(res->body, nullptr, false) : Json();
+    answer = Filter(*scheduler, pod);
     return answer.is_object() && answer["NodeNames"].is_array() && answer["NodeNames"].size() == 1;
   })) << answer.dump();
-  scheduler.Stop();
+  scheduler->Stop();
 }
 
 TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {

@@ -1,20 +1,18 @@
 // tessera-node's device plugin driven by the kubelet stand-in over the real
 // v1beta1 gRPC: registration, the advertised list, health changes, Allocate,
 // GetPreferredAllocation and kubelet / plugin restarts.
-#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "agent_fixture.h"
 #include "base/testing.h"
 #include "node/registrar.h"
+#include "testing/ports.h"
 
 namespace tessera::node {
 namespace {
@@ -26,43 +24,11 @@ using test::TwoGpus;
 using testing::KubeletStandIn;
 
 // Polls `condition` until it holds or kWait passes.
-template <typename Condition>
-bool Eventually(Condition condition) {
-  auto deadline = std::chrono::steady_clock::now() + kWait;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(10ms);
-  }
-  return true;
+bool Eventually(const std::function<bool()>& condition) {
+  return ::tessera::testing::WaitFor(condition, kWait);
 }
 
-// A loopback port nothing listens on now: bound and closed without listening.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-bool Refused(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  const bool refused =
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 && errno == ECONNREFUSED;
-  ::close(fd);
-  return refused;
-}
+using ::tessera::testing::FreePort;
 
 size_t CountHealth(const std::vector<v1beta1::Device>& devices, const std::string& health) {
   return std::count_if(devices.begin(), devices.end(), [&](const auto& d) { return d.health() == health; });
@@ -288,7 +254,7 @@ TEST_F(PluginKubeletTest, StopRightAfterStartReturnsAndClosesTheMetricsPort) {
     StartAgent();
     ASSERT_EQ(agent_->metrics_port(), config_.metrics_port);
     ::tessera::testing::ReturnsOrAbort([&] { agent_->Stop(); }, "Agent::Stop right after Start");
-    EXPECT_TRUE(Refused(config_.metrics_port)) << "iteration " << i;
+    EXPECT_TRUE(::tessera::testing::NothingListensOn(config_.metrics_port)) << "iteration " << i;
     agent_.reset();
   }
 }
