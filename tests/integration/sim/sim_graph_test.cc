@@ -178,18 +178,8 @@ void GraphBookkeeping(CUfunction busy, CUstream s) {
   CUgraphExecUpdateResultInfo info{};
   SIM_OK(cuGraphExecUpdate(exec, g, &info));
   SIM_CHECK_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
-  CUevent e0, e1;
-  SIM_OK(cuEventCreate(&e0, 0));
-  SIM_OK(cuEventCreate(&e1, 0));
-  SIM_OK(cuEventRecord(e0, s));
-  SIM_OK(cuGraphLaunch(exec, s));
-  SIM_OK(cuEventRecord(e1, s));
-  SIM_OK(cuStreamSynchronize(s));
-  float ms = 0;
-  SIM_OK(cuEventElapsedTime(&ms, e0, e1));
+  const float ms = LaunchTimed(exec, s);
   SIM_CHECK(ms >= 1.9f && ms < 100.0f);  // one 2 ms kernel left after the update
-  SIM_OK(cuEventDestroy(e0));
-  SIM_OK(cuEventDestroy(e1));
   SIM_OK(cuGraphExecDestroy(exec));
   SIM_OK(cuGraphDestroy(clone));
   SIM_OK(cuGraphDestroy(g));

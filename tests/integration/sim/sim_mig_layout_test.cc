@@ -59,15 +59,9 @@ int Program() {
   SIM_OK(cuDeviceGetCount(&count));
   std::string devices;
   for (int i = 0; i < count; ++i) {
-    CUdevice d;
-    SIM_OK(cuDeviceGet(&d, i));
-    char name[128] = {};
-    SIM_OK(cuDeviceGetName(name, sizeof(name), d));
-    size_t total = 0;
-    SIM_OK(cuDeviceTotalMem(&total, d));
-    int sms = 0;
-    SIM_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
-    devices += "|" + std::string(name) + "/" + std::to_string(total / kMiB) + "/" + std::to_string(sms);
+    const simtest::DeviceView view = simtest::ViewDevice(i);
+    devices +=
+        "|" + view.name + "/" + std::to_string(view.total_bytes / kMiB) + "/" + std::to_string(view.sms);
   }
   std::printf("CUDA %d%s\n", count, devices.c_str());
   SIM_OK(nvmlInit());

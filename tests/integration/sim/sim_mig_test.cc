@@ -21,24 +21,16 @@ int MigClient() {
   SIM_OK(cuInit(0));
   int count = 0;
   SIM_OK(cuDeviceGetCount(&count));
-  CUdevice d;
-  SIM_OK(cuDeviceGet(&d, 0));
-  char name[128] = {};
-  SIM_OK(cuDeviceGetName(name, sizeof(name), d));
-  size_t total = 0;
-  SIM_OK(cuDeviceTotalMem(&total, d));
-  int sms = 0;
-  SIM_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
-  CUcontext ctx;
-  SIM_OK(cuDevicePrimaryCtxRetain(&ctx, d));
-  SIM_OK(cuCtxSetCurrent(ctx));
+  const simtest::DeviceView view = simtest::ViewDevice(0);
+  simtest::UseDevice(0);
   // Fill the instance: allocations stop at its memory, not the GPU's.
   uint64_t got = 0;
   CUdeviceptr p;
   while (cuMemAlloc(&p, 256 * kMiB) == CUDA_SUCCESS) got += 256 * kMiB;
   size_t free_b = 0, total_b = 0;
   SIM_OK(cuMemGetInfo(&free_b, &total_b));
-  std::printf("DEVICE %d|%s|%llu|%d|%llu|%llu\n", count, name, static_cast<unsigned long long>(total), sms,
+  std::printf("DEVICE %d|%s|%llu|%d|%llu|%llu\n", count, view.name.c_str(),
+              static_cast<unsigned long long>(view.total_bytes), view.sms,
               static_cast<unsigned long long>(got >> 20), static_cast<unsigned long long>(free_b >> 20));
   std::fflush(stdout);
   char line[32];

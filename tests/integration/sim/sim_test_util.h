@@ -89,6 +89,24 @@ inline CUcontext UseDevice(int ordinal, CUdevice* device = nullptr) {
   return ctx;
 }
 
+// What a CUDA program sees of device `ordinal`: its name, memory and SMs.
+struct DeviceView {
+  std::string name;
+  size_t total_bytes = 0;
+  int sms = 0;
+};
+inline DeviceView ViewDevice(int ordinal) {
+  CUdevice d = 0;
+  SIM_OK(cuDeviceGet(&d, ordinal));
+  char name[128] = {};
+  SIM_OK(cuDeviceGetName(name, sizeof(name), d));
+  DeviceView view;
+  view.name = name;
+  SIM_OK(cuDeviceTotalMem(&view.total_bytes, d));
+  SIM_OK(cuDeviceGetAttribute(&view.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+  return view;
+}
+
 // The simulator's kernel `name` (docs/sim.md lists them), from a module of the
 // current context; the module's image is not read, so any bytes do.
 inline CUfunction SimKernel(const char* name) {

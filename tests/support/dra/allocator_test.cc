@@ -92,6 +92,11 @@ Json Claim(const std::string& name, Json requests, Json extra = Json::object()) 
           {"spec", {{"devices", devices}}}};
 }
 
+// A claim `name` asking for one device of the GPU class, the commonest case.
+Json OneDeviceClaim(const std::string& name) {
+  return Claim(name, Json::array({Request("gpu", Exactly())}));
+}
+
 // A claim that already holds devices (its status.allocation).
 Json Allocated(const std::string& name, Json results) {
   Json claim = Claim(name, Json::array({Request("gpu", Exactly())}));
@@ -142,7 +147,7 @@ TEST(AllocatorTest, AllocatesADeviceOfTheClassOnTheNode) {
   state.device_classes = {GpuClass()};
   state.resource_slices = {Slice("s-a", {WholeGpu("gpu-0")}),
                            Slice("s-b", {WholeGpu("gpu-9")}, "node-b", 1, 1, "node-b")};
-  Json allocation = AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})));
+  Json allocation = AllocateOne(state, OneDeviceClaim("c"));
   ASSERT_EQ(allocation["devices"]["results"].size(), 1u);
   const Json& result = allocation["devices"]["results"][0];
   EXPECT_EQ(result, (Json{{"request", "gpu"}, {"driver", kDriver}, {"pool", kNode}, {"device", "gpu-0"}}));
@@ -229,7 +234,7 @@ TEST(AllocatorTest, AnAllocatedDeviceIsNotGivenTwice) {
   state.device_classes = {GpuClass()};
   state.resource_slices = {Slice("s", {WholeGpu("gpu-0"), WholeGpu("gpu-1")})};
   state.resource_claims = {Allocated("old", Json::array({Holds("gpu-0")}))};
-  Json claim = Claim("c", Json::array({Request("gpu", Exactly())}));
+  Json claim = OneDeviceClaim("c");
   EXPECT_EQ(DevicesOf(AllocateOne(state, claim)), std::vector<std::string>{"gpu-1"});
   state.resource_claims.push_back(Allocated("older", Json::array({Holds("gpu-1")})));
   auto failure = Refusal(state, {claim});
@@ -246,14 +251,12 @@ TEST(AllocatorTest, ThePodsClaimsAreAllocatedTogether) {
   state.device_classes = {GpuClass()};
   state.resource_slices = {Slice("s", {WholeGpu("gpu-0"), WholeGpu("gpu-1")})};
   Allocator allocator(state);
-  auto both = allocator.AllocateOnNode(kNode, {Claim("a", Json::array({Request("gpu", Exactly())})),
-                                               Claim("b", Json::array({Request("gpu", Exactly())}))});
+  auto both = allocator.AllocateOnNode(kNode, {OneDeviceClaim("a"), OneDeviceClaim("b")});
   ASSERT_TRUE(both.ok()) << both.error().Describe();
   EXPECT_EQ(DevicesOf((*both)[0]), std::vector<std::string>{"gpu-0"});
   EXPECT_EQ(DevicesOf((*both)[1]), std::vector<std::string>{"gpu-1"});
-  auto three = allocator.AllocateOnNode(kNode, {Claim("a", Json::array({Request("gpu", Exactly())})),
-                                                Claim("b", Json::array({Request("gpu", Exactly())})),
-                                                Claim("c", Json::array({Request("gpu", Exactly())}))});
+  auto three =
+      allocator.AllocateOnNode(kNode, {OneDeviceClaim("a"), OneDeviceClaim("b"), OneDeviceClaim("c")});
   ASSERT_FALSE(three.ok());
   EXPECT_TRUE(three.error().Mentions("each request fits on its own but not together"))
       << three.error().Describe();
@@ -267,7 +270,7 @@ TEST(AllocatorTest, TaintedDevicesNeedATolerationWhichTheResultRecords) {
   Json noted = WholeGpu("gpu-1");
   noted["taints"] = Json::array({{{"key", "tessera.io/note"}, {"effect", "None"}}});  // does not block
   state.resource_slices = {Slice("s", {sick})};
-  Json plain = Claim("c", Json::array({Request("gpu", Exactly())}));
+  Json plain = OneDeviceClaim("c");
   auto failure = Refusal(state, {plain});
   EXPECT_TRUE(failure.Mentions("tainted tessera.io/xid=79:NoSchedule and the request does not tolerate it"))
       << failure.Describe();
@@ -334,7 +337,7 @@ TEST(AllocatorTest, OnlyTheNodesSlicesCountAndTheNodeSelectorSaysSo) {
   Json network_slice = Slice("shared", {WholeGpu("gpu-net")}, "", 1, 1, "fabric");
   network_slice["spec"]["allNodes"] = true;
   state.resource_slices = {Slice("b", {WholeGpu("gpu-b")}, "node-b", 1, 1, "node-b"), network_slice};
-  Json allocation = AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})));
+  Json allocation = AllocateOne(state, OneDeviceClaim("c"));
   EXPECT_EQ(DevicesOf(allocation), std::vector<std::string>{"gpu-net"});
   EXPECT_FALSE(allocation.contains("nodeSelector"));  // usable anywhere
 
@@ -344,11 +347,11 @@ TEST(AllocatorTest, OnlyTheNodesSlicesCountAndTheNodeSelectorSaysSo) {
   state.resource_slices = {rack};
   Json node = {{"metadata", {{"name", kNode}, {"labels", {{"rack", "r1"}}}}}};
   Allocator allocator(state);
-  auto on_rack = allocator.Allocate(node, {Claim("c", Json::array({Request("gpu", Exactly())}))});
+  auto on_rack = allocator.Allocate(node, {OneDeviceClaim("c")});
   ASSERT_TRUE(on_rack.ok()) << on_rack.error().Describe();
   EXPECT_EQ((*on_rack)[0]["nodeSelector"], rack["spec"]["nodeSelector"]);
   node["metadata"]["labels"]["rack"] = "r2";
-  EXPECT_FALSE(allocator.Allocate(node, {Claim("c", Json::array({Request("gpu", Exactly())}))}).ok());
+  EXPECT_FALSE(allocator.Allocate(node, {OneDeviceClaim("c")}).ok());
 
   // perDeviceNodeSelection: each device names its node.
   Json per_device = Slice("pd", {WholeGpu("gpu-x"), WholeGpu("gpu-y")}, "", 1, 1, "pd");
@@ -356,7 +359,7 @@ TEST(AllocatorTest, OnlyTheNodesSlicesCountAndTheNodeSelectorSaysSo) {
   per_device["spec"]["devices"][0]["nodeName"] = "node-b";
   per_device["spec"]["devices"][1]["nodeName"] = kNode;
   state.resource_slices = {per_device};
-  allocation = AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})));
+  allocation = AllocateOne(state, OneDeviceClaim("c"));
   EXPECT_EQ(DevicesOf(allocation), std::vector<std::string>{"gpu-y"});
   EXPECT_TRUE(allocation.contains("nodeSelector"));
 }
@@ -366,14 +369,13 @@ TEST(AllocatorTest, OnlyTheNewestGenerationOfAPoolCounts) {
   state.device_classes = {GpuClass()};
   state.resource_slices = {Slice("old", {WholeGpu("gpu-old")}, kNode, 1),
                            Slice("new", {WholeGpu("gpu-new")}, kNode, 2)};
-  EXPECT_EQ(DevicesOf(AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})))),
-            std::vector<std::string>{"gpu-new"});
+  EXPECT_EQ(DevicesOf(AllocateOne(state, OneDeviceClaim("c"))), std::vector<std::string>{"gpu-new"});
 }
 
 TEST(AllocatorTest, IncompleteAndInvalidPoolsAreNotAllocatedFrom) {
   ClusterState state;
   state.device_classes = {GpuClass()};
-  Json claim = Claim("c", Json::array({Request("gpu", Exactly())}));
+  Json claim = OneDeviceClaim("c");
   state.resource_slices = {Slice("s1", {WholeGpu("gpu-0")}, kNode, 3, 2)};
   auto failure = Refusal(state, {claim});
   EXPECT_TRUE(
@@ -502,7 +504,7 @@ TEST(AllocatorTest, ValidRangeWithoutStepOrMaxAndFractionalRequests) {
   EXPECT_EQ(consumed["memory"], "1500Mi");  // no step: as requested
   EXPECT_EQ(consumed["cores"], "3");        // 2.5 -> whole units -> 3
   // No default and no request: the whole capacity.
-  allocation = AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})));
+  allocation = AllocateOne(state, OneDeviceClaim("c"));
   EXPECT_EQ(allocation["devices"]["results"][0]["consumedCapacity"],
             (Json{{"memory", "80Gi"}, {"cores", "100"}}));
 }
@@ -538,7 +540,7 @@ TEST(AllocatorTest, WithoutAPolicyTheRequestIsTakenAsIsAndNoRequestTakesAll) {
   state.resource_slices = {Slice("s", {gpu})};
   Json some = Claim("c", Json::array({Request("gpu", Exactly("gpu.tessera.io", 1, {{"memory", "3000Mi"}}))}));
   EXPECT_EQ(AllocateOne(state, some)["devices"]["results"][0]["consumedCapacity"]["memory"], "3000Mi");
-  Json whole = Claim("c", Json::array({Request("gpu", Exactly())}));
+  Json whole = OneDeviceClaim("c");
   EXPECT_EQ(AllocateOne(state, whole)["devices"]["results"][0]["consumedCapacity"]["memory"], "80Gi");
   // After a request that takes it all, nothing is left to share.
   state.resource_claims = {Allocated("all", Json::array({Holds("gpu-0", {{"memory", "80Gi"}}, "x")}))};
@@ -597,7 +599,7 @@ TEST(AllocatorTest, ASharedDeviceWithoutCapacitiesIsSharedWithoutLimit) {
     state.resource_claims.push_back(
         Allocated("c" + std::to_string(i), Json::array({Holds("gpu-0", nullptr, "s" + std::to_string(i))})));
   }
-  Json allocation = AllocateOne(state, Claim("c", Json::array({Request("gpu", Exactly())})));
+  Json allocation = AllocateOne(state, OneDeviceClaim("c"));
   EXPECT_EQ(allocation["devices"]["results"][0]["shareID"], "share-1");
   EXPECT_FALSE(allocation["devices"]["results"][0].contains("consumedCapacity"));
 }
@@ -682,7 +684,7 @@ TEST(AllocatorTest, CountersAreNeverOverConsumed) {
     ClusterState state = PartitionedGpu(separate);
     // A partition is allocated: the whole GPU and the overlapping 4g no longer fit.
     state.resource_claims = {Allocated("mig", Json::array({Holds("gpu-0-mig-3g40gb-0")}))};
-    Json any = Claim("c", Json::array({Request("gpu", Exactly())}));
+    Json any = OneDeviceClaim("c");
     EXPECT_EQ(DevicesOf(AllocateOne(state, any)), std::vector<std::string>{"gpu-0-mig-3g40gb-4"});
     auto failure = Refusal(state, {Claim("c", Json::array({Request("gpu", Exactly("gpu.tessera.io", 2))}))});
     EXPECT_TRUE(failure.Mentions(
@@ -695,18 +697,15 @@ TEST(AllocatorTest, CountersAreNeverOverConsumed) {
     // In one run: two partitions fit, a third does not.
     state.resource_claims.clear();
     Allocator allocator(state);
-    auto two = allocator.AllocateOnNode(kNode, {Claim("a", Json::array({Request("gpu", Exactly())})),
-                                                Claim("b", Json::array({Request("gpu", Exactly())}))});
+    auto two = allocator.AllocateOnNode(kNode, {OneDeviceClaim("a"), OneDeviceClaim("b")});
     ASSERT_TRUE(two.ok()) << two.error().Describe();
     // The whole GPU first (it comes first), then nothing else fits beside it:
     // the search backtracks to two partitions.
     EXPECT_EQ(DevicesOf((*two)[0]), std::vector<std::string>{"gpu-0-mig-3g40gb-0"});
     EXPECT_EQ(DevicesOf((*two)[1]), std::vector<std::string>{"gpu-0-mig-3g40gb-4"});
-    EXPECT_FALSE(allocator
-                     .AllocateOnNode(kNode, {Claim("a", Json::array({Request("gpu", Exactly())})),
-                                             Claim("b", Json::array({Request("gpu", Exactly())})),
-                                             Claim("c", Json::array({Request("gpu", Exactly())}))})
-                     .ok());
+    EXPECT_FALSE(
+        allocator.AllocateOnNode(kNode, {OneDeviceClaim("a"), OneDeviceClaim("b"), OneDeviceClaim("c")})
+            .ok());
   }
 }
 
@@ -729,14 +728,14 @@ TEST(AllocatorTest, ASharedPartitionConsumesItsCountersOnce) {
 TEST(AllocatorTest, ACounterThatDoesNotExistMakesThePoolInvalid) {
   ClusterState state = PartitionedGpu(false);
   state.resource_slices[0]["spec"]["devices"][0]["consumesCounters"][0]["counterSet"] = "gpu-7-counter-set";
-  auto failure = Refusal(state, {Claim("c", Json::array({Request("gpu", Exactly())}))});
+  auto failure = Refusal(state, {OneDeviceClaim("c")});
   EXPECT_TRUE(
       failure.Mentions("is invalid: device gpu-0 consumes from unknown counter set gpu-7-counter-set"))
       << failure.Describe();
   // A separate counter slice that has not arrived: the pool is incomplete.
   state = PartitionedGpu(true);
   state.resource_slices.erase(state.resource_slices.begin());
-  failure = Refusal(state, {Claim("c", Json::array({Request("gpu", Exactly())}))});
+  failure = Refusal(state, {OneDeviceClaim("c")});
   EXPECT_TRUE(failure.Mentions("is incomplete (1 of 2 slices")) << failure.Describe();
 }
 
@@ -753,7 +752,7 @@ TEST(AllocatorTest, InvalidClaimsAndClassesAreRefusedWithTheirReason) {
   };
   Json admin = Exactly();
   admin["adminAccess"] = true;
-  Json already = Claim("c", Json::array({Request("gpu", Exactly())}));
+  Json already = OneDeviceClaim("c");
   already["status"] = {{"allocation", {{"devices", {{"results", Json::array()}}}}}};
   const std::vector<Case> cases = {
       {Claim("c", Json::array({Request("gpu", Exactly("missing"))})),
