@@ -73,3 +73,9 @@ class AgentFixture : public ::testing::Test {
 };
 
 }  // namespace tessera::node::test
+
+// Every test of the fixture names these without their namespace.
+namespace tessera::node {
+using test::kWait;
+using test::TwoGpus;
+}  // namespace tessera::node

@@ -19,8 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-using test::kWait;
-using test::TwoGpus;
 using testing::KubeletStandIn;
 
 // Polls `condition` until it holds or kWait passes.

@@ -97,6 +97,13 @@ Json OneDeviceClaim(const std::string& name) {
   return Claim(name, Json::array({Request("gpu", Exactly())}));
 }
 
+// A one-GPU claim requesting `memory` of the device's capacity (no request
+// when null).
+Json MemoryClaim(const char* memory) {
+  Json capacity = memory ? Json{{"memory", memory}} : Json(nullptr);
+  return Claim("c", Json::array({Request("gpu", Exactly("gpu.tessera.io", 1, capacity))}));
+}
+
 // A claim that already holds devices (its status.allocation).
 Json Allocated(const std::string& name, Json results) {
   Json claim = Claim(name, Json::array({Request("gpu", Exactly())}));
@@ -478,8 +485,7 @@ TEST(AllocatorTest, ValidRangeRoundsUpToMinThenToTheNextStep) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.requested ? c.requested : "(none)");
-    Json capacity = c.requested ? Json{{"memory", c.requested}} : Json(nullptr);
-    Json claim = Claim("c", Json::array({Request("gpu", Exactly("gpu.tessera.io", 1, capacity))}));
+    Json claim = MemoryClaim(c.requested);
     if (c.consumed == nullptr) {
       auto failure = Refusal(state, {claim});
       EXPECT_TRUE(failure.Mentions("is above the request policy's maximum 64Gi")) << failure.Describe();
@@ -520,8 +526,7 @@ TEST(AllocatorTest, ValidValuesRoundUpToTheSmallestValidValue) {
                                        {"40Gi", "40Gi"}, {"41Gi", nullptr}, {nullptr, "10Gi"}};
   for (const auto& c : cases) {
     SCOPED_TRACE(c.requested ? c.requested : "(none)");
-    Json capacity = c.requested ? Json{{"memory", c.requested}} : Json(nullptr);
-    Json claim = Claim("c", Json::array({Request("gpu", Exactly("gpu.tessera.io", 1, capacity))}));
+    Json claim = MemoryClaim(c.requested);
     if (c.consumed == nullptr) {
       auto failure = Refusal(state, {claim});
       EXPECT_TRUE(failure.Mentions("41Gi is not one of the valid values [10Gi, 20Gi, 40Gi]"))
