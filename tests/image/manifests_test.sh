@@ -101,14 +101,16 @@ check(not any(o["kind"] == "Namespace" for o in objects), "no Namespace object (
 
 containers = list(tessera_containers(objects))
 names = sorted(f"{o['metadata']['name']}/{c['name']}" for o, c in containers)
-check(names == ["tessera-node/install-libvgpu", "tessera-node/tessera-node", "tessera-scheduler/tessera-scheduler"],
+check(names == ["tessera-node/install-libvgpu", "tessera-node/tessera-node", "tessera-scheduler/tessera-scheduler",
+                 "tessera-scheduler/webhook-certs"],
       f"tessera containers: {names}")
 for o, c in containers:
     check(c["image"] == "tessera:latest" and c.get("imagePullPolicy") == "IfNotPresent",
           f"{o['metadata']['name']}/{c['name']} runs image {c['image']} ({c.get('imagePullPolicy')}),"
           " the image make image builds")
 binaries = {("tessera-node", "tessera-node"): "/usr/bin/tessera-node",
-            ("tessera-scheduler", "tessera-scheduler"): "/usr/bin/tessera-scheduler"}
+            ("tessera-scheduler", "tessera-scheduler"): "/usr/bin/tessera-scheduler",
+            ("tessera-scheduler", "webhook-certs"): "/usr/bin/tessera"}
 for o, c in containers:
     want = binaries.get((o["metadata"]["name"], c["name"]))
     if want:
@@ -116,11 +118,33 @@ for o, c in containers:
 
 moved = list(tessera_containers(load("overlay.yaml")))
 images = sorted({c["image"] for _, c in moved})
-check(len(moved) == 3 and images == ["registry.example.com/gpu/tessera:1.2.3"],
+check(len(moved) == 4 and images == ["registry.example.com/gpu/tessera:1.2.3"],
       f"an overlay's images: entry moves all {len(moved)} tessera containers to {images}")
 kube_scheduler = [c["image"] for o in load("overlay.yaml") if o["kind"] == "Deployment"
                   for c in o["spec"]["template"]["spec"]["containers"] if "kube-scheduler" in c["image"]]
 check(kube_scheduler == ["registry.k8s.io/kube-scheduler:v1.30.0"], f"and leaves kube-scheduler's image alone: {kube_scheduler}")
+
+# The webhook's certificate: the init container writes it where tessera-scheduler reads it, and
+# the manifests leave caBundle to it (a caBundle in them would blank its value at every apply).
+pod = by_kind_name[("Deployment", "tessera-scheduler")]["spec"]["template"]["spec"]
+certs = [c for c in pod.get("initContainers", []) if c["name"] == "webhook-certs"]
+sched = [c for c in pod["containers"] if c["name"] == "tessera-scheduler"][0]
+sched_yaml = yaml.safe_load(by_kind_name[("ConfigMap", "tessera-scheduler")]["data"]["tessera-scheduler.yaml"])
+cert_dir = os.path.dirname(sched_yaml["server"]["tlsCertFile"])
+certs = certs[0] if certs else {"command": [], "volumeMounts": []}
+check("webhook-certs" in certs["command"] and f"--write-dir={cert_dir}" in certs["command"],
+      f"the init container runs tessera webhook-certs into {cert_dir}, where tlsCertFile is")
+pod_volumes = {v["name"]: v for v in pod["volumes"]}
+shared = [m["name"] for m in certs["volumeMounts"] if m["mountPath"] == cert_dir
+          and any(s["name"] == m["name"] and s["mountPath"] == cert_dir for s in sched["volumeMounts"])]
+check(len(shared) == 1 and "emptyDir" in pod_volumes.get(shared[0], {}),
+      "and tessera-scheduler mounts the same emptyDir there (no Secret volume the pod would wait for)")
+hooks = by_kind_name[("MutatingWebhookConfiguration", "tessera-scheduler")]["webhooks"]
+check(all("caBundle" not in h["clientConfig"] for h in hooks), "the webhook configuration lists no caBundle")
+role = by_kind_name.get(("Role", "tessera-webhook-certs"), {"rules": []})
+check(any("secrets" in r["resources"] and "create" in r["verbs"] for r in role["rules"])
+      and ("ClusterRole", "tessera-webhook-certs") in by_kind_name,
+      "RBAC lets the scheduler's service account keep the Secret and the caBundle")
 
 # The init container and the agent share the host's libvgpu directory.
 ds = by_kind_name[("DaemonSet", "tessera-node")]["spec"]["template"]["spec"]

@@ -47,6 +47,15 @@ const std::vector<Kind>& Kinds() {
         "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
         "reportingComponent", "source", "type"}},
       {"/apis/coordination.k8s.io/v1", "coordination.k8s.io/v1", "Lease", "leases", true, false, {}},
+      // What `tessera webhook-certs` keeps the webhook's certificate in and trusts it by.
+      {"/api/v1", "v1", "Secret", "secrets", true, false, {"type"}},
+      {"/apis/admissionregistration.k8s.io/v1",
+       "admissionregistration.k8s.io/v1",
+       "MutatingWebhookConfiguration",
+       "mutatingwebhookconfigurations",
+       false,
+       false,
+       {}},
       // Dynamic Resource Allocation (resource.k8s.io/v1, GA in 1.34). ResourceSlices
       // take the field selectors of 1.34's server; spec.pool.name came later, so
       // code that relies on it would fail against a 1.34 cluster and is refused here.

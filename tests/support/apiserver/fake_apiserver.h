@@ -1,7 +1,8 @@
 // FakeApiServer: an in-process stand-in of the Kubernetes API server for tests.
 //
-// It speaks the real REST and watch protocol for pods, nodes, events (core/v1),
-// leases (coordination.k8s.io/v1) and the Dynamic Resource Allocation kinds
+// It speaks the real REST and watch protocol for pods, nodes, events, secrets
+// (core/v1), leases (coordination.k8s.io/v1), mutatingwebhookconfigurations
+// (admissionregistration.k8s.io/v1) and the Dynamic Resource Allocation kinds
 // (resource.k8s.io/v1: deviceclasses and resourceslices cluster-scoped,
 // resourceclaims with their status subresource and resourceclaimtemplates
 // namespaced), so the code under test talks to it exactly as it would to a
@@ -119,7 +120,8 @@ class FakeApiServer {
   std::string url() const;  // http(s)://127.0.0.1:<port>
 
   // Direct store access, with the same semantics (and watch events) as REST.
-  // `plural` is "pods", "nodes", "events", "leases", "deviceclasses",
+  // `plural` is "pods", "nodes", "events", "secrets", "leases",
+  // "mutatingwebhookconfigurations", "deviceclasses",
   // "resourceslices", "resourceclaims" or "resourceclaimtemplates".
   tessera::Result<Json> CreateObject(const std::string& plural, Json object);
   std::optional<Json> GetObject(const std::string& plural, const std::string& ns,
