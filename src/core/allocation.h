@@ -15,6 +15,12 @@ struct DeviceSlice {
   std::string uuid;
   int64_t memory_mib = 0;
   int cores = 0;  // percent of the GPU's compute; 100 = exclusive use
+  // Dynamic MIG (docs/mig.md): the MIG instance tessera-node creates on the GPU
+  // `uuid` for this device, as a GPU-instance profile name ("1g.10gb") and a
+  // placement start (memory slice). "" = a vGPU slice. (The `{}` keeps
+  // {uuid, memory, cores} initialisers free of -Wmissing-field-initializers.)
+  std::string mig_profile{};
+  int mig_start = 0;
   bool operator==(const DeviceSlice&) const = default;
 };
 

@@ -56,6 +56,19 @@ Status ValidateAllocation(const PodAllocation& allocation) {
       TESSERA_RETURN_IF_ERROR(
           CheckRange(dwhere, "memoryMiB", d.memory_mib, 0, kMaxGpuMemoryMiB, "(no limit)"));
       TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "cores", d.cores, 0, 100, "(no limit)", "(exclusive)"));
+      if (!d.mig_profile.empty()) {
+        if (d.uuid.rfind("GPU-", 0) != 0) {
+          return Error{dwhere + ": a MIG instance to create names its parent GPU (\"GPU-…\"), not \"" +
+                       d.uuid + "\""};
+        }
+        if (d.mig_profile.size() > kMaxMigProfileNameLength) {
+          return Error{dwhere + ": \"mig.profile\" is \"" + d.mig_profile.substr(0, 40) +
+                       "\"; expected a MIG profile name such as 1g.10gb"};
+        }
+        TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "mig.start", d.mig_start, 0, kMaxMigStart));
+      } else if (d.mig_start != 0) {
+        return Error{dwhere + ": \"mig.start\" without a profile"};
+      }
     }
   }
   return Status::Ok();
@@ -65,7 +78,10 @@ Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
   TESSERA_RETURN_IF_ERROR(ValidateAllocation(allocation));
   json containers = JsonArrayOf(allocation.containers, [](const ContainerAllocation& c) {
     json devices = JsonArrayOf(c.devices, [](const DeviceSlice& d) {
-      return json{{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}};
+      json out{{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}};
+      // Optional: only for a dynamic MIG instance, so vGPU payloads stay as agreed.
+      if (!d.mig_profile.empty()) out["mig"] = json{{"profile", d.mig_profile}, {"start", d.mig_start}};
+      return out;
     });
     json entry = {{"name", c.container}, {"devices", std::move(devices)}};
     if (c.init) entry["init"] = true;  // optional: absent means an app container
@@ -99,6 +115,15 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
       // Read within bounds that fit the fields.
       TESSERA_ASSIGN_OR_RETURN(slice.memory_mib, ReadInt(d, "memoryMiB", dwhere, 0, kMaxGpuMemoryMiB));
       TESSERA_ASSIGN_OR_RETURN(slice.cores, ReadInt(d, "cores", dwhere, 0, 100));
+      // Added within version 1, optional: a dynamic MIG instance to create.
+      if (d.contains("mig")) {
+        const json& m = d["mig"];
+        const std::string mwhere = dwhere + ".mig";
+        if (!m.is_object()) return Error{mwhere + ": expected an object {\"profile\":…,\"start\":…}"};
+        TESSERA_ASSIGN_OR_RETURN(slice.mig_profile, ReadString(m, "profile", mwhere));
+        if (slice.mig_profile.empty()) return Error{mwhere + ": \"profile\" is empty; expected e.g. 1g.10gb"};
+        TESSERA_ASSIGN_OR_RETURN(slice.mig_start, ReadInt(m, "start", mwhere, 0, kMaxMigStart));
+      }
       ca.devices.push_back(std::move(slice));
       return Status::Ok();
     };

@@ -35,10 +35,17 @@ inline constexpr std::string_view kAllocationAnnotation = contract::kAllocationA
 inline constexpr std::string_view kAllocationEnvVar = contract::kAllocationEnv;
 inline constexpr std::string_view kContainerNameEnvVar = contract::kContainerNameEnv;
 
+// A device may carry "mig": {"profile": "1g.10gb", "start": 6} (added within
+// version 1, optional, written only then): dynamic MIG, the instance
+// tessera-node creates on the GPU "uuid" at Allocate (docs/mig.md).
+inline constexpr size_t kMaxMigProfileNameLength = 32;
+inline constexpr int kMaxMigStart = 7;
+
 // The rules every allocation obeys: a node name; at least one container; each
 // container a non-empty unique name and 1..16 devices; each device a
 // well-formed UUID (GPU-… or MIG-…) not repeated within the container,
-// memoryMiB 0..1048576, cores 0..100. The error names the container and field.
+// memoryMiB 0..1048576, cores 0..100; with a MIG profile (1..32 characters) a
+// GPU-… UUID and a start 0..7. The error names the container and field.
 Status ValidateAllocation(const PodAllocation& allocation);
 
 Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,63 @@ TEST(AllocationCodecTest, DecodesTheAgreedFormat) {
   ASSERT_EQ(a->containers.size(), 1u);
   EXPECT_EQ(a->containers[0].container, "app");
   EXPECT_EQ(a->containers[0].devices[0], (DeviceSlice{kUuidA, 3000, 30}));
+}
+
+TEST(AllocationCodecTest, DynamicMigInstancesRoundTripAndAreChecked) {
+  PodAllocation a;
+  a.node = "node-a";
+  DeviceSlice mig{kUuidA, 9728, 0};
+  mig.mig_profile = "1g.10gb";
+  mig.mig_start = 6;
+  a.containers.push_back({"app", {mig}});
+  a.containers.push_back({"side", {{kUuidB, 1000, 10}}});
+  auto j = AllocationToJson(a);
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  EXPECT_EQ((*j)["containers"][0]["devices"][0]["mig"], (json{{"profile", "1g.10gb"}, {"start", 6}}));
+  EXPECT_FALSE((*j)["containers"][1]["devices"][0].contains("mig")) << "a vGPU slice keeps the agreed shape";
+  auto back = DecodeAllocation(j->dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, a);
+
+  struct Case {
+    const char* name;
+    std::function<void(DeviceSlice&)> change;
+    const char* says;
+  };
+  const Case encode_cases[] = {
+      {"parent is a MIG device", [](DeviceSlice& d) { d.uuid = kMig; }, "names its parent GPU"},
+      {"start", [](DeviceSlice& d) { d.mig_start = 8; }, "\"mig.start\" is 8"},
+      {"profile too long", [](DeviceSlice& d) { d.mig_profile = std::string(40, 'g'); }, "\"mig.profile\""},
+      {"start without profile",
+       [](DeviceSlice& d) {
+         d.mig_profile.clear();
+         d.mig_start = 2;
+       },
+       "without a profile"},
+  };
+  for (const Case& c : encode_cases) {
+    PodAllocation bad = a;
+    c.change(bad.containers[0].devices[0]);
+    auto refused = EncodeAllocation(bad);
+    ASSERT_FALSE(refused.ok()) << c.name;
+    EXPECT_NE(refused.error().message.find(c.says), std::string::npos)
+        << c.name << ": " << refused.error().message;
+  }
+  const std::pair<json, const char*> decode_cases[] = {
+      {json("1g.10gb"), "expected an object"},
+      {json{{"start", 6}}, "\"profile\" is missing"},
+      {json{{"profile", ""}, {"start", 6}}, "\"profile\" is empty"},
+      {json{{"profile", "1g.10gb"}}, "\"start\" is missing"},
+      {json{{"profile", "1g.10gb"}, {"start", -1}}, "\"start\""},
+      {json{{"profile", "1g.10gb"}, {"start", "6"}}, "\"start\""},
+  };
+  for (const auto& [mig_member, says] : decode_cases) {
+    json bad = *j;
+    bad["containers"][0]["devices"][0]["mig"] = mig_member;
+    auto refused = DecodeAllocation(bad.dump());
+    ASSERT_FALSE(refused.ok()) << bad.dump();
+    EXPECT_NE(refused.error().message.find(says), std::string::npos) << refused.error().message;
+  }
 }
 
 TEST(AllocationCodecTest, IgnoresUnknownMembersForForwardCompatibility) {

@@ -1,0 +1,77 @@
+// Dynamic MIG placement on one node (issue 14 item 3, the scheduler's half):
+// where each GPU container of a pod that asked for MIG (HAMi's annotation
+// `nvidia.com/vgpu-mode: mig`) gets a MIG instance created for it, among the
+// node's GPUs in `mig-dynamic` mode.
+//
+// Per vGPU of a container: the request is its memory (gpumem MiB; a percent
+// of the GPU's memory; none = the whole GPU) and its gpucores as a share of
+// the GPU's SMs. On every dynamic GPU the filter allows, core/mig's Placer
+// picks the smallest profile that holds it and the placement that keeps the
+// GPU most useful (docs/mig.md, "Dynamic placement"), beside the instances the
+// inventory lists, the pending ones and those already placed for earlier
+// vGPUs of the pod. Among the GPUs that have room, the fullest (most memory
+// slices taken) wins, so whole GPUs stay free for large requests; then the
+// highest Placer::Value after the placement; then the lowest index. A
+// container's vGPUs go to distinct GPUs, as vGPU slices do.
+//
+// Which pods: only those with the annotation (docs/decisions.md). A GPU in
+// `mig-dynamic` mode takes nothing else, and such a pod nothing else.
+//
+// Pure functions; thread-safe (the Placers are built once, immutable).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "core/allocation.h"
+#include "core/mig/geometry.h"
+#include "core/node_state.h"
+#include "core/request.h"
+
+namespace tessera::scheduler {
+
+inline constexpr std::string_view kVgpuModeAnnotation = "nvidia.com/vgpu-mode";
+inline constexpr std::string_view kVgpuModeMig = "mig";
+
+// Whether the pod asks for dynamic MIG: its annotation nvidia.com/vgpu-mode
+// is "mig" (case-insensitive).
+bool WantsDynamicMig(const nlohmann::json& pod);
+
+// An instance placed on a GPU, not yet in the node's inventory (reserved or
+// bound, the node has not created or reported it yet).
+struct PendingMigInstance {
+  std::string gpu_uuid;
+  core::mig::Instance instance;
+};
+
+struct MigDevicePlacement {
+  int gpu = -1;  // index into NodeState::gpus()
+  core::mig::Instance instance;
+  uint64_t memory_mib = 0;  // the profile's
+};
+
+struct MigContainerPlacement {
+  int container = -1;  // index into PodRequest::containers or ::init_containers
+  bool init = false;
+  std::vector<MigDevicePlacement> devices;
+};
+
+// The instances for every GPU container of `pod` on `node`, or an error that
+// says why not, per GPU ("GPU-… (#0, NVIDIA A100-SXM4-80GB): no free placement
+// …", "not in mig-dynamic mode"). Init containers are placed beside the app
+// containers' instances (an instance is created per container, and init
+// containers' instances are not shared).
+Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(
+    const core::NodeState& node, const core::PodRequest& pod,
+    const std::vector<PendingMigInstance>& pending = {});
+
+// The allocation for those placements: per device the parent GPU's UUID, the
+// profile's memory, cores 0, and the profile and start to create.
+core::PodAllocation ToMigAllocation(const core::NodeState& node, const core::PodRequest& pod,
+                                    const std::vector<MigContainerPlacement>& placements);
+
+}  // namespace tessera::scheduler
