@@ -8,19 +8,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/testing.h"
+
 namespace tessera::files {
 namespace {
 
 class FilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tessera-files-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-files"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(FilesTest, ReadReturnsTheBytesOrNamesThePath) {

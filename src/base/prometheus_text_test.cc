@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "base/testing.h"
+
 namespace tessera {
 namespace {
 
@@ -171,13 +173,6 @@ class PromtoolTest : public ::testing::Test {
       GTEST_SKIP() << promtool_ << " not found: install Debian's prometheus package "
                    << "(scripts/install-deps.sh does) or set TESSERA_PROMTOOL";
     }
-    char pattern[] = "/tmp/tessera-promtool-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
   }
 
   // Runs `promtool check metrics` on `document`; returns its exit status, output in *output.
@@ -194,7 +189,8 @@ class PromtoolTest : public ::testing::Test {
   }
 
   std::string promtool_;
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-promtool"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(PromtoolTest, AcceptsARenderedDocumentWithoutLintProblems) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "base/testing.h"
 #include "vgpu/region.h"
 
 namespace tessera::host {
@@ -16,12 +17,6 @@ namespace fs = std::filesystem;
 
 class RegionReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/th-region-XXXXXX";
-    root_ = ::mkdtemp(pattern);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   // A region that this process uses, as libvgpu in a container would.
   void OpenRegion(vgpu::SharedRegion& region, const std::string& path) {
     char error[256] = {};
@@ -29,7 +24,8 @@ class RegionReaderTest : public ::testing::Test {
     ASSERT_TRUE(region.claim_slot());
   }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"th-region"};
+  const std::string root_ = tmp_.path();
 };
 
 TEST_F(RegionReaderTest, ReadsTheDevicesAndTheLiveProcess) {

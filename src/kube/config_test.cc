@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include "base/testing.h"
+
 namespace tessera::kube {
 namespace {
 
@@ -14,22 +16,10 @@ namespace fs = std::filesystem;
 
 class ConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("tessera-kube-config-" + std::to_string(::getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& rel, const std::string& text) { return tmp_.Write(rel, text); }
 
-  std::string Write(const std::string& rel, const std::string& text) {
-    const fs::path p = dir_ / rel;
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-    return p.string();
-  }
-
-  fs::path dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-kube-config"};
+  const fs::path dir_ = tmp_.path();
 };
 
 constexpr const char* kKubeconfig = R"(

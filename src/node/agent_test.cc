@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/testing.h"
+
 namespace tessera::node {
 namespace {
 
@@ -31,8 +33,8 @@ TEST(AgentTest, OfferAppliesMemoryScalingAndSplitCount) {
 }
 
 TEST(AgentTest, PreloadFileNamesLibvgpuInsideTheContainer) {
-  char pattern[] = "/tmp/tn-agent-XXXXXX";
-  std::string dir = ::mkdtemp(pattern);
+  ::tessera::testing::TempDir tmp("tn-agent");
+  const std::string dir = tmp.path();
   NodeConfig config;
   config.libvgpu_host_path = dir + "/libvgpu.so";
   config.libvgpu_container_path = "/opt/tessera/libvgpu.so";
@@ -49,7 +51,6 @@ TEST(AgentTest, PreloadFileNamesLibvgpuInsideTheContainer) {
   ASSERT_FALSE(status.ok());
   EXPECT_NE(status.error().message.find(dir + "/missing-dir/ld.so.preload"), std::string::npos)
       << status.error().message;
-  fs::remove_all(dir);
 }
 
 TEST(AgentTest, StartFailsClearlyWhenDiscoveryFails) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/testing.h"
 #include "contract/container_contract.h"
 #include "node/device_state.h"
 #include "node/region_catalog.h"
@@ -22,8 +23,6 @@ using ::testing::UnorderedElementsAre;
 class AllocateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tn-alloc-XXXXXX";
-    root_ = ::mkdtemp(pattern);
     fs::create_directories(root_ + "/lib");
     std::ofstream(root_ + "/lib/libvgpu.so") << "not really an ELF";
     config_.libvgpu_host_path = root_ + "/lib/libvgpu.so";
@@ -37,7 +36,6 @@ class AllocateTest : public ::testing::Test {
       gpus_.push_back(gpu);
     }
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   Result<v1beta1::ContainerAllocateResponse> Allocate(std::vector<std::string> ids) {
     v1beta1::ContainerAllocateRequest request;
@@ -46,7 +44,8 @@ class AllocateTest : public ::testing::Test {
     return AllocateContainer(context, request);
   }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"tn-alloc"};
+  const std::string root_ = tmp_.path();
   NodeConfig config_;
   std::vector<core::Gpu> gpus_;
   int regions_made_ = 0;

@@ -8,6 +8,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/testing.h"
+
 namespace tessera::node {
 namespace {
 
@@ -15,12 +17,6 @@ namespace fs = std::filesystem;
 
 class ConfigTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tn-config-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string Write(const std::string& name, const std::string& text) {
     std::string path = dir_ + "/" + name;
     std::ofstream(path) << text;
@@ -33,7 +29,8 @@ class ConfigTest : public ::testing::Test {
     return ParseCommandLine(static_cast<int>(argv.size()), argv.data(), node_name);
   }
 
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tn-config"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(ConfigTest, DefaultsAreValidAndMatchTheKubeletConventions) {
@@ -159,13 +156,11 @@ TEST(DeployedConfigTest, TheShippedConfigMapIsValid) {
   ASSERT_TRUE(applied.ok()) << applied.error().message;
   EXPECT_TRUE(Validate(config).ok());
 
-  char pattern[] = "/tmp/tn-deploy-XXXXXX";
-  const std::string dir = ::mkdtemp(pattern);
-  config.node_config_file = dir + "/nodes.yaml";
+  ::tessera::testing::TempDir dir("tn-deploy");
+  config.node_config_file = dir.Path("nodes.yaml");
   std::ofstream(config.node_config_file) << config_map["data"]["nodes.yaml"].as<std::string>();
   auto overrides = ApplyNodeOverrides(config);
   EXPECT_TRUE(overrides.ok()) << overrides.error().message;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/testing.h"
 #include "vgpu/region.h"
 
 namespace tessera::node {
@@ -41,8 +42,6 @@ core::Gpu Gpu(const std::string& uuid, int index) {
 class NodeMonitorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tn-monitor-XXXXXX";
-    root_ = ::mkdtemp(pattern);
     catalog_ = std::make_unique<RegionCatalog>(root_, "vgpu.region");
     inventory_ =
         std::make_unique<host::StaticInventory>(std::vector<core::Gpu>{Gpu("GPU-0", 0), Gpu("GPU-1", 1)});
@@ -61,7 +60,6 @@ class NodeMonitorTest : public ::testing::Test {
     ASSERT_TRUE(region_.reserve(device_, 1024ull << 20).ok);
     pod_resources_.containers = {{"ml", "train", "main", "nvidia.com/gpu", {"GPU-0::a"}}};
   }
-  void TearDown() override { fs::remove_all(root_); }
 
   std::unique_ptr<NodeMonitor> Make(PodResourcesSource* pod_resources) {
     MonitorOptions options;
@@ -70,7 +68,8 @@ class NodeMonitorTest : public ::testing::Test {
                                          nullptr, nullptr, nullptr, nullptr);
   }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"tn-monitor"};
+  const std::string root_ = tmp_.path();
   std::unique_ptr<host::StaticInventory> inventory_;
   DeviceState devices_;
   std::unique_ptr<RegionCatalog> catalog_;

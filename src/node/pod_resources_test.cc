@@ -20,6 +20,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "base/testing.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "podresources/v1/api.grpc.pb.h"
 
@@ -173,15 +174,12 @@ class FakeLister final : public v1::PodResourcesLister::Service {
 class KubeletPodResourcesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tpr-XXXXXX";  // short: unix socket paths are limited
-    root_ = ::mkdtemp(pattern);
     socket_ = root_ + "/pod-resources/kubelet.sock";
     fs::create_directories(root_ + "/pod-resources");
   }
   void TearDown() override {
     lister_.Hold(false);
     StopServer();
-    fs::remove_all(root_);
   }
 
   void StartServer() {
@@ -209,7 +207,9 @@ class KubeletPodResourcesTest : public ::testing::Test {
     return response;
   }
 
-  std::string root_;
+  // short: unix socket paths are limited
+  ::tessera::testing::TempDir tmp_{"tpr"};
+  const std::string root_ = tmp_.path();
   std::string socket_;
   FakeLister lister_;
   std::unique_ptr<grpc::Server> server_;

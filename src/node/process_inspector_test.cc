@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/testing.h"
+
 namespace tessera::node {
 namespace {
 
@@ -19,8 +21,6 @@ namespace fs = std::filesystem;
 class ProcessInspectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/tn-inspect-XXXXXX";
-    dir_ = ::mkdtemp(pattern);
     child_ = ::fork();
     ASSERT_GE(child_, 0);
     if (child_ == 0) {
@@ -43,9 +43,9 @@ class ProcessInspectorTest : public ::testing::Test {
       ::kill(child_, SIGKILL);
       ::waitpid(child_, nullptr, 0);
     }
-    fs::remove_all(dir_);
   }
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tn-inspect"};
+  const std::string dir_ = tmp_.path();
   pid_t child_ = -1;
 };
 

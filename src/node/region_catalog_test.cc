@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "base/clock.h"
+#include "base/testing.h"
 #include "vgpu/region.h"
 
 namespace tessera::node {
@@ -24,12 +25,6 @@ constexpr const char* kD = "dddddddd-0000-4000-8000-000000000004";
 
 class RegionCatalogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/tn-catalog-XXXXXX";
-    root_ = ::mkdtemp(pattern);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
   void MakeDir(const std::string& name, std::optional<RegionRecord> record) {
     fs::create_directories(root_ + "/" + name);
     if (record) {
@@ -40,7 +35,8 @@ class RegionCatalogTest : public ::testing::Test {
     return RegionRecord{"nvidia.com/gpu", std::move(ids), created};
   }
 
-  std::string root_;
+  ::tessera::testing::TempDir tmp_{"tn-catalog"};
+  const std::string root_ = tmp_.path();
   FakeClock clock_{Clock::Wall{} + std::chrono::seconds(1'000'000)};
   const int64_t now_ = clock_.WallUnixSeconds();
 };

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/testing.h"
+
 namespace tessera::runner {
 namespace {
 
@@ -15,13 +17,6 @@ namespace fs = std::filesystem;
 
 class LedgerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-ledger-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   LedgerEntry Entry(const std::string& id, ProcessId holder, int64_t mib) {
     LedgerEntry e;
     e.job_id = id;
@@ -35,7 +30,8 @@ class LedgerTest : public ::testing::Test {
     return e;
   }
 
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-ledger-test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(LedgerTest, RoundTripsEntriesOfLiveProcesses) {

@@ -6,6 +6,8 @@
 
 #include <filesystem>
 
+#include "base/testing.h"
+
 namespace tessera::runner {
 namespace {
 
@@ -33,13 +35,8 @@ void ExpectJobWording(const std::string& refusal) {
 
 class RunJobTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-runjob-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-runjob-test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(RunJobTest, ReservesAndRecordsTheSlice) {

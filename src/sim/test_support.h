@@ -4,19 +4,16 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
+
+#include "base/testing.h"
 
 namespace tessera::sim {
 
 class StateDirTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-simstate-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
-  void TearDown() override { ASSERT_EQ(std::system(("rm -rf '" + dir_ + "'").c_str()), 0); }
-  std::string dir_;
+  ::tessera::testing::TempDir tmp_{"tessera-simstate"};
+  const std::string dir_ = tmp_.path();
 };
 
 }  // namespace tessera::sim

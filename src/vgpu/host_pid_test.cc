@@ -11,6 +11,8 @@
 #include <fstream>
 #include <string>
 
+#include "base/testing.h"
+
 namespace tessera::vgpu {
 namespace {
 
@@ -44,16 +46,14 @@ TEST(HostPidTest, UnknownInAChildPidNamespaceEvenWithTheHostsProc) {
 }
 
 TEST(HostPidTest, UnknownWithoutAReadableProc) {
-  char tmpl[] = "/tmp/tessera-hostpid-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  std::string root = tmpl;
+  ::tessera::testing::TempDir tmp("tessera-hostpid");
+  const std::string root = tmp.path();
   // A "proc" whose self/ns/pid is an ordinary file: not the namespace inode.
   ASSERT_EQ(mkdir((root + "/self").c_str(), 0700), 0);
   ASSERT_EQ(mkdir((root + "/self/ns").c_str(), 0700), 0);
   { std::ofstream(root + "/self/ns/pid") << "x"; }
   EXPECT_FALSE(in_initial_pid_namespace(root.c_str()));
   EXPECT_EQ(host_pid_of_self((root + "/missing").c_str()), 0u);
-  ASSERT_EQ(system(("rm -rf '" + root + "'").c_str()), 0);
 }
 
 }  // namespace

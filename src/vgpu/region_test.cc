@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/testing.h"
 #include "vgpu/host_pid.h"
 
 namespace tessera::vgpu {
@@ -25,16 +26,6 @@ constexpr uint64_t kMiB = 1ull << 20;
 
 class RegionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tessera-region-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/sub/dir/vgpu.region";  // parent directories are created
-  }
-  void TearDown() override {
-    std::string cmd = "rm -rf '" + dir_ + "'";
-    ASSERT_EQ(system(cmd.c_str()), 0);
-  }
   void open(SharedRegion& r) {
     char err[256] = {};
     ASSERT_TRUE(r.open_file(path_.c_str(), err, sizeof(err))) << err;
@@ -73,8 +64,9 @@ class RegionTest : public ::testing::Test {
     close(fd);
   }
 
-  std::string dir_;
-  std::string path_;
+  ::tessera::testing::TempDir tmp_{"tessera-region-test"};
+  const std::string dir_ = tmp_.path();
+  const std::string path_ = dir_ + "/sub/dir/vgpu.region";  // parent directories are created
 };
 
 TEST_F(RegionTest, CreatesValidRegionAndReopensIt) {
