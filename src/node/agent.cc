@@ -15,6 +15,7 @@
 #include "kube/typed_api.h"
 #include "node/allocate.h"
 #include "node/metrics.h"
+#include "node/mig/mig_inventory.h"
 
 namespace tessera::node {
 
@@ -169,7 +170,11 @@ Status Agent::Start() {
   if (deps_.mig && !config_.mig_layout_file.empty()) {
     mig_ = std::make_unique<mig::MigManager>(config_, deps_.mig.get(), deps_.client.get(),
                                              [this] { return MigDevicesInUse(); });
-    std::erase_if(gpus, [&](const core::Gpu& gpu) { return gpu.mig_capable && mig_->Manages(gpu.index); });
+    auto managed = [&](const core::Gpu& gpu) { return gpu.mig_capable && mig_->Manages(gpu.index); };
+    for (const auto& gpu : gpus) {
+      if (managed(gpu)) mig_gpus_.push_back(gpu);
+    }
+    std::erase_if(gpus, managed);
     if (config_.mig_strategy == "single" &&
         config_.resource_name == mig::MigResourceName(mig::MigStrategy::kSingle, "")) {
       // The kubelet knows one plugin per resource name: MIG devices take it.
@@ -211,6 +216,12 @@ Status Agent::Start() {
     pods_->Start();
     publisher_ = std::make_unique<InventoryPublisher>(deps_.client.get(), state_, config_.node_name,
                                                       std::chrono::seconds(config_.heartbeat_seconds));
+    if (mig_) {
+      // MIG-managed GPUs are listed with their MIG devices and no vGPU slots.
+      publisher_->SetExtraGpus([this] {
+        return mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::MigMode::kStatic);
+      });
+    }
     publisher_->Start();
   }
   EnforcementPolicy policy;

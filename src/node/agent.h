@@ -102,6 +102,7 @@ class Agent {
   std::unique_ptr<Enforcer> enforcer_;
   std::unique_ptr<NodeMonitor> monitor_;
   std::unique_ptr<mig::MigManager> mig_;
+  std::vector<core::Gpu> mig_gpus_;  // the MIG-managed GPUs as discovered (Start; then read-only)
   std::unique_ptr<HttpListener> http_;
   int metrics_port_ = 0;
   bool started_ = false;

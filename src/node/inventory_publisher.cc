@@ -67,6 +67,7 @@ InventoryPublisher::~InventoryPublisher() {
 void InventoryPublisher::Start() {
   if (thread_.running()) return;
   published_version_ = 0;
+  published_extra_.clear();
   ever_published_ = false;
   failing_ = false;
   next_heartbeat_ = next_attempt_ = std::chrono::steady_clock::now();
@@ -84,7 +85,12 @@ PublisherStats InventoryPublisher::stats() const {
 }
 
 Status InventoryPublisher::PublishOnce() {
-  const auto snapshot = devices_.Get();
+  auto snapshot = devices_.Get();
+  if (extra_gpus_) {
+    for (core::Gpu& gpu : extra_gpus_()) snapshot.gpus.push_back(std::move(gpu));
+    std::stable_sort(snapshot.gpus.begin(), snapshot.gpus.end(),
+                     [](const core::Gpu& a, const core::Gpu& b) { return a.index < b.index; });
+  }
   auto text = core::EncodeInventory(BuildInventory(node_name_, snapshot.gpus, clock_->WallNow()));
   Status result = Status::Ok();
   if (!text.ok()) {
@@ -133,8 +139,11 @@ Status InventoryPublisher::PublishOnce() {
 std::chrono::milliseconds InventoryPublisher::Step() {
   using SteadyClock = std::chrono::steady_clock;
   const uint64_t version = devices_.Get().version;
+  std::vector<core::Gpu> extra;
+  if (extra_gpus_) extra = extra_gpus_();
   const auto now = SteadyClock::now();
-  const bool due = !ever_published_ || version != published_version_ || now >= next_heartbeat_;
+  const bool due = !ever_published_ || version != published_version_ || extra != published_extra_ ||
+                   now >= next_heartbeat_;
   if (due && now >= next_attempt_) {
     auto status = PublishOnce();
     if (status.ok()) {
@@ -142,6 +151,7 @@ std::chrono::milliseconds InventoryPublisher::Step() {
       failing_ = false;
       ever_published_ = true;
       published_version_ = version;
+      published_extra_ = std::move(extra);
       backoff_ = std::chrono::milliseconds(0);
       next_heartbeat_ = SteadyClock::now() + heartbeat_;
     } else {

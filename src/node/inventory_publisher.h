@@ -16,9 +16,11 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/periodic_thread.h"
@@ -55,6 +57,13 @@ class InventoryPublisher {
   InventoryPublisher(const InventoryPublisher&) = delete;
   InventoryPublisher& operator=(const InventoryPublisher&) = delete;
 
+  // GPUs listed beside the vGPU ones (DeviceState): the MIG-managed GPUs with
+  // their MIG devices (node/mig/mig_inventory.h). Called on the publisher's
+  // thread at each turn (at least every 200 ms): a change of what it returns
+  // is published like a change of the vGPU list. Set before Start.
+  using ExtraGpus = std::function<std::vector<core::Gpu>()>;
+  void SetExtraGpus(ExtraGpus extra) { extra_gpus_ = std::move(extra); }
+
   void Start();
   void Stop();
 
@@ -73,6 +82,7 @@ class InventoryPublisher {
   const std::string node_name_;
   const std::chrono::seconds heartbeat_;
   Clock* const clock_;
+  ExtraGpus extra_gpus_;
 
   mutable std::mutex mu_;
   PublisherStats stats_;                                          // guarded by mu_
@@ -80,6 +90,7 @@ class InventoryPublisher {
 
   // Thread only (reset by Start):
   uint64_t published_version_ = 0;
+  std::vector<core::Gpu> published_extra_;
   bool ever_published_ = false;
   bool failing_ = false;
   std::chrono::steady_clock::time_point next_heartbeat_{};

@@ -78,6 +78,7 @@ std::vector<MigDevice> MigDevicesOf(const std::vector<host::MigGpuState>& gpus,
         }
       }
       device.start = instance.start;
+      device.size = instance.size;
       device.gpu_instance_id = instance.gpu_instance_id;
       device.compute_instance_id = instance.compute_instance_id;
       device.memory_mib = instance.memory_mib;

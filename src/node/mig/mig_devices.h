@@ -42,6 +42,7 @@ struct MigDevice {
   std::string model;        // core::mig::Model::key ("A100-80GB"); "" when tessera has no table
   std::string profile;      // "1g.10gb"
   uint32_t start = 0;       // placement, memory slices
+  uint32_t size = 1;        // placement: how many memory slices
   uint32_t gpu_instance_id = 0;
   uint32_t compute_instance_id = 0;
   uint64_t memory_mib = 0;

@@ -18,15 +18,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "apiserver/fake_apiserver.h"
+#include "core/inventory_codec.h"
 #include "host/nvml_api.h"
 #include "host/nvml_mig.h"
 #include "kube/config.h"
@@ -172,6 +175,17 @@ class MigNodeTest : public ::testing::Test {
     return node->value("/metadata/labels"_json_pointer, Json::object()).value(key, "");
   }
 
+  // The node's inventory annotation, decoded; nullopt while absent or invalid.
+  std::optional<core::NodeInventory> Inventory() const {
+    auto node = api_->GetObject("nodes", "", kNode);
+    if (!node) return std::nullopt;
+    auto text = node->value("/metadata/annotations"_json_pointer, Json::object())
+                    .value(std::string(core::kInventoryAnnotation), "");
+    auto inv = core::DecodeInventory(text);
+    if (!inv.ok()) return std::nullopt;
+    return *inv;
+  }
+
   // As an operator does: a merge patch of the Node's labels.
   void SetConfigLabel(const std::string& value) {
     kube::ResolveOptions resolve;
@@ -251,6 +265,22 @@ TEST_F(MigNodeTest, MixedLayoutGivesSevenSmallDevicesAndNoEighth) {
     EXPECT_FALSE(status.ok());
   }
   EXPECT_EQ(kubelet_->devices(kSmall).size(), 7u);
+  // The inventory lists the A100 in MIG mode with its seven devices and who
+  // holds each (so the scheduler places no vGPU slice there), the L4 as before.
+  EXPECT_TRUE(WaitFor([&] {
+    auto inv = Inventory();
+    if (!inv || inv->gpus.size() != 2 || inv->gpus[0].mig_devices.size() != 7) return false;
+    return std::all_of(inv->gpus[0].mig_devices.begin(), inv->gpus[0].mig_devices.end(),
+                       [](const core::MigDevice& d) { return d.used_by.rfind("ml/pod-", 0) == 0; });
+  })) << NodeLog();
+  if (auto inv = Inventory(); inv && inv->gpus.size() == 2) {
+    EXPECT_EQ(inv->gpus[0].mig_mode, core::MigMode::kStatic);
+    EXPECT_EQ(inv->gpus[0].slots, 0);
+    EXPECT_EQ(inv->gpus[0].mig_devices[0].profile, "1g.10gb");
+    EXPECT_EQ(inv->gpus[0].mig_devices[0].memory_mib, 9728);
+    EXPECT_EQ(inv->gpus[1].mig_mode, core::MigMode::kNone);
+    EXPECT_GT(inv->gpus[1].slots, 0);
+  }
   // A device this node does not have is refused by the plugin itself.
   auto bogus = kubelet_->AdmitContainer("ml", "pod-9", "main", kSmall, {"MIG-no-such-device"}, nullptr);
   EXPECT_FALSE(bogus.ok());
