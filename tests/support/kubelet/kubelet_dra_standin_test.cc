@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/testing.h"
 #include "dra/v1beta1/api.grpc.pb.h"
 
 namespace tessera::testing {
@@ -278,9 +279,6 @@ class FakeDraPlugin {
 class KubeletDraStandInTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/kdra-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    root_ = pattern;
     registry_ = root_ + "/reg";
     plugins_ = root_ + "/plugins";
     std::filesystem::create_directories(registry_);
@@ -290,8 +288,6 @@ class KubeletDraStandInTest : public ::testing::Test {
     kubelet_.reset();
     for (auto& plugin : plugins_started_) plugin->Stop();
     plugins_started_.clear();
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
   }
 
   KubeletDraStandIn& Kubelet(KubeletDraOptions options = {}) {
@@ -320,7 +316,9 @@ class KubeletDraStandInTest : public ::testing::Test {
     return *plugins_started_.back();
   }
 
-  std::string root_, registry_, plugins_;
+  ::tessera::testing::TempDir tmp_{"kdra"};  // short: unix socket paths are limited
+  const std::string root_ = tmp_.path();
+  std::string registry_, plugins_;
   std::unique_ptr<KubeletDraStandIn> kubelet_;
   std::vector<std::unique_ptr<FakeDraPlugin>> plugins_started_;
 };
