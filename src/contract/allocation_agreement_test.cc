@@ -192,6 +192,40 @@ TEST(AllocationAgreementTest, EverythingCoreRejectsLibvgpuRejects) {
   }
 }
 
+TEST(AllocationAgreementTest, DynamicMigMembersGetTheSameVerdict) {
+  json good = Valid();
+  good["containers"][0]["devices"][0]["mig"] = {{"profile", "1g.10gb"}, {"start", 6}};
+  ASSERT_TRUE(core::DecodeAllocation(good.dump()).ok());
+  ExpectAgreement(good.dump(), kNames);
+  const std::vector<json> bad_values = {
+      nullptr,
+      5,
+      "1g.10gb",
+      json::array(),
+      json::object(),
+      {{"profile", "1g.10gb"}},
+      {{"start", 6}},
+      {{"profile", ""}, {"start", 6}},
+      {{"profile", std::string(33, 'g')}, {"start", 6}},
+      {{"profile", std::string(32, 'g')}, {"start", 6}},
+      {{"profile", 7}, {"start", 6}},
+      {{"profile", "1g.10gb"}, {"start", -1}},
+      {{"profile", "1g.10gb"}, {"start", 8}},
+      {{"profile", "1g.10gb"}, {"start", 7}},
+      {{"profile", "1g.10gb"}, {"start", "6"}},
+      {{"profile", "1g.10gb"}, {"start", 6.0}},
+  };
+  for (const json& value : bad_values) {
+    json changed = Valid();
+    changed["containers"][0]["devices"][0]["mig"] = value;
+    ExpectAgreement(changed.dump(), kNames);
+    // On a MIG UUID, even a well-formed member is refused by both.
+    json on_mig = Valid();
+    on_mig["containers"][1]["devices"][0]["mig"] = value;
+    ExpectAgreement(on_mig.dump(), kNames);
+  }
+}
+
 TEST(AllocationAgreementTest, TruncatedAndCorruptedTextIsRejectedByBoth) {
   const std::string text = Valid().dump();
   for (size_t n = 0; n < text.size(); ++n) ExpectAgreement(text.substr(0, n), {"app"});

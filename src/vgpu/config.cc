@@ -155,6 +155,20 @@ bool parse_device(const JsonValue& d, const std::string& where, DeviceGrant* out
     return false;
   }
   out->cores = static_cast<int>(cores->integer);
+  // Optional: a dynamic MIG instance tessera-node creates on the GPU "uuid"
+  // (core/allocation_codec.h). libvgpu does not use it, but judges it as core
+  // does so the two readers agree on every payload: an object with a profile
+  // name of 1..32 bytes and a start 0..7, on a GPU-… UUID.
+  if (const JsonValue* mig = d.find("mig")) {
+    const JsonValue* profile = mig->kind == JsonValue::Kind::kObject ? mig->find("profile") : nullptr;
+    const JsonValue* start = mig->kind == JsonValue::Kind::kObject ? mig->find("start") : nullptr;
+    if (profile == nullptr || profile->kind != JsonValue::Kind::kString || profile->string.empty() ||
+        profile->string.size() > 32 || start == nullptr || !start->is_integer || start->integer < 0 ||
+        start->integer > 7 || out->uuid.rfind("GPU-", 0) != 0) {
+      *error = where + ": \"mig\" must be {\"profile\": 1..32 characters, \"start\": 0..7} on a GPU-… uuid";
+      return false;
+    }
+  }
   return true;
 }
 
