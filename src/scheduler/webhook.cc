@@ -200,12 +200,23 @@ Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_g
   if (review.is_object() && review.contains("request") && review["request"].is_object()) {
     request = &review["request"];
   }
+  // A member of the wrong type is denied, not thrown at: value() throws a
+  // type_error for a present member that is not a string.
+  const Json* uid = nullptr;
+  const Json* kind_name = nullptr;
+  if (request) {
+    if (auto it = request->find("uid"); it != request->end()) uid = &*it;
+    if (auto kind = request->find("kind"); kind != request->end() && kind->is_object()) {
+      if (auto it = kind->find("kind"); it != kind->end()) kind_name = &*it;
+    }
+  }
   if (!request) {
     deny(400, "AdmissionReview has no request");
+  } else if ((uid && !uid->is_string()) || (kind_name && !kind_name->is_string())) {
+    deny(400, "AdmissionReview request.uid and request.kind.kind must be strings");
   } else {
-    response["uid"] = request->value("uid", "");
-    auto kind = request->find("kind");
-    bool is_pod = kind == request->end() || !kind->is_object() || kind->value("kind", "Pod") == "Pod";
+    if (uid) response["uid"] = *uid;
+    const bool is_pod = kind_name == nullptr || *kind_name == "Pod";
     auto object = request->find("object");
     if (!is_pod) {
       // Not a pod: nothing to do.

@@ -193,5 +193,20 @@ TEST(WebhookTest, DeniedReviewSaysWhy) {
   EXPECT_EQ(broken["response"]["allowed"], false);
 }
 
+TEST(WebhookTest, MistypedReviewIsDeniedNotThrown) {
+  // fuzz/regressions/admission_review: these threw nlohmann's type_error (a 500).
+  Json kind_object = Review(PodWithLimits({{"nvidia.com/gpu", "1"}}));
+  kind_object["request"]["kind"]["kind"] = {{"group", ""}};
+  Json uid_number = Review(PodWithLimits({{"nvidia.com/gpu", "1"}}));
+  uid_number["request"]["uid"] = 7;
+  for (const Json& review : {kind_object, uid_number}) {
+    Json answer;
+    ASSERT_NO_THROW(answer = Mutate(review, SchedulerConfig{}, 0)) << review.dump();
+    EXPECT_EQ(answer["response"]["allowed"], false) << review.dump();
+    std::string message = answer["response"]["status"]["message"];
+    EXPECT_NE(message.find("must be strings"), std::string::npos) << message;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
