@@ -60,12 +60,20 @@ bool Same(const vgpu::JsonValue& v, const json& j) {
       return true;
     case Kind::kObject:
       if (!j.is_object()) return false;
+      // By member, the last of duplicate keys winning. Not JsonValue::find: it
+      // takes a C string, and a key may hold "\u0000".
       for (const auto& [key, value] : v.object) {
+        const vgpu::JsonValue* last = nullptr;
+        for (const auto& [other, candidate] : v.object) {
+          if (other == key) last = &candidate;
+        }
         auto it = j.find(key);
-        if (it == j.end() || !Same(*v.find(key.c_str()), *it)) return false;
+        if (it == j.end() || !Same(*last, *it)) return false;
       }
       for (const auto& [key, value] : j.items()) {
-        if (v.find(key.c_str()) == nullptr) return false;
+        bool found = false;
+        for (const auto& member : v.object) found = found || member.first == key;
+        if (!found) return false;
       }
       return true;
   }
