@@ -27,13 +27,13 @@ while [ $# -gt 0 ]; do
     --build-dir) build_dir=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --merge) merge=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
 if [ ${#targets[@]} -eq 0 ]; then
-  mapfile -t targets < <(sed -n 's/^tessera_fuzz_target(\([a-z_0-9]*\).*/\1/p' "$here/CMakeLists.txt")
+  mapfile -t targets < <(sed -n 's/^ *tessera_fuzz_target(\([a-z_0-9]*\).*/\1/p' "$here/CMakeLists.txt")
 fi
 case "$seconds" in ''|*[!0-9]*) echo "run.sh: --seconds must be a whole number, got '$seconds'" >&2; exit 2 ;; esac
 
