@@ -118,7 +118,9 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     // Any HTTP answer (a 404 for a node that does not exist included) shows
     // the API server is there.
     dash.probe_api = [this]() -> std::string {
-      auto r = client_->Get(kube::resources::kNodes, "", "tessera-dashboard-probe");
+      // Bounded: Stop waits for a probe in flight.
+      auto r = client_->Get(kube::resources::kNodes, "", "tessera-dashboard-probe",
+                            std::min(config_.api_timeout, std::chrono::milliseconds(2000)));
       return r.ok() || r.error().http_status != 0 ? "" : r.error().message;
     };
     dash.learned_mix = [this] {

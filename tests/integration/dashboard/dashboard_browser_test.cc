@@ -69,6 +69,10 @@ std::string Mib(double v) {
 
 class DashboardBrowserTest : public ::testing::Test {
  protected:
+  // A failure here is recorded and reported by each test (a fatal failure
+  // inside SetUpTestSuite would make gtest report the tests as skipped).
+  static void Fail(const std::string& why) { setup_error_ = why; }
+
   static void SetUpTestSuite() {
     if (!WebDriver::Available()) return;
     std::filesystem::create_directories(TESSERA_DASHBOARD_ARTIFACTS);
@@ -94,12 +98,14 @@ class DashboardBrowserTest : public ::testing::Test {
     o.bookmark_interval = std::chrono::milliseconds(200);
     o.keep_alive_seconds = 1;
     env_->api = std::make_unique<::tessera::testing::FakeApiServer>(o);
-    ASSERT_TRUE(env_->api->Start().ok());
-    for (const Json& n : tc::Nodes("127.0.0.1")) ASSERT_TRUE(env_->api->CreateObject("nodes", n).ok());
+    if (!env_->api->Start().ok()) return Fail("the API-server stand-in did not start");
+    for (const Json& n : tc::Nodes("127.0.0.1")) {
+      if (!env_->api->CreateObject("nodes", n).ok()) return Fail("cannot create node " + n.dump());
+    }
     std::vector<Json> with_status;  // the stand-in defaults status on create, as the real server does
     for (const Json& p : tc::Pods()) {
       auto created = env_->api->CreateObject("pods", p);
-      ASSERT_TRUE(created.ok());
+      if (!created.ok()) return Fail("cannot create pod: " + created.error().message);
       Json updated = *created;
       updated["status"] = p["status"];
       with_status.push_back(std::move(updated));
@@ -125,25 +131,31 @@ class DashboardBrowserTest : public ::testing::Test {
     auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), co);
     for (const Json& p : with_status) {
       auto r = client->UpdateStatus(kube::resources::kPods, p["metadata"]["namespace"], p);
-      ASSERT_TRUE(r.ok()) << r.error().message;
+      if (!r.ok()) return Fail("cannot write pod status: " + r.error().message);
     }
     env_->scheduler = std::make_unique<Scheduler>(c, client);
-    ASSERT_TRUE(env_->scheduler->Start().ok());
+    if (auto s = env_->scheduler->Start(); !s)
+      return Fail("the scheduler did not start: " + s.error().message);
     env_->base = "http://127.0.0.1:" + std::to_string(env_->scheduler->dashboard_port());
 
     // The view holds the whole cluster, usage included.
     httplib::Client http("127.0.0.1", env_->scheduler->dashboard_port());
-    ASSERT_TRUE(WaitFor([&] {
+    const bool shown = WaitFor([&] {
       auto r = http.Get("/api/overview");
       if (!r || r->status != 200) return false;
       Json overview = Json::parse(r->body, nullptr, false);
       return !overview.is_discarded() && overview["gpus"]["reporting"] == tc::kGpus &&
              overview["pods"]["total"] == 5;
-    })) << "the dashboard never showed the stand-in cluster";
+    });
+    if (!shown) {
+      auto last = http.Get("/api/overview");
+      return Fail("the dashboard never showed the stand-in cluster; its overview: " +
+                  (last ? last->body.substr(0, 2000) : std::string("no answer")));
+    }
 
     const std::string dir = TESSERA_DASHBOARD_ARTIFACTS;
     auto started = env_->driver.Start(FreePort(), dir + "/chromium-profile", dir + "/chromedriver.log");
-    ASSERT_TRUE(started.ok()) << started.error().message;
+    if (!started.ok()) return Fail("WebDriver: " + started.error().message);
   }
 
   static void TearDownTestSuite() {
@@ -159,8 +171,8 @@ class DashboardBrowserTest : public ::testing::Test {
 
   void SetUp() override {
     if (!WebDriver::Available()) GTEST_SKIP() << WebDriver::NotAvailableMessage();
+    ASSERT_TRUE(setup_error_.empty()) << setup_error_;
     ASSERT_NE(env_, nullptr);
-    ASSERT_NE(env_->scheduler, nullptr);
   }
 
   // Loads `route`, waits for the page to say it has rendered it, checks the
@@ -215,9 +227,11 @@ class DashboardBrowserTest : public ::testing::Test {
     WebDriver driver;
   };
   static Env* env_;
+  static std::string setup_error_;
 };
 
 DashboardBrowserTest::Env* DashboardBrowserTest::env_ = nullptr;
+std::string DashboardBrowserTest::setup_error_;
 
 TEST_F(DashboardBrowserTest, OverviewShowsTheClusterFigures) {
   Load("", "overview");

@@ -14,6 +14,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -29,12 +30,15 @@ class WebDriver {
  public:
   using Json = nlohmann::json;
 
-  static constexpr const char* kChromium = "/usr/bin/chromium";
-  static constexpr const char* kChromedriver = "/usr/bin/chromedriver";
+  // Debian's paths; $TESSERA_CHROMIUM and $TESSERA_CHROMEDRIVER override them.
+  static std::string Chromium() { return PathFrom("TESSERA_CHROMIUM", "/usr/bin/chromium"); }
+  static std::string Chromedriver() { return PathFrom("TESSERA_CHROMEDRIVER", "/usr/bin/chromedriver"); }
 
-  static bool Available() { return access(kChromium, X_OK) == 0 && access(kChromedriver, X_OK) == 0; }
+  static bool Available() {
+    return access(Chromium().c_str(), X_OK) == 0 && access(Chromedriver().c_str(), X_OK) == 0;
+  }
   static std::string NotAvailableMessage() {
-    return std::string("SKIPPED: headless Chromium tests need ") + kChromium + " and " + kChromedriver +
+    return "headless Chromium tests need " + Chromium() + " and " + Chromedriver() +
            " (Debian packages chromium and chromium-driver; scripts/install-deps.sh installs them)";
   }
 
@@ -48,7 +52,8 @@ class WebDriver {
     if (pid_ == 0) {
       const std::string port_arg = "--port=" + std::to_string(port);
       const std::string log_arg = "--log-path=" + log_path;
-      execl(kChromedriver, kChromedriver, port_arg.c_str(), log_arg.c_str(), static_cast<char*>(nullptr));
+      const std::string driver = Chromedriver();
+      execl(driver.c_str(), driver.c_str(), port_arg.c_str(), log_arg.c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
     if (pid_ < 0) return Error{"fork failed"};
@@ -65,7 +70,7 @@ class WebDriver {
                   {{"alwaysMatch",
                     {{"browserName", "chrome"},
                      {"goog:chromeOptions",
-                      {{"binary", kChromium},
+                      {{"binary", Chromium()},
                        {"args",
                         {"--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                          "--window-size=1360,1100", "--no-first-run", "--user-data-dir=" + profile_dir}}}},
@@ -111,6 +116,11 @@ class WebDriver {
   }
 
  private:
+  static std::string PathFrom(const char* variable, const char* fallback) {
+    const char* v = std::getenv(variable);
+    return v && *v ? v : fallback;
+  }
+
   std::string Session(const std::string& rest) const { return "/session/" + session_ + rest; }
 
   Result<Json> Call(const std::string& method, const std::string& path, const Json& body) {
