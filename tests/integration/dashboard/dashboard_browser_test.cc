@@ -154,13 +154,22 @@ class DashboardBrowserTest : public ::testing::Test {
     }
 
     const std::string dir = TESSERA_DASHBOARD_ARTIFACTS;
-    auto started = env_->driver.Start(FreePort(), dir + "/chromium-profile", dir + "/chromedriver.log");
+    // ctest runs each test in its own process, several at once: each browser
+    // gets a profile of its own (two Chromiums cannot share one).
+    env_->profile =
+        std::filesystem::temp_directory_path() / ("tessera-dashboard-chromium-" + std::to_string(getpid()));
+    auto started = env_->driver.Start(FreePort(), env_->profile.string(),
+                                      dir + "/chromedriver-" + std::to_string(getpid()) + ".log");
     if (!started.ok()) return Fail("WebDriver: " + started.error().message);
   }
 
   static void TearDownTestSuite() {
     if (!env_) return;
     env_->driver.Quit();
+    if (!env_->profile.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(env_->profile, ignored);
+    }
     env_->scheduler.reset();
     env_->api->Stop();
     env_->metrics.stop();
@@ -225,6 +234,7 @@ class DashboardBrowserTest : public ::testing::Test {
     std::unique_ptr<Scheduler> scheduler;
     std::string base;
     WebDriver driver;
+    std::filesystem::path profile;
   };
   static Env* env_;
   static std::string setup_error_;
