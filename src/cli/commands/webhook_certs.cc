@@ -51,12 +51,12 @@ const CommandRegistration kWebhookCerts{
     {"webhook-certs", 60, [](CLI::App& root) {
        auto flags = std::make_shared<WebhookCertsFlags>();
        auto* cmd = root.add_subcommand(
-           "webhook-certs",
-           "Make or renew the webhook's serving certificate: a CA and a certificate for the webhook "
-           "Service's\n"
-           "DNS names, kept in a Secret, the CA put into the MutatingWebhookConfiguration's caBundle.\n"
-           "A valid certificate that does not expire within --renew-before-days is kept (idempotent: every\n"
-           "replica may run it). deploy/ runs it as tessera-scheduler's init container (docs/install.md).");
+           "webhook-certs", "Make or renew the webhook's serving certificate (no cert-manager needed)");
+       cmd->footer(
+           "\nA CA and a certificate for the webhook Service's DNS names, kept in a Secret, the CA put into\n"
+           "the MutatingWebhookConfiguration's caBundle. A valid certificate that does not expire within\n"
+           "--renew-before-days is kept (idempotent: every replica may run it). deploy/ runs it as\n"
+           "tessera-scheduler's init container (docs/install.md).");
        cmd->add_option("--namespace", flags->options.ns, "namespace of the Service and the Secret")
            ->default_val("kube-system");
        cmd->add_option("--service", flags->options.service,
