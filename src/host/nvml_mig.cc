@@ -13,7 +13,6 @@ namespace tessera::host {
 namespace {
 
 constexpr unsigned kEventWaitMs = 250;
-constexpr uint32_t kNotMig = 0xFFFFFFFF;
 constexpr unsigned kMaxInstances = 32;
 
 // The compute-instance profile index that spans a GPU instance of `slices`
