@@ -268,11 +268,12 @@ TEST_F(ComputeTest, DefaultPolicyInAPidNamespaceKnowsItIsAloneOnceItsHostPidIsKn
     std::string container = agent ? "with-agent" : "without-agent";
     std::string host_proc = dir_ + "/hostproc-" + container;
     ASSERT_EQ(mkdir(host_proc.c_str(), 0755), 0);
-    pid_t pid = start(
-        container, {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"TESSERA_SIM_PROC", host_proc}},
-        {"kernel", "2000", "1", "1.5"}, true,
-        {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-         "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork --mount-proc \"$@\"", "sh"});
+    pid_t pid = start(container, {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"TESSERA_SIM_PROC", host_proc}},
+                      {"kernel", "2000", "1", "1.5"}, true,
+                      {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                       "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork --kill-child "
+                       "--mount-proc \"$@\"",
+                       "sh"});
     if (agent) {
       // The node agent: the probe is the inner unshare's child (host pid); its
       // slot is the active one whose pid is 1 (its pid inside the namespace).

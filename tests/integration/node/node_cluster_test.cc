@@ -278,8 +278,9 @@ class NodeClusterTest : public ::testing::Test {
     if (own_pid_namespace) {
       fs::create_directories(root_ + "/hostproc");
       env += " TESSERA_SIM_PROC=" + root_ + "/hostproc";
-      launch = "mount --bind /proc " + ShellQuote(root_ + "/hostproc") +
-               " && exec unshare --pid --fork --mount-proc ";
+      launch =
+          "mount --bind /proc " + ShellQuote(root_ + "/hostproc") +
+          " && exec unshare --pid --fork --kill-child --mount-proc ";  // the child dies with the test's kill
     }
     const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
                                " && " + launch + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +

@@ -750,13 +750,16 @@ class PidNamespaceTest : public VgpuTest {
 
   // Starts `ops` (then "hold") in a new pid and mount namespace; returns the
   // held index. Chain: unshare --mount (private) -> sh binds the host's /proc
-  // at host_proc_ -> exec unshare --pid --fork --mount-proc -> the probe, pid 1.
+  // at host_proc_ -> exec unshare --pid --fork --kill-child --mount-proc -> the probe, pid 1.
+  // --kill-child: killing the held pid (unshare) kills the probe too, which
+  // would otherwise outlive the test as an orphaned namespace init.
   size_t start_in_namespace(std::vector<std::string> ops, Env env) {
     env["TESSERA_SIM_PROC"] = host_proc_;
-    return spawn_holding(
-        std::move(ops), env,
-        {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-         "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork --mount-proc \"$@\"", "sh"});
+    return spawn_holding(std::move(ops), env,
+                         {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                          "mount --bind /proc \"$TESSERA_SIM_PROC\" && exec unshare --pid --fork "
+                          "--kill-child --mount-proc \"$@\"",
+                          "sh"});
   }
 
   // The probe's host pid: the only child of the inner unshare (which kept the
