@@ -104,7 +104,8 @@ TEST(WebhookCertificateTest, CertificateValidAtFollowsTheValidity) {
 }
 
 TEST(WebhookCertificateTest, Base64RoundTrips) {
-  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+  for (const std::string& s :
+       std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
     auto decoded = Base64Decode(Base64Encode(s));
     ASSERT_TRUE(decoded.ok());
     EXPECT_EQ(*decoded, s);

@@ -195,8 +195,8 @@ TEST(DerivePodRequestTest, AsksForTesseraResources) {
   // Zero in any resource but the count still asks (fuzz/regressions/pod_request):
   // derivation gives "gpumem: 0" alone a whole GPU and refuses "priority: 0"
   // alone, so the webhook must not wave such a pod through untouched.
-  for (const char* name : {"nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage",
-                           "nvidia.com/priority"}) {
+  for (const char* name :
+       {"nvidia.com/gpumem", "nvidia.com/gpucores", "nvidia.com/gpumem-percentage", "nvidia.com/priority"}) {
     json pod = PodWithLimits({{name, "0"}});
     EXPECT_TRUE(AsksForTesseraResources(pod, config)) << name;
     auto derived = DerivePodRequest(pod, config);

@@ -409,13 +409,15 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   bind(app.add_option("--memory-tolerance-mib", flags.memory_tolerance_mib,
                       "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
        [&](NodeConfig& c) { c.memory_tolerance_mib = flags.memory_tolerance_mib; });
-  bind(app.add_option("--mig-layout-file", flags.mig_layout_file,
-                      "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "
-                      "label names; \"\" = MIG not managed"),
+  bind(app.add_option(
+           "--mig-layout-file", flags.mig_layout_file,
+           "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "
+           "label names; \"\" = MIG not managed"),
        [&](NodeConfig& c) { c.mig_layout_file = flags.mig_layout_file; });
-  bind(app.add_option("--mig-config", flags.mig_config,
-                      "the layout's configuration to apply while the Node has no nvidia.com/mig.config label"),
-       [&](NodeConfig& c) { c.mig_config = flags.mig_config; });
+  bind(
+      app.add_option("--mig-config", flags.mig_config,
+                     "the layout's configuration to apply while the Node has no nvidia.com/mig.config label"),
+      [&](NodeConfig& c) { c.mig_config = flags.mig_config; });
   bind(app.add_option("--mig-strategy", flags.mig_strategy,
                       "MIG devices as nvidia.com/gpu (single: one profile everywhere) or "
                       "nvidia.com/mig-<profile> (mixed)")

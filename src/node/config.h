@@ -83,8 +83,8 @@ struct NodeConfig {
   int memory_tolerance_mib = 64;   // driver-counted usage above the limit that is let pass
 
   // --- MIG (docs/node.md, "MIG") ------------------------------------------
-  std::string mig_layout_file;         // mig-parted layout file; "" = tessera-node does not manage MIG
-  std::string mig_config;              // configuration applied while the Node has no nvidia.com/mig.config label
+  std::string mig_layout_file;  // mig-parted layout file; "" = tessera-node does not manage MIG
+  std::string mig_config;       // configuration applied while the Node has no nvidia.com/mig.config label
   std::string mig_strategy = "mixed";  // single | mixed: how MIG devices are named as resources
   std::string mig_gpus = "all";        // MIG-managed GPU indices ("0,2") or "all"; the rest keep vGPU slices
   int mig_retry_seconds = 30;          // how often a layout blocked by an instance in use is tried again

@@ -99,7 +99,8 @@ TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
   EXPECT_NE(h.find("docs/"), std::string::npos) << h;
   EXPECT_NE(h.find("--version"), std::string::npos) << h;
   const std::vector<std::string> listed = ListedSubcommands(h);
-  const std::set<std::string> expected = {"demo", "run", "ps", "smi", "simulate", "sim", "version", "webhook-certs"};
+  const std::set<std::string> expected = {"demo",     "run", "ps",      "smi",
+                                          "simulate", "sim", "version", "webhook-certs"};
   EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), expected) << h;
   EXPECT_EQ(listed.size(), expected.size()) << h;
   // simulate's long description is in its own help only.
