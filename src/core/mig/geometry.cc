@@ -17,99 +17,100 @@ const std::vector<uint32_t> kEvery1{0, 1, 2, 3, 4, 5, 6}, kEven1gTwoSlice{0, 2, 
 // Starts on the A30 (4 memory slices).
 const std::vector<uint32_t> kA30Every{0, 1, 2, 3}, kA30Halves{0, 2};
 
-// A row of a table: name, id, NVML index, compute slices, memory slices,
-// instance limit, SMs, MiB, copy engines, NVDEC, JPEG, OFA, starts, +me, inferred.
+// The models, one row each: key, memory slices, compute slices, whether a
+// MIG mode change waits for a GPU reset, PCI device ids.
+struct ModelRow {
+  const char* key;
+  uint32_t memory_slices, compute_slices;
+  bool mode_change_needs_reset;
+  std::vector<uint32_t> pci_device_ids;
+};
+const ModelRow kModelRows[] = {
+    {"A30-24GB", 4, 4, true, {0x20B710DE}},
+    // SXM4, PCIe; A800-40GB.
+    {"A100-40GB", 8, 7, true, {0x20B010DE, 0x20B110DE, 0x20F110DE, 0x20F610DE}},
+    // SXM4, PCIe; A800-80GB.
+    {"A100-80GB", 8, 7, true, {0x20B210DE, 0x20B510DE, 0x20F310DE, 0x20F510DE}},
+    // SXM5, PCIe; H800.
+    {"H100-80GB", 8, 7, false, {0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE}},
+    // SXM, NVL.
+    {"H200-141GB", 8, 7, false, {0x233510DE, 0x233B10DE}},
+};
+
+// The profiles, one row each, grouped by model and ascending by size within
+// a model: model key, name, id, NVML index, compute slices, memory slices,
+// instance limit, SMs, MiB, copy engines, NVDEC, JPEG, OFA, starts, inferred.
 // MiB are the -lgip GiB figures times 1024, to the 64 MiB the printed two
 // decimals pin down (19.62 GiB -> 20096 MiB = 19.625 GiB).
-Profile P(const char* name, uint32_t id, uint32_t index, uint32_t c, uint32_t m, uint32_t max, uint32_t sm,
-          uint64_t mib, uint32_t ce, uint32_t dec, uint32_t jpeg, uint32_t ofa,
-          const std::vector<uint32_t>& starts, bool inferred = false) {
-  const std::string n = name;
-  return Profile{n,       id, index, c,    m,   max,    sm,
-                 mib,     ce, dec,   jpeg, ofa, starts, n.find("+me") != std::string::npos,
-                 inferred};
-}
+struct ProfileRow {
+  const char* model;
+  const char* name;
+  uint32_t id, nvml_index, compute_slices, memory_slices, max_instances, sm_count;
+  uint64_t memory_mib;
+  uint32_t copy_engines, decoders, jpegs, ofas;
+  const std::vector<uint32_t>& starts;
+  bool inferred;
+};
+const ProfileRow kProfileRows[] = {
+    // A30-24GB: reference kubernetes-interfaces.md §7.5 and anchors D.1 (-lgip /
+    // -lgipp); 2g.12gb+me's starts inferred from 2g.12gb's.
+    {"A30-24GB", "1g.6gb", 14, k1Slice, 1, 1, 4, 14, 5952, 1, 0, 0, 0, kA30Every, false},
+    {"A30-24GB", "1g.6gb+me", 21, k1SliceRev1, 1, 1, 1, 14, 5952, 1, 1, 1, 1, kA30Every, false},
+    {"A30-24GB", "2g.12gb", 5, k2Slice, 2, 2, 2, 28, 11968, 2, 2, 0, 0, kA30Halves, false},
+    {"A30-24GB", "2g.12gb+me", 6, k2SliceRev1, 2, 2, 1, 28, 11968, 2, 2, 1, 1, kA30Halves, true},
+    {"A30-24GB", "4g.24gb", 0, k4Slice, 4, 4, 1, 56, 24064, 4, 4, 1, 1, kZero, false},
+    // A100-40GB: §7.1 and D.1 (1g.10gb = 9.75 GiB).
+    {"A100-40GB", "1g.5gb", 19, k1Slice, 1, 1, 7, 14, 4864, 1, 0, 0, 0, kEvery1, false},
+    {"A100-40GB", "1g.5gb+me", 20, k1SliceRev1, 1, 1, 1, 14, 4864, 1, 1, 1, 1, kEvery1, false},
+    {"A100-40GB", "1g.10gb", 15, k1SliceRev2, 1, 2, 4, 14, 9984, 1, 1, 0, 0, kEven1gTwoSlice, false},
+    {"A100-40GB", "2g.10gb", 14, k2Slice, 2, 2, 3, 28, 9984, 2, 1, 0, 0, kEven2g, false},
+    {"A100-40GB", "3g.20gb", 9, k3Slice, 3, 4, 2, 42, 20096, 3, 2, 0, 0, kHalves, false},
+    {"A100-40GB", "4g.20gb", 5, k4Slice, 4, 4, 1, 56, 20096, 4, 2, 0, 0, kZero, false},
+    {"A100-40GB", "7g.40gb", 0, k7Slice, 7, 8, 1, 98, 40448, 7, 5, 1, 1, kZero, false},
+    // A100-80GB: §7.2; placements as the A100-40GB's (same GA100 layout,
+    // inferred by the reference).
+    {"A100-80GB", "1g.10gb", 19, k1Slice, 1, 1, 7, 14, 9728, 1, 0, 0, 0, kEvery1, true},
+    {"A100-80GB", "1g.10gb+me", 20, k1SliceRev1, 1, 1, 1, 14, 9728, 1, 1, 1, 1, kEvery1, true},
+    {"A100-80GB", "1g.20gb", 15, k1SliceRev2, 1, 2, 4, 14, 19968, 1, 1, 0, 0, kEven1gTwoSlice, true},
+    {"A100-80GB", "2g.20gb", 14, k2Slice, 2, 2, 3, 28, 19968, 2, 1, 0, 0, kEven2g, true},
+    {"A100-80GB", "3g.40gb", 9, k3Slice, 3, 4, 2, 42, 40192, 3, 2, 0, 0, kHalves, true},
+    {"A100-80GB", "4g.40gb", 5, k4Slice, 4, 4, 1, 56, 40192, 4, 2, 0, 0, kZero, true},
+    {"A100-80GB", "7g.80gb", 0, k7Slice, 7, 8, 1, 98, 80640, 7, 5, 1, 1, kZero, true},
+    // H100-80GB: §7.3 (-lgip and -lgipp).
+    {"H100-80GB", "1g.10gb", 19, k1Slice, 1, 1, 7, 16, 9984, 1, 1, 1, 0, kEvery1, false},
+    {"H100-80GB", "1g.10gb+me", 20, k1SliceRev1, 1, 1, 1, 16, 9984, 1, 1, 1, 1, kEvery1, false},
+    {"H100-80GB", "1g.20gb", 15, k1SliceRev2, 1, 2, 4, 26, 20096, 1, 1, 1, 0, kEven1gTwoSlice, false},
+    {"H100-80GB", "2g.20gb", 14, k2Slice, 2, 2, 3, 32, 20096, 2, 2, 2, 0, kEven2g, false},
+    {"H100-80GB", "3g.40gb", 9, k3Slice, 3, 4, 2, 60, 40448, 3, 3, 3, 0, kHalves, false},
+    {"H100-80GB", "4g.40gb", 5, k4Slice, 4, 4, 1, 64, 40448, 4, 4, 4, 0, kZero, false},
+    {"H100-80GB", "7g.80gb", 0, k7Slice, 7, 8, 1, 132, 81152, 8, 7, 7, 1, kZero, false},
+    // H200-141GB: §7.4 and D.1. Confirmed: the ids of 1g.18gb, 1g.18gb+me,
+    // 2g.35gb and 7g.141gb and their sizes; every placement, the other ids and
+    // 1g.35gb's / 4g.71gb's SMs and memory are the GH100 layout's (inferred),
+    // 3g.71gb's 69.8 GiB a user report.
+    {"H200-141GB", "1g.18gb", 19, k1Slice, 1, 1, 7, 16, 16384, 1, 1, 1, 0, kEvery1, true},
+    {"H200-141GB", "1g.18gb+me", 20, k1SliceRev1, 1, 1, 1, 16, 16384, 1, 1, 1, 1, kEvery1, true},
+    {"H200-141GB", "1g.35gb", 15, k1SliceRev2, 1, 2, 4, 26, 33280, 1, 1, 1, 0, kEven1gTwoSlice, true},
+    {"H200-141GB", "2g.35gb", 14, k2Slice, 2, 2, 3, 32, 33280, 2, 2, 2, 0, kEven2g, true},
+    {"H200-141GB", "3g.71gb", 9, k3Slice, 3, 4, 2, 60, 71488, 3, 3, 3, 0, kHalves, true},
+    {"H200-141GB", "4g.71gb", 5, k4Slice, 4, 4, 1, 64, 71488, 4, 4, 4, 0, kZero, true},
+    {"H200-141GB", "7g.141gb", 0, k7Slice, 7, 8, 1, 132, 143360, 8, 7, 7, 1, kZero, true},
+};
 
 std::vector<Model> BuildModels() {
   std::vector<Model> models;
-  // A30-24GB: reference kubernetes-interfaces.md §7.5 and anchors D.1 (-lgip /
-  // -lgipp); 2g.12gb+me's starts inferred from 2g.12gb's.
-  models.push_back({"A30-24GB",
-                    4,
-                    4,
-                    true,
-                    {0x20B710DE},
-                    {
-                        P("1g.6gb", 14, k1Slice, 1, 1, 4, 14, 5952, 1, 0, 0, 0, kA30Every),
-                        P("1g.6gb+me", 21, k1SliceRev1, 1, 1, 1, 14, 5952, 1, 1, 1, 1, kA30Every),
-                        P("2g.12gb", 5, k2Slice, 2, 2, 2, 28, 11968, 2, 2, 0, 0, kA30Halves),
-                        P("2g.12gb+me", 6, k2SliceRev1, 2, 2, 1, 28, 11968, 2, 2, 1, 1, kA30Halves, true),
-                        P("4g.24gb", 0, k4Slice, 4, 4, 1, 56, 24064, 4, 4, 1, 1, kZero),
-                    }});
-  // A100-40GB (SXM4, PCIe; A800-40GB): §7.1 and D.1 (1g.10gb = 9.75 GiB).
-  models.push_back({"A100-40GB",
-                    8,
-                    7,
-                    true,
-                    {0x20B010DE, 0x20B110DE, 0x20F110DE, 0x20F610DE},
-                    {
-                        P("1g.5gb", 19, k1Slice, 1, 1, 7, 14, 4864, 1, 0, 0, 0, kEvery1),
-                        P("1g.5gb+me", 20, k1SliceRev1, 1, 1, 1, 14, 4864, 1, 1, 1, 1, kEvery1),
-                        P("1g.10gb", 15, k1SliceRev2, 1, 2, 4, 14, 9984, 1, 1, 0, 0, kEven1gTwoSlice),
-                        P("2g.10gb", 14, k2Slice, 2, 2, 3, 28, 9984, 2, 1, 0, 0, kEven2g),
-                        P("3g.20gb", 9, k3Slice, 3, 4, 2, 42, 20096, 3, 2, 0, 0, kHalves),
-                        P("4g.20gb", 5, k4Slice, 4, 4, 1, 56, 20096, 4, 2, 0, 0, kZero),
-                        P("7g.40gb", 0, k7Slice, 7, 8, 1, 98, 40448, 7, 5, 1, 1, kZero),
-                    }});
-  // A100-80GB (SXM4, PCIe; A800-80GB): §7.2; placements as the A100-40GB's
-  // (same GA100 layout, inferred by the reference).
-  models.push_back({"A100-80GB",
-                    8,
-                    7,
-                    true,
-                    {0x20B210DE, 0x20B510DE, 0x20F310DE, 0x20F510DE},
-                    {
-                        P("1g.10gb", 19, k1Slice, 1, 1, 7, 14, 9728, 1, 0, 0, 0, kEvery1, true),
-                        P("1g.10gb+me", 20, k1SliceRev1, 1, 1, 1, 14, 9728, 1, 1, 1, 1, kEvery1, true),
-                        P("1g.20gb", 15, k1SliceRev2, 1, 2, 4, 14, 19968, 1, 1, 0, 0, kEven1gTwoSlice, true),
-                        P("2g.20gb", 14, k2Slice, 2, 2, 3, 28, 19968, 2, 1, 0, 0, kEven2g, true),
-                        P("3g.40gb", 9, k3Slice, 3, 4, 2, 42, 40192, 3, 2, 0, 0, kHalves, true),
-                        P("4g.40gb", 5, k4Slice, 4, 4, 1, 56, 40192, 4, 2, 0, 0, kZero, true),
-                        P("7g.80gb", 0, k7Slice, 7, 8, 1, 98, 80640, 7, 5, 1, 1, kZero, true),
-                    }});
-  // H100-80GB (SXM5, PCIe; H800): §7.3 (-lgip and -lgipp).
-  models.push_back({"H100-80GB",
-                    8,
-                    7,
-                    false,
-                    {0x233010DE, 0x233110DE, 0x232210DE, 0x232410DE},
-                    {
-                        P("1g.10gb", 19, k1Slice, 1, 1, 7, 16, 9984, 1, 1, 1, 0, kEvery1),
-                        P("1g.10gb+me", 20, k1SliceRev1, 1, 1, 1, 16, 9984, 1, 1, 1, 1, kEvery1),
-                        P("1g.20gb", 15, k1SliceRev2, 1, 2, 4, 26, 20096, 1, 1, 1, 0, kEven1gTwoSlice),
-                        P("2g.20gb", 14, k2Slice, 2, 2, 3, 32, 20096, 2, 2, 2, 0, kEven2g),
-                        P("3g.40gb", 9, k3Slice, 3, 4, 2, 60, 40448, 3, 3, 3, 0, kHalves),
-                        P("4g.40gb", 5, k4Slice, 4, 4, 1, 64, 40448, 4, 4, 4, 0, kZero),
-                        P("7g.80gb", 0, k7Slice, 7, 8, 1, 132, 81152, 8, 7, 7, 1, kZero),
-                    }});
-  // H200-141GB (SXM, NVL): §7.4 and D.1. Confirmed: the ids of 1g.18gb,
-  // 1g.18gb+me, 2g.35gb and 7g.141gb and their sizes; every placement, the
-  // other ids and 1g.35gb's / 4g.71gb's SMs and memory are the GH100 layout's
-  // (inferred), 3g.71gb's 69.8 GiB a user report.
-  models.push_back({"H200-141GB",
-                    8,
-                    7,
-                    false,
-                    {0x233510DE, 0x233B10DE},
-                    {
-                        P("1g.18gb", 19, k1Slice, 1, 1, 7, 16, 16384, 1, 1, 1, 0, kEvery1, true),
-                        P("1g.18gb+me", 20, k1SliceRev1, 1, 1, 1, 16, 16384, 1, 1, 1, 1, kEvery1, true),
-                        P("1g.35gb", 15, k1SliceRev2, 1, 2, 4, 26, 33280, 1, 1, 1, 0, kEven1gTwoSlice, true),
-                        P("2g.35gb", 14, k2Slice, 2, 2, 3, 32, 33280, 2, 2, 2, 0, kEven2g, true),
-                        P("3g.71gb", 9, k3Slice, 3, 4, 2, 60, 71488, 3, 3, 3, 0, kHalves, true),
-                        P("4g.71gb", 5, k4Slice, 4, 4, 1, 64, 71488, 4, 4, 4, 0, kZero, true),
-                        P("7g.141gb", 0, k7Slice, 7, 8, 1, 132, 143360, 8, 7, 7, 1, kZero, true),
-                    }});
+  for (const ModelRow& m : kModelRows) {
+    Model model{m.key, m.memory_slices, m.compute_slices, m.mode_change_needs_reset, m.pci_device_ids, {}};
+    for (const ProfileRow& p : kProfileRows) {
+      if (model.key != p.model) continue;
+      const std::string name = p.name;
+      model.profiles.push_back(Profile{name, p.id, p.nvml_index, p.compute_slices, p.memory_slices,
+                                       p.max_instances, p.sm_count, p.memory_mib, p.copy_engines, p.decoders,
+                                       p.jpegs, p.ofas, p.starts, name.find("+me") != std::string::npos,
+                                       p.inferred});
+    }
+    models.push_back(std::move(model));
+  }
   return models;
 }
 
