@@ -30,6 +30,11 @@ void ForgetPerThreadStreamsAfterFork() {
 }
 
 void SleepUntilNs(int64_t t) {
+  // Most waits are for work already done (cuMemFree, synchronisations of idle
+  // streams): a clock read through the vDSO answers those, where an
+  // already-expired clock_nanosleep still enters the kernel and, on some
+  // hosts, costs tens of microseconds.
+  if (t <= MonotonicNs()) return;
   timespec ts{static_cast<time_t>(t / 1000000000LL), static_cast<long>(t % 1000000000LL)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
   }
