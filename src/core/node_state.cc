@@ -20,6 +20,23 @@ int GpuState::free_milli_with(const GpuUsage& added) const {
   return static_cast<int>(std::min<int64_t>(by_memory, by_cores));
 }
 
+void GpuTotals::Add(const GpuState& g) {
+  ++gpus;
+  healthy += g.gpu.healthy ? 1 : 0;
+  memory_mib += g.gpu.memory_mib;
+  memory_allocated_mib += g.used.memory_mib;
+  cores += g.gpu.cores;
+  cores_allocated += g.used.cores;
+  slots += g.gpu.slots;
+  slots_used += g.used.slots;
+}
+
+GpuTotals TotalsOf(const std::vector<GpuState>& gpus) {
+  GpuTotals t;
+  for (const GpuState& g : gpus) t.Add(g);
+  return t;
+}
+
 std::string GpuState::Overcommit() const {
   std::string why;
   auto add = [&](const std::string& part) { why += (why.empty() ? "" : ", ") + part; };

@@ -60,6 +60,17 @@ struct HostResources {
 // (GPU clustering): 0 = shares a GPU, d = d whole GPUs, -1 = no GPU.
 int WorkloadTagOf(const PodAllocation& allocation, const std::vector<GpuState>& gpus);
 
+// GPUs summed, for the views that show a node's or a cluster's capacity next
+// to what is allocated of it (the dashboard, kubectl tessera top).
+struct GpuTotals {
+  int64_t gpus = 0, healthy = 0;
+  int64_t memory_mib = 0, memory_allocated_mib = 0;
+  int64_t cores = 0, cores_allocated = 0;  // percent of one GPU's compute, summed
+  int64_t slots = 0, slots_used = 0;
+  void Add(const GpuState& g);
+};
+GpuTotals TotalsOf(const std::vector<GpuState>& gpus);
+
 class NodeState {
  public:
   NodeState() = default;

@@ -82,6 +82,22 @@ TEST(NodeStateTest, FreeMilliIsScarcerOfMemoryAndCores) {
   EXPECT_EQ(node.gpus()[0].free_milli(), 500);  // cores bind: 50 % left
 }
 
+TEST(NodeStateTest, TotalsSumCapacityAndAllocationOverGpus) {
+  NodeState node("n", {G("a", 10000), G("b", 6000)});
+  node.SetHealthy(1, false);
+  ASSERT_TRUE(node.Apply({"n", {{"c", {{"a", 1000, 50}}, false}}}).ok());
+  const GpuTotals t = TotalsOf(node.gpus());
+  EXPECT_EQ(t.gpus, 2);
+  EXPECT_EQ(t.healthy, 1);
+  EXPECT_EQ(t.memory_mib, 16000);
+  EXPECT_EQ(t.memory_allocated_mib, 1000);
+  EXPECT_EQ(t.cores, 200);  // 100 % each
+  EXPECT_EQ(t.cores_allocated, 50);
+  EXPECT_EQ(t.slots, 20);  // 10 each, the default split
+  EXPECT_EQ(t.slots_used, 1);
+  EXPECT_EQ(TotalsOf({}).gpus, 0);
+}
+
 TEST(NodeStateTest, ComputeOfferedBeyondOneHundredPercentIsSharedThatFar) {
   Gpu g = G("a", 10000);
   g.cores = 200;  // core scaling 2
