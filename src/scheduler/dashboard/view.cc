@@ -78,37 +78,28 @@ Json MetricsStatusJson(const View& view, const std::string& node, int64_t now_ms
 
 Json NodeRowJson(const View& view, size_t i) {
   const NodeRecord& n = *view.nodes[i];
-  int64_t mem_cap = 0, mem_alloc = 0;
-  int cores_cap = 0, cores_alloc = 0, slots = 0, slots_used = 0, healthy = 0;
-  for (const core::GpuState& g : n.state.gpus()) {
-    mem_cap += g.gpu.memory_mib;
-    mem_alloc += g.used.memory_mib;
-    cores_cap += g.gpu.cores;
-    cores_alloc += g.used.cores;
-    slots += g.gpu.slots;
-    slots_used += g.used.slots;
-    healthy += g.gpu.healthy ? 1 : 0;
-  }
+  const core::GpuTotals t = core::TotalsOf(n.state.gpus());
   const NodeUse use = UseOf(view, n);
   const bool reports = use.reporting > 0;
   size_t pods = 0;
   if (auto it = view.pods_by_node->find(n.name); it != view.pods_by_node->end()) pods = it->second.size();
-  Json j = {
-      {"name", n.name},
-      {"status", NodeStatus(view, i)},
-      {"gpus", n.state.gpus().size()},
-      {"healthyGpus", healthy},
-      {"memory",
-       {{"capacityMiB", mem_cap},
-        {"allocatedMiB", mem_alloc},
-        {"usedMiB", Nullable(reports, use.memory_used_mib)}}},
-      {"cores",
-       {{"capacity", cores_cap}, {"allocated", cores_alloc}, {"used", Nullable(reports, use.utilization)}}},
-      {"slots", {{"total", slots}, {"used", slots_used}}},
-      {"pods", pods},
-      {"fragmentation",
-       n.mix_key && n.free_milli > 0 ? Json(n.fragment_milli / double(n.free_milli)) : Json(nullptr)},
-      {"metrics", MetricsStatusJson(view, n.name, view.built_ms)}};
+  Json j = {{"name", n.name},
+            {"status", NodeStatus(view, i)},
+            {"gpus", n.state.gpus().size()},
+            {"healthyGpus", t.healthy},
+            {"memory",
+             {{"capacityMiB", t.memory_mib},
+              {"allocatedMiB", t.memory_allocated_mib},
+              {"usedMiB", Nullable(reports, use.memory_used_mib)}}},
+            {"cores",
+             {{"capacity", t.cores},
+              {"allocated", t.cores_allocated},
+              {"used", Nullable(reports, use.utilization)}}},
+            {"slots", {{"total", t.slots}, {"used", t.slots_used}}},
+            {"pods", pods},
+            {"fragmentation",
+             n.mix_key && n.free_milli > 0 ? Json(n.fragment_milli / double(n.free_milli)) : Json(nullptr)},
+            {"metrics", MetricsStatusJson(view, n.name, view.built_ms)}};
   if (!n.error.empty()) j["message"] = n.error;
   if (!n.heartbeat.empty()) j["heartbeat"] = n.heartbeat;
   return j;
@@ -194,8 +185,8 @@ bool PodHasProblem(const PodRecord& p) {
 
 std::string OverviewJson(const View& view) {
   Json nodes = {{"total", view.nodes.size()}, {"ok", 0}, {"stale", 0}, {"noInventory", 0}, {"unreadable", 0}};
-  int64_t gpus = 0, healthy = 0, idle = 0, with_slices = 0, slots = 0, slots_used = 0, reporting = 0;
-  int64_t mem_cap = 0, mem_alloc = 0, cores_cap = 0, cores_alloc = 0;
+  core::GpuTotals t;
+  int64_t idle = 0, with_slices = 0, reporting = 0;
   double mem_used = 0, util = 0, reporting_mem_cap = 0, fragment = 0, free_milli = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> models;  // model -> gpus, MiB
   Json node_problems = Json::array();
@@ -216,16 +207,9 @@ std::string OverviewJson(const View& view) {
       }
     }
     for (const core::GpuState& g : n.state.gpus()) {
-      ++gpus;
-      healthy += g.gpu.healthy ? 1 : 0;
+      t.Add(g);
       idle += g.idle() && g.gpu.usable() ? 1 : 0;
       with_slices += g.idle() ? 0 : 1;
-      slots += g.gpu.slots;
-      slots_used += g.used.slots;
-      mem_cap += g.gpu.memory_mib;
-      mem_alloc += g.used.memory_mib;
-      cores_cap += g.gpu.cores;
-      cores_alloc += g.used.cores;
       auto& m = models[g.gpu.model];
       m.first += 1;
       m.second += g.gpu.memory_mib;
@@ -338,20 +322,20 @@ std::string OverviewJson(const View& view) {
       {"status", std::move(status)},
       {"nodes", std::move(nodes)},
       {"gpus",
-       {{"total", gpus},
-        {"healthy", healthy},
-        {"unhealthy", gpus - healthy},
+       {{"total", t.gpus},
+        {"healthy", t.healthy},
+        {"unhealthy", t.gpus - t.healthy},
         {"idle", idle},
         {"withSlices", with_slices},
-        {"slotsTotal", slots},
-        {"slotsUsed", slots_used},
+        {"slotsTotal", t.slots},
+        {"slotsUsed", t.slots_used},
         {"reporting", reporting}}},
       {"memory",
-       {{"capacityMiB", mem_cap},
-        {"allocatedMiB", mem_alloc},
+       {{"capacityMiB", t.memory_mib},
+        {"allocatedMiB", t.memory_allocated_mib},
         {"usedMiB", Nullable(reports, mem_used)},
         {"reportingCapacityMiB", reporting_mem_cap}}},
-      {"cores", {{"capacity", cores_cap}, {"allocated", cores_alloc}, {"used", Nullable(reports, util)}}},
+      {"cores", {{"capacity", t.cores}, {"allocated", t.cores_allocated}, {"used", Nullable(reports, util)}}},
       {"fragmentation", std::move(fragmentation)},
       {"pods",
        {{"total", view.pods->pods.size()},
@@ -593,6 +577,27 @@ ApiAnswer NodesPage(const View& view, const ListQuery& query) {
                       {"items", std::move(items)}});
 }
 
+// One GPU as the node page lists it and the GPU page starts from: inventory,
+// allocation and, when its node reports, its usage (else null).
+Json GpuJson(const core::GpuState& g, const GpuUsageRecord* u) {
+  Json j = {{"uuid", g.gpu.uuid},
+            {"index", g.gpu.index},
+            {"model", g.gpu.model},
+            {"healthy", g.gpu.healthy},
+            {"memoryMiB", g.gpu.memory_mib},
+            {"cores", g.gpu.cores},
+            {"slots", g.gpu.slots},
+            {"allocated",
+             {{"memoryMiB", g.used.memory_mib},
+              {"cores", g.used.cores},
+              {"slots", g.used.slots},
+              {"exclusive", g.used.exclusive}}},
+            {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
+            {"utilization", Nullable(u, u ? u->utilization : 0)}};
+  if (!g.gpu.held_by.empty()) j["heldBy"] = g.gpu.held_by;
+  return j;
+}
+
 ApiAnswer NodeDetail(const View& view, const std::string& name) {
   auto it = view.node_index.find(name);
   if (it == view.node_index.end())
@@ -601,23 +606,7 @@ ApiAnswer NodeDetail(const View& view, const std::string& name) {
   Json j = NodeRowJson(view, it->second);
   Json gpus = Json::array();
   for (const core::GpuState& g : n.state.gpus()) {
-    const GpuUsageRecord* u = view.UsageOf(g.gpu.uuid);
-    Json gj = {{"uuid", g.gpu.uuid},
-               {"index", g.gpu.index},
-               {"model", g.gpu.model},
-               {"healthy", g.gpu.healthy},
-               {"memoryMiB", g.gpu.memory_mib},
-               {"cores", g.gpu.cores},
-               {"slots", g.gpu.slots},
-               {"allocated",
-                {{"memoryMiB", g.used.memory_mib},
-                 {"cores", g.used.cores},
-                 {"slots", g.used.slots},
-                 {"exclusive", g.used.exclusive}}},
-               {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
-               {"utilization", Nullable(u, u ? u->utilization : 0)}};
-    if (!g.gpu.held_by.empty()) gj["heldBy"] = g.gpu.held_by;
-    gpus.push_back(std::move(gj));
+    gpus.push_back(GpuJson(g, view.UsageOf(g.gpu.uuid)));
   }
   j["gpuList"] = std::move(gpus);
   Json pods = Json::array();
@@ -670,26 +659,12 @@ ApiAnswer GpuDetail(const View& view, const std::string& node, const std::string
       }
     }
   }
-  Json j = {{"generation", view.generation},
-            {"node", node},
-            {"uuid", uuid},
-            {"index", g.gpu.index},
-            {"model", g.gpu.model},
-            {"healthy", g.gpu.healthy},
-            {"memoryMiB", g.gpu.memory_mib},
-            {"cores", g.gpu.cores},
-            {"slots", g.gpu.slots},
-            {"allocated",
-             {{"memoryMiB", g.used.memory_mib},
-              {"cores", g.used.cores},
-              {"slots", g.used.slots},
-              {"exclusive", g.used.exclusive}}},
-            {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
-            {"utilization", Nullable(u, u ? u->utilization : 0)},
-            {"history", u ? history(u->history) : Json::array()},
-            {"slices", std::move(slices)},
-            {"metrics", MetricsStatusJson(view, node, view.built_ms)}};
-  if (!g.gpu.held_by.empty()) j["heldBy"] = g.gpu.held_by;
+  Json j = GpuJson(g, u);
+  j["generation"] = view.generation;
+  j["node"] = node;
+  j["history"] = u ? history(u->history) : Json::array();
+  j["slices"] = std::move(slices);
+  j["metrics"] = MetricsStatusJson(view, node, view.built_ms);
   if (std::string over = g.Overcommit(); !over.empty()) j["overcommit"] = over;
   return Answer(200, j);
 }
