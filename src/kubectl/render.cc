@@ -5,6 +5,7 @@
 
 #include "core/allocation_codec.h"
 #include "core/fit.h"
+#include "core/node_state.h"
 #include "core/pod_request.h"
 #include "kubectl/hami_allocation.h"
 #include "kubectl/table.h"
@@ -196,23 +197,14 @@ std::string TopNodes(const ClusterView& view) {
       table.Add({node.name, "-", "-", "-", "-", "-", "-", "-", InventoryText(node)});
       continue;
     }
-    int healthy = 0;
-    int64_t memory = 0, memory_used = 0, cores = 0, cores_used = 0, slots = 0, slots_used = 0;
-    for (const auto& g : node.state.gpus()) {
-      healthy += g.gpu.healthy ? 1 : 0;
-      memory += g.gpu.memory_mib;
-      memory_used += g.used.memory_mib;
-      cores += g.gpu.cores;
-      cores_used += g.used.cores;
-      slots += g.gpu.slots;
-      slots_used += g.used.slots;
-    }
-    const std::string gpus = std::to_string(healthy) + "/" + std::to_string(node.state.gpus().size());
-    table.Add({node.name, healthy == static_cast<int>(node.state.gpus().size()) ? gpus : gpus + " healthy",
-               Mi(memory_used) + "/" + Mi(memory), Percent(memory_used, memory),
-               std::to_string(cores_used) + "/" + std::to_string(cores), Percent(cores_used, cores),
-               std::to_string(slots_used) + "/" + std::to_string(slots), std::to_string(node.pods.size()),
-               InventoryText(node)});
+    const core::GpuTotals t = core::TotalsOf(node.state.gpus());
+    const std::string gpus = std::to_string(t.healthy) + "/" + std::to_string(t.gpus);
+    table.Add(
+        {node.name, t.healthy == t.gpus ? gpus : gpus + " healthy",
+         Mi(t.memory_allocated_mib) + "/" + Mi(t.memory_mib), Percent(t.memory_allocated_mib, t.memory_mib),
+         std::to_string(t.cores_allocated) + "/" + std::to_string(t.cores),
+         Percent(t.cores_allocated, t.cores), std::to_string(t.slots_used) + "/" + std::to_string(t.slots),
+         std::to_string(node.pods.size()), InventoryText(node)});
   }
   if (table.rows() == 0) return "No nodes.\n";
   return table.Render();
