@@ -144,7 +144,15 @@ Result<MigInstanceState> NvmlMigDriver::Describe(nvmlDevice_t, nvmlGpuInstance_t
     std::array<char, NVML_DEVICE_UUID_V2_BUFFER_SIZE> uuid{};
     if (api_.DeviceGetUUID(ci.device, uuid.data(), uuid.size()) == NVML_SUCCESS) state.mig_uuid = uuid.data();
     nvmlMemory_t memory{};
-    if (api_.DeviceGetMemoryInfo(ci.device, &memory) == NVML_SUCCESS) state.memory_mib = memory.total >> 20;
+    if (api_.DeviceGetMemoryInfo(ci.device, &memory) == NVML_SUCCESS) {
+      state.memory_mib = memory.total >> 20;
+      state.memory_used_bytes = memory.used;
+    }
+    nvmlUtilization_t utilization{};
+    if (api_.DeviceGetUtilizationRates != nullptr &&
+        api_.DeviceGetUtilizationRates(ci.device, &utilization) == NVML_SUCCESS) {
+      state.utilization_percent = static_cast<int>(utilization.gpu);
+    }
     if (api_.DeviceGetComputeRunningProcesses != nullptr) {
       std::array<nvmlProcessInfo_t, 64> processes{};
       unsigned n = static_cast<unsigned>(processes.size());

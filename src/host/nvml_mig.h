@@ -40,8 +40,10 @@ struct MigInstanceState {
   bool has_compute_instance = false;
   std::string mig_uuid;  // "MIG-..." of the compute instance; "" without one
   uint64_t memory_mib = 0;
-  uint32_t sm_count = 0;   // of the compute instance
-  uint32_t processes = 0;  // compute processes running in it now
+  uint64_t memory_used_bytes = 0;  // of the MIG device, now
+  int utilization_percent = -1;    // of the MIG device; -1: NVML has none (NVIDIA's NVML answers NOT_SUPPORTED)
+  uint32_t sm_count = 0;           // of the compute instance
+  uint32_t processes = 0;          // compute processes running in it now
 };
 
 struct MigGpuState {

@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "base/files.h"
@@ -45,10 +47,39 @@ nlohmann::json EntryToJson(const LedgerEntry& e) {
   for (const auto& d : e.slices.devices) {
     devices.push_back({{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}});
   }
-  return {{"jobId", e.job_id},         {"command", e.command},
-          {"holders", holders},        {"container", e.slices.container},
-          {"devices", devices},        {"region", e.region_path},
-          {"started", e.started_unix}, {"corePolicy", e.core_policy}};
+  nlohmann::json j = {{"jobId", e.job_id},         {"command", e.command},
+                      {"holders", holders},        {"container", e.slices.container},
+                      {"devices", devices},        {"region", e.region_path},
+                      {"started", e.started_unix}, {"corePolicy", e.core_policy}};
+  if (e.mig) {
+    const MigInstanceRecord& m = *e.mig;
+    j["mig"] = {{"parent", m.parent_uuid}, {"gpuIndex", m.gpu_index},
+                {"profile", m.profile},    {"profileId", m.profile_id},
+                {"start", m.start},        {"size", m.size},
+                {"created", m.created},    {"gpuInstanceId", m.gpu_instance_id},
+                {"migUuid", m.mig_uuid},   {"memoryMiB", m.memory_mib},
+                {"smCount", m.sm_count}};
+  }
+  return j;
+}
+
+// Added without a version change: a tessera that predates it reads a MIG
+// job's entry as a job holding no slice, which is what it is to slices.
+MigInstanceRecord MigFromJson(const nlohmann::json& j) {
+  MigInstanceRecord m;
+  m.parent_uuid = j.at("parent").get<std::string>();
+  m.gpu_index = j.at("gpuIndex").get<int>();
+  m.profile = j.at("profile").get<std::string>();
+  m.profile_id = j.at("profileId").get<uint32_t>();
+  m.start = j.at("start").get<uint32_t>();
+  m.size = j.at("size").get<uint32_t>();
+  m.created = j.at("created").get<bool>();
+  m.gpu_instance_id = j.at("gpuInstanceId").get<uint32_t>();
+  m.mig_uuid = j.at("migUuid").get<std::string>();
+  m.memory_mib = j.at("memoryMiB").get<uint64_t>();
+  m.sm_count = j.at("smCount").get<uint32_t>();
+  if (m.parent_uuid.empty() || m.profile.empty()) throw std::invalid_argument("a MIG record lacks its GPU");
+  return m;
 }
 
 LedgerEntry EntryFromJson(const nlohmann::json& j) {
@@ -70,6 +101,7 @@ LedgerEntry EntryFromJson(const nlohmann::json& j) {
   e.region_path = j.at("region").get<std::string>();
   e.started_unix = j.at("started").get<int64_t>();
   e.core_policy = j.value("corePolicy", "");  // added without a version change: older readers ignore it
+  if (j.contains("mig")) e.mig = MigFromJson(j.at("mig"));
   if (e.job_id.empty()) throw std::invalid_argument("an entry has an empty jobId");
   return e;
 }
@@ -120,6 +152,8 @@ class FileLock {
   int fd_;
 };
 
+}  // namespace
+
 bool AnyHolderAlive(const LedgerEntry& e) {
   for (const auto& h : e.holders) {
     if (IsAlive(h)) return true;
@@ -127,7 +161,23 @@ bool AnyHolderAlive(const LedgerEntry& e) {
   return false;
 }
 
-}  // namespace
+bool IsOrphaned(const LedgerEntry& e) {
+  return e.mig.has_value() && !AnyHolderAlive(e);
+}
+
+LedgerEntry NewEntry(const std::vector<std::string>& command) {
+  std::random_device rd;
+  static const char kHex[] = "0123456789abcdef";
+  LedgerEntry e;
+  e.job_id = "job-";
+  for (int i = 0; i < 8; ++i) e.job_id += kHex[rd() % 16];
+  e.command = command;
+  e.holders = {SelfProcessId()};
+  e.started_unix =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  return e;
+}
 
 ProcessId SelfProcessId() {
   auto id = LookupProcessId(getpid());
@@ -161,7 +211,7 @@ Status SliceLedger::Update(const std::function<Status(std::vector<LedgerEntry>&)
   // No file yet (or an unreadable one) reads as an empty ledger.
   auto text = files::Read(path);
   TESSERA_ASSIGN_OR_RETURN(std::vector<LedgerEntry> entries, ParseLedger(text.ok() ? *text : "", path));
-  std::erase_if(entries, [](const LedgerEntry& e) { return !AnyHolderAlive(e); });
+  std::erase_if(entries, [](const LedgerEntry& e) { return !e.mig && !AnyHolderAlive(e); });
 
   TESSERA_RETURN_IF_ERROR(mutate(entries));
 

@@ -45,6 +45,7 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
   if (!options.sim_spec) {
     auto real = host::NvmlLibrary::Load(host::kNvmlLibraryName);
     if (real.ok()) {
+      out.nvml_library = host::kNvmlLibraryName;
       TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(real).value()),
                                     "cannot list the GPUs through NVML");
       return out;
@@ -64,6 +65,7 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
     return Error{"the simulated GPU library " + lib +
                  " is missing; build tessera first (make) or set TESSERA_SIM_LIB_DIR"};
   }
+  out.nvml_library = lib;
   TESSERA_ASSIGN_OR_RETURN_WRAP(std::unique_ptr<host::NvmlLibrary> sim, host::NvmlLibrary::Load(lib),
                                 "cannot load the simulated GPU");
   TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpus, DiscoverWith(std::move(sim)),
@@ -73,6 +75,15 @@ Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPat
     out.job_env[contract::kSimStateEnv] = state;
   }
   out.job_path_env["LD_LIBRARY_PATH"] = paths.sim_lib_dir;
+  return out;
+}
+
+Result<LocalMig> OpenLocalMig(const LocalGpus& local) {
+  LocalMig out;
+  TESSERA_ASSIGN_OR_RETURN(out.library, host::NvmlLibrary::Load(local.nvml_library));
+  TESSERA_ASSIGN_OR_RETURN(std::unique_ptr<host::NvmlMigDriver> driver,
+                           host::NvmlMigDriver::Load(out.library->api(), local.nvml_library));
+  out.driver = std::move(driver);
   return out;
 }
 

@@ -9,12 +9,15 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "core/device.h"
+#include "host/nvml_api.h"
+#include "host/nvml_mig.h"
 
 namespace tessera::runner {
 
@@ -34,6 +37,7 @@ struct LocalGpuOptions {
 
 struct LocalGpus {
   bool simulated = false;
+  std::string nvml_library;     // the NVML the GPUs came from (a name or the simulated one's path)
   std::string sim_spec;         // when simulated
   std::vector<core::Gpu> gpus;  // physical GPUs, by NVML index
   // One line for the user when the simulated GPU stands in for a missing driver.
@@ -47,5 +51,13 @@ struct LocalGpus {
 // Discovers the GPUs. Errors when NVML fails on a machine that has it, or the
 // simulated GPU cannot be started (the message says why and what to do).
 Result<LocalGpus> OpenLocalGpus(const LocalGpuOptions& options, const InstallPaths& paths);
+
+// MIG through the NVML `local` came from (host/nvml_mig.h).
+struct LocalMig {
+  std::unique_ptr<host::NvmlLibrary> library;
+  std::unique_ptr<host::MigDriver> driver;  // declared after `library`: destroyed before it
+};
+// Errors when the library lacks the MIG entry points (a driver older than R450).
+Result<LocalMig> OpenLocalMig(const LocalGpus& local);
 
 }  // namespace tessera::runner

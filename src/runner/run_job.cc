@@ -1,11 +1,13 @@
 #include "runner/run_job.h"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <filesystem>
 #include <iostream>
-#include <random>
 
 #include "contract/container_contract.h"
 #include "core/allocation_codec.h"
@@ -22,14 +24,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kLocalNode = "local";
 constexpr const char* kJobContainer = "job";
-
-std::string NewJobId() {
-  std::random_device rd;
-  static const char kHex[] = "0123456789abcdef";
-  std::string id = "job-";
-  for (int i = 0; i < 8; ++i) id += kHex[rd() % 16];
-  return id;
-}
 
 core::PodAllocation AllocationOf(const LedgerEntry& e) {
   core::PodAllocation a;
@@ -139,17 +133,11 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
       return Status::Ok();  // nothing added: the write leaves the ledger as it was
     }
     TESSERA_ASSIGN_OR_RETURN(const core::PodAllocation allocation, placer.Commit(*decision, pod));
-    LedgerEntry e;
-    e.job_id = NewJobId();
-    e.command = command;
-    e.holders = {SelfProcessId()};
+    LedgerEntry e = NewEntry(command);
     e.slices = allocation.containers.at(0);
     e.slices.container = kJobContainer;
     e.region_path = ledger.dir() + "/jobs/" + e.job_id + "/" + host::kRegionFileName;
     e.core_policy = request.core_policy;
-    e.started_unix =
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
     entries.push_back(e);
     out.slice = ReservedSlice{e, AllocationOf(e)};
     return Status::Ok();
@@ -181,12 +169,150 @@ Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& pat
   return spec;
 }
 
+Status CheckMigFlags(const SliceRequest& slice) {
+  const char* flag = slice.memory_mib > 0 || slice.memory_percent ? "--gpumem"
+                     : slice.cores > 0                            ? "--gpucores"
+                     : slice.gpus != 1                            ? "--gpus"
+                     : !slice.gpu_types.empty()                   ? "--gpu-type"
+                                                                  : nullptr;
+  if (flag == nullptr) return Status::Ok();
+  return Error{std::string("--mig cannot be combined with ") + flag +
+               ": a MIG instance's memory and compute are fixed by its profile and isolated by the GPU "
+               "itself, so there is no slice to size: choose the profile "
+               "that fits"};
+}
+
+namespace {
+
+// MIG through NVML, opened when first needed (most runs never need it).
+class LazyMig {
+ public:
+  explicit LazyMig(const LocalGpus& local) : local_(local) {}
+  Result<host::MigDriver*> driver() {
+    if (!opened_) {
+      auto opened = OpenLocalMig(local_);
+      if (!opened.ok()) return opened.error();
+      opened_ = std::move(opened).value();
+    }
+    return opened_->driver.get();
+  }
+
+ private:
+  const LocalGpus& local_;
+  std::optional<LocalMig> opened_;
+};
+
+// Destroys what crashed `tessera run --mig` jobs left; failures only warn:
+// the instance stays recorded and is tried again next time.
+void CleanOrphans(SliceLedger& ledger, LazyMig& mig, bool quiet) {
+  auto entries = ledger.List();
+  if (!entries.ok() || std::none_of(entries->begin(), entries->end(), IsOrphaned)) return;
+  auto driver = mig.driver();
+  if (!driver.ok()) {
+    std::cerr << "tessera run: cannot remove the MIG instances of ended jobs: " << driver.error().message
+              << "\n";
+    return;
+  }
+  auto notes = CleanOrphanedInstances(ledger, **driver);
+  if (!notes.ok()) {
+    std::cerr << "tessera run: cannot remove the MIG instances of ended jobs: " << notes.error().message
+              << "\n";
+    return;
+  }
+  for (const auto& n : *notes) {
+    if (!quiet || n.rfind("removed", 0) != 0) std::cerr << "tessera run: " << n << "\n";
+  }
+}
+
+// GPUs in MIG mode offer MIG instances, not slices: marks them so that the
+// core engine refuses them with that reason.
+void MarkMigModeGpus(std::vector<core::Gpu>& gpus, LazyMig& mig) {
+  if (std::none_of(gpus.begin(), gpus.end(), [](const core::Gpu& g) { return g.mig_capable; })) return;
+  auto driver = mig.driver();
+  if (!driver.ok()) return;  // no MIG API: no GPU can be in MIG mode
+  auto listed = (*driver)->List();
+  if (!listed.ok()) return;
+  for (const auto& state : *listed) {
+    for (auto& g : gpus) {
+      if (g.uuid == state.uuid && (state.mig_enabled || !state.instances.empty())) {
+        g.mig_mode = core::MigMode::kStatic;
+      }
+    }
+  }
+}
+
+constexpr int kBlockedDuringSetup[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+int RunInMigInstance(const RunOptions& options, const LocalGpus& local, SliceLedger& ledger, LazyMig& mig) {
+  auto driver = mig.driver();
+  if (!driver.ok()) {
+    std::cerr << "tessera run: --mig: " << driver.error().message << "\n";
+    return kExitDoesNotFit;
+  }
+  MigRequest request = *options.mig;
+  request.simulated = local.simulated;
+  // A signal while the instance is being made is held until it exists (or
+  // failed), so that it never leaves an instance behind.
+  sigset_t setup, previous;
+  sigemptyset(&setup);
+  for (int sig : kBlockedDuringSetup) sigaddset(&setup, sig);
+  ::sigprocmask(SIG_BLOCK, &setup, &previous);
+  auto unblock = [&] { ::sigprocmask(SIG_SETMASK, &previous, nullptr); };
+
+  auto reservation = ReserveMigInstance(ledger, **driver, request, options.command);
+  if (!reservation.ok() || !reservation->entry) {
+    unblock();
+    std::cerr << "tessera run: " << (reservation.ok() ? reservation->refusal : reservation.error().message)
+              << "\n";
+    return reservation.ok() ? kExitDoesNotFit : 1;
+  }
+  auto entry = CreateMigInstance(ledger, **driver, *reservation->entry);
+  if (!entry.ok()) {
+    unblock();
+    std::cerr << "tessera run: " << entry.error().message << "\n";
+    return 1;
+  }
+  auto release = [&] {
+    if (auto st = ReleaseMigInstance(ledger, **driver, *entry); !st.ok()) {
+      std::cerr << "tessera run: " << st.error().message
+                << "; the next `tessera run` removes it once nothing uses it\n";
+    }
+  };
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  for (int sig : kBlockedDuringSetup) {
+    if (sigismember(&pending, sig)) {  // asked to stop before the job started
+      release();
+      ExitLike(JobExit{128 + sig, sig, false});
+    }
+  }
+  const MigInstanceRecord& m = *entry->mig;
+  if (!options.quiet) {
+    std::cerr << "tessera run: " << entry->job_id << " in MIG " << m.profile << " " << m.mig_uuid
+              << " on GPU " << m.gpu_index << " (" << m.parent_uuid << ", slice " << m.start << ", "
+              << m.memory_mib << " MiB, " << m.sm_count << " SMs)\n";
+  }
+  auto pid = StartJob(BuildMigJobSpec(*entry, local, options.command));
+  unblock();  // the job's forwarding handlers are in place now
+  if (!pid.ok()) {
+    std::cerr << "tessera run: " << pid.error().message << "\n";
+    release();
+    return 1;
+  }
+  JobExit exit = WaitForJob(*pid);
+  release();
+  ExitLike(exit);
+}
+
+}  // namespace
+
 int RunAndExit(const RunOptions& options) {
   if (options.command.empty()) {
     std::cerr << "tessera run: no command given; usage: tessera run [options] -- CMD [ARGS...]\n";
     return kExitDoesNotFit;
   }
-  if (auto st = Validate(options.slice); !st.ok()) {
+  if (auto st = options.mig ? CheckMigFlags(options.slice) : Validate(options.slice); !st.ok()) {
     std::cerr << "tessera run: " << st.error().message << "\n";
     return kExitDoesNotFit;
   }
@@ -199,6 +325,11 @@ int RunAndExit(const RunOptions& options) {
   if (!local->note.empty() && !options.quiet) std::cerr << local->note << "\n";
 
   SliceLedger ledger(options.ledger_dir.empty() ? host::DefaultRunStateDir() : options.ledger_dir);
+  LazyMig mig(*local);
+  CleanOrphans(ledger, mig, options.quiet);
+  if (options.mig) return RunInMigInstance(options, *local, ledger, mig);
+  MarkMigModeGpus(local->gpus, mig);
+
   auto reservation = ReserveSlice(ledger, local->gpus, options.slice, options.command);
   if (!reservation.ok()) {
     std::cerr << "tessera run: " << reservation.error().message << "\n";

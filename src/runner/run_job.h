@@ -18,6 +18,7 @@
 #include "runner/job_process.h"
 #include "runner/ledger.h"
 #include "runner/local_gpus.h"
+#include "runner/mig_job.h"
 #include "runner/slice_request.h"
 
 namespace tessera::runner {
@@ -46,17 +47,22 @@ Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gp
 Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& paths, const LocalGpus& local,
                              const std::vector<std::string>& command);
 
+// --mig sizes nothing: refuses the slice flags (--gpumem, --gpucores, --gpus,
+// --gpu-type) with the reason.
+Status CheckMigFlags(const SliceRequest& slice);
+
 struct RunOptions {
   SliceRequest slice;
+  std::optional<MigRequest> mig;  // --mig: run in a MIG instance instead of a slice (mig_job.h)
   std::vector<std::string> command;
   std::optional<std::string> sim_spec;
   std::string ledger_dir;  // empty = host::DefaultRunStateDir()
   bool quiet = false;      // no informational lines on stderr
 };
 
-// The whole `tessera run`; returns only on a setup error (exit code 2 for a
-// request that does not fit or bad input, 1 otherwise). On success it ends the
-// process the way the job ended (ExitLike).
+// The whole `tessera run` (first removing what crashed --mig jobs left); returns only on a setup error (exit
+// code 2 for a request that does not fit or bad input, 1 otherwise). On success it ends the process the way
+// the job ended (ExitLike).
 int RunAndExit(const RunOptions& options);
 
 }  // namespace tessera::runner

@@ -13,6 +13,9 @@ struct RunFlags {
   runner::RunOptions options;
   std::string gpumem;
   std::string sim;
+  std::string mig;
+  int gpu = 0;
+  CLI::Option* gpu_option = nullptr;
   std::vector<std::string> command;
 };
 
@@ -38,6 +41,16 @@ const CommandRegistration kRun{
            "  tessera run --gpumem 4000 --gpucores 30 --core-policy force -- ./benchmark\n"
            "  tessera run --gpus 2 --gpumem 50% --gpu-type A100 -- ./multi_gpu_job\n"
            "  tessera run --sim 2xH100-80GB --gpumem 8Gi -- ./my_cuda_program\n"
+           "  tessera run --mig 1g.10gb -- python infer.py\n"
+           "\n"
+           "MIG: --mig PROFILE (1g.10gb, 3g.40gb, ... as nvidia-smi names them) runs the command in a MIG\n"
+           "instance created for it on a GPU in MIG mode (--gpu N to choose the GPU), beside the instances\n"
+           "already there, and destroyed when it ends. The command sees only that device\n"
+           "(CUDA_VISIBLE_DEVICES = NVIDIA_VISIBLE_DEVICES = its MIG UUID); the GPU isolates its memory and\n"
+           "compute, so --gpumem, --gpucores, --gpus and --gpu-type do not apply. MIG mode is not turned\n"
+           "on for you: `sudo nvidia-smi -i N -mig 1` (A100/A30: then reset the GPU), or on the simulated\n"
+           "GPU `tessera sim mig --gpu N on`. An instance a killed `tessera run` left is removed by the\n"
+           "next `tessera run`.\n"
            "\n"
            "Exit status: the command's own. When the command is killed by signal N, `tessera run` ends\n"
            "by the same signal N (as `timeout` does), so a shell reports 128+N and Python's returncode is "
@@ -72,6 +85,11 @@ const CommandRegistration kRun{
        cmd->add_option(
            "--ledger-dir", flags->options.ledger_dir,
            "Where running slices are recorded (default: $TESSERA_RUN_STATE, /run/tessera as root)");
+       cmd->add_option("--mig", flags->mig,
+                       "Run in a MIG instance of this profile (e.g. 1g.10gb), created for the job and "
+                       "removed after it");
+       flags->gpu_option =
+           cmd->add_option("--gpu", flags->gpu, "With --mig: the GPU (NVML index) to create the instance on");
        cmd->add_flag("-q,--quiet", flags->options.quiet, "Print nothing but errors");
        cmd->add_option("command", flags->command, "The command to run, after --")->expected(-1);
        cmd->callback([flags] {
@@ -84,6 +102,17 @@ const CommandRegistration kRun{
            }
          }
          if (!flags->sim.empty()) opt.sim_spec = flags->sim;
+         const bool gpu_given = flags->gpu_option->count() > 0;
+         if (gpu_given && flags->mig.empty()) {
+           std::cerr << "tessera run: --gpu chooses the GPU of a --mig instance; a slice's GPU is chosen by "
+                        "--policy and --gpu-type\n";
+           SetExitCode(runner::kExitDoesNotFit);
+           return;
+         }
+         if (!flags->mig.empty()) {
+           opt.mig = runner::MigRequest{flags->mig, std::nullopt, false};
+           if (gpu_given) opt.mig->gpu_index = flags->gpu;
+         }
          opt.command = flags->command;
          SetExitCode(runner::RunAndExit(opt));
        });
