@@ -8,11 +8,13 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "node/config.h"
 #include "node/device_state.h"
+#include "node/mig/dynamic_mig.h"
 
 namespace tessera::node {
 
@@ -24,6 +26,16 @@ inline constexpr const char* kUnhealthy = "Unhealthy";
 // and NUMA node.
 v1beta1::ListAndWatchResponse DeviceList(const std::vector<core::Gpu>& gpus);
 
+// GetPreferredAllocation's answer for one container when some GPUs are in
+// mig-dynamic mode (`dynamic_uuids`): the container that waits for MIG
+// instances on `mig_gpus` (empty: none waits) gets one replica on each of
+// those GPUs, so the kubelet's count follows the instances; any other
+// container gets vGPU GPUs' replicas (PreferredDevices over them), and only
+// when they do not suffice any replica.
+Result<std::vector<std::string>> PreferredDevicesWithDynamic(
+    const std::vector<core::Gpu>& gpus, const std::set<std::string>& dynamic_uuids,
+    const std::set<std::string>& mig_gpus, const v1beta1::ContainerPreferredAllocationRequest& request);
+
 // What PluginServer serves: a device-plugin service that can end its open
 // ListAndWatch streams (the vGPU one below, or a MIG one, node/mig).
 class ServedDevicePlugin : public v1beta1::DevicePlugin::Service {
@@ -34,9 +46,12 @@ class ServedDevicePlugin : public v1beta1::DevicePlugin::Service {
 
 class DevicePluginService final : public ServedDevicePlugin {
  public:
-  // `config` and `state` must outlive the service.
+  // `config` and `state` (and `dynamic`, when given) must outlive the
+  // service. With `dynamic`, its GPUs' replicas are advertised beside the
+  // vGPU ones and a container whose devices are all on them is answered by
+  // DynamicMig::Allocate (node/mig/dynamic_mig.h).
   DevicePluginService(const NodeConfig& config, const DeviceState& state,
-                      std::function<std::string()> new_region_name);
+                      std::function<std::string()> new_region_name, mig::DynamicMig* dynamic = nullptr);
 
   void BeginShutdown() override { stopping_ = true; }
 
@@ -57,6 +72,7 @@ class DevicePluginService final : public ServedDevicePlugin {
   const NodeConfig& config_;
   const DeviceState& state_;
   std::function<std::string()> new_region_name_;
+  mig::DynamicMig* const dynamic_;
   std::atomic<bool> stopping_{false};
 };
 
