@@ -12,37 +12,29 @@
 //  - a label naming no configuration: failed, nothing applied;
 //  - XIDs: one of a MIG device takes that device out, a GPU-wide one all of
 //    the GPU's, and the GPU outside MIG stays healthy.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
-#include "apiserver/fake_apiserver.h"
+#include "base/testing.h"
 #include "core/inventory_codec.h"
 #include "host/nvml_api.h"
 #include "host/nvml_mig.h"
 #include "kube/config.h"
 #include "kube/typed_api.h"
 #include "kubelet_standin.h"
+#include "testing/node_cluster.h"
+#include "testing/process.h"
 
 namespace tessera::node {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
-using Json = nlohmann::json;
-using tessera::testing::FakeApiServer;
 using tessera::testing::KubeletStandIn;
 
 constexpr const char* kNode = "mig-node-1";
@@ -66,25 +58,8 @@ mig-configs:
         "3g.40gb": 2
 )";
 
-bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 60s) {
-  const auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return condition();
-}
-
-std::string RunShell(const std::string& command, int* exit_code = nullptr) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return output;
-  std::array<char, 4096> buffer{};
-  while (size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = ::pclose(pipe);
-  if (exit_code) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return output;
-}
+using ::tessera::testing::NodeCluster;
+using ::tessera::testing::WaitFor;
 
 size_t Healthy(const std::vector<v1beta1::Device>& devices) {
   size_t n = 0;
@@ -96,100 +71,41 @@ class MigNodeTest : public ::testing::Test {
  protected:
   // `sim_config`: TESSERA_SIM_CONFIG; `label`: the Node's nvidia.com/mig.config ("" = none).
   void SetUpNode(const std::string& sim_config, const std::string& label) {
-    char pattern[] = "/tmp/tmig-XXXXXX";
-    root_ = ::mkdtemp(pattern);
-    for (const char* d : {"dp", "lib", "regions", "sim", "podres"}) fs::create_directories(root_ + "/" + d);
-    {
-      std::ofstream(root_ + "/lib/libvgpu.so") << "stand-in";
-      std::ofstream(root_ + "/layout.yaml") << kLayout;
-    }
-    ::unsetenv("TESSERA_SIM_GPUS");
-    ::setenv("TESSERA_SIM_CONFIG", sim_config.c_str(), 1);
-    ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
-
-    testing::FakeApiServerOptions o;
-    o.bookmark_interval = 200ms;
-    o.keep_alive_seconds = 1;
-    api_ = std::make_unique<FakeApiServer>(o);
-    ASSERT_TRUE(api_->Start().ok());
-    Json node = {{"metadata", {{"name", kNode}}}};
-    if (!label.empty()) node["metadata"]["labels"] = {{"nvidia.com/mig.config", label}};
-    ASSERT_TRUE(api_->CreateObject("nodes", node).ok());
-
-    kubelet_ = std::make_unique<KubeletStandIn>(root_ + "/dp", root_ + "/podres/kubelet.sock");
-    ASSERT_TRUE(kubelet_->Start());
+    testing::NodeClusterOptions options{.node_name = kNode, .sim_config = sim_config, .temp_prefix = "tmig"};
+    if (!label.empty()) options.node_labels = {{"nvidia.com/mig.config", label}};
+    cluster_ = std::make_unique<NodeCluster>(options);
+    ASSERT_TRUE(cluster_->Start().ok());
+    cluster_->dir().Write("layout.yaml", kLayout);
+    kubelet_ = &cluster_->kubelet();
   }
 
   void TearDown() override {
-    if (node_ > 0) {
-      ::kill(node_, SIGTERM);
-      ::waitpid(node_, nullptr, 0);
-    }
-    if (kubelet_) kubelet_->Stop();
-    if (api_) api_->Stop();
+    if (!cluster_) return;
+    cluster_->Stop();
     if (HasFailure()) std::cerr << "tessera-node log:\n" << NodeLog() << std::endl;
-    fs::remove_all(root_);
   }
 
   void StartNode(std::map<std::string, std::string> overrides = {}) {
-    std::map<std::string, std::string> flags = {{"--node-name", kNode},
-                                                {"--api-server", api_->url()},
-                                                {"--plugin-dir", root_ + "/dp"},
-                                                {"--pod-resources-socket", root_ + "/podres/kubelet.sock"},
-                                                {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
-                                                {"--region-host-dir", root_ + "/regions"},
-                                                {"--nvml-library", TESSERA_SIM_NVML},
-                                                {"--kubelet-poll-ms", "50"},
-                                                {"--monitor-interval-ms", "200"},
-                                                {"--metrics-port", "0"},
-                                                {"--split-count", "4"},
-                                                {"--mig-layout-file", root_ + "/layout.yaml"},
+    std::map<std::string, std::string> flags = {{"--metrics-port", "0"},
+                                                {"--mig-layout-file", cluster_->Path("layout.yaml")},
                                                 {"--mig-strategy", "mixed"},
                                                 {"--mig-gpus", "0"},
                                                 {"--mig-retry-seconds", "1"}};
     for (const auto& [flag, value] : overrides) flags[flag] = value;
-    std::vector<std::string> args = {TESSERA_NODE_BINARY};
-    for (const auto& [flag, value] : flags) args.push_back(flag + "=" + value);
-    node_ = ::fork();
-    ASSERT_GE(node_, 0);
-    if (node_ == 0) {
-      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    ASSERT_TRUE(cluster_->StartNode(flags).ok());
   }
 
-  std::string NodeLog() const {
-    std::ifstream in(root_ + "/node.log");
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
+  std::string NodeLog() const { return cluster_->NodeLog(); }
 
-  std::string Label(const std::string& key) const {
-    auto node = api_->GetObject("nodes", "", kNode);
-    if (!node) return "";
-    return node->value("/metadata/labels"_json_pointer, Json::object()).value(key, "");
-  }
+  std::string Label(const std::string& key) const { return cluster_->Label(key); }
 
   // The node's inventory annotation, decoded; nullopt while absent or invalid.
-  std::optional<core::NodeInventory> Inventory() const {
-    auto node = api_->GetObject("nodes", "", kNode);
-    if (!node) return std::nullopt;
-    auto text = node->value("/metadata/annotations"_json_pointer, Json::object())
-                    .value(std::string(core::kInventoryAnnotation), "");
-    auto inv = core::DecodeInventory(text);
-    if (!inv.ok()) return std::nullopt;
-    return *inv;
-  }
+  std::optional<core::NodeInventory> Inventory() const { return cluster_->PublishedInventory(); }
 
   // As an operator does: a merge patch of the Node's labels.
   void SetConfigLabel(const std::string& value) {
     kube::ResolveOptions resolve;
-    resolve.api_server = api_->url();
+    resolve.api_server = cluster_->api().url();
     auto config = kube::ResolveConfig(resolve);
     ASSERT_TRUE(config.ok()) << config.error().message;
     auto client = kube::MakeClient(*config);
@@ -200,7 +116,7 @@ class MigNodeTest : public ::testing::Test {
   // The messages of the Events on the Node with `reason`.
   std::vector<std::string> NodeEvents(const std::string& reason) const {
     std::vector<std::string> messages;
-    for (const auto& e : api_->ListObjects("events")) {
+    for (const auto& e : cluster_->api().ListObjects("events")) {
       if (e.value("/involvedObject/kind"_json_pointer, "") == "Node" && e.value("reason", "") == reason) {
         messages.push_back(e.value("message", ""));
       }
@@ -220,16 +136,15 @@ class MigNodeTest : public ::testing::Test {
   // Runs mig_probe as a container given `env` (its Allocate answer) would:
   // on the simulated GPU, with only those variables.
   std::string Probe(const std::map<std::string, std::string>& env, int alloc_mib = 0) const {
-    std::string command = "env -i TESSERA_SIM_STATE=" + root_ + "/sim LD_LIBRARY_PATH=" + TESSERA_SIM_LIB_DIR;
+    std::string command =
+        "env -i TESSERA_SIM_STATE=" + cluster_->sim().state_dir + " LD_LIBRARY_PATH=" + TESSERA_SIM_LIB_DIR;
     for (const auto& [k, v] : env) command += " " + k + "=" + v;
     command += std::string(" ") + TESSERA_MIG_PROBE + " " + std::to_string(alloc_mib);
-    return RunShell(command);
+    return testing::RunShell(command).output;
   }
 
-  std::string root_;
-  std::unique_ptr<FakeApiServer> api_;
-  std::unique_ptr<KubeletStandIn> kubelet_;
-  pid_t node_ = -1;
+  std::unique_ptr<NodeCluster> cluster_;
+  KubeletStandIn* kubelet_ = nullptr;  // the cluster's
 };
 
 constexpr const char* kA100WithMigAndAnL4 = "gpus:\n  - model: A100-80GB\n    mig: true\n  - model: L4\n";
@@ -333,10 +248,8 @@ TEST_F(MigNodeTest, AmpereModeChangeIsPendingUntilReset) {
   EXPECT_EQ(NodeEvents("MigConfigPending").size(), 1u);
   EXPECT_TRUE(kubelet_->devices(kHalf).empty());
 
-  int code = -1;
-  std::string out = RunShell(
-      std::string("TESSERA_SIM_STATE=") + root_ + "/sim " + TESSERA_CLI_BINARY + " sim reset --gpu 0", &code);
-  ASSERT_EQ(code, 0) << out;
+  const auto reset = cluster_->RunCli("sim reset --gpu 0");
+  ASSERT_EQ(reset.exit_code, 0) << reset.output;
   ASSERT_TRUE(kubelet_->WaitForDevices(
       kHalf, [](const auto& d) { return Healthy(d) == 2; }, 60s))
       << NodeLog();
@@ -397,11 +310,8 @@ TEST_F(MigNodeTest, XidsReachTheAffectedMigDevices) {
   }
   ASSERT_NE(instance, nullptr);
   auto inject = [&](const std::string& extra) {
-    int code = -1;
-    std::string out = RunShell(std::string("TESSERA_SIM_STATE=") + root_ + "/sim " + TESSERA_CLI_BINARY +
-                                   " sim inject-xid --gpu 0 --xid 79" + extra,
-                               &code);
-    ASSERT_EQ(code, 0) << out;
+    const auto injected = cluster_->RunCli("sim inject-xid --gpu 0 --xid 79" + extra);
+    ASSERT_EQ(injected.exit_code, 0) << injected.output;
   };
   inject(" --gpu-instance " + std::to_string(instance->gpu_instance_id) + " --compute-instance " +
          std::to_string(instance->compute_instance_id));

@@ -30,17 +30,14 @@
 #include "base/testing.h"
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
-#include "host/nvml_api.h"
-#include "host/nvml_inventory.h"
 #include "host/region_reader.h"
 #include "kube/curl_transport.h"
 #include "kubelet_standin.h"
 #include "node/inventory_publisher.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
-#include "testing/ports.h"
+#include "testing/node_cluster.h"
 #include "testing/process.h"
-#include "testing/sim_gpu.h"
 
 namespace tessera::node {
 namespace {
@@ -53,8 +50,7 @@ using tessera::testing::KubeletStandIn;
 
 constexpr const char* kNode = "gpu-node-1";
 
-using ::tessera::testing::FreePort;
-using ::tessera::testing::ShellQuote;
+using ::tessera::testing::NodeCluster;
 using ::tessera::testing::WaitFor;
 
 // `command`'s output (stdout and stderr), through /bin/sh.
@@ -65,77 +61,28 @@ std::string RunShell(const std::string& command) {
 class NodeClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* d : {"dp", "lib", "regions", "view", "sim", "podres"})
-      fs::create_directories(root_ + "/" + d);
-    fs::copy_file(TESSERA_VGPU_LIB, root_ + "/lib/libvgpu.so");
-    sim_.Export();  // this process reads the simulated GPUs too, and tessera-node inherits them
-
+    ASSERT_TRUE(cluster_.Start().ok());
     // The simulated GPUs, as NVML (the sim's) reports them.
-    auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
-    ASSERT_TRUE(library.ok()) << library.error().message;
-    const host::NvmlApi& api = (*library)->api();
-    host::NvmlInventory inventory(api, std::move(library).value());
-    auto gpus = inventory.Discover();
+    auto gpus = cluster_.SimulatedGpus();
     ASSERT_TRUE(gpus.ok()) << gpus.error().message;
     ASSERT_EQ(gpus->size(), 2u);
     gpus_ = *gpus;
-
-    testing::FakeApiServerOptions o;
-    o.bookmark_interval = 200ms;
-    o.keep_alive_seconds = 1;
-    api_ = std::make_unique<FakeApiServer>(o);
-    ASSERT_TRUE(api_->Start().ok());
-    ASSERT_TRUE(api_->CreateObject("nodes", Json{{"metadata", {{"name", kNode}}}}).ok());
-
-    kubelet_ = std::make_unique<KubeletStandIn>(root_ + "/dp", root_ + "/podres/kubelet.sock");
-    ASSERT_TRUE(kubelet_->Start());
-    metrics_port_ = FreePort();
   }
 
   void TearDown() override {
-    for (pid_t& pid : children_) ::tessera::testing::KillAndWait(pid, SIGKILL);
-    ::tessera::testing::KillAndWait(node_, SIGTERM);
-    kubelet_->Stop();
-    api_->Stop();
+    cluster_.Stop();
     if (HasFailure()) std::cerr << "tessera-node log:\n" << NodeLog() << std::endl;
   }
 
   // Starts the binary with the test's settings; `overrides` replaces or adds flags.
   void StartNode(std::map<std::string, std::string> overrides = {}) {
-    std::map<std::string, std::string> flags = {{"--node-name", kNode},
-                                                {"--api-server", api_->url()},
-                                                {"--plugin-dir", root_ + "/dp"},
-                                                {"--pod-resources-socket", root_ + "/podres/kubelet.sock"},
-                                                {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
-                                                {"--region-host-dir", root_ + "/regions"},
-                                                {"--region-container-dir", root_ + "/view"},
-                                                {"--nvml-library", TESSERA_SIM_NVML},
-                                                {"--kubelet-poll-ms", "50"},
-                                                {"--monitor-interval-ms", "200"},
-                                                {"--heartbeat-seconds", "2"},
-                                                {"--metrics-address", "127.0.0.1"},
-                                                {"--metrics-port", std::to_string(metrics_port_)},
-                                                {"--split-count", "4"}};
-    for (const auto& [flag, value] : overrides) flags[flag] = value;
-    std::vector<std::string> args = {TESSERA_NODE_BINARY};
-    for (const auto& [flag, value] : flags) args.push_back(flag + "=" + value);
-    node_ = ::tessera::testing::Spawn(
-        {.argv = args, .stdout_path = root_ + "/node.log", .stderr_path = root_ + "/node.log"});
-    ASSERT_GE(node_, 0);
-    ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 60s)) << NodeLog();
+    ASSERT_TRUE(cluster_.StartNode(overrides).ok());
+    ASSERT_TRUE(cluster_.kubelet().WaitForRegistrations(1, 60s)) << NodeLog();
   }
 
-  std::string NodeLog() const { return tmp_.Read("node.log"); }
+  std::string NodeLog() const { return cluster_.NodeLog(); }
 
-  std::optional<core::NodeInventory> PublishedInventory() const {
-    auto node = api_->GetObject("nodes", "", kNode);
-    if (!node) return std::nullopt;
-    auto text = node->value("/metadata/annotations"_json_pointer, Json::object())
-                    .value(std::string(core::kInventoryAnnotation), "");
-    auto inventory = core::DecodeInventory(text);
-    if (!inventory.ok()) return std::nullopt;
-    return *inventory;
-  }
+  std::optional<core::NodeInventory> PublishedInventory() const { return cluster_.PublishedInventory(); }
 
   // The scheduler's own code (no leader election) against the API-server
   // stand-in, started and ready; null (and a failure) when it is not.
@@ -146,7 +93,7 @@ class NodeClusterTest : public ::testing::Test {
     config.leader_elect = false;
     config.identity = "it";
     kube::CurlTransportOptions transport;
-    transport.server = api_->url();
+    transport.server = cluster_.api().url();
     auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
     auto scheduler = std::make_unique<scheduler::Scheduler>(config, client);
     const bool started = scheduler->Start().ok();
@@ -183,7 +130,7 @@ class NodeClusterTest : public ::testing::Test {
   }
 
   std::string Metrics() const {
-    httplib::Client http("127.0.0.1", metrics_port_);
+    httplib::Client http("127.0.0.1", cluster_.metrics_port());
     http.set_connection_timeout(2);
     auto res = http.Get("/metrics");
     return res && res->status == 200 ? res->body : "";
@@ -197,19 +144,9 @@ class NodeClusterTest : public ::testing::Test {
 
   // The same with container "main"'s slices given.
   std::string BindPodWith(const std::string& name, std::vector<core::DeviceSlice> slices) {
-    core::PodAllocation allocation;
-    allocation.node = kNode;
-    allocation.containers.push_back({"main", std::move(slices), false});
-    auto text = core::EncodeAllocation(allocation);
-    EXPECT_TRUE(text.ok());
-    Json pod = {{"metadata",
-                 {{"name", name},
-                  {"namespace", "ml"},
-                  {"annotations", {{std::string(core::kAllocationAnnotation), *text}}}}},
-                {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}, {"image", "cuda"}}}}}},
-                {"status", {{"phase", "Running"}}}};
-    EXPECT_TRUE(api_->CreateObject("pods", pod).ok());
-    return *text;
+    auto text = cluster_.BindPod("ml", name, std::move(slices));
+    EXPECT_TRUE(text.ok()) << text.error().message;
+    return text.ok() ? *text : "";
   }
 
   // A GPU pod bound here by someone else than tessera-scheduler: no
@@ -222,13 +159,13 @@ class NodeClusterTest : public ::testing::Test {
           {"containers",
            {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
         {"status", {{"phase", "Running"}}}};
-    EXPECT_TRUE(api_->CreateObject("pods", pod).ok());
+    EXPECT_TRUE(cluster_.api().CreateObject("pods", pod).ok());
   }
 
   // The events with this reason, by the pod they are about.
   std::map<std::string, Json> EventsFor(const std::string& reason) const {
     std::map<std::string, Json> out;
-    for (const Json& e : api_->ListObjects("events")) {
+    for (const Json& e : cluster_.api().ListObjects("events")) {
       if (e.value("reason", "") == reason) out[e["involvedObject"].value("name", "")] = e;
     }
     return out;
@@ -248,62 +185,34 @@ class NodeClusterTest : public ::testing::Test {
   // The kubelet admits the pod's container: Allocate through tessera's plugin.
   v1beta1::ContainerAllocateResponse Admit(const std::string& pod, int gpu = 0) {
     v1beta1::ContainerAllocateResponse response;
-    auto status = kubelet_->AdmitContainer("ml", pod, "main", {gpus_[gpu].uuid + "::0"}, &response);
+    auto status = cluster_.kubelet().AdmitContainer("ml", pod, "main", {gpus_[gpu].uuid + "::0"}, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response;
   }
 
-  // Starts a "container" process: a new mount namespace in which the region
-  // directory Allocate made is bind-mounted at the container path, and the
-  // environment the kubelet (plugin env) and the webhook (Downward API) give
-  // (no TESSERA_ALLOCATION when `allocation` is empty: a pod the webhook never
-  // saw). `probe_args` is what vgpu_probe does; `preload` whether libvgpu is loaded.
+  // Starts a "container" process (NodeCluster::StartContainer) running
+  // vgpu_probe with `probe_args`, with the environment the kubelet (plugin env)
+  // and the webhook (Downward API) give (no TESSERA_ALLOCATION when
+  // `allocation` is empty: a pod the webhook never saw); `preload` whether
+  // libvgpu is loaded.
   pid_t StartContainerProcess(const v1beta1::ContainerAllocateResponse& allocated,
                               const std::string& allocation, bool preload, const std::string& probe_args,
                               const std::string& out, bool own_pid_namespace = false) {
-    std::string region_host;
-    for (const auto& m : allocated.mounts()) {
-      if (m.container_path() == root_ + "/view") region_host = m.host_path();
-    }
-    EXPECT_FALSE(region_host.empty());
-    std::string env = "env LD_LIBRARY_PATH=" + std::string(TESSERA_SIM_LIB_DIR) + " ACTIVE_OOM_KILLER=true";
-    if (!allocation.empty())
-      env += " TESSERA_ALLOCATION=" + ShellQuote(allocation) + " TESSERA_CONTAINER_NAME=main";
-    for (const auto& [k, v] : allocated.envs()) env += " " + k + "=" + ShellQuote(v);
-    if (preload) env += " LD_PRELOAD=" + root_ + "/lib/libvgpu.so";
-    // In its own pid namespace the process is pid 1 there, and the simulated
-    // driver, like a real one, still names it by its host pid: it reads the
-    // host's /proc, bind-mounted before the namespace's own is mounted.
-    std::string launch = "exec ";
-    if (own_pid_namespace) {
-      fs::create_directories(root_ + "/hostproc");
-      env += " TESSERA_SIM_PROC=" + root_ + "/hostproc";
-      launch =
-          "mount --bind /proc " + ShellQuote(root_ + "/hostproc") +
-          " && exec unshare --pid --fork --kill-child --mount-proc ";  // the child dies with the test's kill
-    }
-    const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
-                               " && " + launch + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
-                               ShellQuote(out) + " 2>&1";
-    const pid_t pid = ::tessera::testing::Spawn(
-        {.argv = {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}});
-    children_.push_back(pid);
-    return pid;
+    EXPECT_FALSE(cluster_.RegionHostDir(allocated).empty());
+    return cluster_.StartContainer({.allocated = &allocated,
+                                    .allocation = allocation,
+                                    .env = {{"ACTIVE_OOM_KILLER", "true"}},
+                                    .preload_libvgpu = preload,
+                                    .command_line = std::string(TESSERA_VGPU_PROBE) + " " + probe_args,
+                                    .output = out,
+                                    .own_pid_namespace = own_pid_namespace});
   }
 
-  static bool NamespacesWork() {
-    return ::tessera::testing::RunShell("unshare --mount --propagation private true").exit_code == 0;
-  }
+  static bool NamespacesWork() { return ::tessera::testing::MountNamespacesWork(); }
 
-  ::tessera::testing::TempDir tmp_{"tnc"};  // short: unix socket paths are limited
-  const std::string root_ = tmp_.path();
-  const ::tessera::testing::SimGpu sim_{.gpus = "2xA100-80GB", .state_dir = root_ + "/sim"};
+  NodeCluster cluster_{{.sim_gpus = "2xA100-80GB", .libvgpu = TESSERA_VGPU_LIB}};
+  const std::string root_ = cluster_.root();
   std::vector<core::Gpu> gpus_;
-  std::unique_ptr<FakeApiServer> api_;
-  std::unique_ptr<KubeletStandIn> kubelet_;
-  int metrics_port_ = 0;
-  pid_t node_ = -1;
-  std::vector<pid_t> children_;
 };
 
 TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealth) {
@@ -318,10 +227,10 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
   EXPECT_TRUE(inventory.gpus[0].healthy);
   // The labels follow the annotation in a second request.
   ASSERT_TRUE(WaitFor([&] {
-    auto node = api_->GetObject("nodes", "", kNode);
+    auto node = cluster_.api().GetObject("nodes", "", kNode);
     return node && node->value("/metadata/labels"_json_pointer, Json::object()).contains(kGpuCountLabel);
   }));
-  auto node = api_->GetObject("nodes", "", kNode);
+  auto node = cluster_.api().GetObject("nodes", "", kNode);
   EXPECT_EQ((*node)["metadata"]["labels"][kGpuProductLabel], "NVIDIA-A100-SXM4-80GB");
   EXPECT_EQ((*node)["metadata"]["labels"][kGpuCountLabel], "2");
 
@@ -344,7 +253,7 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
 
   // A critical XID on GPU 1: within seconds the annotation says so, and the
   // scheduler no longer finds two GPUs for the pod here.
-  std::string out = RunShell(std::string(TESSERA_CLI_BINARY) + " sim inject-xid --gpu 1 --xid 79");
+  std::string out = cluster_.RunCli("sim inject-xid --gpu 1 --xid 79").output;
   ASSERT_TRUE(WaitFor([&] {
     auto now = PublishedInventory();
     return now && !now->gpus[1].healthy && now->gpus[0].healthy;
@@ -360,12 +269,13 @@ TEST_F(NodeClusterTest, PublishesTheInventoryTheSchedulerPlacesOnAndFollowsHealt
 }
 
 TEST_F(NodeClusterTest, APublishFailureIsRetriedAndTheApiServerRecoveryPicksItUp) {
-  api_->AddFault({testing::Fault::Kind::kStatus, "PATCH", "/nodes/", testing::Fault::Applies::kAll, 503});
+  cluster_.api().AddFault(
+      {testing::Fault::Kind::kStatus, "PATCH", "/nodes/", testing::Fault::Applies::kAll, 503});
   StartNode();
   ASSERT_TRUE(
       WaitFor([&] { return NodeLog().find("cannot publish the GPU inventory") != std::string::npos; }));
   EXPECT_FALSE(PublishedInventory().has_value());
-  api_->ClearFaults();
+  cluster_.api().ClearFaults();
   ASSERT_TRUE(WaitFor([&] { return PublishedInventory().has_value(); })) << NodeLog();
   EXPECT_EQ(Metrics().find("tessera_node_inventory_publish_errors_total 0\n"), std::string::npos)
       << Metrics();
@@ -391,7 +301,7 @@ TEST_F(NodeClusterTest, ContainersAreAttributedMeteredAndScrapedByPrometheus) {
 
   // A real Prometheus scrapes the endpoint and answers a query on it.
   testing::PrometheusOptions options;
-  options.targets = {{"127.0.0.1:" + std::to_string(metrics_port_)}};
+  options.targets = {{"127.0.0.1:" + std::to_string(cluster_.metrics_port())}};
   auto prometheus = testing::PrometheusServer::Start(options);
   ASSERT_TRUE(prometheus.ok()) << prometheus.error().message;
   Json series;
@@ -427,17 +337,17 @@ TEST_F(NodeClusterTest, AProcessThatBypassesLibvgpuIsKilledAndThePodGetsAnEvent)
 
   int status = 0;
   ASSERT_TRUE(WaitFor([&] { return ::waitpid(bypass, &status, WNOHANG) == bypass; })) << NodeLog();
-  std::erase(children_, bypass);
+  cluster_.ForgetContainer(bypass);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
   EXPECT_EQ(::waitpid(honest, &status, WNOHANG), 0) << "the process within the limit keeps running";
 
   ASSERT_TRUE(WaitFor([&] {
-    for (const Json& e : api_->ListObjects("events")) {
+    for (const Json& e : cluster_.api().ListObjects("events")) {
       if (e.value("reason", "") == "GPUMemoryLimitKill") return true;
     }
     return false;
   })) << NodeLog();
-  for (const Json& e : api_->ListObjects("events")) {
+  for (const Json& e : cluster_.api().ListObjects("events")) {
     if (e.value("reason", "") != "GPUMemoryLimitKill") continue;
     EXPECT_EQ(e["involvedObject"]["kind"], "Pod");
     EXPECT_EQ(e["involvedObject"]["name"], "train");
@@ -484,7 +394,7 @@ TEST_F(NodeClusterTest, AnOvercommitIsShownByTheGaugesAndReported) {
   std::set<std::string> told;
   ASSERT_TRUE(WaitFor([&] {
     told.clear();
-    for (const Json& e : api_->ListObjects("events")) {
+    for (const Json& e : cluster_.api().ListObjects("events")) {
       if (e.value("reason", "") != "GPUOvercommitted") continue;
       told.insert(e["involvedObject"].value("name", ""));
       EXPECT_FALSE(e["involvedObject"].contains("fieldPath")) << e.dump();
@@ -499,7 +409,7 @@ TEST_F(NodeClusterTest, AnOvercommitIsShownByTheGaugesAndReported) {
   EXPECT_NE(NodeLog().find("GPU " + gpus_[0].uuid + " is overcommitted"), std::string::npos) << NodeLog();
 
   // Deleting the pod that overcommitted ends the episode.
-  ASSERT_TRUE(api_->DeleteObject("pods", "ml", "late").ok());
+  ASSERT_TRUE(cluster_.api().DeleteObject("pods", "ml", "late").ok());
   ASSERT_TRUE(MetricsShow("tessera_gpu_overcommitted" + gpu0 + "0\n")) << Metrics();
   EXPECT_NE(NodeLog().find("GPU " + gpus_[0].uuid + " is no longer overcommitted"), std::string::npos);
 }
@@ -573,8 +483,8 @@ TEST_F(NodeClusterTest, APodTesseraDidNotPlaceHoldsItsGpuWholeWhenConfigured) {
       << answer.dump();
 
   // The pod goes: the GPU is offered again.
-  kubelet_->RemovePod("ml", "legacy");
-  ASSERT_TRUE(api_->DeleteObject("pods", "ml", "legacy").ok());
+  cluster_.kubelet().RemovePod("ml", "legacy");
+  ASSERT_TRUE(cluster_.api().DeleteObject("pods", "ml", "legacy").ok());
   ASSERT_TRUE(WaitFor([&] {
     auto inventory = PublishedInventory();
     return inventory && inventory->gpus[1].held_by.empty();
@@ -592,10 +502,7 @@ TEST_F(NodeClusterTest, AContainerInItsOwnPidNamespaceIsToldItsHostPid) {
   const std::string allocation = BindPod("train", 4000);
   auto allocated = Admit("train");
   StartContainerProcess(allocated, allocation, true, "init ctx:0 alloc:100 hold", root_ + "/a.out", true);
-  std::string region_file;
-  for (const auto& m : allocated.mounts()) {
-    if (m.container_path() == root_ + "/view") region_file = m.host_path() + "/vgpu.region";
-  }
+  const std::string region_file = cluster_.RegionHostDir(allocated) + "/vgpu.region";
   // libvgpu is pid 1 of its namespace and cannot learn its host pid; the
   // agent finds it through NVML and /proc and writes it into the slot.
   host::RegionSnapshot snapshot;
@@ -618,15 +525,12 @@ TEST_F(NodeClusterTest, TheRegionOfAPodThatIsGoneIsRemoved) {
   StartNode({{"--region-grace-seconds", "0"}});
   BindPod("train", 4000);
   auto allocated = Admit("train");
-  std::string region_host;
-  for (const auto& m : allocated.mounts()) {
-    if (m.container_path() == root_ + "/view") region_host = m.host_path();
-  }
+  const std::string region_host = cluster_.RegionHostDir(allocated);
   ASSERT_TRUE(fs::exists(region_host));
   // Still listed by the kubelet: kept however long it waits.
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(fs::exists(region_host));
-  kubelet_->RemovePod("ml", "train");
+  cluster_.kubelet().RemovePod("ml", "train");
   // The directory, then its record, then the pass's counters.
   ASSERT_TRUE(WaitFor([&] { return !fs::exists(region_host) && !fs::exists(region_host + ".json"); }))
       << NodeLog();
@@ -637,14 +541,10 @@ TEST_F(NodeClusterTest, WithoutTheKubeletsPodResourcesNothingIsRemoved) {
   StartNode({{"--region-grace-seconds", "0"}, {"--pod-resources-socket", root_ + "/podres/missing.sock"}});
   BindPod("train", 4000);
   auto allocated = Admit("train");
-  kubelet_->RemovePod("ml", "train");
+  cluster_.kubelet().RemovePod("ml", "train");
   ASSERT_TRUE(WaitFor([&] { return NodeLog().find("cannot list pod resources") != std::string::npos; }));
   std::this_thread::sleep_for(1s);
-  for (const auto& m : allocated.mounts()) {
-    if (m.container_path() == root_ + "/view") {
-      EXPECT_TRUE(fs::exists(m.host_path()));
-    }
-  }
+  EXPECT_TRUE(fs::exists(cluster_.RegionHostDir(allocated)));
   EXPECT_TRUE(MetricsShow("tessera_node_pod_resources_up 0\n")) << Metrics();
 }
 

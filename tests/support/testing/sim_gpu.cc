@@ -7,12 +7,18 @@
 namespace tessera::testing {
 
 Env SimGpu::Environment() const {
-  Env env = {{"TESSERA_SIM_GPUS", gpus}, {"TESSERA_SIM_STATE", state_dir}};
+  Env env = {{"TESSERA_SIM_STATE", state_dir}};
+  if (config.empty()) {
+    env["TESSERA_SIM_GPUS"] = gpus;
+  } else {
+    env["TESSERA_SIM_CONFIG"] = config;
+  }
   if (!lib_dir.empty()) env["LD_LIBRARY_PATH"] = lib_dir;
   return env;
 }
 
 void SimGpu::Export() const {
+  ::unsetenv(config.empty() ? "TESSERA_SIM_CONFIG" : "TESSERA_SIM_GPUS");
   for (const auto& [name, value] : Environment()) ::setenv(name.c_str(), value.c_str(), 1);
 }
 

@@ -1,5 +1,5 @@
 // The simulated GPU machine a test's processes run on (src/sim, docs/sim.md):
-// which GPUs it has (TESSERA_SIM_GPUS), where their shared state lives
+// which GPUs it has (TESSERA_SIM_GPUS or TESSERA_SIM_CONFIG), where their shared state lives
 // (TESSERA_SIM_STATE: every process given the same directory sees the same
 // GPUs, memory and processes) and where the simulator's libcuda.so.1 and
 // libnvidia-ml.so.1 are found (LD_LIBRARY_PATH).
@@ -21,11 +21,16 @@ struct SimGpu {
   // LD_LIBRARY_PATH alone (a program that loads NVML by path, such as
   // tessera-node with --nvml-library).
   std::string lib_dir{};
+  // A TESSERA_SIM_CONFIG (YAML text: models, MIG mode, ...); when not empty it
+  // describes the machine instead of `gpus`.
+  std::string config{};
 
   // The variables that put a process on this machine.
   Env Environment() const;
   // Sets them in this process, for in-process NVML/CUDA calls and for the
-  // children that inherit the environment.
+  // children that inherit the environment; unsets whichever of
+  // TESSERA_SIM_GPUS / TESSERA_SIM_CONFIG it does not use, so an inherited one
+  // does not describe another machine.
   void Export() const;
 };
 
