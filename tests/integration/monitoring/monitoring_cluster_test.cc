@@ -9,47 +9,34 @@
 //  - a critical XID on GPU 1 -> TesseraGpuUnhealthy names GPU 1, not GPU 0;
 //  - a node whose inventory heartbeat is years old -> TesseraInventoryStale = 1;
 //  - and nothing for the alerts whose condition the cluster does not meet.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
-#include <array>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <regex>
 #include <thread>
 
-#include "apiserver/fake_apiserver.h"
-#include "core/allocation_codec.h"
+#include "base/testing.h"
 #include "core/inventory_codec.h"
-#include "host/nvml_api.h"
-#include "host/nvml_inventory.h"
 #include "kube/curl_transport.h"
-#include "kubelet_standin.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
+#include "testing/node_cluster.h"
 
 namespace tessera {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using Json = nlohmann::json;
-using testing::FakeApiServer;
-using testing::KubeletStandIn;
 using testing::PrometheusServer;
 
 constexpr const char* kNode = "gpu-node-1";
 
+// testing::WaitFor, polling every 100 ms rather than 10: each check is a round of
+// Prometheus queries.
 bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds deadline = 90s) {
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (std::chrono::steady_clock::now() < until) {
@@ -57,29 +44,6 @@ bool WaitFor(const std::function<bool()>& condition, std::chrono::milliseconds d
     std::this_thread::sleep_for(100ms);
   }
   return condition();
-}
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string ShellQuote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // alert name (or record name) -> expression, from a PrometheusRule file.
@@ -99,7 +63,7 @@ std::map<std::string, std::string> RuleExpressions(const std::string& path) {
 // Every target expression of the dashboard, with Grafana's variables as Grafana would fill them.
 std::vector<std::pair<std::string, std::string>> DashboardExpressions(const std::string& path) {
   std::vector<std::pair<std::string, std::string>> out;
-  const Json dashboard = Json::parse(ReadFile(path));
+  const Json dashboard = Json::parse(testing::ReadFileOrEmpty(path));
   for (const Json& panel : dashboard["panels"]) {
     for (const Json& target : panel.value("targets", Json::array())) {
       std::string expr = target["expr"].get<std::string>();
@@ -115,84 +79,25 @@ class MonitoringClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!PrometheusServer::Available()) GTEST_SKIP() << PrometheusServer::NotAvailableMessage();
-    if (std::system("unshare --mount --propagation private true 2>/dev/null") != 0)
+    if (!testing::MountNamespacesWork())
       GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
-    char pattern[] = "/tmp/tmon-XXXXXX";
-    root_ = ::mkdtemp(pattern);
-    for (const char* d : {"dp", "lib", "regions", "view", "sim", "podres"})
-      fs::create_directories(root_ + "/" + d);
-    fs::copy_file(TESSERA_VGPU_LIB, root_ + "/lib/libvgpu.so");
-    ::setenv("TESSERA_SIM_GPUS", "2xA100-80GB", 1);
-    ::setenv("TESSERA_SIM_STATE", (root_ + "/sim").c_str(), 1);
-
-    auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
-    ASSERT_TRUE(library.ok()) << library.error().message;
-    const host::NvmlApi& api = (*library)->api();  // before the library moves into the inventory
-    host::NvmlInventory inventory(api, std::move(library).value());
-    auto gpus = inventory.Discover();
+    ASSERT_TRUE(cluster_.Start().ok());
+    auto gpus = cluster_.SimulatedGpus();
     ASSERT_TRUE(gpus.ok()) << gpus.error().message;
     ASSERT_EQ(gpus->size(), 2u);
     gpus_ = *gpus;
-
-    testing::FakeApiServerOptions o;
-    o.bookmark_interval = 200ms;
-    o.keep_alive_seconds = 1;
-    api_ = std::make_unique<FakeApiServer>(o);
-    ASSERT_TRUE(api_->Start().ok());
-    ASSERT_TRUE(api_->CreateObject("nodes", Json{{"metadata", {{"name", kNode}}}}).ok());
-    kubelet_ = std::make_unique<KubeletStandIn>(root_ + "/dp", root_ + "/podres/kubelet.sock");
-    ASSERT_TRUE(kubelet_->Start());
-    metrics_port_ = FreePort();
   }
 
   void TearDown() override {
     if (prometheus_) prometheus_->Stop();
     if (scheduler_) scheduler_->Stop();
-    for (pid_t pid : children_) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (node_ > 0) {
-      ::kill(node_, SIGTERM);
-      ::waitpid(node_, nullptr, 0);
-    }
-    if (kubelet_) kubelet_->Stop();
-    if (api_) api_->Stop();
-    if (HasFailure() && !root_.empty())
-      std::cerr << "tessera-node log:\n" << ReadFile(root_ + "/node.log") << "\n";
-    if (!root_.empty()) fs::remove_all(root_);
+    cluster_.Stop();
+    if (HasFailure()) std::cerr << "tessera-node log:\n" << cluster_.NodeLog() << "\n";
   }
 
   void StartNode() {
-    const std::vector<std::string> flags = {"--node-name=" + std::string(kNode),
-                                            "--api-server=" + api_->url(),
-                                            "--plugin-dir=" + root_ + "/dp",
-                                            "--pod-resources-socket=" + root_ + "/podres/kubelet.sock",
-                                            "--libvgpu-host-path=" + root_ + "/lib/libvgpu.so",
-                                            "--region-host-dir=" + root_ + "/regions",
-                                            "--region-container-dir=" + root_ + "/view",
-                                            "--nvml-library=" + std::string(TESSERA_SIM_NVML),
-                                            "--kubelet-poll-ms=50",
-                                            "--monitor-interval-ms=200",
-                                            "--heartbeat-seconds=1",
-                                            "--metrics-address=127.0.0.1",
-                                            "--metrics-port=" + std::to_string(metrics_port_),
-                                            "--split-count=4"};
-    std::vector<std::string> args = {TESSERA_NODE_BINARY};
-    args.insert(args.end(), flags.begin(), flags.end());
-    node_ = ::fork();
-    ASSERT_GE(node_, 0);
-    if (node_ == 0) {
-      int log = ::open((root_ + "/node.log").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ASSERT_TRUE(kubelet_->WaitForRegistrations(1, 60s)) << ReadFile(root_ + "/node.log");
+    ASSERT_TRUE(cluster_.StartNode({{"--heartbeat-seconds", "1"}}).ok());
+    ASSERT_TRUE(cluster_.kubelet().WaitForRegistrations(1, 60s)) << cluster_.NodeLog();
   }
 
   void StartScheduler() {
@@ -203,7 +108,7 @@ class MonitoringClusterTest : public ::testing::Test {
     config.identity = "monitoring-test";
     config.inventory_stale = 30s;
     kube::CurlTransportOptions transport;
-    transport.server = api_->url();
+    transport.server = cluster_.api().url();
     auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
     scheduler_ = std::make_unique<scheduler::Scheduler>(config, client);
     ASSERT_TRUE(scheduler_->Start().ok());
@@ -224,55 +129,36 @@ class MonitoringClusterTest : public ::testing::Test {
         {"metadata",
          {{"name", "old-node"},
           {"annotations", {{std::string(core::kInventoryAnnotation), *core::EncodeInventory(inventory)}}}}}};
-    ASSERT_TRUE(api_->CreateObject("nodes", node).ok());
+    ASSERT_TRUE(cluster_.api().CreateObject("nodes", node).ok());
   }
 
   // The pod as tessera-scheduler's bind leaves it: container "main", `mib` MiB on GPU 0.
   std::string BindPod(const std::string& name, int64_t mib) {
-    core::PodAllocation allocation{kNode, {{"main", {{gpus_[0].uuid, mib, 30}}, false}}};
-    auto text = core::EncodeAllocation(allocation);
-    EXPECT_TRUE(text.ok());
-    Json pod = {{"metadata",
-                 {{"name", name},
-                  {"namespace", "ml"},
-                  {"annotations", {{std::string(core::kAllocationAnnotation), *text}}}}},
-                {"spec", {{"nodeName", kNode}, {"containers", {{{"name", "main"}, {"image", "cuda"}}}}}},
-                {"status", {{"phase", "Running"}}}};
-    EXPECT_TRUE(api_->CreateObject("pods", pod).ok());
-    return *text;
+    auto text = cluster_.BindPod("ml", name, {{gpus_[0].uuid, mib, 30}});
+    EXPECT_TRUE(text.ok()) << text.error().message;
+    return text.ok() ? *text : "";
   }
 
   // The kubelet admits the container through tessera's plugin; a process runs in it
   // (its own mount namespace, the region bind-mounted, libvgpu preloaded) doing `probe_args`.
   void RunContainer(const std::string& pod, const std::string& allocation, const std::string& probe_args) {
     v1beta1::ContainerAllocateResponse allocated;
-    auto status = kubelet_->AdmitContainer("ml", pod, "main", {gpus_[0].uuid + "::0"}, &allocated);
+    auto status = cluster_.kubelet().AdmitContainer("ml", pod, "main", {gpus_[0].uuid + "::0"}, &allocated);
     ASSERT_TRUE(status.ok()) << status.error_message();
-    std::string region_host;
-    for (const auto& m : allocated.mounts()) {
-      if (m.container_path() == root_ + "/view") region_host = m.host_path();
-    }
-    ASSERT_FALSE(region_host.empty());
+    ASSERT_FALSE(cluster_.RegionHostDir(allocated).empty());
     // No context overhead: the slice's use is exactly what the probe allocates.
-    std::string env = "env LD_LIBRARY_PATH=" + std::string(TESSERA_SIM_LIB_DIR) +
-                      " TESSERA_CONTEXT_OVERHEAD=0 TESSERA_ALLOCATION=" + ShellQuote(allocation) +
-                      " TESSERA_CONTAINER_NAME=main LD_PRELOAD=" + root_ + "/lib/libvgpu.so";
-    for (const auto& [k, v] : allocated.envs()) env += " " + k + "=" + ShellQuote(v);
-    const std::string script = "mount --bind " + ShellQuote(region_host) + " " + ShellQuote(root_ + "/view") +
-                               " && exec " + env + " " + TESSERA_VGPU_PROBE + " " + probe_args + " > " +
-                               ShellQuote(root_ + "/" + pod + ".out") + " 2>&1";
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::execl("/usr/bin/unshare", "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-              script.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    children_.push_back(pid);
+    const pid_t pid =
+        cluster_.StartContainer({.allocated = &allocated,
+                                 .allocation = allocation,
+                                 .env = {{"TESSERA_CONTEXT_OVERHEAD", "0"}},
+                                 .command_line = std::string(TESSERA_VGPU_PROBE) + " " + probe_args,
+                                 .output = cluster_.Path(pod + ".out")});
+    ASSERT_GT(pid, 0);
   }
 
   void StartPrometheus() {
     testing::PrometheusOptions options;
-    options.targets = {{"127.0.0.1:" + std::to_string(metrics_port_), "/metrics", "tessera-node"},
+    options.targets = {{"127.0.0.1:" + std::to_string(cluster_.metrics_port()), "/metrics", "tessera-node"},
                        {"127.0.0.1:" + std::to_string(scheduler_->port()), "/metrics", "tessera-scheduler"}};
     auto started = PrometheusServer::Start(options);
     ASSERT_TRUE(started.ok()) << started.error().message;
@@ -306,15 +192,10 @@ class MonitoringClusterTest : public ::testing::Test {
     for (int i = 0; i < times; ++i) http.Post("/filter", args.dump(), "application/json");
   }
 
-  std::string root_;
+  testing::NodeCluster cluster_{{.libvgpu = TESSERA_VGPU_LIB, .temp_prefix = "tmon"}};
   std::vector<core::Gpu> gpus_;
-  std::unique_ptr<FakeApiServer> api_;
-  std::unique_ptr<KubeletStandIn> kubelet_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;
   std::unique_ptr<PrometheusServer> prometheus_;
-  int metrics_port_ = 0;
-  pid_t node_ = -1;
-  std::vector<pid_t> children_;
 };
 
 TEST_F(MonitoringClusterTest, AlertAndDashboardExpressionsReturnWhatTheClusterStateImplies) {
@@ -327,14 +208,14 @@ TEST_F(MonitoringClusterTest, AlertAndDashboardExpressionsReturnWhatTheClusterSt
   // A 1000 MiB slice; the container takes 960 MiB, then waits for the barrier file before
   // asking for 100 MiB more, which libvgpu must refuse.
   const std::string allocation = BindPod("full", 1000);
-  const std::string barrier = root_ + "/go";
+  const std::string barrier = cluster_.Path("go");
   RunContainer("full", allocation, "init ctx:0 alloc:960 waitfile:" + barrier + " alloc:100 hold");
   StartPrometheus();
   Poke(20);
 
   // The slice at 96% of its limit.
   ASSERT_TRUE(WaitForSeriesWith(alerts.at("TesseraSliceAtMemoryLimit"), "pod", "full"))
-      << prometheus_->Diagnostics() << ReadFile(root_ + "/full.out");
+      << prometheus_->Diagnostics() << cluster_.dir().Read("full.out");
   Json at_limit = Eval(alerts.at("TesseraSliceAtMemoryLimit"));
   EXPECT_NEAR(std::stod(at_limit[0]["value"][1].get<std::string>()), 0.96, 1e-9);
   EXPECT_EQ(at_limit[0]["metric"]["gpu_uuid"], gpus_[0].uuid);
@@ -345,7 +226,7 @@ TEST_F(MonitoringClusterTest, AlertAndDashboardExpressionsReturnWhatTheClusterSt
   EXPECT_TRUE(Eval(alerts.at("TesseraOomRefusals")).empty());
   std::ofstream(barrier).put('\n');
   ASSERT_TRUE(WaitForSeriesWith(alerts.at("TesseraOomRefusals"), "pod", "full"))
-      << prometheus_->Diagnostics() << ReadFile(root_ + "/full.out");
+      << prometheus_->Diagnostics() << cluster_.dir().Read("full.out");
 
   // The old node's inventory is stale in tessera-scheduler's view; gpu-node-1's is not.
   ASSERT_TRUE(WaitFor([&] {
@@ -355,7 +236,8 @@ TEST_F(MonitoringClusterTest, AlertAndDashboardExpressionsReturnWhatTheClusterSt
 
   // Healthy GPUs: nothing; a critical XID on GPU 1: GPU 1 alone.
   EXPECT_TRUE(Eval(alerts.at("TesseraGpuUnhealthy")).empty());
-  std::system((std::string(TESSERA_CLI_BINARY) + " sim inject-xid --gpu 1 --xid 79 >/dev/null 2>&1").c_str());
+  const auto injected = cluster_.RunCli("sim inject-xid --gpu 1 --xid 79");
+  ASSERT_EQ(injected.exit_code, 0) << injected.output;
   ASSERT_TRUE(WaitForSeriesWith(alerts.at("TesseraGpuUnhealthy"), "gpu_uuid", gpus_[1].uuid))
       << prometheus_->Diagnostics();
 
