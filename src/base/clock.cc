@@ -9,6 +9,10 @@ int64_t Clock::WallUnixSeconds() const {
   return std::chrono::duration_cast<std::chrono::seconds>(WallNow().time_since_epoch()).count();
 }
 
+int64_t Clock::WallUnixMillis() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(WallNow().time_since_epoch()).count();
+}
+
 RealClock* RealClock::Get() {
   static RealClock clock;
   return &clock;

@@ -26,8 +26,9 @@ class Clock {
   virtual Wall WallNow() const = 0;
   virtual void SleepFor(std::chrono::nanoseconds d) = 0;
 
-  // Whole seconds since the Unix epoch on the wall time line.
+  // Whole seconds / milliseconds since the Unix epoch on the wall time line.
   int64_t WallUnixSeconds() const;
+  int64_t WallUnixMillis() const;
 };
 
 // The real clocks; a process-wide instance is returned by RealClock::Get().

@@ -14,9 +14,12 @@ TEST(FakeClockTest, BothTimeLinesMoveTogetherOnlyWhenTold) {
   const auto mono = clock.Now();
   const auto wall = clock.WallNow();
   EXPECT_EQ(clock.WallUnixSeconds(), 1893456000);  // 2030-01-01T00:00:00Z
+  EXPECT_EQ(clock.WallUnixMillis(), 1893456000000);
   clock.Advance(seconds(5));
   EXPECT_EQ(clock.Now() - mono, seconds(5));
   EXPECT_EQ(clock.WallNow() - wall, seconds(5));
+  clock.Advance(std::chrono::milliseconds(250));
+  EXPECT_EQ(clock.WallUnixMillis(), 1893456005250);
 }
 
 TEST(FakeClockTest, StartsWhereToldAndAdvancesToAWallTime) {
