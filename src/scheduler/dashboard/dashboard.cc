@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "kube/client.h"
 #include "scheduler/dashboard/assets.h"
@@ -10,12 +11,6 @@ namespace tessera::scheduler::dashboard {
 namespace {
 
 using Json = nlohmann::json;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Only what the page itself needs: no other origin is ever reached, and a
 // page that tried would log a violation (the Chromium tests read the log).
@@ -93,7 +88,7 @@ std::vector<UsageTarget> Dashboard::Targets() const {
 void Dashboard::ProbeApi() {
   if (!deps_.probe_api) return;
   std::string error = deps_.probe_api();
-  const int64_t now = NowMs();
+  const int64_t now = RealClock::Get()->WallUnixMillis();
   std::lock_guard lock(mu_);
   if (error.empty()) {
     if (!status_.api_error.empty()) log::Info("dashboard: the API server answers again");
@@ -118,7 +113,8 @@ void Dashboard::Refresh() {
   std::shared_ptr<const View> view;
   {
     std::lock_guard build(build_mu_);
-    view = builder_.Build(*deps_.state, pods_, usage_.Snapshot(), std::move(mix), std::move(status), NowMs());
+    view = builder_.Build(*deps_.state, pods_, usage_.Snapshot(), std::move(mix), std::move(status),
+                          RealClock::Get()->WallUnixMillis());
   }
   std::lock_guard lock(mu_);
   view_ = std::move(view);

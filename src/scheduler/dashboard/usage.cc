@@ -9,16 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
+
 namespace tessera::scheduler::dashboard {
 namespace {
 
 using Json = nlohmann::json;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -182,7 +178,7 @@ void UsageCollector::NodesRound() {
           samples = Error{"GET " + url + ": not Prometheus text: " + parsed.error().message};
         }
       }
-      const int64_t now = NowMs();
+      const int64_t now = RealClock::Get()->WallUnixMillis();
       std::vector<std::shared_ptr<const GpuUsageRecord>> records;
       if (samples.ok()) records = Records(*samples, t.node, now);
       std::lock_guard lock(mu_);
@@ -259,7 +255,7 @@ void UsageCollector::PrometheusRound() {
       samples.push_back(std::move(s));
     }
   }
-  const int64_t now = NowMs();
+  const int64_t now = RealClock::Get()->WallUnixMillis();
   std::vector<std::shared_ptr<const GpuUsageRecord>> records;
   if (error.empty()) records = Records(samples, "", now);
   std::lock_guard lock(mu_);
@@ -275,7 +271,7 @@ void UsageCollector::Publish() {
   s->source = options_.prometheus_url.empty() ? "nodes" : "prometheus";
   s->prometheus_url = options_.prometheus_url;
   s->rounds = ++rounds_;
-  s->updated_ms = updated_ms_ = NowMs();
+  s->updated_ms = updated_ms_ = RealClock::Get()->WallUnixMillis();
   s->error = error_;
   s->gpus = gpus_;
   s->nodes = nodes_;
