@@ -113,7 +113,7 @@ Result<MigReservation> ReserveMigInstance(SliceLedger& ledger, host::MigDriver& 
     }
     std::vector<std::string> reasons;
     std::vector<Candidate> candidates;
-    bool any_capable = false, any_has_profile = false;
+    bool any_capable = false, any_has_profile = false, any_in_mig_mode = false;
     for (const auto& gpu : gpus) {
       if (request.gpu_index && gpu.index != *request.gpu_index) continue;
       const std::string head = GpuHead(gpu);
@@ -139,6 +139,7 @@ Result<MigReservation> ReserveMigInstance(SliceLedger& ledger, host::MigDriver& 
                                                 request.simulated));
         continue;
       }
+      any_in_mig_mode = true;
       auto existing = InstancesOn(gpu, **model, entries);
       if (!existing.ok()) {
         reasons.push_back(head + existing.error().message);
@@ -161,6 +162,8 @@ Result<MigReservation> ReserveMigInstance(SliceLedger& ledger, host::MigDriver& 
                                      : "no MIG-capable GPU on this machine";
       } else if (!any_has_profile) {
         headline = "unknown MIG profile '" + request.profile + "'";
+      } else if (!any_in_mig_mode) {
+        headline = "no GPU with the profile " + request.profile + " is in MIG mode";
       } else {
         headline = "no GPU can take a " + request.profile + " instance";
       }

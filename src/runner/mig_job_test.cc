@@ -229,6 +229,8 @@ TEST_F(MigJobTest, MigModeOffSaysHowToTurnItOn) {
   auto real = Reserve("1g.10gb");
   ASSERT_TRUE(real.ok());
   EXPECT_FALSE(real->entry);
+  EXPECT_EQ(real->refusal.rfind("no GPU with the profile 1g.10gb is in MIG mode:\n  #0 ", 0), 0u)
+      << real->refusal;
   EXPECT_NE(
       real->refusal.find("MIG mode is off; turn it on with `sudo nvidia-smi -i 0 -mig 1`, then reset the "
                          "GPU (`sudo nvidia-smi -i 0 -r`"),

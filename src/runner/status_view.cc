@@ -1,10 +1,12 @@
 #include "runner/status_view.h"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <map>
 #include <sstream>
 
+#include "core/mig/geometry.h"
 #include "host/region_reader.h"
 
 namespace tessera::runner {
@@ -59,6 +61,41 @@ std::string Quota(const core::DeviceSlice& d) {
 
 double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
+}
+
+// The profile name of `profile_id` on `gpu`, from core/mig's tables.
+std::string ProfileName(const host::MigGpuState& gpu, uint32_t profile_id) {
+  auto model = core::mig::RecogniseModel({gpu.name, gpu.memory_mib, gpu.pci_device_id});
+  if (model.ok()) {
+    for (const auto& p : (*model)->profiles) {
+      if (p.id == profile_id) return p.name;
+    }
+  }
+  return "profile " + std::to_string(profile_id);
+}
+
+// Who holds the MIG device `instance` of `gpu`: a --mig job's id and command.
+std::string HolderOf(const host::MigGpuState& gpu, const host::MigInstanceState& instance,
+                     const std::vector<LedgerEntry>& entries) {
+  for (const auto& e : entries) {
+    if (e.mig && e.mig->parent_uuid == gpu.uuid && e.mig->start == instance.start) {
+      return e.job_id + " " + Joined(e.command) +
+             (IsOrphaned(e) ? " (runner gone: the next run removes it)" : "");
+    }
+  }
+  return instance.processes > 0 ? std::to_string(instance.processes) + " process(es), not a tessera run job"
+                                : "-";
+}
+
+std::string MigBlock(const host::MigGpuState& gpu, const std::vector<LedgerEntry>& entries) {
+  std::string out = Row("  MIG mode on: %zu MIG device(s)\n", gpu.instances.size());
+  for (const auto& i : gpu.instances) {
+    const std::string used = Mib(i.memory_used_bytes) + " / " + std::to_string(i.memory_mib) + " MiB";
+    out += Row("    %-10s slice %u+%u  %-40s %-20s %3u SMs  %s\n", ProfileName(gpu, i.profile_id).c_str(),
+               i.start, i.size, i.mig_uuid.empty() ? "(no compute instance)" : i.mig_uuid.c_str(),
+               used.c_str(), i.sm_count, HolderOf(gpu, i, entries).c_str());
+  }
+  return out;
 }
 
 }  // namespace
@@ -116,6 +153,16 @@ std::string RenderJobTable(const std::vector<LedgerEntry>& entries, const Region
           << Row("%-4s %-12s %-8s %s\n", (u ? std::to_string(u->oom_refusals) : "0").c_str(), compute.c_str(),
                  policy.c_str(), Joined(e.command).c_str());
     }
+    if (e.mig) {
+      // A MIG instance: its memory is the profile's, isolated by the GPU (`tessera smi` shows its use).
+      const std::string mem = "- / " + std::to_string(e.mig->memory_mib);
+      const std::string device = e.mig->created ? ShortUuid(e.mig->mig_uuid) : "(creating)";
+      out << Row("%-12s %-8d %-12s %-15s %-9s ", e.job_id.c_str(), e.holders.empty() ? 0 : e.holders[0].pid,
+                 device.c_str(), mem.c_str(), "-")
+          << (spilled ? Row("%-12s ", "-") : "")
+          << Row("%-4s %-12s %-8s %s%s\n", "-", ("mig " + e.mig->profile).c_str(), "-",
+                 Joined(e.command).c_str(), IsOrphaned(e) ? " (runner gone)" : "");
+    }
   }
   if (window > 0) {
     out << Row(
@@ -131,7 +178,7 @@ std::string RenderJobTable(const std::vector<LedgerEntry>& entries, const Region
 }
 
 std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector<LedgerEntry>& entries,
-                           const RegionReadings& now) {
+                           const RegionReadings& now, const std::vector<host::MigGpuState>& mig) {
   std::ostringstream out;
   for (const auto& g : gpus) {
     int64_t alloc_mib = 0;
@@ -159,6 +206,12 @@ std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector
     }
     out << Row("GPU %d  %s  %s%s\n", g.index, g.model.c_str(), g.uuid.c_str(),
                g.healthy ? "" : "  UNHEALTHY");
+    auto state = std::find_if(mig.begin(), mig.end(), [&](const auto& m) { return m.uuid == g.uuid; });
+    if (state != mig.end() && state->mig_enabled) {
+      out << MigBlock(*state, entries);
+      continue;
+    }
+    if (state != mig.end() && state->mig_pending) out << "  MIG mode on after the next GPU reset\n";
     out << Row(
         "  memory: %lld MiB total, %lld MiB allocated to slices, %s MiB used by them; cores allocated: "
         "%d%%\n",

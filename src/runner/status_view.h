@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "host/nvml_mig.h"
 #include "host/region_reader.h"
 #include "runner/ledger.h"
 
@@ -33,7 +34,8 @@ RegionReadings ReadRegions(const std::vector<LedgerEntry>& entries);
 // disable) and a region. Only then is a second reading worth waiting for.
 bool AnyComputeMeasured(const std::vector<LedgerEntry>& entries, const RegionReadings& readings);
 
-// One row per (job, GPU): job, holder pid, GPU, memory used / limit, peak,
+// One row per (job, GPU) — a --mig job's row names its MIG device, its
+// profile's memory and the profile — : job, holder pid, GPU, memory used / limit, peak,
 // spilled to host (a column shown only when some job spilled), OOM refusals,
 // compute used / quota and the core policy, command. "Compute used" is the
 // GPU time libvgpu charged the job between `earlier` and `now`, as a share of
@@ -43,7 +45,10 @@ std::string RenderJobTable(const std::vector<LedgerEntry>& entries, const Region
                            const RegionReadings* earlier);
 
 // One block per GPU: model, memory, and the slices on it with their usage.
+// A GPU that `mig` (MigDriver::List; empty when MIG could not be listed)
+// shows in MIG mode lists its MIG devices instead: profile, placement, MIG
+// UUID, memory used / total, SMs, and the `tessera run` job holding it.
 std::string RenderGpuTable(const std::vector<core::Gpu>& gpus, const std::vector<LedgerEntry>& entries,
-                           const RegionReadings& now);
+                           const RegionReadings& now, const std::vector<host::MigGpuState>& mig = {});
 
 }  // namespace tessera::runner

@@ -141,5 +141,88 @@ TEST(RunnerStatusView, SpilledMemoryGetsAColumnWhenSomeJobSpilled) {
   EXPECT_NE(smi.find("5000 MiB allocated to slices, 3200 MiB used by them"), std::string::npos) << smi;
 }
 
+LedgerEntry MigJob(const std::string& id, uint32_t start, const std::string& mig_uuid) {
+  LedgerEntry e;
+  e.job_id = id;
+  e.command = {"/opt/bin/infer", "--batch", "8"};
+  e.holders = {SelfProcessId()};
+  e.slices.container = "job";
+  MigInstanceRecord m;
+  m.parent_uuid = kGpu;
+  m.profile = "1g.10gb";
+  m.profile_id = 19;
+  m.start = start;
+  m.size = 1;
+  m.created = true;
+  m.mig_uuid = mig_uuid;
+  m.memory_mib = 9728;
+  m.sm_count = 14;
+  e.mig = m;
+  return e;
+}
+
+TEST(RunnerStatusView, SmiListsMigDevicesUnderTheirGpuWithTheJobHoldingThem) {
+  core::Gpu gpu;
+  gpu.uuid = kGpu;
+  gpu.model = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  host::MigGpuState state;
+  state.uuid = kGpu;
+  state.name = "NVIDIA A100-SXM4-80GB";
+  state.memory_mib = 81920;
+  state.mig_capable = state.mig_enabled = true;
+  host::MigInstanceState held;
+  held.profile_id = 19;
+  held.start = 6;
+  held.size = 1;
+  held.mig_uuid = "MIG-11111111-2222-3333-4444-555555555555";
+  held.memory_mib = 9728;
+  held.memory_used_bytes = 1000ull << 20;
+  held.sm_count = 14;
+  host::MigInstanceState other = held;
+  other.profile_id = 9;  // 3g.40gb
+  other.start = 0;
+  other.size = 4;
+  other.mig_uuid = "MIG-99999999-2222-3333-4444-555555555555";
+  other.memory_mib = 40192;
+  other.memory_used_bytes = 0;
+  other.sm_count = 42;
+  other.processes = 2;
+  state.instances = {other, held};
+  const LedgerEntry job = MigJob("job-mig", 6, held.mig_uuid);
+
+  const std::string smi = RenderGpuTable({gpu}, {job}, RegionReadings{}, {state});
+  EXPECT_NE(smi.find("  MIG mode on: 2 MIG device(s)\n"), std::string::npos) << smi;
+  EXPECT_EQ(smi.find("allocated to slices"), std::string::npos) << smi;
+  std::vector<std::string> row = RowOf(smi.substr(smi.find("1g.10gb")), "1g.10gb");
+  ASSERT_GE(row.size(), 11u) << smi;
+  EXPECT_EQ(row[2], "6+1");
+  EXPECT_EQ(row[3], held.mig_uuid);
+  EXPECT_EQ(row[4] + row[5] + row[6], "1000/9728");
+  EXPECT_EQ(row[8], "14");
+  EXPECT_EQ(row[10], "job-mig");
+  EXPECT_EQ(row[11], "infer");
+  EXPECT_NE(smi.find("3g.40gb"), std::string::npos) << smi;
+  EXPECT_NE(smi.find("2 process(es), not a tessera run job"), std::string::npos) << smi;
+
+  // Without MIG mode (or MIG listed) the GPU shows its slices as before.
+  EXPECT_NE(RenderGpuTable({gpu}, {}, RegionReadings{}).find("(no slices)"), std::string::npos);
+}
+
+TEST(RunnerStatusView, PsShowsAMigJobWithItsDeviceAndAnOrphanAsSuch) {
+  LedgerEntry job = MigJob("job-mig", 6, "MIG-11111111-2222-3333-4444-555555555555");
+  LedgerEntry orphan = MigJob("job-gone", 5, "MIG-77777777-2222-3333-4444-555555555555");
+  orphan.holders = {{orphan.holders[0].pid, orphan.holders[0].start_ticks + 1}};
+  const std::string table = RenderJobTable({job, orphan}, RegionReadings{}, nullptr);
+  const std::vector<std::string> row = RowOf(table, "job-mig");
+  ASSERT_GE(row.size(), 10u) << table;
+  EXPECT_EQ(row[2], "MIG-11111111");
+  EXPECT_EQ(row[3] + row[4] + row[5], "-/9728");
+  EXPECT_EQ(row[8] + " " + row[9], "mig 1g.10gb");
+  EXPECT_EQ(table.find("job-mig") != std::string::npos && RowOf(table, "job-mig").back() == "8", true)
+      << table;
+  EXPECT_EQ(RowOf(table, "job-gone").back(), "gone)") << table;
+}
+
 }  // namespace
 }  // namespace tessera::runner

@@ -59,7 +59,11 @@ const CommandRegistration kSmi{
        };
        auto flags = std::make_shared<Flags>();
        auto* cmd = root.add_subcommand(
-           "smi", "Show this machine's GPUs with the slices `tessera run` jobs hold on them");
+           "smi", "Show this machine's GPUs with the slices and MIG devices `tessera run` jobs hold on them");
+       cmd->footer(
+           "\nPer GPU: its memory and the slices on it (memory used / limit, cores, job). A GPU in MIG mode\n"
+           "lists its MIG devices instead: profile, placement (first memory slice + how many), MIG UUID,\n"
+           "memory used / total (NVML), SMs, and the `tessera run --mig` job holding it, if any.");
        cmd->add_option("--ledger-dir", flags->dir, "Ledger directory (default: as `tessera run`)");
        cmd->add_option("--sim", flags->sim, "Show the simulated GPU with this spec (as `tessera run --sim`)");
        cmd->callback([flags] {
@@ -79,7 +83,16 @@ const CommandRegistration kSmi{
            SetExitCode(1);
            return;
          }
-         std::cout << runner::RenderGpuTable(local->gpus, *entries, runner::ReadRegions(*entries));
+         // MIG devices, when this NVML has MIG (an older driver's has not: GPUs only).
+         std::vector<host::MigGpuState> mig;
+         if (auto opened = runner::OpenLocalMig(*local); opened.ok()) {
+           if (auto listed = opened->driver->List(); listed.ok()) {
+             mig = std::move(listed).value();
+           } else {
+             std::cerr << "tessera smi: cannot list MIG devices: " << listed.error().message << "\n";
+           }
+         }
+         std::cout << runner::RenderGpuTable(local->gpus, *entries, runner::ReadRegions(*entries), mig);
        });
      }}};
 

@@ -4,6 +4,7 @@
 //                [--gpu-instance G --compute-instance C]   ... from a MIG device
 //   tessera sim reset [--force]             delete the state (devices, MIG layout, events)
 //   tessera sim reset --gpu N [--force]     reset one GPU: its pending MIG mode takes effect
+//   tessera sim mig --gpu N on|off          set a GPU's MIG mode through NVML, as `nvidia-smi -i N -mig 1|0`
 //   tessera sim mps start|stop|status [--gpu N] [--pipe-dir D]
 //                                           the simulated MPS control daemon (tessera-sim-mps-control)
 // All take --state DIR, before or after the action (default $TESSERA_SIM_STATE, else
@@ -27,6 +28,10 @@
 
 #include "cli/command_registry.h"
 #include "contract/container_contract.h"
+#include "host/nvml_api.h"
+#include "host/nvml_mig.h"
+#include "host/paths.h"
+#include "runner/local_gpus.h"
 #include "sim/catalog.h"
 #include "sim/mps_protocol.h"
 #include "sim/state.h"
@@ -153,6 +158,53 @@ int ResetGpu(const std::string& dir, int gpu, bool force) {
     return 1;
   }
   std::printf("GPU %d (%s) reset: %s\n", gpu, st->file()->gpus[gpu].uuid, what.c_str());
+  return 0;
+}
+
+// The MIG mode through the simulated GPU's own NVML (nvmlDeviceSetMigMode), so
+// it follows the same rules as on a real GPU: Hopper at once (refused while a
+// process uses the GPU), Ampere pending until `tessera sim reset --gpu N`.
+int SetMigMode(const std::string& dir, int gpu, const std::string& mode) {
+  if (mode != "on" && mode != "off") {
+    std::cerr << "tessera sim mig: the mode is 'on' or 'off', not '" << mode << "'\n";
+    return 2;
+  }
+  {
+    std::unique_ptr<SimState> st = OpenForGpu(dir, "mig", gpu);
+    if (st == nullptr) return 1;
+    const sim::GpuModel* model = st->model(gpu);
+    if (model == nullptr || model->mig_memory_slices == 0) {
+      std::cerr << "tessera sim mig: GPU " << gpu << " (" << st->file()->gpus[gpu].name << ") has no MIG\n";
+      return 1;
+    }
+  }
+  // Attach to this state as it is: a configuration in the environment could
+  // otherwise ask for a different one.
+  ::setenv(contract::kSimStateEnv, dir.c_str(), 1);
+  ::unsetenv(contract::kSimGpusEnv);
+  ::unsetenv("TESSERA_SIM_CONFIG");
+  const std::string lib = runner::DiscoverInstallPaths().sim_lib_dir + "/" + host::kNvmlLibraryName;
+  auto library = host::NvmlLibrary::Load(lib);
+  if (!library.ok()) {
+    std::cerr << "tessera sim mig: " << library.error().message << "\n";
+    return 1;
+  }
+  auto driver = host::NvmlMigDriver::Load((*library)->api(), lib);
+  if (!driver.ok()) {
+    std::cerr << "tessera sim mig: " << driver.error().message << "\n";
+    return 1;
+  }
+  auto changed = (*driver)->SetMigMode(gpu, mode == "on");
+  if (!changed.ok()) {
+    std::cerr << "tessera sim mig: " << changed.error().message << "\n";
+    return 1;
+  }
+  if (changed->reset_required) {
+    std::printf("GPU %d: MIG mode %s is pending until the GPU is reset: tessera sim reset --gpu %d\n", gpu,
+                mode.c_str(), gpu);
+  } else {
+    std::printf("GPU %d: MIG mode %s\n", gpu, mode.c_str());
+  }
   return 0;
 }
 
@@ -360,6 +412,19 @@ const CommandRegistration kSim{
          SetExitCode(WithStateDir(state, "reset", [](const std::string& dir) {
            return reset_gpu >= 0 ? ResetGpu(dir, reset_gpu, force) : Reset(dir, force);
          }));
+       });
+
+       static int mig_gpu = 0;
+       static std::string mig_mode;
+       auto* mig = cmd->add_subcommand(
+           "mig",
+           "Turn a GPU's MIG mode on or off, as `nvidia-smi -i N -mig 1|0` (A100/A30: at the next reset)");
+       mig->add_option("--gpu", mig_gpu, "GPU index")->required();
+       mig->add_option("mode", mig_mode, "on or off")->required();
+       mig->add_option("--state", state.leaf, kStateHelp);
+       mig->callback([] {
+         SetExitCode(WithStateDir(state, "mig",
+                                  [](const std::string& dir) { return SetMigMode(dir, mig_gpu, mig_mode); }));
        });
 
        static int mps_gpu = -1;
