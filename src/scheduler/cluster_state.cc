@@ -86,6 +86,33 @@ std::string ClusterState::StaleReason(const NodeEntry& entry,
          "; is tessera-node running on this node?)";
 }
 
+std::vector<PendingMigInstance> ClusterState::NodeEntry::PendingMig() const {
+  std::vector<PendingMigInstance> all;
+  for (const auto& [key, instances] : mig_claims) all.insert(all.end(), instances.begin(), instances.end());
+  return all;
+}
+
+Status ClusterState::ApplyLocked(NodeEntry& entry, const std::string& key,
+                                 const core::PodAllocation& allocation) {
+  SplitAllocation split = SplitByKind(allocation);
+  for (const PendingMigInstance& instance : split.mig) {
+    TESSERA_RETURN_IF_ERROR_WRAP(CheckMigInstance(entry.state, instance), "node " + entry.state.name());
+  }
+  if (!split.vgpu.containers.empty()) TESSERA_RETURN_IF_ERROR(entry.state.Apply(split.vgpu));
+  if (!split.mig.empty()) {
+    entry.mig_claims[key] = std::move(split.mig);
+    ++entry.mig_version;
+  }
+  return Status::Ok();
+}
+
+void ClusterState::ReleaseLocked(NodeEntry& entry, const std::string& key,
+                                 const core::PodAllocation& allocation) {
+  SplitAllocation split = SplitByKind(allocation);
+  if (!split.vgpu.containers.empty()) (void)entry.state.Release(split.vgpu);
+  if (entry.mig_claims.erase(key) > 0) ++entry.mig_version;
+}
+
 void ClusterState::RebuildNodeLocked(NodeEntry& entry) {
   const std::string& name = entry.state.name();
   auto keys = keys_by_node_.find(name);
@@ -93,10 +120,10 @@ void ClusterState::RebuildNodeLocked(NodeEntry& entry) {
   std::vector<std::string> dropped;
   for (const std::string& key : keys->second) {
     if (auto p = pods_.find(key); p != pods_.end()) {
-      p->second.applied = entry.error.empty() && entry.state.Apply(p->second.allocation).ok();
+      p->second.applied = entry.error.empty() && ApplyLocked(entry, key, p->second.allocation).ok();
       if (!p->second.applied && entry.error.empty()) ++inconsistent_;
     } else if (auto r = reservations_.find(key); r != reservations_.end()) {
-      if (!entry.error.empty() || !entry.state.Apply(r->second.allocation).ok()) dropped.push_back(key);
+      if (!entry.error.empty() || !ApplyLocked(entry, key, r->second.allocation).ok()) dropped.push_back(key);
     }
   }
   for (const std::string& key : dropped) {
@@ -196,7 +223,7 @@ void ClusterState::ForgetPodLocked(const std::string& key) {
   if (p == pods_.end()) return;
   const std::string& node = p->second.allocation.node;
   if (p->second.applied) {
-    if (NodeEntry* n = FindLocked(node)) (void)n->state.Release(p->second.allocation);
+    if (NodeEntry* n = FindLocked(node)) ReleaseLocked(*n, key, p->second.allocation);
   }
   if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) keys->second.erase(key);
   pods_.erase(p);
@@ -206,7 +233,7 @@ void ClusterState::ReleaseReservationLocked(const std::string& key) {
   auto r = reservations_.find(key);
   if (r == reservations_.end()) return;
   const std::string& node = r->second.allocation.node;
-  if (NodeEntry* n = FindLocked(node)) (void)n->state.Release(r->second.allocation);
+  if (NodeEntry* n = FindLocked(node)) ReleaseLocked(*n, key, r->second.allocation);
   if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) keys->second.erase(key);
   reservations_.erase(r);
 }
@@ -244,7 +271,7 @@ void ClusterState::UpsertPod(const Json& pod) {
   PodEntry entry;
   entry.allocation = std::move(*allocation);
   if (NodeEntry* n = FindLocked(entry.allocation.node); n && n->error.empty()) {
-    entry.applied = n->state.Apply(entry.allocation).ok();
+    entry.applied = ApplyLocked(*n, key, entry.allocation).ok();
     if (!entry.applied) ++inconsistent_;
   }
   keys_by_node_[entry.allocation.node].insert(key);
@@ -283,6 +310,9 @@ std::string ShapeKey(const core::PodRequest& pod) {
   key += "|" + std::to_string(pod.cpu_milli) + "," + std::to_string(pod.host_memory_mib);
   return key;
 }
+
+// Dynamic MIG verdicts and scores share one cache, keyed "mig|<shape>".
+const std::string kMigCacheKey = "mig|";
 
 // Prioritize caches are keyed "<policy>@<epoch>|<shape>".
 std::string ScoresKeyPrefix(std::string_view policy_name, uint64_t epoch) {
@@ -421,15 +451,15 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
     if (!HasNode(slot)) continue;
     const NodeEntry& n = nodes_[slot];
     const CachedEval& e = cache.entries[slot];
-    if (e.epoch == n.epoch && e.version == n.state.version()) continue;
+    if (e.epoch == n.epoch && e.version == n.Version()) continue;
     misses.push_back(slot);
   }
   auto refresh = [&](size_t k) {
     const NodeEntry& n = nodes_[misses[k]];
     CachedEval& e = cache.entries[misses[k]];
-    evaluate(n.state, e);
+    evaluate(n, e);
     e.epoch = n.epoch;
-    e.version = n.state.version();
+    e.version = n.Version();
   };
   // A warm request has a handful of misses: not worth waking a thread.
   constexpr size_t kShareFrom = 64;
@@ -441,20 +471,26 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
 }
 
 void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes,
-                          NodeVerdicts& out) const {
+                          NodeVerdicts& out, Sharing sharing) const {
   out.feasible.clear();
   out.failed.clear();
   const auto now = clock_->WallNow();
-  auto cache = CacheFor("fit|" + ShapeKey(pod));
+  const bool mig = sharing == Sharing::kDynamicMig;
+  auto cache = CacheFor((mig ? kMigCacheKey : "fit|") + ShapeKey(pod));
   std::lock_guard cache_lock(cache->mu);
   std::shared_lock lock(mu_);
   std::vector<std::pair<uint32_t, std::string>> early;  // not evaluated: unknown, no inventory, stale
   const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, &early);
-  RefreshLocked(*cache, slot_at, [&pod](const core::NodeState& node, CachedEval& e) {
-    core::FitResult fit = core::FitNode(node, pod);
-    e.fits = fit.fits;
-    e.reason = fit.fits ? "" : (fit.message.empty() ? "does not fit" : std::move(fit.message));
-  });
+  if (mig) {
+    RefreshLocked(*cache, slot_at,
+                  [&pod](const NodeEntry& node, CachedEval& e) { EvaluateMig(node, pod, e); });
+  } else {
+    RefreshLocked(*cache, slot_at, [&pod](const NodeEntry& node, CachedEval& e) {
+      core::FitResult fit = core::FitNode(node.state, pod);
+      e.fits = fit.fits;
+      e.reason = fit.fits ? "" : (fit.message.empty() ? "does not fit" : std::move(fit.message));
+    });
+  }
   size_t next_early = 0;
   for (size_t i = 0; i < slot_at.size(); ++i) {
     if (slot_at[i] == kRepeat) continue;
@@ -473,16 +509,37 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
 
 void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               std::span<const std::string_view> nodes, NodeScores& out) const {
+  ScoreWith(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod), nodes, out,
+            [&](const NodeEntry& node, CachedEval& e) {
+              auto c = policy.Evaluate(node.state, pod);
+              e.score = c ? std::optional<double>(c->score) : std::nullopt;
+            });
+}
+
+void ClusterState::PrioritizeDynamicMig(const core::PodRequest& pod, std::span<const std::string_view> nodes,
+                                        NodeScores& out) const {
+  // The filter's cache: the same evaluation gives the verdict and the score.
+  ScoreWith(kMigCacheKey + ShapeKey(pod), nodes, out,
+            [&pod](const NodeEntry& node, CachedEval& e) { EvaluateMig(node, pod, e); });
+}
+
+void ClusterState::EvaluateMig(const NodeEntry& node, const core::PodRequest& pod, CachedEval& e) {
+  auto placed = PlaceDynamicMig(node.state, pod, node.PendingMig());
+  e.fits = placed.ok();
+  e.reason = placed.ok() ? "" : placed.error().message;
+  e.score = placed.ok() ? std::optional<double>(MigPlacementScore(*placed)) : std::nullopt;
+}
+
+template <typename Evaluate>
+void ClusterState::ScoreWith(const std::string& cache_key, std::span<const std::string_view> nodes,
+                             NodeScores& out, const Evaluate& evaluate) const {
   out.positions.clear();
   const auto now = clock_->WallNow();
-  auto cache = CacheFor(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod));
+  auto cache = CacheFor(cache_key);
   std::lock_guard cache_lock(cache->mu);
   std::shared_lock lock(mu_);
   const std::vector<uint32_t> slot_at = ResolveLocked(nodes, now, nullptr);
-  RefreshLocked(*cache, slot_at, [&](const core::NodeState& node, CachedEval& e) {
-    auto c = policy.Evaluate(node, pod);
-    e.score = c ? std::optional<double>(c->score) : std::nullopt;
-  });
+  RefreshLocked(*cache, slot_at, evaluate);
   out.positions.reserve(nodes.size());
   for (size_t i = 0; i < slot_at.size(); ++i) {
     if (slot_at[i] != kRepeat) out.positions.push_back(static_cast<uint32_t>(i));
@@ -508,21 +565,26 @@ void ClusterState::FirstListings(std::span<const std::string_view> nodes, std::v
 }
 
 ClusterState::FilterOutcome ClusterState::Filter(const core::PodRequest& pod,
-                                                 const std::vector<std::string>& nodes) const {
+                                                 const std::vector<std::string>& nodes,
+                                                 Sharing sharing) const {
   std::vector<std::string_view> views(nodes.begin(), nodes.end());
   NodeVerdicts verdicts;
-  Filter(pod, views, verdicts);
+  Filter(pod, views, verdicts, sharing);
   FilterOutcome out;
   for (uint32_t i : verdicts.feasible) out.feasible.push_back(nodes[i]);
   for (auto& [i, reason] : verdicts.failed) out.failed[nodes[i]] = std::move(reason);
   return out;
 }
 
-std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
-                                          const std::vector<std::string>& nodes) const {
+namespace {
+
+// Every position's score (a repeated name that of its first position), from
+// `score` run on the names as views.
+template <typename Score>
+std::vector<int> ScoresByPosition(const std::vector<std::string>& nodes, const Score& score) {
   std::vector<std::string_view> views(nodes.begin(), nodes.end());
-  NodeScores answered;
-  Prioritize(pod, policy, views, answered);
+  ClusterState::NodeScores answered;
+  score(views, answered);
   std::map<std::string_view, int> by_name;
   for (size_t k = 0; k < answered.positions.size(); ++k)
     by_name[views[answered.positions[k]]] = answered.scores[k];
@@ -531,9 +593,25 @@ std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const cor
   return scores;
 }
 
+}  // namespace
+
+std::vector<int> ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
+                                          const std::vector<std::string>& nodes) const {
+  return ScoresByPosition(nodes, [&](std::span<const std::string_view> views, NodeScores& out) {
+    Prioritize(pod, policy, views, out);
+  });
+}
+
+std::vector<int> ClusterState::PrioritizeDynamicMig(const core::PodRequest& pod,
+                                                    const std::vector<std::string>& nodes) const {
+  return ScoresByPosition(nodes, [&](std::span<const std::string_view> views, NodeScores& out) {
+    PrioritizeDynamicMig(pod, views, out);
+  });
+}
+
 Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, const core::PodRequest& pod,
                                                   const std::string& node, core::GpuOrder order,
-                                                  std::chrono::milliseconds ttl) {
+                                                  std::chrono::milliseconds ttl, Sharing sharing) {
   std::unique_lock lock(mu_);
   if (auto p = pods_.find(pod_key); p != pods_.end()) {
     return Error{"pod " + pod_key + " already has an allocation on node " + p->second.allocation.node};
@@ -543,10 +621,19 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
   if (!n) return Error{"node " + node + " is unknown to tessera (no GPU inventory seen)"};
   if (!n->error.empty()) return Error{n->error};
   if (std::string stale = StaleReason(*n, clock_->WallNow()); !stale.empty()) return Error{stale};
-  core::FitResult fit = core::FitNode(n->state, pod, order);
-  if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
-  core::PodAllocation allocation = core::ToAllocation(n->state, pod, fit.placement);
-  TESSERA_RETURN_IF_ERROR_WRAP(n->state.Apply(allocation), "node " + node);
+  core::PodAllocation allocation;
+  if (sharing == Sharing::kDynamicMig) {
+    auto placed = PlaceDynamicMig(n->state, pod, n->PendingMig());
+    if (!placed.ok()) {
+      return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + placed.error().message};
+    }
+    allocation = ToMigAllocation(n->state, pod, *placed);
+  } else {
+    core::FitResult fit = core::FitNode(n->state, pod, order);
+    if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
+    allocation = core::ToAllocation(n->state, pod, fit.placement);
+  }
+  TESSERA_RETURN_IF_ERROR_WRAP(ApplyLocked(*n, pod_key, allocation), "node " + node);
   reservations_[pod_key] = Reservation{allocation, clock_->Now() + ttl};
   keys_by_node_[node].insert(pod_key);
   return allocation;
@@ -585,6 +672,7 @@ ClusterStats ClusterState::Stats() const {
   ClusterStats s;
   for (const NodeEntry& n : nodes_) {
     if (!n.present) continue;
+    for (const auto& [key, instances] : n.mig_claims) s.mig_placements += instances.size();
     if (n.error.empty()) {
       ++s.nodes;
       s.gpus += n.state.gpus().size();

@@ -17,6 +17,14 @@
 // Fit and scoring are core's (FitNode, Policy::Evaluate); this class only keeps
 // the NodeStates current and serialises changes.
 //
+// Dynamic MIG (Sharing::kDynamicMig, pods annotated nvidia.com/vgpu-mode: mig):
+// filter, prioritize and reserve run PlaceDynamicMig instead (mig_placement.h).
+// The MIG instances of bound and reserved pods' allocations (devices with a
+// "mig" member) are held per node beside the NodeState, not in it (a GPU in
+// MIG mode has no vGPU slots), and given to the placement as pending: an
+// instance the inventory lists too counts once, so a placement stays taken
+// from the reservation until the pod is gone and the node no longer lists it.
+//
 // Stale inventories: the node agent republishes the inventory with a fresh
 // "heartbeat" at least every heartbeat period. A node whose heartbeat is older
 // than `inventory_stale_after` at the moment of a filter, prioritize or
@@ -56,6 +64,7 @@
 #include "core/policy.h"
 #include "core/request.h"
 #include "scheduler/loop_helper.h"
+#include "scheduler/mig_placement.h"
 
 namespace tessera::scheduler {
 
@@ -79,8 +88,13 @@ struct ClusterStats {
   size_t reservations = 0;  // assumed, not yet seen bound
   uint64_t reservations_expired = 0;
   uint64_t inconsistent = 0;  // annotations that could not be applied (bad JSON, over capacity, unknown GPU)
+  size_t mig_placements = 0;  // MIG instances held for bound or reserved pods (listed by the node or not)
   size_t evaluation_caches = 0;  // pod shapes with cached fit verdicts, shape × policy with cached scores
 };
+
+// How a pod shares GPUs: vGPU slices (core's fit and policies) or a dynamic
+// MIG instance per device (PlaceDynamicMig; docs/mig.md).
+enum class Sharing { kVgpu, kDynamicMig };
 
 class ClusterState {
  public:
@@ -102,7 +116,8 @@ class ClusterState {
     std::vector<std::pair<uint32_t, std::string>> failed;  // position, reason a person can read; ascending
   };
   // Which of `nodes` `pod` fits on. The names need to live only for the call.
-  void Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes, NodeVerdicts& out) const;
+  void Filter(const core::PodRequest& pod, std::span<const std::string_view> nodes, NodeVerdicts& out,
+              Sharing sharing = Sharing::kVgpu) const;
   // The scores of a request's nodes: scores[k] is that of nodes[positions[k]].
   struct NodeScores {
     std::vector<uint32_t> positions;  // ascending
@@ -112,6 +127,11 @@ class ClusterState {
   // them; infeasible, stale or unknown = 0).
   void Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                   std::span<const std::string_view> nodes, NodeScores& out) const;
+  // The same for a dynamic MIG pod: no node policy; each feasible node's
+  // score is MigPlacementScore of its placement, mapped as ExtenderScores
+  // maps policy scores (10 for the best, ties to the name that sorts first).
+  void PrioritizeDynamicMig(const core::PodRequest& pod, std::span<const std::string_view> nodes,
+                            NodeScores& out) const;
   // Drops the scores cached for policy `policy_name` at any epoch but
   // `keep_epoch`. Scores are cached per policy epoch, so stale ones are never
   // read once the epoch moves; this frees them at once (the learning policy
@@ -127,17 +147,22 @@ class ClusterState {
     std::vector<std::string> feasible;
     std::map<std::string, std::string> failed;  // node -> reason a person can read
   };
-  FilterOutcome Filter(const core::PodRequest& pod, const std::vector<std::string>& nodes) const;
+  FilterOutcome Filter(const core::PodRequest& pod, const std::vector<std::string>& nodes,
+                       Sharing sharing = Sharing::kVgpu) const;
   std::vector<int> Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               const std::vector<std::string>& nodes) const;
+  std::vector<int> PrioritizeDynamicMig(const core::PodRequest& pod,
+                                        const std::vector<std::string>& nodes) const;
 
   // Picks GPUs for `pod` on `node` (in `order`) against the current state,
   // including other reservations, and holds them for `pod_key` until the pod
   // is seen bound, Unreserve, or `ttl`. Fails with the fit reason when it no
-  // longer fits, or when the pod is already accounted.
+  // longer fits, or when the pod is already accounted. kDynamicMig: the
+  // instances PlaceDynamicMig picks beside the inventory's and every other
+  // pod's (ToMigAllocation; `order` is not used).
   Result<core::PodAllocation> Reserve(const std::string& pod_key, const core::PodRequest& pod,
                                       const std::string& node, core::GpuOrder order,
-                                      std::chrono::milliseconds ttl);
+                                      std::chrono::milliseconds ttl, Sharing sharing = Sharing::kVgpu);
   // Gives back the reservation of `pod_key`, if it is still only a reservation.
   void Unreserve(const std::string& pod_key);
   // Drops reservations past their deadline; returns how many.
@@ -176,9 +201,16 @@ class ClusterState {
     std::string error;                                // non-empty: no usable inventory (reason)
     std::string heartbeat_text;                       // as published, for messages
     std::chrono::system_clock::time_point heartbeat;  // valid when error is empty
-    // With state.version(), identifies the node's content for the
-    // evaluation caches: a fresh epoch on every rebuild.
+    // With Version(), identifies the node's content for the evaluation
+    // caches: a fresh epoch on every rebuild.
     uint64_t epoch = 0;
+    // The MIG instances of pods and reservations on this node, by pod key.
+    std::map<std::string, std::vector<PendingMigInstance>> mig_claims;
+    uint64_t mig_version = 0;  // bumped with every change of mig_claims
+    // Grows with every change of the GPUs' usage, vGPU or MIG (both only grow).
+    uint64_t Version() const { return state.version() + mig_version; }
+    // mig_claims as one list.
+    std::vector<PendingMigInstance> PendingMig() const;
   };
   // Node names are looked up by string_view (request bodies are not copied).
   struct NameHash {
@@ -214,11 +246,18 @@ class ClusterState {
   std::vector<uint32_t> ResolveLocked(std::span<const std::string_view> nodes,
                                       std::chrono::system_clock::time_point now,
                                       std::vector<std::pair<uint32_t, std::string>>* early) const;
-  // Re-evaluates, with evaluate(NodeState, CachedEval&), the cache entries of
+  // Re-evaluates, with evaluate(NodeEntry, CachedEval&), the cache entries of
   // the slots whose node changed since they were filled; many such nodes are
   // shared with loop_helper_'s thread. Needs cache.mu and mu_ (either mode).
   template <typename Evaluate>
   void RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& slot_at, const Evaluate& evaluate) const;
+  // Prioritize's body over the cache `cache_key`, evaluating with `evaluate`
+  // (as RefreshLocked) what changed.
+  template <typename Evaluate>
+  void ScoreWith(const std::string& cache_key, std::span<const std::string_view> nodes, NodeScores& out,
+                 const Evaluate& evaluate) const;
+  // A dynamic MIG pod's verdict, reason and score on `node`.
+  static void EvaluateMig(const NodeEntry& node, const core::PodRequest& pod, CachedEval& e);
   // The entry of a present node, or nullptr. Needs mu_ (either mode).
   const NodeEntry* FindLocked(std::string_view name) const;
   NodeEntry* FindLocked(std::string_view name);
@@ -237,6 +276,11 @@ class ClusterState {
   };
 
   // All need mu_ held for writing.
+  // Accounts `allocation` of `key` into `entry`: its vGPU slices into the
+  // NodeState, its MIG instances (each checked with CheckMigInstance) into
+  // mig_claims. All or nothing.
+  static Status ApplyLocked(NodeEntry& entry, const std::string& key, const core::PodAllocation& allocation);
+  static void ReleaseLocked(NodeEntry& entry, const std::string& key, const core::PodAllocation& allocation);
   void RebuildNodeLocked(NodeEntry& entry);
   void ForgetPodLocked(const std::string& key);
   void ReleaseReservationLocked(const std::string& key);

@@ -11,6 +11,7 @@
 #include "core/pod_request.h"
 #include "kube/client.h"
 #include "scheduler/extender_wire.h"
+#include "scheduler/mig_placement.h"
 #include "scheduler/webhook.h"
 
 namespace tessera::scheduler {
@@ -132,7 +133,7 @@ void LogVerdicts(const Json& pod, const std::vector<std::string_view>& names,
 }
 
 // "app:GPU-…:2000MiB:30%,GPU-…:2000MiB:30%;init:GPU-…:0MiB:0%" (no spaces:
-// one log field).
+// one log field); a MIG instance adds its profile and start: "GPU-…:9728MiB:0%:1g.10gb@6".
 std::string DescribeSlices(const core::PodAllocation& allocation) {
   std::string out;
   for (const core::ContainerAllocation& c : allocation.containers) {
@@ -141,6 +142,7 @@ std::string DescribeSlices(const core::PodAllocation& allocation) {
     char sep = ':';
     for (const core::DeviceSlice& d : c.devices) {
       out += sep + d.uuid + ":" + std::to_string(d.memory_mib) + "MiB:" + std::to_string(d.cores) + "%";
+      if (!d.mig_profile.empty()) out += ":" + d.mig_profile + "@" + std::to_string(d.mig_start);
       sep = ',';
     }
   }
@@ -213,6 +215,7 @@ size_t Extender::ObserveListedPods(const std::vector<Json>& pods) {
       scheduler = spec->value("schedulerName", "");
     }
     if (!placed && scheduler != deps_.config.scheduler_name) continue;  // never sent to this extender
+    if (WantsDynamicMig(pod)) continue;                                 // not part of the vGPU workload mix
     auto request = core::DerivePodRequest(pod, deps_.config.resources);
     if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok()) continue;  // filter refuses it
     std::string created;
@@ -285,6 +288,9 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   ClusterState::NodeVerdicts verdicts;
   if (!AsksForGpus(*request)) {
     deps_.state->FirstListings(args.names, verdicts.feasible);  // asks for no GPU: every node passes
+  } else if (WantsDynamicMig(pod)) {
+    // A MIG instance per device, on mig-dynamic GPUs only; not a vGPU arrival.
+    deps_.state->Filter(*request, args.names, verdicts, Sharing::kDynamicMig);
   } else {
     Observe(pod, *request);  // an arrival, counted once however often it is filtered
     deps_.state->Filter(*request, args.names, verdicts);
@@ -318,7 +324,10 @@ std::pair<int, std::string> Extender::PrioritizeUnchecked(std::string_view body)
   if (args.pod && args.pod->is_object()) {
     auto request = core::DerivePodRequest(*args.pod, deps_.config.resources);
     auto policies = request.ok() ? PoliciesFor(*args.pod) : Result<Policies>(request.error());
-    if (request.ok() && policies.ok() && AsksForGpus(*request)) {
+    if (request.ok() && policies.ok() && AsksForGpus(*request) && WantsDynamicMig(*args.pod)) {
+      deps_.state->PrioritizeDynamicMig(*request, args.names, scores);
+      scored = true;
+    } else if (request.ok() && policies.ok() && AsksForGpus(*request)) {
       // Filter counted it already, unless it went to another replica; if
       // this pod made the mix relearn, it is scored with the new one.
       if (Observe(*args.pod, *request)) policies = PoliciesFor(*args.pod);
@@ -397,8 +406,10 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   if (gpu_pod) {
     auto policies = PoliciesFor(*pod);
     if (!policies.ok()) return fail(200, "bind " + key + ": " + policies.error().message);
+    const bool mig = WantsDynamicMig(*pod);
     auto allocation =
-        deps_.state->Reserve(key, *request, node, policies->gpu, deps_.config.reservation_timeout);
+        deps_.state->Reserve(key, *request, node, policies->gpu, deps_.config.reservation_timeout,
+                             mig ? Sharing::kDynamicMig : Sharing::kVgpu);
     if (!allocation.ok()) return fail(200, "bind " + key + ": " + allocation.error().message);
     auto text = core::EncodeAllocation(*allocation);
     if (!text.ok()) {
@@ -409,9 +420,16 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     gpus = DescribeSlices(*allocation);
     why = "node by " + policies->node_source + " " + std::string(policies->node->name()) + ", GPUs by " +
           policies->gpu_source + " " + (policies->gpu == core::GpuOrder::kBinpack ? "binpack" : "spread");
+    if (mig) {
+      why = "dynamic MIG (" + std::string(kVgpuModeAnnotation) +
+            "): the fullest mig-dynamic GPU with room, placement by core/mig's Placer";
+    }
     // Per container, the GPUs the runtime should expose (wired by the webhook
-    // into NVIDIA_VISIBLE_DEVICES through the Downward API).
+    // into NVIDIA_VISIBLE_DEVICES through the Downward API). Not for MIG
+    // instances: their MIG UUIDs exist only once tessera-node has created
+    // them, and the parent GPU's UUID would expose the whole GPU.
     for (const core::ContainerAllocation& c : allocation->containers) {
+      if (mig) break;
       const char* list = c.init ? "initContainers" : "containers";
       const Json& spec = (*pod)["spec"];
       if (!spec.contains(list) || !spec[list].is_array()) continue;

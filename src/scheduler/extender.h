@@ -37,6 +37,15 @@
 // until the pod shows up bound or the reservation times out, because the
 // Binding may have landed. No lock is held across the API call.
 //
+// Dynamic MIG (mig_placement.h): a pod annotated nvidia.com/vgpu-mode: mig
+// is placed only on mig-dynamic GPUs, a MIG instance per device: filter keeps
+// the nodes where PlaceDynamicMig succeeds (the others with its reason),
+// prioritize scores by MigPlacementScore whatever the node policy, and bind
+// reserves the instances (ClusterState::Reserve with Sharing::kDynamicMig)
+// and writes ToMigAllocation's allocation in the Binding, with no
+// visible-devices annotations (the MIG UUIDs exist only once the node has
+// created the instances). Such pods are not counted into the workload mix.
+//
 // Logging (base/log.h): each bind at info (pod, node, the GPUs of each
 // container, the policies and where they came from), a bind refused at warn,
 // the first refusal of a not-ready episode at warn and the return to

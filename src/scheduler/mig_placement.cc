@@ -157,7 +157,8 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(const core::NodeState
       }
       on_gpu[best].push_back(best_instance);
       const core::mig::Profile* profile = models[best]->FindProfile(best_instance.profile);
-      placed.devices.push_back({best, best_instance, profile ? profile->memory_mib : 0});
+      placed.devices.push_back({best, best_instance, profile ? profile->memory_mib : 0, best_used,
+                                static_cast<int>(models[best]->memory_slices), best_value});
     }
     out.push_back(std::move(placed));
     return Status::Ok();
@@ -191,6 +192,51 @@ core::PodAllocation ToMigAllocation(const core::NodeState& node, const core::Pod
     allocation.containers.push_back(std::move(c));
   }
   return allocation;
+}
+
+double MigPlacementScore(const std::vector<MigContainerPlacement>& placements) {
+  double sum = 0;
+  int devices = 0;
+  for (const MigContainerPlacement& c : placements) {
+    for (const MigDevicePlacement& d : c.devices) {
+      if (d.memory_slices <= 0) continue;
+      sum +=
+          static_cast<double>(d.slices_used_before) / d.memory_slices + d.value_after / (d.memory_slices + 1);
+      ++devices;
+    }
+  }
+  return devices == 0 ? 0 : sum / devices;
+}
+
+SplitAllocation SplitByKind(const core::PodAllocation& allocation) {
+  SplitAllocation out;
+  out.vgpu.node = allocation.node;
+  for (const core::ContainerAllocation& c : allocation.containers) {
+    core::ContainerAllocation slices{c.container, {}, c.init};
+    for (const core::DeviceSlice& d : c.devices) {
+      if (d.mig_profile.empty()) {
+        slices.devices.push_back(d);
+      } else {
+        out.mig.push_back({d.uuid, {d.mig_profile, static_cast<uint32_t>(std::max(d.mig_start, 0))}});
+      }
+    }
+    if (!slices.devices.empty()) out.vgpu.containers.push_back(std::move(slices));
+  }
+  return out;
+}
+
+Status CheckMigInstance(const core::NodeState& node, const PendingMigInstance& instance) {
+  const int g = node.IndexOf(instance.gpu_uuid);
+  const std::string what =
+      "MIG instance " + core::mig::Describe(instance.instance) + " on GPU " + instance.gpu_uuid;
+  if (g < 0) return Error{what + ": node '" + node.name() + "' has no such GPU"};
+  const core::Gpu& gpu = node.gpus()[static_cast<size_t>(g)].gpu;
+  if (gpu.mig_mode != core::MigMode::kDynamic) return Error{what + ": the GPU is not in mig-dynamic mode"};
+  auto model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
+  if (!model.ok()) return Error{what + ": " + model.error().message};
+  const core::mig::Instance one[] = {instance.instance};
+  TESSERA_RETURN_IF_ERROR_WRAP(core::mig::CheckInstances(**model, one), "GPU " + instance.gpu_uuid);
+  return Status::Ok();
 }
 
 }  // namespace tessera::scheduler

@@ -52,6 +52,11 @@ struct MigDevicePlacement {
   int gpu = -1;  // index into NodeState::gpus()
   core::mig::Instance instance;
   uint64_t memory_mib = 0;  // the profile's
+  // What the choice of GPU was made on: the GPU's memory slices taken before
+  // this instance (of `memory_slices`), and Placer::Value with it.
+  int slices_used_before = 0;
+  int memory_slices = 0;
+  double value_after = 0;
 };
 
 struct MigContainerPlacement {
@@ -73,5 +78,27 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(
 // profile's memory, cores 0, and the profile and start to create.
 core::PodAllocation ToMigAllocation(const core::NodeState& node, const core::PodRequest& pod,
                                     const std::vector<MigContainerPlacement>& placements);
+
+// How good a node is for the pod whose placements these are, for prioritize:
+// per device the GPU's fullness before it (memory slices taken / the GPU's
+// memory slices) plus Placer::Value after it scaled below one fullness step
+// (value / (memory slices + 1)), averaged over the devices. So the fullest
+// GPU with room wins across nodes as PlaceDynamicMig's choice does inside
+// one, then the placement that leaves the GPU most useful. In [0, 1];
+// 0 for no devices.
+double MigPlacementScore(const std::vector<MigContainerPlacement>& placements);
+
+// An allocation split by kind: the vGPU slices (containers without any left
+// out) and the MIG instances (devices with a "mig" member), by parent GPU.
+struct SplitAllocation {
+  core::PodAllocation vgpu;
+  std::vector<PendingMigInstance> mig;
+};
+SplitAllocation SplitByKind(const core::PodAllocation& allocation);
+
+// Whether `instance` can be held on `node`: its GPU is there, in mig-dynamic
+// mode, of a model with a MIG table that has the profile at that start. It
+// does not look at other instances (overlaps are the Placer's to report).
+Status CheckMigInstance(const core::NodeState& node, const PendingMigInstance& instance);
 
 }  // namespace tessera::scheduler

@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +63,26 @@ inline nlohmann::json NodeWithGpus(const std::string& name, int node_id, int gpu
           {"spec", nlohmann::json::object()}};
 }
 
+// A Node with `gpus` A100-80GB GPUs in mig-dynamic mode (no vGPU slots) whose
+// inventory lists `devices` (by GPU index) as tessera-node lists the MIG
+// devices it created; `heartbeat` "" = now.
+inline nlohmann::json NodeWithDynamicMigGpus(const std::string& name, int node_id, int gpus,
+                                             const std::map<int, std::vector<core::MigDevice>>& devices = {},
+                                             const std::string& heartbeat = "") {
+  nlohmann::json node = NodeWithGpus(name, node_id, gpus, 81920, 0, "NVIDIA A100-SXM4-80GB", heartbeat);
+  auto& text = node["metadata"]["annotations"][std::string(core::kInventoryAnnotation)];
+  auto inv = core::DecodeInventory(text.get<std::string>());
+  if (!inv.ok()) return node;
+  for (core::Gpu& g : inv->gpus) {
+    g.mig_capable = true;
+    g.mig_mode = core::MigMode::kDynamic;
+    if (auto it = devices.find(g.index); it != devices.end()) g.mig_devices = it->second;
+  }
+  auto encoded = core::EncodeInventory(*inv);
+  text = encoded.ok() ? *encoded : "";
+  return node;
+}
+
 // A pod with one container asking for `gpus` vGPUs of `memory_mib` MiB and `cores` %.
 inline nlohmann::json GpuPod(const std::string& ns, const std::string& name, int gpus, int64_t memory_mib,
                              int cores, const nlohmann::json& annotations = nlohmann::json::object()) {
@@ -73,6 +95,13 @@ inline nlohmann::json GpuPod(const std::string& ns, const std::string& name, int
           {"spec",
            {{"schedulerName", "tessera-scheduler"},
             {"containers", {{{"name", "app"}, {"image", "cuda"}, {"resources", {{"limits", limits}}}}}}}}};
+}
+
+// A pod asking for one dynamic MIG instance of at least `memory_mib` MiB
+// (HAMi's nvidia.com/vgpu-mode: mig), with `cores` % of the SMs.
+inline nlohmann::json MigPod(const std::string& ns, const std::string& name, int64_t memory_mib,
+                             int cores = 0) {
+  return GpuPod(ns, name, 1, memory_mib, cores, {{"nvidia.com/vgpu-mode", "mig"}});
 }
 
 }  // namespace tessera::scheduler::testing
