@@ -1,6 +1,7 @@
 #include "node/mig/dynamic_mig.h"
 
 #include <algorithm>
+#include <thread>
 #include <tuple>
 
 #include "base/log.h"
@@ -389,7 +390,22 @@ std::set<std::string> DynamicMig::PreferredGpus(size_t device_count) {
 
 Result<v1beta1::ContainerAllocateResponse> DynamicMig::Allocate(
     const v1beta1::ContainerAllocateRequest& request) {
-  std::lock_guard lock(mu_);
+  // The kubelet and this agent watch the pods apart: the pod being admitted
+  // may reach the kubelet a moment before this agent's pod list.
+  const auto deadline = std::chrono::steady_clock::now() + options_.pod_wait;
+  while (true) {
+    bool no_pod = false;
+    {
+      std::lock_guard lock(mu_);
+      auto answer = AllocateLocked(request, no_pod);
+      if (answer.ok() || !no_pod || std::chrono::steady_clock::now() >= deadline) return answer;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+Result<v1beta1::ContainerAllocateResponse> DynamicMig::AllocateLocked(
+    const v1beta1::ContainerAllocateRequest& request, bool& no_pod) {
   if (request.devices_ids().empty()) return Error{"the request names no devices"};
   std::set<std::string> requested;
   for (const auto& id : request.devices_ids()) {
@@ -404,6 +420,7 @@ Result<v1beta1::ContainerAllocateResponse> DynamicMig::Allocate(
   }
   auto pods = pods_ ? pods_() : std::nullopt;
   if (!pods) {
+    no_pod = true;
     return Error{
         "the pods bound to this node are not known yet (the API server has not answered): "
         "no dynamic MIG instance can be matched to this container"};
@@ -428,9 +445,13 @@ Result<v1beta1::ContainerAllocateResponse> DynamicMig::Allocate(
     return std::all_of(c.devices.begin(), c.devices.end(),
                        [&](const core::DeviceSlice& d) { return find_instance(d) != nullptr; });
   };
-  TESSERA_ASSIGN_OR_RETURN(const MigClaim claim,
-                           ChooseClaim(claims, static_cast<size_t>(request.devices_ids_size()), requested,
-                                       created, HeldLocked(), answered_));
+  auto chosen = ChooseClaim(claims, static_cast<size_t>(request.devices_ids_size()), requested, created,
+                            HeldLocked(), answered_);
+  if (!chosen.ok()) {
+    no_pod = true;
+    return chosen.error();
+  }
+  const MigClaim claim = std::move(chosen).value();
 
   // Check everything before creating anything.
   struct Step {

@@ -106,6 +106,9 @@ struct DynamicMigOptions {
   std::string resource_name = "nvidia.com/gpu";
   int grace_seconds = 300;  // region_grace_seconds
   std::chrono::milliseconds interval{1000};
+  // How long Allocate waits for the pod it serves to reach this agent's pod
+  // list (the kubelet may see it first).
+  std::chrono::milliseconds pod_wait{5000};
 };
 
 class DynamicMig {
@@ -159,6 +162,9 @@ class DynamicMig {
     std::string owner;    // "<ns>/<pod>/<container>" it was made or kept for
     int64_t created = 0;  // clock; 0 = found, not made by this process
   };
+  // `no_pod`: set when the failure is that no waiting pod was found (yet).
+  Result<v1beta1::ContainerAllocateResponse> AllocateLocked(const v1beta1::ContainerAllocateRequest& request,
+                                                            bool& no_pod);
   bool IsDynamicLocked(int index) const;
   void EnsureModesLocked(const std::vector<host::MigGpuState>& gpus);
   void PublishLocked(const std::vector<host::MigGpuState>& gpus, const std::vector<MigClaim>* claims);

@@ -68,6 +68,7 @@ class DynamicMigTest : public ::testing::Test {
     DynamicMigOptions options;
     options.gpus = selection;
     options.grace_seconds = 30;
+    options.pod_wait = std::chrono::milliseconds(0);
     DynamicMig::HeldSource held;
     if (with_held) {
       held = [this]() -> Result<std::set<std::string>> {
