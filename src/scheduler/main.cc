@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/command_line.h"
 #include "base/log.h"
 #include "kube/config.h"
 #include "scheduler/config.h"
@@ -55,14 +56,7 @@ int main(int argc, char** argv) {
   }
   app.footer("Configuration keys (YAML nested mappings: \"server.port\" is written server: {port: 8888}):\n" +
              tessera::scheduler::ConfigKeysHelp());
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto exit_code = tessera::ParseCommandLine(app, argc, argv)) return *exit_code;
 
   SchedulerConfig config;
   auto invalid = [](const std::string& message) {
