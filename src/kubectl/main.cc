@@ -10,6 +10,7 @@
 #include <iostream>
 #include <string>
 
+#include "base/command_line.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kubectl/cluster_view.h"
@@ -120,14 +121,7 @@ int main(int argc, char** argv) {
   describe_pod->add_option("NAME", pod_name, "the pod")->required();
   for (CLI::App* leaf : {top_nodes, top_gpus, top_pods, describe_pod}) leaf->fallthrough();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (const auto exit_code = tessera::ParseCommandLine(app, argc, argv)) return *exit_code;
 
   auto config = Resolve(flags);
   if (!config.ok()) return Fail("no API server to talk to: " + config.error().message);
