@@ -43,6 +43,46 @@ std::vector<std::pair<int, std::string_view>> Lines(std::string_view text) {
   return lines;
 }
 
+class Table;
+
+// One data row of a Table: its fields by column name, and where it is for
+// errors ("<source>:<line>").
+class Row {
+ public:
+  Row(const Table& table, size_t index, std::vector<std::string_view> fields)
+      : table_(table), index_(index), fields_(std::move(fields)) {}
+
+  std::string Where() const;
+  // The field of `column`; "" when the file has no such column.
+  std::string_view Text(const std::string& column) const;
+  // The field of `column`, which must not be empty: `what` names it in the
+  // error ("empty node name (column 'sn')").
+  Result<std::string> Name(const std::string& column, const char* what) const {
+    const std::string_view text = Text(column);
+    if (text.empty()) return Error{Where() + ": empty " + what + " (column '" + column + "')"};
+    return std::string(text);
+  }
+  // The field of `column` as an integer in [lo, hi].
+  Result<int64_t> Integer(const std::string& column, int64_t lo, int64_t hi) const {
+    std::string_view s = Text(column);
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+      return Error{Where() + ": column '" + column + "': '" + std::string(s) + "' is not an integer"};
+    }
+    if (v < lo || v > hi) {
+      return Error{Where() + ": column '" + column + "': " + std::to_string(v) + " is out of range [" +
+                   std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+    }
+    return v;
+  }
+
+ private:
+  const Table& table_;
+  size_t index_;
+  std::vector<std::string_view> fields_;
+};
+
 class Table {
  public:
   static Result<Table> Open(std::string_view text, const std::string& source,
@@ -64,38 +104,30 @@ class Table {
     return t;
   }
 
-  size_t rows() const { return lines_.size() - 1; }
   std::string Where(size_t row) const { return source_ + ":" + std::to_string(lines_[row + 1].first); }
 
-  Result<std::vector<std::string_view>> Row(size_t row) const {
-    auto fields = SplitCsvLine(lines_[row + 1].second);
-    if (fields.size() != width_) {
-      return Error{Where(row) + ": " + std::to_string(fields.size()) + " fields, the header has " +
-                   std::to_string(width_)};
+  // Reads every data row with `read(const Row&) -> Result<T>`, in order: the
+  // values, or the first error; at least one row (else "<source>: no <what>").
+  template <typename T, typename Read>
+  Result<std::vector<T>> ReadRows(const char* what, Read read) const {
+    std::vector<T> out;
+    for (size_t r = 0; r + 1 < lines_.size(); ++r) {
+      auto fields = SplitCsvLine(lines_[r + 1].second);
+      if (fields.size() != width_) {
+        return Error{Where(r) + ": " + std::to_string(fields.size()) + " fields, the header has " +
+                     std::to_string(width_)};
+      }
+      TESSERA_ASSIGN_OR_RETURN(T value, read(Row(*this, r, std::move(fields))));
+      out.push_back(std::move(value));
     }
-    return fields;
+    if (out.empty()) return Error{source_ + ": no " + what};
+    return out;
   }
 
-  bool Has(const std::string& column) const { return column_.count(column) > 0; }
-
-  std::string_view Field(const std::vector<std::string_view>& fields, const std::string& column) const {
+  // The index of `column` among a row's fields, or -1.
+  int ColumnOf(const std::string& column) const {
     auto it = column_.find(column);
-    return it == column_.end() ? std::string_view() : fields[it->second];
-  }
-
-  Result<int64_t> Integer(const std::vector<std::string_view>& fields, size_t row, const std::string& column,
-                          int64_t lo, int64_t hi) const {
-    std::string_view s = Field(fields, column);
-    int64_t v = 0;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
-      return Error{Where(row) + ": column '" + column + "': '" + std::string(s) + "' is not an integer"};
-    }
-    if (v < lo || v > hi) {
-      return Error{Where(row) + ": column '" + column + "': " + std::to_string(v) + " is out of range [" +
-                   std::to_string(lo) + ", " + std::to_string(hi) + "]"};
-    }
-    return v;
+    return it == column_.end() ? -1 : static_cast<int>(it->second);
   }
 
  private:
@@ -104,6 +136,15 @@ class Table {
   std::map<std::string, size_t> column_;
   size_t width_ = 0;
 };
+
+std::string Row::Where() const {
+  return table_.Where(index_);
+}
+
+std::string_view Row::Text(const std::string& column) const {
+  const int i = table_.ColumnOf(column);
+  return i < 0 ? std::string_view() : fields_[static_cast<size_t>(i)];
+}
 
 // The trace tools' wording: "<path>: cannot open".
 Result<std::string> ReadFile(const std::string& path) {
@@ -119,44 +160,36 @@ constexpr int64_t kMaxInt = int64_t{1} << 40;
 Result<std::vector<TraceNode>> ParseNodes(std::string_view text, const std::string& source) {
   TESSERA_ASSIGN_OR_RETURN(const Table table,
                            Table::Open(text, source, {"sn", "cpu_milli", "memory_mib", "gpu", "model"}, 5));
-  std::vector<TraceNode> nodes;
-  for (size_t r = 0; r < table.rows(); ++r) {
-    TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string_view> fields, table.Row(r));
+  return table.ReadRows<TraceNode>("nodes", [](const Row& row) -> Result<TraceNode> {
     TraceNode n;
-    n.name = std::string(table.Field(fields, "sn"));
-    if (n.name.empty()) return Error{table.Where(r) + ": empty node name (column 'sn')"};
+    TESSERA_ASSIGN_OR_RETURN(n.name, row.Name("sn", "node name"));
     // Integers are read within bounds that fit their fields.
-    TESSERA_ASSIGN_OR_RETURN(n.cpu_milli, table.Integer(fields, r, "cpu_milli", 0, kMaxInt));
-    TESSERA_ASSIGN_OR_RETURN(n.memory_mib, table.Integer(fields, r, "memory_mib", 0, kMaxInt));
-    TESSERA_ASSIGN_OR_RETURN(n.gpus, table.Integer(fields, r, "gpu", 0, 1024));
-    n.model = std::string(table.Field(fields, "model"));
-    if (n.gpus > 0 && n.model.empty()) return Error{table.Where(r) + ": node has GPUs but no model"};
-    nodes.push_back(std::move(n));
-  }
-  if (nodes.empty()) return Error{source + ": no nodes"};
-  return nodes;
+    TESSERA_ASSIGN_OR_RETURN(n.cpu_milli, row.Integer("cpu_milli", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(n.memory_mib, row.Integer("memory_mib", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(n.gpus, row.Integer("gpu", 0, 1024));
+    n.model = std::string(row.Text("model"));
+    if (n.gpus > 0 && n.model.empty()) return Error{row.Where() + ": node has GPUs but no model"};
+    return n;
+  });
 }
 
 Result<std::vector<TraceTask>> ParseTasks(std::string_view text, const std::string& source) {
   TESSERA_ASSIGN_OR_RETURN(
       const Table table,
       Table::Open(text, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec"}, 5));
-  std::vector<TraceTask> tasks;
-  for (size_t r = 0; r < table.rows(); ++r) {
-    TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string_view> fields, table.Row(r));
+  return table.ReadRows<TraceTask>("tasks", [](const Row& row) -> Result<TraceTask> {
     TraceTask t;
-    t.name = std::string(table.Field(fields, "name"));
-    if (t.name.empty()) return Error{table.Where(r) + ": empty task name (column 'name')"};
+    TESSERA_ASSIGN_OR_RETURN(t.name, row.Name("name", "task name"));
     // Integers are read within bounds that fit their fields.
-    TESSERA_ASSIGN_OR_RETURN(t.cpu_milli, table.Integer(fields, r, "cpu_milli", 0, kMaxInt));
-    TESSERA_ASSIGN_OR_RETURN(t.memory_mib, table.Integer(fields, r, "memory_mib", 0, kMaxInt));
-    TESSERA_ASSIGN_OR_RETURN(t.num_gpu, table.Integer(fields, r, "num_gpu", 0, 1024));
-    TESSERA_ASSIGN_OR_RETURN(t.gpu_milli, table.Integer(fields, r, "gpu_milli", 0, 1000));
+    TESSERA_ASSIGN_OR_RETURN(t.cpu_milli, row.Integer("cpu_milli", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(t.memory_mib, row.Integer("memory_mib", 0, kMaxInt));
+    TESSERA_ASSIGN_OR_RETURN(t.num_gpu, row.Integer("num_gpu", 0, 1024));
+    TESSERA_ASSIGN_OR_RETURN(t.gpu_milli, row.Integer("gpu_milli", 0, 1000));
     if ((t.num_gpu == 0) != (t.gpu_milli == 0)) {
-      return Error{table.Where(r) + ": num_gpu " + std::to_string(t.num_gpu) + " with gpu_milli " +
+      return Error{row.Where() + ": num_gpu " + std::to_string(t.num_gpu) + " with gpu_milli " +
                    std::to_string(t.gpu_milli) + " (both must be 0 for a CPU-only task, or both positive)"};
     }
-    std::string_view spec = table.Field(fields, "gpu_spec");
+    std::string_view spec = row.Text("gpu_spec");
     while (!spec.empty()) {
       size_t bar = spec.find('|');
       std::string_view part = spec.substr(0, bar);
@@ -164,10 +197,8 @@ Result<std::vector<TraceTask>> ParseTasks(std::string_view text, const std::stri
       if (bar == std::string_view::npos) break;
       spec.remove_prefix(bar + 1);
     }
-    tasks.push_back(std::move(t));
-  }
-  if (tasks.empty()) return Error{source + ": no tasks"};
-  return tasks;
+    return t;
+  });
 }
 
 Result<std::vector<TraceNode>> LoadNodes(const std::string& path) {

@@ -54,6 +54,12 @@ TEST(TraceCsvTest, ErrorsNameFileAndLine) {
   ASSERT_FALSE(inconsistent.ok());
   EXPECT_THAT(inconsistent.error().message, HasSubstr("p.csv:2: num_gpu 0 with gpu_milli 500"));
   EXPECT_FALSE(ParseTasks("", "empty.csv").ok());
+  auto header_only = ParseTasks("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", "h.csv");
+  ASSERT_FALSE(header_only.ok());
+  EXPECT_EQ(header_only.error().message, "h.csv: no tasks");
+  auto unnamed = ParseNodes("sn,cpu_milli,memory_mib,gpu,model\nn0,1,1,0,\n,1,1,0,\n", "n.csv");
+  ASSERT_FALSE(unnamed.ok());
+  EXPECT_EQ(unnamed.error().message, "n.csv:3: empty node name (column 'sn')");
   auto missing_file = LoadTasks("/nonexistent/pods.csv");
   ASSERT_FALSE(missing_file.ok());
   EXPECT_THAT(missing_file.error().message, HasSubstr("/nonexistent/pods.csv: cannot open"));
