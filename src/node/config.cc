@@ -11,10 +11,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
 #include <functional>
-#include <map>
-#include <set>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace tessera::node {
 namespace {
@@ -44,75 +45,16 @@ bool ParseName(const std::vector<std::string>& names, const std::string& text, E
   return false;
 }
 
-bool ParseVisibleDevices(const std::string& text, VisibleDevicesMode& out) {
-  return ParseName(kVisibleDevicesNames, text, out);
-}
-
-// The YAML keys, each bound to its field of `c` (base/yaml_config.h has the
-// rules every key follows).
-config::YamlConfig YamlKeys(NodeConfig& c) {
-  config::YamlConfig keys(" (see tessera-node --help for the accepted keys)");
-  keys.String("resource_name", &c.resource_name)
-      .Int("split_count", &c.split_count)
-      .Number("memory_scaling", &c.memory_scaling)
-      .Number("core_scaling", &c.core_scaling)
-      .Bool("disable_core_limit", &c.disable_core_limit)
-      .String("plugin_dir", &c.plugin_dir)
-      .Bool("pre_start_required", &c.pre_start_required)
-      .Int("kubelet_poll_ms", &c.kubelet_poll_ms)
-      .String("libvgpu_host_path", &c.libvgpu_host_path)
-      .String("libvgpu_container_path", &c.libvgpu_container_path)
-      .Bool("ld_so_preload", &c.ld_so_preload)
-      .String("region_host_dir", &c.region_host_dir)
-      .String("region_container_dir", &c.region_container_dir)
-      .Choice(
-          "visible_devices", kVisibleDevicesNames,
-          [&c](const std::string& v) { ParseVisibleDevices(v, c.visible_devices); },
-          [&c] { return std::string(VisibleDevicesModeName(c.visible_devices)); })
-      .Choice(
-          "unplaced_pods", kUnplacedPodsNames,
-          [&c](const std::string& v) { ParseUnplacedPodsPolicy(v, c.unplaced_pods); },
-          [&c] { return std::string(UnplacedPodsPolicyName(c.unplaced_pods)); })
-      .String("nvml_library", &c.nvml_library)
-      .Bool("kubernetes", &c.kubernetes)
-      .String("kubeconfig", &c.kubeconfig)
-      .String("api_server", &c.api_server)
-      .Int("heartbeat_seconds", &c.heartbeat_seconds)
-      .String("pod_resources_socket", &c.pod_resources_socket)
-      .Int("monitor_interval_ms", &c.monitor_interval_ms)
-      .String("metrics_address", &c.metrics_address)
-      .Int("metrics_port", &c.metrics_port)
-      .Int("region_grace_seconds", &c.region_grace_seconds)
-      .Bool("active_oom_killer", &c.active_oom_killer)
-      .Int("memory_tolerance_mib", &c.memory_tolerance_mib)
-      .String("mig_layout_file", &c.mig_layout_file)
-      .String("mig_config", &c.mig_config)
-      .String("mig_strategy", &c.mig_strategy)
-      .String("mig_gpus", &c.mig_gpus)
-      .Int("mig_retry_seconds", &c.mig_retry_seconds)
-      .String("node_name", &c.node_name)
-      .String("node_config_file", &c.node_config_file)
-      .String("log_level", &c.log_level);
-  return keys;
-}
-
-// The keys a node's entry in the overrides file may set.
-Status AllowPerNode(const std::string& key) {
-  static const std::set<std::string> kNodeLevel = {
-      "split_count",   "memory_scaling",    "core_scaling",        "disable_core_limit",
-      "ld_so_preload", "active_oom_killer", "memory_tolerance_mib"};
-  if (kNodeLevel.count(key)) return Status::Ok();
-  return Error{"key '" + key +
-               "' cannot be overridden per node (allowed: split_count, memory_scaling, core_scaling, "
-               "disable_core_limit, ld_so_preload, active_oom_killer, memory_tolerance_mib)"};
-}
-
 bool IsDnsLabelChar(char c) {
   return std::islower(static_cast<unsigned char>(c)) || std::isdigit(c) || c == '-';
 }
 
-Status ValidateResourceName(const std::string& name) {
-  const std::string what = "resource_name '" + name + "'";
+// The check of one key's value; the message starts with the key.
+template <typename T>
+using Check = std::function<Status(const std::string& key, const T& value)>;
+
+Status ValidateResourceName(const std::string& key, const std::string& name) {
+  const std::string what = key + " '" + name + "'";
   auto slash = name.find('/');
   if (slash == std::string::npos || name.find('/', slash + 1) != std::string::npos) {
     return Error{what + " must be '<domain>/<name>', e.g. nvidia.com/gpu"};
@@ -137,11 +79,290 @@ Status ValidateResourceName(const std::string& name) {
   return Status::Ok();
 }
 
-Status RequireAbsolute(const char* key, const std::string& path) {
+Status AbsolutePath(const std::string& key, const std::string& path) {
   if (path.empty() || path.front() != '/') {
-    return Error{std::string(key) + " must be an absolute path, got '" + path + "'"};
+    return Error{key + " must be an absolute path, got '" + path + "'"};
   }
   return Status::Ok();
+}
+
+// "" (not used) or an absolute path short enough for a unix socket.
+Status OptionalSocketPath(const std::string& key, const std::string& path) {
+  if (path.empty()) return Status::Ok();
+  TESSERA_RETURN_IF_ERROR(AbsolutePath(key, path));
+  if (path.size() > kMaxUnixSocketPath) {
+    return Error{key + " '" + path + "' is too long for a unix socket path"};
+  }
+  return Status::Ok();
+}
+
+Status NotEmpty(const std::string& key, const std::string& value) {
+  if (value.empty()) return Error{key + " must not be empty"};
+  return Status::Ok();
+}
+
+// `note` follows the range in the message, e.g. " (0 = off)".
+Check<int> Between(int min, int max, std::string note = "") {
+  return [=](const std::string& key, const int& value) -> Status {
+    if (value >= min && value <= max) return Status::Ok();
+    return Error{key + " must be between " + std::to_string(min) + " and " + std::to_string(max) + note +
+                 ", got " + std::to_string(value)};
+  };
+}
+
+Status CheckMemoryScaling(const std::string& key, const double& value) {
+  if (value > 0.0 && value <= 100.0) return Status::Ok();
+  return Error{key + " must be > 0 and <= 100 (1 = physical memory, > 1 = oversubscription), got " +
+               std::to_string(value)};
+}
+
+Status CheckCoreScaling(const std::string& key, const double& value) {
+  if (value >= 0.01 && value <= 100.0) return Status::Ok();
+  return Error{key + " must be between 0.01 and 100 (1 = the whole GPU, > 1 oversubscribes compute), got " +
+               std::to_string(value)};
+}
+
+Status CheckLogLevel(const std::string& key, const std::string& value) {
+  if (log::ParseLevel(value).ok()) return Status::Ok();
+  return Error{key + " '" + value + "' must be trace, debug, info, warn or error"};
+}
+
+enum Scope { kWholeNode, kPerNode };
+
+// One configuration key: its YAML key, its flag and its check, each bound to
+// the same NodeConfig field by the row that made it (Keys()).
+struct Key {
+  std::string name;  // YAML key; the flag is --name with '-' for '_'
+  std::string help;  // the flag's description
+  Scope scope = kWholeNode;
+  // Declares the YAML key, bound to `config`.
+  std::function<void(config::YamlConfig& yaml, NodeConfig& config)> declare;
+  // Adds the flag, bound to `flags`; the function returned copies the flag's
+  // value from there into a configuration.
+  std::function<std::pair<CLI::Option*, std::function<void(NodeConfig&)>>(
+      CLI::App& app, const std::string& flag, const std::string& help, NodeConfig& flags)>
+      add_flag;
+  std::function<Status(const NodeConfig&)> check;  // empty: any value of the type
+};
+
+template <typename T>
+std::function<Status(const NodeConfig&)> CheckOf(const std::string& name, T NodeConfig::*field,
+                                                 Check<T> check) {
+  if (!check) return nullptr;
+  return [name, field, check](const NodeConfig& c) { return check(name, c.*field); };
+}
+
+template <typename T>
+void DeclareYaml(config::YamlConfig& yaml, const std::string& name, T* field) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    yaml.String(name, field);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    yaml.Bool(name, field);
+  } else if constexpr (std::is_same_v<T, int>) {
+    yaml.Int(name, field);
+  } else {
+    static_assert(std::is_same_v<T, double>);
+    yaml.Number(name, field);
+  }
+}
+
+// What a flag bound to `flags.*field` hands on to a configuration.
+template <typename T>
+std::function<void(NodeConfig&)> CopyFrom(const NodeConfig& flags, T NodeConfig::*field) {
+  return [&flags, field](NodeConfig& c) { c.*field = flags.*field; };
+}
+
+// A key whose flag takes a value: --split-count 4, --kubernetes false.
+template <typename T>
+Key Option(std::string name, T NodeConfig::*field, std::type_identity_t<Check<T>> check, Scope scope,
+           std::string help) {
+  Key key;
+  key.name = name;
+  key.help = std::move(help);
+  key.scope = scope;
+  key.declare = [name, field](config::YamlConfig& yaml, NodeConfig& c) {
+    DeclareYaml(yaml, name, &(c.*field));
+  };
+  key.add_flag = [field](CLI::App& app, const std::string& flag, const std::string& text, NodeConfig& flags) {
+    return std::pair{app.add_option(flag, flags.*field, text), CopyFrom(flags, field)};
+  };
+  key.check = CheckOf(name, field, std::move(check));
+  return key;
+}
+
+// A boolean whose flag takes no value: --disable-core-limit, --ld-so-preload=false.
+Key Switch(std::string name, bool NodeConfig::*field, Scope scope, std::string help) {
+  Key key = Option(std::move(name), field, nullptr, scope, std::move(help));
+  key.add_flag = [field](CLI::App& app, const std::string& flag, const std::string& text, NodeConfig& flags) {
+    return std::pair{app.add_flag(flag, flags.*field, text), CopyFrom(flags, field)};
+  };
+  return key;
+}
+
+// A string whose flag accepts only `choices` (the YAML value is left to `check`).
+Key OneOf(std::string name, std::string NodeConfig::*field, std::vector<std::string> choices,
+          Check<std::string> check, Scope scope, std::string help) {
+  Key key = Option(std::move(name), field, std::move(check), scope, std::move(help));
+  key.add_flag = [field, choices](CLI::App& app, const std::string& flag, const std::string& text,
+                                  NodeConfig& flags) {
+    return std::pair{app.add_option(flag, flags.*field, text)->check(CLI::IsMember(choices)),
+                     CopyFrom(flags, field)};
+  };
+  return key;
+}
+
+// An enumeration spelled as `names` (in declaration order), in YAML and on the
+// command line alike.
+template <typename E>
+Key Enum(std::string name, E NodeConfig::*field, const std::vector<std::string>& names, Scope scope,
+         std::string help) {
+  Key key;
+  key.name = name;
+  key.help = std::move(help);
+  key.scope = scope;
+  key.declare = [name, field, &names](config::YamlConfig& yaml, NodeConfig& c) {
+    yaml.Choice(
+        name, names, [&c, field, &names](const std::string& v) { ParseName(names, v, c.*field); },
+        [&c, field, &names] { return names.at(static_cast<size_t>(c.*field)); });
+  };
+  key.add_flag = [field, &names](CLI::App& app, const std::string& flag, const std::string& text,
+                                 NodeConfig& flags) {
+    auto spelled = std::make_shared<std::string>(names.at(static_cast<size_t>(flags.*field)));
+    return std::pair{app.add_option(flag, *spelled, text)->check(CLI::IsMember(names)),
+                     std::function<void(NodeConfig&)>(
+                         [spelled, field, &names](NodeConfig& c) { ParseName(names, *spelled, c.*field); })};
+  };
+  return key;
+}
+
+// The keys a node's entry in node_config_file may set, joined by `separator`.
+std::string PerNodeKeys(const std::vector<Key>& keys, const std::string& separator) {
+  std::string joined;
+  for (const Key& key : keys) {
+    if (key.scope == kPerNode) joined += (joined.empty() ? "" : separator) + key.name;
+  }
+  return joined;
+}
+
+// node_config_file's help names the keys it may set, as the table marks them.
+std::vector<Key> WithPerNodeHelp(std::vector<Key> keys) {
+  for (Key& key : keys) {
+    if (key.name == "node_config_file") {
+      key.help = "per-node overrides (YAML 'nodes: {<node>: {" + PerNodeKeys(keys, ": .., ") + ": ..}}')";
+    }
+  }
+  return keys;
+}
+
+// The keys, one row each: the YAML key (the flag is the same with '-' for
+// '_'), the field it sets, the check of its value alone, whether a node's
+// entry in node_config_file may set it, and the flag's --help text. Checks
+// across keys stay in Validate. A new key is one row here.
+const std::vector<Key>& Keys() {
+  static const std::vector<Key> kKeys = WithPerNodeHelp({
+      Option("resource_name", &NodeConfig::resource_name, ValidateResourceName, kWholeNode,
+             "extended resource advertised to the kubelet"),
+      Option("split_count", &NodeConfig::split_count, Between(1, 1024), kPerNode,
+             "devices advertised per GPU: how many vGPUs may share one GPU (1-1024)"),
+      Option("memory_scaling", &NodeConfig::memory_scaling, CheckMemoryScaling, kPerNode,
+             "memory offered per GPU = physical memory x this; > 1 oversubscribes (sets "
+             "CUDA_OVERSUBSCRIBE in containers)"),
+      Option("core_scaling", &NodeConfig::core_scaling, CheckCoreScaling, kPerNode,
+             "compute offered per GPU = 100% x this (0.01-100); > 1 oversubscribes compute"),
+      Switch("disable_core_limit", &NodeConfig::disable_core_limit, kPerNode,
+             "do not throttle compute in containers (sets GPU_CORE_UTILIZATION_POLICY=disable)"),
+      Option("plugin_dir", &NodeConfig::plugin_dir, AbsolutePath, kWholeNode,
+             "kubelet device-plugin directory: kubelet.sock is there and the plugin socket is made there"),
+      Switch("pre_start_required", &NodeConfig::pre_start_required, kWholeNode,
+             "ask the kubelet to call PreStartContainer before each container start"),
+      Option("kubelet_poll_ms", &NodeConfig::kubelet_poll_ms, Between(10, 60000), kWholeNode,
+             "how often kubelet.sock is checked for a kubelet restart (10-60000)"),
+      Option("libvgpu_host_path", &NodeConfig::libvgpu_host_path, AbsolutePath, kWholeNode,
+             "libvgpu.so on the host; the ld.so.preload file is written next to it"),
+      Option("libvgpu_container_path", &NodeConfig::libvgpu_container_path, AbsolutePath, kWholeNode,
+             "where libvgpu.so is mounted inside GPU containers"),
+      Switch("ld_so_preload", &NodeConfig::ld_so_preload, kPerNode,
+             "mount a preload file over /etc/ld.so.preload (default true); --ld-so-preload=false sets "
+             "LD_PRELOAD instead"),
+      Option("region_host_dir", &NodeConfig::region_host_dir, AbsolutePath, kWholeNode,
+             "host directory holding one region directory per GPU container"),
+      Option("region_container_dir", &NodeConfig::region_container_dir, AbsolutePath, kWholeNode,
+             "where a container's region directory is mounted (libvgpu's default is /tmp/tessera)"),
+      Enum("visible_devices", &NodeConfig::visible_devices, kVisibleDevicesNames, kWholeNode,
+           "who sets NVIDIA_VISIBLE_DEVICES: webhook (Downward API), device-ids (from the kubelet's picks) "
+           "or all"),
+      Enum("unplaced_pods", &NodeConfig::unplaced_pods, kUnplacedPodsNames, kWholeNode,
+           "GPU containers of pods tessera-scheduler did not place (no allocation annotation): refuse (no "
+           "GPU visible, an Event on the pod) or whole-gpu (the kubelet's GPUs whole, published as held so "
+           "the scheduler places nothing else there)"),
+      Option("nvml_library", &NodeConfig::nvml_library, NotEmpty, kWholeNode, "NVML library to dlopen"),
+      Option("kubernetes", &NodeConfig::kubernetes, nullptr, kWholeNode,
+             "talk to the API server: publish the GPU inventory annotation, watch this node's pods, record "
+             "Events (false: device plugin, metrics and enforcement only; the scheduler then cannot place "
+             "pods here)"),
+      Option("kubeconfig", &NodeConfig::kubeconfig, nullptr, kWholeNode,
+             "kubeconfig file (default: in-cluster service account, then $KUBECONFIG, then ~/.kube/config)"),
+      Option("api_server", &NodeConfig::api_server, nullptr, kWholeNode,
+             "API server URL, overriding the one configured"),
+      Option("heartbeat_seconds", &NodeConfig::heartbeat_seconds, Between(1, 3600), kWholeNode,
+             "the GPU inventory annotation is rewritten at least this often (1-3600); changes are written "
+             "at once"),
+      Option("pod_resources_socket", &NodeConfig::pod_resources_socket, OptionalSocketPath, kWholeNode,
+             "the kubelet's PodResources socket, to learn which pod owns each region (\"\" = not used: "
+             "regions are then never removed)"),
+      Option("monitor_interval_ms", &NodeConfig::monitor_interval_ms, Between(100, 60000), kWholeNode,
+             "how often GPUs are sampled, regions read and cleaned up and memory limits enforced "
+             "(100-60000)"),
+      Option("metrics_address", &NodeConfig::metrics_address, nullptr, kWholeNode,
+             "address the metrics endpoint listens on"),
+      Option("metrics_port", &NodeConfig::metrics_port, Between(0, 65535, " (0 = no metrics endpoint)"),
+             kWholeNode, "port of the Prometheus endpoint /metrics (and /healthz); 0 = none"),
+      Option("region_grace_seconds", &NodeConfig::region_grace_seconds, Between(0, 7 * 86400), kWholeNode,
+             "a region directory is kept at least this long after Allocate before it may be removed for "
+             "want of an owner"),
+      Option("active_oom_killer", &NodeConfig::active_oom_killer, nullptr, kPerNode,
+             "for containers that do not set ACTIVE_OOM_KILLER: kill a process whose container is over its "
+             "memory limit as the driver counts it (false: report it only)"),
+      Option("memory_tolerance_mib", &NodeConfig::memory_tolerance_mib, Between(0, 1048576), kPerNode,
+             "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
+      // The MIG keys' checks are mig::ValidateMigSettings, called from Validate.
+      Option("mig_layout_file", &NodeConfig::mig_layout_file, nullptr, kWholeNode,
+             "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "
+             "label names; \"\" = MIG not managed"),
+      Option("mig_config", &NodeConfig::mig_config, nullptr, kWholeNode,
+             "the layout's configuration to apply while the Node has no nvidia.com/mig.config label"),
+      OneOf("mig_strategy", &NodeConfig::mig_strategy, {"single", "mixed"}, nullptr, kWholeNode,
+            "MIG devices as nvidia.com/gpu (single: one profile everywhere) or nvidia.com/mig-<profile> "
+            "(mixed)"),
+      Option("mig_gpus", &NodeConfig::mig_gpus, nullptr, kWholeNode,
+             "GPU indices whose MIG layout tessera-node manages (\"0,2\") or all; the others keep vGPU "
+             "slices"),
+      Option("mig_retry_seconds", &NodeConfig::mig_retry_seconds, nullptr, kWholeNode,
+             "how often a MIG layout blocked by an instance in use is tried again (1-3600)"),
+      Option("node_name", &NodeConfig::node_name, nullptr, kWholeNode,
+             "this node's name (default: $NODE_NAME)"),
+      OneOf("log_level", &NodeConfig::log_level, {"trace", "debug", "info", "warn", "error"}, CheckLogLevel,
+            kWholeNode, "trace, debug, info, warn or error"),
+      Option("node_config_file", &NodeConfig::node_config_file, nullptr, kWholeNode,
+             ""),  // the help is WithPerNodeHelp's
+  });
+  return kKeys;
+}
+
+// The YAML keys, each bound to its field of `c` (base/yaml_config.h has the
+// rules every key follows).
+config::YamlConfig YamlKeys(NodeConfig& c) {
+  config::YamlConfig yaml(" (see tessera-node --help for the accepted keys)");
+  for (const Key& key : Keys()) key.declare(yaml, c);
+  return yaml;
+}
+
+Status AllowPerNode(const std::string& name) {
+  for (const Key& key : Keys()) {
+    if (key.name == name && key.scope == kPerNode) return Status::Ok();
+  }
+  return Error{"key '" + name + "' cannot be overridden per node (allowed: " + PerNodeKeys(Keys(), ", ") +
+               ")"};
 }
 
 }  // namespace
@@ -181,66 +402,15 @@ std::string NodeConfig::RegionFileContainerPath() const {
 }
 
 Status Validate(const NodeConfig& c) {
-  TESSERA_RETURN_IF_ERROR(ValidateResourceName(c.resource_name));
-  if (c.split_count < 1 || c.split_count > 1024) {
-    return Error{"split_count must be between 1 and 1024, got " + std::to_string(c.split_count)};
-  }
-  if (!(c.memory_scaling > 0.0) || c.memory_scaling > 100.0) {
-    return Error{"memory_scaling must be > 0 and <= 100 (1 = physical memory, > 1 = oversubscription), got " +
-                 std::to_string(c.memory_scaling)};
-  }
-  if (!(c.core_scaling >= 0.01) || c.core_scaling > 100.0) {
-    return Error{
-        "core_scaling must be between 0.01 and 100 (1 = the whole GPU, > 1 oversubscribes compute), got " +
-        std::to_string(c.core_scaling)};
-  }
-  if (c.kubelet_poll_ms < 10 || c.kubelet_poll_ms > 60000) {
-    return Error{"kubelet_poll_ms must be between 10 and 60000, got " + std::to_string(c.kubelet_poll_ms)};
-  }
-  for (auto [key, path] :
-       {std::pair{"plugin_dir", &c.plugin_dir}, std::pair{"libvgpu_host_path", &c.libvgpu_host_path},
-        std::pair{"libvgpu_container_path", &c.libvgpu_container_path},
-        std::pair{"region_host_dir", &c.region_host_dir},
-        std::pair{"region_container_dir", &c.region_container_dir}}) {
-    TESSERA_RETURN_IF_ERROR(RequireAbsolute(key, *path));
+  for (const Key& key : Keys()) {
+    if (key.check) TESSERA_RETURN_IF_ERROR(key.check(c));
   }
   if (c.PluginSocketPath().size() > kMaxUnixSocketPath || c.KubeletSocketPath().size() > kMaxUnixSocketPath) {
     return Error{"plugin_dir '" + c.plugin_dir + "' is too long: socket paths must fit in " +
                  std::to_string(kMaxUnixSocketPath) + " bytes"};
   }
-  if (c.nvml_library.empty()) return Error{"nvml_library must not be empty"};
-  if (c.heartbeat_seconds < 1 || c.heartbeat_seconds > 3600) {
-    return Error{"heartbeat_seconds must be between 1 and 3600, got " + std::to_string(c.heartbeat_seconds)};
-  }
-  if (!c.pod_resources_socket.empty()) {
-    TESSERA_RETURN_IF_ERROR(RequireAbsolute("pod_resources_socket", c.pod_resources_socket));
-    if (c.pod_resources_socket.size() > kMaxUnixSocketPath) {
-      return Error{"pod_resources_socket '" + c.pod_resources_socket +
-                   "' is too long for a unix socket path"};
-    }
-  }
-  if (c.monitor_interval_ms < 100 || c.monitor_interval_ms > 60000) {
-    return Error{"monitor_interval_ms must be between 100 and 60000, got " +
-                 std::to_string(c.monitor_interval_ms)};
-  }
-  if (c.metrics_port < 0 || c.metrics_port > 65535) {
-    return Error{"metrics_port must be between 1 and 65535 (0 = no metrics endpoint), got " +
-                 std::to_string(c.metrics_port)};
-  }
   if (c.metrics_port > 0 && c.metrics_address.empty()) return Error{"metrics_address must not be empty"};
-  if (c.region_grace_seconds < 0 || c.region_grace_seconds > 7 * 86400) {
-    return Error{"region_grace_seconds must be between 0 and 604800, got " +
-                 std::to_string(c.region_grace_seconds)};
-  }
-  if (c.memory_tolerance_mib < 0 || c.memory_tolerance_mib > 1048576) {
-    return Error{"memory_tolerance_mib must be between 0 and 1048576, got " +
-                 std::to_string(c.memory_tolerance_mib)};
-  }
-  TESSERA_RETURN_IF_ERROR(mig::ValidateMigSettings(c));
-  if (!log::ParseLevel(c.log_level).ok()) {
-    return Error{"log_level '" + c.log_level + "' must be trace, debug, info, warn or error"};
-  }
-  return Status::Ok();
+  return mig::ValidateMigSettings(c);
 }
 
 Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, NodeConfig& config) {
@@ -290,8 +460,6 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   CommandLine result;
   NodeConfig flags;  // flag values land here; only the ones given are copied over
   std::string config_file;
-  std::string visible_devices = "webhook";
-  std::string unplaced_pods = "refuse";
 
   CLI::App app{
       "tessera-node: the tessera agent on a GPU node. Discovers GPUs through NVML, serves the kubelet\n"
@@ -306,140 +474,13 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(36);
 
-  std::vector<std::pair<CLI::Option*, std::function<void(NodeConfig&)>>> bound;
-  auto bind = [&](CLI::Option* opt, std::function<void(NodeConfig&)> copy) {
-    bound.emplace_back(opt, std::move(copy));
-  };
-
   app.add_option("-c,--config", config_file, "YAML configuration file (keys as below, '_' for '-')");
-  bind(app.add_option("--resource-name", flags.resource_name, "extended resource advertised to the kubelet"),
-       [&](NodeConfig& c) { c.resource_name = flags.resource_name; });
-  bind(app.add_option("--split-count", flags.split_count,
-                      "devices advertised per GPU: how many vGPUs may share one GPU (1-1024)"),
-       [&](NodeConfig& c) { c.split_count = flags.split_count; });
-  bind(app.add_option("--memory-scaling", flags.memory_scaling,
-                      "memory offered per GPU = physical memory x this; > 1 oversubscribes (sets "
-                      "CUDA_OVERSUBSCRIBE in containers)"),
-       [&](NodeConfig& c) { c.memory_scaling = flags.memory_scaling; });
-  bind(app.add_option("--core-scaling", flags.core_scaling,
-                      "compute offered per GPU = 100% x this (0.01-100); > 1 oversubscribes compute"),
-       [&](NodeConfig& c) { c.core_scaling = flags.core_scaling; });
-  bind(app.add_flag("--disable-core-limit", flags.disable_core_limit,
-                    "do not throttle compute in containers (sets GPU_CORE_UTILIZATION_POLICY=disable)"),
-       [&](NodeConfig& c) { c.disable_core_limit = flags.disable_core_limit; });
-  bind(app.add_option(
-           "--plugin-dir", flags.plugin_dir,
-           "kubelet device-plugin directory: kubelet.sock is there and the plugin socket is made there"),
-       [&](NodeConfig& c) { c.plugin_dir = flags.plugin_dir; });
-  bind(app.add_flag("--pre-start-required", flags.pre_start_required,
-                    "ask the kubelet to call PreStartContainer before each container start"),
-       [&](NodeConfig& c) { c.pre_start_required = flags.pre_start_required; });
-  bind(app.add_option("--kubelet-poll-ms", flags.kubelet_poll_ms,
-                      "how often kubelet.sock is checked for a kubelet restart (10-60000)"),
-       [&](NodeConfig& c) { c.kubelet_poll_ms = flags.kubelet_poll_ms; });
-  bind(app.add_option("--libvgpu-host-path", flags.libvgpu_host_path,
-                      "libvgpu.so on the host; the ld.so.preload file is written next to it"),
-       [&](NodeConfig& c) { c.libvgpu_host_path = flags.libvgpu_host_path; });
-  bind(app.add_option("--libvgpu-container-path", flags.libvgpu_container_path,
-                      "where libvgpu.so is mounted inside GPU containers"),
-       [&](NodeConfig& c) { c.libvgpu_container_path = flags.libvgpu_container_path; });
-  bind(app.add_flag("--ld-so-preload", flags.ld_so_preload,
-                    "mount a preload file over /etc/ld.so.preload (default true); --ld-so-preload=false sets "
-                    "LD_PRELOAD "
-                    "instead"),
-       [&](NodeConfig& c) { c.ld_so_preload = flags.ld_so_preload; });
-  bind(app.add_option("--region-host-dir", flags.region_host_dir,
-                      "host directory holding one region directory per GPU container"),
-       [&](NodeConfig& c) { c.region_host_dir = flags.region_host_dir; });
-  bind(app.add_option("--region-container-dir", flags.region_container_dir,
-                      "where a container's region directory is mounted (libvgpu's default is /tmp/tessera)"),
-       [&](NodeConfig& c) { c.region_container_dir = flags.region_container_dir; });
-  bind(app.add_option(
-              "--visible-devices", visible_devices,
-              "who sets NVIDIA_VISIBLE_DEVICES: webhook (Downward API), device-ids (from the kubelet's "
-              "picks) or all")
-           ->check(CLI::IsMember(kVisibleDevicesNames)),
-       [&](NodeConfig& c) { ParseVisibleDevices(visible_devices, c.visible_devices); });
-  bind(app.add_option("--unplaced-pods", unplaced_pods,
-                      "GPU containers of pods tessera-scheduler did not place (no allocation annotation): "
-                      "refuse (no GPU visible, an Event on the pod) or whole-gpu (the kubelet's GPUs whole, "
-                      "published as held so the scheduler places nothing else there)")
-           ->check(CLI::IsMember(kUnplacedPodsNames)),
-       [&](NodeConfig& c) { ParseUnplacedPodsPolicy(unplaced_pods, c.unplaced_pods); });
-  bind(app.add_option("--nvml-library", flags.nvml_library, "NVML library to dlopen"),
-       [&](NodeConfig& c) { c.nvml_library = flags.nvml_library; });
-  bind(app.add_option("--kubernetes", flags.kubernetes,
-                      "talk to the API server: publish the GPU inventory annotation, watch this node's pods, "
-                      "record Events (false: device plugin, metrics and enforcement only; the scheduler then "
-                      "cannot place pods here)"),
-       [&](NodeConfig& c) { c.kubernetes = flags.kubernetes; });
-  bind(app.add_option("--kubeconfig", flags.kubeconfig,
-                      "kubeconfig file (default: in-cluster service account, then $KUBECONFIG, then "
-                      "~/.kube/config)"),
-       [&](NodeConfig& c) { c.kubeconfig = flags.kubeconfig; });
-  bind(app.add_option("--api-server", flags.api_server, "API server URL, overriding the one configured"),
-       [&](NodeConfig& c) { c.api_server = flags.api_server; });
-  bind(app.add_option("--heartbeat-seconds", flags.heartbeat_seconds,
-                      "the GPU inventory annotation is rewritten at least this often (1-3600); changes are "
-                      "written at once"),
-       [&](NodeConfig& c) { c.heartbeat_seconds = flags.heartbeat_seconds; });
-  bind(app.add_option(
-           "--pod-resources-socket", flags.pod_resources_socket,
-           "the kubelet's PodResources socket, to learn which pod owns each region (\"\" = not used: "
-           "regions are then never removed)"),
-       [&](NodeConfig& c) { c.pod_resources_socket = flags.pod_resources_socket; });
-  bind(app.add_option("--monitor-interval-ms", flags.monitor_interval_ms,
-                      "how often GPUs are sampled, regions read and cleaned up and memory limits enforced "
-                      "(100-60000)"),
-       [&](NodeConfig& c) { c.monitor_interval_ms = flags.monitor_interval_ms; });
-  bind(app.add_option("--metrics-address", flags.metrics_address, "address the metrics endpoint listens on"),
-       [&](NodeConfig& c) { c.metrics_address = flags.metrics_address; });
-  bind(app.add_option("--metrics-port", flags.metrics_port,
-                      "port of the Prometheus endpoint /metrics (and /healthz); 0 = none"),
-       [&](NodeConfig& c) { c.metrics_port = flags.metrics_port; });
-  bind(app.add_option("--region-grace-seconds", flags.region_grace_seconds,
-                      "a region directory is kept at least this long after Allocate before it may be removed "
-                      "for want of an owner"),
-       [&](NodeConfig& c) { c.region_grace_seconds = flags.region_grace_seconds; });
-  bind(app.add_option(
-           "--active-oom-killer", flags.active_oom_killer,
-           "for containers that do not set ACTIVE_OOM_KILLER: kill a process whose container is over "
-           "its memory limit as the driver counts it (false: report it only)"),
-       [&](NodeConfig& c) { c.active_oom_killer = flags.active_oom_killer; });
-  bind(app.add_option("--memory-tolerance-mib", flags.memory_tolerance_mib,
-                      "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
-       [&](NodeConfig& c) { c.memory_tolerance_mib = flags.memory_tolerance_mib; });
-  bind(app.add_option(
-           "--mig-layout-file", flags.mig_layout_file,
-           "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "
-           "label names; \"\" = MIG not managed"),
-       [&](NodeConfig& c) { c.mig_layout_file = flags.mig_layout_file; });
-  bind(
-      app.add_option("--mig-config", flags.mig_config,
-                     "the layout's configuration to apply while the Node has no nvidia.com/mig.config label"),
-      [&](NodeConfig& c) { c.mig_config = flags.mig_config; });
-  bind(app.add_option("--mig-strategy", flags.mig_strategy,
-                      "MIG devices as nvidia.com/gpu (single: one profile everywhere) or "
-                      "nvidia.com/mig-<profile> (mixed)")
-           ->check(CLI::IsMember({"single", "mixed"})),
-       [&](NodeConfig& c) { c.mig_strategy = flags.mig_strategy; });
-  bind(app.add_option("--mig-gpus", flags.mig_gpus,
-                      "GPU indices whose MIG layout tessera-node manages (\"0,2\") or all; the others keep "
-                      "vGPU slices"),
-       [&](NodeConfig& c) { c.mig_gpus = flags.mig_gpus; });
-  bind(app.add_option("--mig-retry-seconds", flags.mig_retry_seconds,
-                      "how often a MIG layout blocked by an instance in use is tried again (1-3600)"),
-       [&](NodeConfig& c) { c.mig_retry_seconds = flags.mig_retry_seconds; });
-  bind(app.add_option("--node-name", flags.node_name, "this node's name (default: $NODE_NAME)"),
-       [&](NodeConfig& c) { c.node_name = flags.node_name; });
-  bind(app.add_option("--log-level", flags.log_level, "trace, debug, info, warn or error")
-           ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"})),
-       [&](NodeConfig& c) { c.log_level = flags.log_level; });
-  bind(app.add_option("--node-config-file", flags.node_config_file,
-                      "per-node overrides (YAML 'nodes: {<node>: {split_count: .., memory_scaling: .., "
-                      "core_scaling: .., disable_core_limit: .., ld_so_preload: .., active_oom_killer: .., "
-                      "memory_tolerance_mib: ..}}')"),
-       [&](NodeConfig& c) { c.node_config_file = flags.node_config_file; });
+  std::vector<std::pair<CLI::Option*, std::function<void(NodeConfig&)>>> bound;
+  for (const Key& key : Keys()) {
+    std::string flag = "--" + key.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    bound.push_back(key.add_flag(app, flag, key.help, flags));
+  }
   app.set_version_flag("--version", std::string("tessera-node ") + "0.1.0");
 
   try {

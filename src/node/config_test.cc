@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -88,6 +89,79 @@ TEST_F(ConfigTest, HelpDocumentsEveryKey) {
   }
 }
 
+TEST_F(ConfigTest, EveryKindOfFlagReachesItsField) {
+  auto parsed = Parse({"--kubernetes", "false", "--ld-so-preload=false", "--pre-start-required",
+                       "--metrics-port", "0", "--visible-devices", "all", "--mig-strategy", "single",
+                       "--log-level", "debug", "--pod-resources-socket", "", "--heartbeat-seconds", "7"});
+  ASSERT_FALSE(parsed.exit_now) << parsed.output;
+  const NodeConfig& c = parsed.config;
+  EXPECT_FALSE(c.kubernetes);
+  EXPECT_FALSE(c.ld_so_preload);
+  EXPECT_TRUE(c.pre_start_required);
+  EXPECT_EQ(c.metrics_port, 0);
+  EXPECT_EQ(c.visible_devices, VisibleDevicesMode::kAll);
+  EXPECT_EQ(c.unplaced_pods, UnplacedPodsPolicy::kRefuse);  // not given: the default
+  EXPECT_EQ(c.mig_strategy, "single");
+  EXPECT_EQ(c.log_level, "debug");
+  EXPECT_EQ(c.pod_resources_socket, "");
+  EXPECT_EQ(c.heartbeat_seconds, 7);
+}
+
+TEST_F(ConfigTest, TheOverridesFileHelpAndErrorNameTheSameKeys) {
+  const std::string keys =
+      "split_count, memory_scaling, core_scaling, disable_core_limit, ld_so_preload, active_oom_killer, "
+      "memory_tolerance_mib";
+  auto parsed =
+      Parse({"--node-config-file", Write("nodes.yaml", "nodes:\n  gpu-1:\n    kubernetes: false\n")});
+  ASSERT_TRUE(parsed.exit_now);
+  EXPECT_NE(parsed.output.find("key 'kubernetes' cannot be overridden per node (allowed: " + keys + ")"),
+            std::string::npos)
+      << parsed.output;
+  auto help = Parse({"--help"}).output;
+  EXPECT_NE(help.find("split_count: .., memory_scaling: .., core_scaling: .., disable_core_limit: .., "
+                      "ld_so_preload: .., active_oom_killer: .., memory_tolerance_mib: .."),
+            std::string::npos)
+      << help;
+}
+
+TEST_F(ConfigTest, IntegerKeysAcceptTheirRangeAndNothingOutsideIt) {
+  struct Range {
+    std::string key;
+    int min, max;
+  };
+  for (const Range& r : {Range{"split_count", 1, 1024}, Range{"kubelet_poll_ms", 10, 60000},
+                         Range{"heartbeat_seconds", 1, 3600}, Range{"monitor_interval_ms", 100, 60000},
+                         Range{"metrics_port", 0, 65535}, Range{"region_grace_seconds", 0, 604800},
+                         Range{"memory_tolerance_mib", 0, 1048576}}) {
+    std::string flag = "--" + r.key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    for (int ok : {r.min, r.max}) {
+      auto parsed = Parse({flag, std::to_string(ok)});
+      EXPECT_FALSE(parsed.exit_now) << flag << " " << ok << ": " << parsed.output;
+    }
+    for (int bad : {r.min - 1, r.max + 1}) {
+      auto parsed = Parse({flag, std::to_string(bad)});
+      EXPECT_EQ(parsed.exit_code, 2) << flag << " " << bad;
+      const std::string expected =
+          r.key + " must be between " + std::to_string(r.min) + " and " + std::to_string(r.max);
+      EXPECT_NE(parsed.output.find(expected), std::string::npos) << parsed.output;
+      EXPECT_NE(parsed.output.find("got " + std::to_string(bad)), std::string::npos) << parsed.output;
+    }
+  }
+}
+
+TEST_F(ConfigTest, PathKeysMustBeAbsolute) {
+  for (std::string key : {"plugin_dir", "libvgpu_host_path", "libvgpu_container_path", "region_host_dir",
+                          "region_container_dir", "pod_resources_socket"}) {
+    std::string flag = "--" + key;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    auto parsed = Parse({flag, "relative/path"});
+    EXPECT_EQ(parsed.exit_code, 2) << flag;
+    EXPECT_NE(parsed.output.find(key + " must be an absolute path, got 'relative/path'"), std::string::npos)
+        << parsed.output;
+  }
+}
+
 struct BadCase {
   std::vector<std::string> args;
   std::string yaml;       // written to a config file and passed with --config when not empty
@@ -115,6 +189,14 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
       {{}, "split_count: 4\n  bad indent: [\n", "", "not valid YAML"},
       {{}, "log_level: verbose\n", "", "log_level 'verbose' must be trace, debug, info, warn or error"},
       {{"--log-level", "verbose"}, "", "", "--log-level"},
+      {{"--mig-strategy", "some"}, "", "", "--mig-strategy"},
+      {{"--metrics-address", ""}, "", "", "metrics_address must not be empty"},
+      {{"--nvml-library", ""}, "", "", "nvml_library must not be empty"},
+      {{}, "memory_scaling: 101\n", "", "memory_scaling must be > 0 and <= 100"},
+      {{"--pod-resources-socket", "/" + std::string(120, 'x')}, "", "", "too long for a unix socket path"},
+      {{"--plugin-dir", "/" + std::string(100, 'x')}, "", "", "plugin_dir '/xxx"},
+      {{}, "kubernetes: maybe\n", "", "'kubernetes' must be true or false"},
+      {{"--kubernetes", "maybe"}, "", "", "--kubernetes"},
       {{}, "", "nodes:\n  gpu-1:\n    plugin_dir: /x\n", "cannot be overridden per node"},
       {{}, "", "nodes:\n  gpu-2:\n    split_count: 0\n", "node 'gpu-2'"},
       {{}, "", "gpu-1:\n  split_count: 2\n", "expected 'nodes:'"},
