@@ -4,11 +4,8 @@
 // verbs over HTTP exactly as kube-scheduler does.
 #pragma once
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +23,8 @@
 #include "scheduler/scheduler.h"
 #include "scheduler/testing.h"
 #include "testing/ports.h"
+#include "testing/process.h"
+#include "testing/scheduler_in_process.h"
 
 namespace tessera::scheduler::it {
 
@@ -136,6 +135,60 @@ inline std::vector<std::string> CheckNoOvercommit(const ::tessera::testing::Fake
   return problems;
 }
 
+// The tessera-scheduler binary (TESSERA_SCHEDULER_BIN) as a process: started
+// with the given flags on its own port, its output appended to one log (a
+// restarted binary's follows the first one's), stopped with SIGTERM when
+// destroyed.
+class SchedulerBinary {
+ public:
+  explicit SchedulerBinary(std::string log_path) : log_(std::move(log_path)) {}
+  SchedulerBinary(const SchedulerBinary&) = delete;
+  SchedulerBinary& operator=(const SchedulerBinary&) = delete;
+  ~SchedulerBinary() { Stop(); }
+
+  int port() const { return port_; }
+
+  // Starts it against `api_server` with `flags` after --api-server and
+  // --port; true once /healthz answers.
+  bool Start(const std::string& api_server, const std::vector<std::string>& flags) {
+    if (port_ <= 0) return false;
+    std::vector<std::string> argv = {TESSERA_SCHEDULER_BIN, "--api-server=" + api_server,
+                                     "--port=" + std::to_string(port_)};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log < 0) return false;
+    pid_ = ::tessera::testing::Spawn({.argv = argv, .stdout_fd = log, .stderr_fd = log});
+    ::close(log);
+    return pid_ >= 0 && WaitFor([&] { return Get("/healthz").first == 200; });
+  }
+  void Kill() { ::tessera::testing::KillAndWait(pid_, SIGKILL); }
+  void Stop() { ::tessera::testing::KillAndWait(pid_, SIGTERM); }
+
+  // {HTTP status, body} of a GET on its extender port; {0, ""} without an answer.
+  std::pair<int, std::string> Get(const std::string& path) const {
+    httplib::Client http("127.0.0.1", port_);
+    http.set_connection_timeout(2);
+    http.set_read_timeout(10);
+    auto res = http.Get(path);
+    return res ? std::pair{res->status, res->body} : std::pair{0, std::string()};
+  }
+
+  // The value of an unlabelled metric, or -1.
+  double Metric(const std::string& name) const {
+    const std::string text = Get("/metrics").second;
+    const std::string head = "\n" + name + " ";
+    auto at = text.find(head);
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + head.size()));
+  }
+
+  std::string Log() const { return ::tessera::testing::ReadFileOrEmpty(log_); }
+
+ private:
+  const std::string log_;
+  const int port_ = FreePort();
+  pid_t pid_ = -1;
+};
+
 class SchedulerIntegrationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -154,11 +207,7 @@ class SchedulerIntegrationTest : public ::testing::Test {
   }
 
   SchedulerConfig Config() const {
-    SchedulerConfig c;
-    c.port = 0;
-    c.bind_address = "127.0.0.1";
-    c.leader_elect = false;
-    c.identity = "it";
+    SchedulerConfig c = ::tessera::testing::LoopbackSchedulerConfig("it");
     c.api_timeout = std::chrono::milliseconds(2000);
     c.reservation_timeout = std::chrono::milliseconds(4000);
     c.http_threads = 16;
@@ -167,13 +216,10 @@ class SchedulerIntegrationTest : public ::testing::Test {
 
   // A scheduler of `config` against the stand-in, not started.
   std::unique_ptr<Scheduler> MakeScheduler(const SchedulerConfig& config) const {
-    kube::CurlTransportOptions t;
-    t.server = server_->url();
-    t.connect_timeout = std::chrono::milliseconds(2000);
     kube::ClientOptions o;
     o.qps = 0;
     o.timeout = config.api_timeout;
-    auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), o);
+    auto client = ::tessera::testing::ClientOfApiServer(server_->url(), o, std::chrono::milliseconds(2000));
     return std::make_unique<Scheduler>(config, client);
   }
 

@@ -8,14 +8,7 @@
 // kube-scheduler retries, not "unschedulable" and not a decision), must not
 // take its Lease back, and /readyz and the metrics must say why. Once the
 // fault clears, the GPU is known to be full and nothing is double-booked.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fcntl.h>
-
 #include "fixture.h"
-#include "testing/process.h"
 
 namespace tessera::scheduler::it {
 namespace {
@@ -27,51 +20,26 @@ constexpr const char* kIdentity = "tessera-scheduler-0";
 class SchedulerRestartTest : public SchedulerIntegrationTest {
  protected:
   void TearDown() override {
-    StopBinary();
+    binary_.Stop();
     SchedulerIntegrationTest::TearDown();
     if (HasFailure()) std::cerr << "tessera-scheduler log:\n" << Log() << std::endl;
   }
 
   // The tessera-scheduler binary, as the Deployment runs it.
   void StartBinary() {
-    const std::vector<std::string> args = {TESSERA_SCHEDULER_BIN,
-                                           "--api-server=" + server_->url(),
-                                           "--port=" + std::to_string(port_),
-                                           "--leader-elect=true",
-                                           "--identity=" + std::string(kIdentity),
-                                           "--set=leaderElection.namespace=kube-system",
-                                           "--set=leaderElection.leaseDurationSeconds=15",
-                                           "--set=leaderElection.renewDeadlineSeconds=10",
-                                           "--set=leaderElection.retryPeriodSeconds=1",
-                                           "--set=inventoryStaleSeconds=0"};
-    // Appended to: the restarted binary's log follows the first one's.
-    const int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    ASSERT_GE(log, 0) << log_;
-    pid_ = ::tessera::testing::Spawn({.argv = args, .stdout_fd = log, .stderr_fd = log});
-    ::close(log);
-    ASSERT_GE(pid_, 0);
-    ASSERT_TRUE(WaitFor([&] { return Get("/healthz").first == 200; })) << Log();
+    ASSERT_TRUE(binary_.Start(
+        server_->url(),
+        {"--leader-elect=true", "--identity=" + std::string(kIdentity),
+         "--set=leaderElection.namespace=kube-system", "--set=leaderElection.leaseDurationSeconds=15",
+         "--set=leaderElection.renewDeadlineSeconds=10", "--set=leaderElection.retryPeriodSeconds=1",
+         "--set=inventoryStaleSeconds=0"}))
+        << Log();
   }
 
-  void KillBinary() { ::tessera::testing::KillAndWait(pid_, SIGKILL); }
-  void StopBinary() { ::tessera::testing::KillAndWait(pid_, SIGTERM); }
-
-  std::pair<int, std::string> Get(const std::string& path) const {
-    httplib::Client http("127.0.0.1", port_);
-    http.set_connection_timeout(2);
-    auto res = http.Get(path);
-    return res ? std::pair{res->status, res->body} : std::pair{0, std::string()};
-  }
-
-  // The value of an unlabelled metric, or -1.
-  double Metric(const std::string& name) const {
-    const std::string text = Get("/metrics").second;
-    const std::string head = "\n" + name + " ";
-    auto at = text.find(head);
-    return at == std::string::npos ? -1 : std::stod(text.substr(at + head.size()));
-  }
-
-  std::string Log() const { return ::tessera::testing::ReadFileOrEmpty(log_); }
+  void KillBinary() { binary_.Kill(); }
+  std::pair<int, std::string> Get(const std::string& path) const { return binary_.Get(path); }
+  double Metric(const std::string& name) const { return binary_.Metric(name); }
+  std::string Log() const { return binary_.Log(); }
 
   // The Lease's holder and transitions as the API server has them.
   std::pair<std::string, int> Lease() const {
@@ -91,9 +59,8 @@ class SchedulerRestartTest : public SchedulerIntegrationTest {
   }
 
   ::tessera::testing::TempDir tmp_{"tessera-restart-test"};
-  const std::string log_ = tmp_.Path("scheduler.log");
-  int port_ = FreePort();
-  pid_t pid_ = -1;
+  SchedulerBinary binary_{tmp_.Path("scheduler.log")};
+  const int port_ = binary_.port();
 };
 
 Json UseGpu(const std::string& uuid) {
