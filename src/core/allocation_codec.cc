@@ -99,7 +99,8 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
   TESSERA_RETURN_IF_ERROR(CheckEnvelope(j, kAllocationVersion, kPayload));
   PodAllocation out;
   TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "allocation"));
-  auto read_container = [&out](const json& c, size_t i, const std::string& item_where) -> Status {
+  auto read_container = [](const json& c, size_t i,
+                           const std::string& item_where) -> Result<ContainerAllocation> {
     ContainerAllocation ca;
     TESSERA_ASSIGN_OR_RETURN(ca.container, ReadString(c, "name", item_where));
     const std::string where = ContainerWhere(i, ca.container);
@@ -109,7 +110,7 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
       }
       ca.init = init->get<bool>();
     }
-    auto read_device = [&ca](const json& d, size_t, const std::string& dwhere) -> Status {
+    auto read_device = [](const json& d, size_t, const std::string& dwhere) -> Result<DeviceSlice> {
       DeviceSlice slice;
       TESSERA_ASSIGN_OR_RETURN(slice.uuid, ReadString(d, "uuid", dwhere));
       // Read within bounds that fit the fields.
@@ -124,16 +125,16 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
         if (slice.mig_profile.empty()) return Error{mwhere + ": \"profile\" is empty; expected e.g. 1g.10gb"};
         TESSERA_ASSIGN_OR_RETURN(slice.mig_start, ReadInt(m, "start", mwhere, 0, kMaxMigStart));
       }
-      ca.devices.push_back(std::move(slice));
-      return Status::Ok();
+      return slice;
     };
-    TESSERA_RETURN_IF_ERROR(ReadEachObject(c, "devices", where, where + ".devices",
-                                           "{\"uuid\":…,\"memoryMiB\":…,\"cores\":…}", read_device));
-    out.containers.push_back(std::move(ca));
-    return Status::Ok();
+    TESSERA_ASSIGN_OR_RETURN(
+        ca.devices, ReadObjects<DeviceSlice>(c, "devices", where, where + ".devices",
+                                             "{\"uuid\":…,\"memoryMiB\":…,\"cores\":…}", read_device));
+    return ca;
   };
-  TESSERA_RETURN_IF_ERROR(ReadEachObject(j, "containers", "allocation", kContainers,
-                                         "{\"name\":…,\"devices\":[…]}", read_container));
+  TESSERA_ASSIGN_OR_RETURN(out.containers,
+                           ReadObjects<ContainerAllocation>(j, "containers", "allocation", kContainers,
+                                                            "{\"name\":…,\"devices\":[…]}", read_container));
   TESSERA_RETURN_IF_ERROR(ValidateAllocation(out));
   return out;
 }

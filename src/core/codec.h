@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -66,18 +68,21 @@ std::string ElementWhere(std::string_view list, size_t i, std::string_view label
 
 // Reads the array member `key` of `object` (ReadArray) element by element:
 // each must be a JSON object (else "<list>[i]: expected an object <example>"),
-// and `read(element, i, ElementWhere(list, i))` reads it or returns its error.
-template <typename Read>
-Status ReadEachObject(const nlohmann::json& object, const char* key, const std::string& where,
-                      std::string_view list, std::string_view example, Read read) {
+// and `read(element, i, ElementWhere(list, i)) -> Result<T>` reads it. The
+// values in order, or the first error.
+template <typename T, typename Read>
+Result<std::vector<T>> ReadObjects(const nlohmann::json& object, const char* key, const std::string& where,
+                                   std::string_view list, std::string_view example, Read read) {
   TESSERA_ASSIGN_OR_RETURN(const nlohmann::json* items, ReadArray(object, key, where));
+  std::vector<T> out;
   for (size_t i = 0; i < items->size(); ++i) {
     const nlohmann::json& item = (*items)[i];
     const std::string item_where = ElementWhere(list, i);
     if (!item.is_object()) return Error{item_where + ": expected an object " + std::string(example)};
-    TESSERA_RETURN_IF_ERROR(read(item, i, item_where));
+    TESSERA_ASSIGN_OR_RETURN(T value, read(item, i, item_where));
+    out.push_back(std::move(value));
   }
-  return Status::Ok();
+  return out;
 }
 
 // A JSON array of `to_json(item)` for each item, in order.

@@ -196,7 +196,7 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
   NodeInventory out;
   TESSERA_ASSIGN_OR_RETURN(out.node, ReadString(j, "node", "inventory"));
   TESSERA_ASSIGN_OR_RETURN(out.heartbeat, ReadString(j, "heartbeat", "inventory"));
-  auto read_gpu = [&out](const json& g, size_t i, const std::string& item_where) -> Status {
+  auto read_gpu = [](const json& g, size_t i, const std::string& item_where) -> Result<Gpu> {
     Gpu gpu;
     TESSERA_ASSIGN_OR_RETURN(gpu.uuid, ReadString(g, "uuid", item_where));
     const std::string where = ElementWhere(kGpus, i, gpu.uuid);
@@ -234,7 +234,7 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
         return Error{mwhere + ": \"mode\" is \"" + mode.substr(0, 40) +
                      "\"; expected \"static\" or \"dynamic\" (omit \"mig\" for a GPU not in MIG mode)"};
       }
-      auto read_device = [&gpu](const json& d, size_t, const std::string& dwhere) -> Status {
+      auto read_device = [](const json& d, size_t, const std::string& dwhere) -> Result<MigDevice> {
         MigDevice device;
         TESSERA_ASSIGN_OR_RETURN(device.uuid, ReadString(d, "uuid", dwhere));
         TESSERA_ASSIGN_OR_RETURN(device.profile, ReadString(d, "profile", dwhere));
@@ -246,13 +246,13 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
         if (d.contains("usedBy")) {
           TESSERA_ASSIGN_OR_RETURN(device.used_by, ReadString(d, "usedBy", dwhere));
         }
-        gpu.mig_devices.push_back(std::move(device));
-        return Status::Ok();
+        return device;
       };
-      TESSERA_RETURN_IF_ERROR(ReadEachObject(m, "devices", mwhere, mwhere + ".devices",
-                                             "{\"uuid\":…,\"profile\":…,\"start\":…,…}", read_device));
+      TESSERA_ASSIGN_OR_RETURN(
+          gpu.mig_devices, ReadObjects<MigDevice>(m, "devices", mwhere, mwhere + ".devices",
+                                                  "{\"uuid\":…,\"profile\":…,\"start\":…,…}", read_device));
     }
-    auto read_link = [&gpu](const json& l, size_t, const std::string& lwhere) -> Status {
+    auto read_link = [](const json& l, size_t, const std::string& lwhere) -> Result<GpuLink> {
       GpuLink link;
       TESSERA_ASSIGN_OR_RETURN(link.peer_uuid, ReadString(l, "peer", lwhere));
       TESSERA_RETURN_IF_ERROR(ValidateDeviceUuid(link.peer_uuid, lwhere + ": peer"));
@@ -265,16 +265,15 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
         return Error{lwhere + ": \"kind\" is \"" + kind + "\"; expected \"nvlink\" or \"pcie\""};
       }
       TESSERA_ASSIGN_OR_RETURN(link.lanes, ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes));
-      gpu.links.push_back(std::move(link));
-      return Status::Ok();
+      return link;
     };
-    TESSERA_RETURN_IF_ERROR(ReadEachObject(g, "links", where, where + ".links",
-                                           "{\"peer\":…,\"kind\":…,\"lanes\":…}", read_link));
-    out.gpus.push_back(std::move(gpu));
-    return Status::Ok();
+    TESSERA_ASSIGN_OR_RETURN(gpu.links,
+                             ReadObjects<GpuLink>(g, "links", where, where + ".links",
+                                                  "{\"peer\":…,\"kind\":…,\"lanes\":…}", read_link));
+    return gpu;
   };
-  TESSERA_RETURN_IF_ERROR(
-      ReadEachObject(j, "gpus", "inventory", kGpus, "{\"uuid\":…,\"index\":…,…}", read_gpu));
+  TESSERA_ASSIGN_OR_RETURN(
+      out.gpus, ReadObjects<Gpu>(j, "gpus", "inventory", kGpus, "{\"uuid\":…,\"index\":…,…}", read_gpu));
   TESSERA_RETURN_IF_ERROR(ValidateInventory(out));
   return out;
 }
