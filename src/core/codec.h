@@ -2,7 +2,9 @@
 // device UUID syntax and strict field readers. No I/O; thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -83,6 +85,33 @@ Result<std::vector<T>> ReadObjects(const nlohmann::json& object, const char* key
     out.push_back(std::move(value));
   }
   return out;
+}
+
+// The JSON spelling of each value of an enum: one table, read both ways, so
+// the encoder and the decoder cannot disagree.
+template <typename E>
+struct EnumSpelling {
+  E value;
+  std::string_view name;
+};
+
+// The spelling of `value`; "?" for a value outside the table (validation
+// refuses such a value before anything is encoded).
+template <typename E, size_t N>
+std::string SpellingOf(const EnumSpelling<E> (&table)[N], E value) {
+  for (const EnumSpelling<E>& s : table) {
+    if (s.value == value) return std::string(s.name);
+  }
+  return "?";
+}
+
+// The value spelled `name` (exactly), or nothing.
+template <typename E, size_t N>
+std::optional<E> ValueSpelled(const EnumSpelling<E> (&table)[N], std::string_view name) {
+  for (const EnumSpelling<E>& s : table) {
+    if (s.name == name) return s.value;
+  }
+  return std::nullopt;
 }
 
 // A JSON array of `to_json(item)` for each item, in order.

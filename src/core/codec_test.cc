@@ -85,5 +85,15 @@ TEST(CheckEnvelopeTest, WantsAnObjectOfTheSupportedVersion) {
   EXPECT_NE(newer.error().message.find("unsupported version 2"), std::string::npos) << newer.error().message;
 }
 
+TEST(EnumSpellingTest, OneTableReadBothWays) {
+  enum class Colour { kRed, kBlue, kGreen };
+  constexpr codec_detail::EnumSpelling<Colour> kColours[] = {{Colour::kRed, "red"}, {Colour::kBlue, "blue"}};
+  EXPECT_EQ(codec_detail::SpellingOf(kColours, Colour::kBlue), "blue");
+  EXPECT_EQ(codec_detail::SpellingOf(kColours, Colour::kGreen), "?");  // not in the table
+  EXPECT_EQ(codec_detail::ValueSpelled(kColours, "red"), Colour::kRed);
+  EXPECT_EQ(codec_detail::ValueSpelled(kColours, "Red"), std::nullopt);  // exact spelling only
+  EXPECT_EQ(codec_detail::ValueSpelled(kColours, ""), std::nullopt);
+}
+
 }  // namespace
 }  // namespace tessera::core

@@ -16,21 +16,10 @@ constexpr std::string_view kPayload = "inventory";
 
 constexpr std::string_view kGpus = "inventory: gpus";
 
-const char* KindName(LinkKind kind) {
-  return kind == LinkKind::kNvlink ? "nvlink" : "pcie";
-}
-
-const char* MigModeName(MigMode mode) {
-  switch (mode) {
-    case MigMode::kNone:
-      return "none";
-    case MigMode::kStatic:
-      return "static";
-    case MigMode::kDynamic:
-      return "dynamic";
-  }
-  return "?";
-}
+constexpr EnumSpelling<LinkKind> kLinkKinds[] = {{LinkKind::kNvlink, "nvlink"}, {LinkKind::kPcie, "pcie"}};
+// "none" is never written: a GPU not in MIG mode has no "mig" member.
+constexpr EnumSpelling<MigMode> kMigModes[] = {
+    {MigMode::kNone, "none"}, {MigMode::kStatic, "static"}, {MigMode::kDynamic, "dynamic"}};
 
 // "<namespace>/<pod>/<container>": three non-empty parts.
 bool IsContainerPath(const std::string& text) {
@@ -156,7 +145,7 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
   json gpus = json::array();
   for (const Gpu& g : inv.gpus) {
     json links = JsonArrayOf(g.links, [](const GpuLink& l) {
-      return json{{"peer", l.peer_uuid}, {"kind", KindName(l.kind)}, {"lanes", l.lanes}};
+      return json{{"peer", l.peer_uuid}, {"kind", SpellingOf(kLinkKinds, l.kind)}, {"lanes", l.lanes}};
     });
     gpus.push_back({{"uuid", g.uuid},
                     {"index", g.index},
@@ -178,7 +167,7 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
         if (!d.used_by.empty()) out["usedBy"] = d.used_by;
         return out;
       });
-      gpus.back()["mig"] = json{{"mode", MigModeName(g.mig_mode)}, {"devices", std::move(devices)}};
+      gpus.back()["mig"] = json{{"mode", SpellingOf(kMigModes, g.mig_mode)}, {"devices", std::move(devices)}};
     }
   }
   return json{{"version", kInventoryVersion},
@@ -226,14 +215,12 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       const std::string mwhere = where + ".mig";
       if (!m.is_object()) return Error{mwhere + ": expected an object {\"mode\":…,\"devices\":[…]}"};
       TESSERA_ASSIGN_OR_RETURN(const std::string mode, ReadString(m, "mode", mwhere));
-      if (mode == "static") {
-        gpu.mig_mode = MigMode::kStatic;
-      } else if (mode == "dynamic") {
-        gpu.mig_mode = MigMode::kDynamic;
-      } else {
+      const std::optional<MigMode> spelled = ValueSpelled(kMigModes, mode);
+      if (!spelled || *spelled == MigMode::kNone) {
         return Error{mwhere + ": \"mode\" is \"" + mode.substr(0, 40) +
                      "\"; expected \"static\" or \"dynamic\" (omit \"mig\" for a GPU not in MIG mode)"};
       }
+      gpu.mig_mode = *spelled;
       auto read_device = [](const json& d, size_t, const std::string& dwhere) -> Result<MigDevice> {
         MigDevice device;
         TESSERA_ASSIGN_OR_RETURN(device.uuid, ReadString(d, "uuid", dwhere));
@@ -257,13 +244,9 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       TESSERA_ASSIGN_OR_RETURN(link.peer_uuid, ReadString(l, "peer", lwhere));
       TESSERA_RETURN_IF_ERROR(ValidateDeviceUuid(link.peer_uuid, lwhere + ": peer"));
       TESSERA_ASSIGN_OR_RETURN(const std::string kind, ReadString(l, "kind", lwhere));
-      if (kind == "nvlink") {
-        link.kind = LinkKind::kNvlink;
-      } else if (kind == "pcie") {
-        link.kind = LinkKind::kPcie;
-      } else {
-        return Error{lwhere + ": \"kind\" is \"" + kind + "\"; expected \"nvlink\" or \"pcie\""};
-      }
+      const std::optional<LinkKind> spelled = ValueSpelled(kLinkKinds, kind);
+      if (!spelled) return Error{lwhere + ": \"kind\" is \"" + kind + "\"; expected \"nvlink\" or \"pcie\""};
+      link.kind = *spelled;
       TESSERA_ASSIGN_OR_RETURN(link.lanes, ReadInt(l, "lanes", lwhere, 1, kMaxLinkLanes));
       return link;
     };
