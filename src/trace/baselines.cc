@@ -77,29 +77,42 @@ class RandomFit : public core::Policy {
   }
 };
 
-class DotProd : public core::Policy {
+// The baselines that place a task as BestFitPlacement does and differ only in
+// how they score the node: each supplies Score, given the task and the fit.
+class ScoredBestFit : public core::Policy {
  public:
-  std::string_view name() const override { return "dotprod"; }
-  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const final {
     auto fit = BestFitPlacement(node, pod);
     if (!fit) return std::nullopt;
-    Task t = TaskOf(node, pod);
+    const double score = Score(node, TaskOf(node, pod), *fit);
+    return Candidate{score, std::move(fit->placement)};
+  }
+
+ protected:
+  virtual double Score(const NodeState& node, const Task& t, const FitResult& fit) const = 0;
+};
+
+class DotProd : public ScoredBestFit {
+ public:
+  std::string_view name() const override { return "dotprod"; }
+
+ protected:
+  double Score(const NodeState& node, const Task& t, const FitResult&) const override {
     double C = static_cast<double>(node.free_cpu_milli());
     double L = static_cast<double>(node.free_milli_total());
     double product = (C / kCpuNorm) * (static_cast<double>(t.c) / kCpuNorm) +
                      (L / kGpuNorm) * (static_cast<double>(t.r()) / kGpuNorm);
-    return Candidate{std::floor(100.0 * (1.0 - product / 2.0)), std::move(fit->placement)};
+    return std::floor(100.0 * (1.0 - product / 2.0));
   }
 };
 
-class Clustering : public core::Policy {
+class Clustering : public ScoredBestFit {
  public:
   std::string_view name() const override { return "clustering"; }
-  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
-    auto fit = BestFitPlacement(node, pod);
-    if (!fit) return std::nullopt;
-    Task t = TaskOf(node, pod);
-    if (t.d == 0) return Candidate{0, std::move(fit->placement)};
+
+ protected:
+  double Score(const NodeState& node, const Task& t, const FitResult&) const override {
+    if (t.d == 0) return 0;
     const int tag = t.sharing() ? 0 : t.d;
     const int64_t L = node.free_milli_total();
     int64_t score = 25 * (8000 - L) / 8000;
@@ -109,18 +122,17 @@ class Clustering : public core::Policy {
     } else if (tags.count(tag)) {
       score += tags.size() == 1 ? 75 : 50;
     }
-    return Candidate{static_cast<double>(score), std::move(fit->placement)};
+    return static_cast<double>(score);
   }
 };
 
-class Packing : public core::Policy {
+class Packing : public ScoredBestFit {
  public:
   std::string_view name() const override { return "packing"; }
-  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
-    auto fit = BestFitPlacement(node, pod);
-    if (!fit) return std::nullopt;
-    Task t = TaskOf(node, pod);
-    if (t.d == 0) return Candidate{0, std::move(fit->placement)};
+
+ protected:
+  double Score(const NodeState& node, const Task& t, const FitResult& fit) const override {
+    if (t.d == 0) return 0;
     const int gpus = static_cast<int>(node.gpus().size());
     const int free = node.idle_gpus();
     int score = 0;
@@ -129,30 +141,29 @@ class Packing : public core::Policy {
     } else {
       int fully_free_used = 0;
       int tenths = 0;
-      for (const core::SlicePlacement& s : fit->placement.containers[0].slices) {
+      for (const core::SlicePlacement& s : fit.placement.containers[0].slices) {
         int left = node.gpus()[s.gpu].free_milli();
         if (left == 1000) ++fully_free_used;
         tenths += left * 100 / 1000;
       }
       score = fully_free_used > 0 ? std::max(50 - fully_free_used, 33) : std::max(100 - tenths / 10, 50);
     }
-    return Candidate{static_cast<double>(score), std::move(fit->placement)};
+    return static_cast<double>(score);
   }
 };
 
 // The artifact min–max normalises the truncated scores over the feasible nodes
 // (0–100). Scores here lie in [0, 100] (free CPU ≤ 128 cores in the trace), so
 // that normalisation keeps the order and the ties, and is left out.
-class BestFit : public core::Policy {
+class BestFit : public ScoredBestFit {
  public:
   std::string_view name() const override { return "bestfit"; }
-  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
-    auto fit = BestFitPlacement(node, pod);
-    if (!fit) return std::nullopt;
-    Task t = TaskOf(node, pod);
+
+ protected:
+  double Score(const NodeState& node, const Task& t, const FitResult&) const override {
     double s = 0.5 * static_cast<double>(node.free_cpu_milli() - t.c) / kCpuNorm +
                0.5 * static_cast<double>(node.free_milli_total() - t.r()) / kGpuNorm;
-    return Candidate{std::floor((1.0 - s) * 100.0), std::move(fit->placement)};
+    return std::floor((1.0 - s) * 100.0);
   }
 };
 
