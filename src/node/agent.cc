@@ -113,7 +113,15 @@ std::string Agent::Metrics() const {
   status.kubelet_registrations = registrar_.registrations();
   if (publisher_) status.publisher = publisher_->stats();
   auto snapshot = monitor_ ? monitor_->Latest() : nullptr;
-  return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status);
+  // MIG devices come and go with their instances: listed for the scrape.
+  std::vector<MigDeviceMetrics> mig_devices;
+  if (mig_) {
+    std::map<std::string, std::string> used_by;
+    for (const auto& d : mig_->devices().Get().devices) used_by[d.mig_uuid] = d.used_by;
+    if (auto listed = deps_.mig->List(); listed.ok()) mig_devices = MigDeviceMetricsOf(*listed, used_by);
+  }
+  return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status,
+                       mig_devices);
 }
 
 Status Agent::StartMetricsServer() {

@@ -1,16 +1,84 @@
 #include "node/metrics.h"
 
 #include "base/prometheus_text.h"
+#include "core/mig/geometry.h"
 
 namespace tessera::node {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+std::optional<ContainerRef> ParseOwner(const std::string& used_by) {
+  const auto first = used_by.find('/');
+  const auto second = first == std::string::npos ? std::string::npos : used_by.find('/', first + 1);
+  if (second == std::string::npos) return std::nullopt;
+  return ContainerRef{used_by.substr(0, first), used_by.substr(first + 1, second - first - 1),
+                      used_by.substr(second + 1)};
+}
+
+// Per MIG device: the parent GPU's memory, utilisation and processes, named
+// as the GPU's metrics are, with the device's labels.
+void AddMigDevices(PrometheusText& t, const std::vector<MigDeviceMetrics>& devices) {
+  using T = MetricType;
+  t.Describe("tessera_mig_device_info", T::kGauge,
+             "1 per MIG device, labelled with its parent GPU, MIG UUID and profile.");
+  t.Describe("tessera_mig_device_memory_total_bytes", T::kGauge, "Device memory of the MIG device (NVML).");
+  t.Describe("tessera_mig_device_memory_used_bytes", T::kGauge,
+             "Device memory in use on the MIG device, all its processes (NVML).");
+  t.Describe("tessera_mig_device_utilization_percent", T::kGauge,
+             "Percent of the last sample period in which a kernel ran on the MIG device, where NVML reports "
+             "it (NVIDIA's NVML does not for MIG devices).");
+  t.Describe("tessera_mig_device_processes", T::kGauge, "Compute processes on the MIG device (NVML).");
+  for (const auto& d : devices) {
+    MetricLabels l = {{"gpu_uuid", d.gpu_uuid},
+                      {"gpu_index", std::to_string(d.gpu_index)},
+                      {"mig_uuid", d.mig_uuid},
+                      {"profile", d.profile}};
+    t.Add("tessera_mig_device_info", l, 1);
+    if (d.owner) {
+      l.insert(l.end(), {{"namespace", d.owner->pod_namespace},
+                         {"pod", d.owner->pod_name},
+                         {"container", d.owner->container_name}});
+    }
+    t.Add("tessera_mig_device_memory_total_bytes", l, static_cast<double>(d.memory_total_bytes));
+    t.Add("tessera_mig_device_memory_used_bytes", l, static_cast<double>(d.memory_used_bytes));
+    if (d.utilization_percent >= 0) t.Add("tessera_mig_device_utilization_percent", l, d.utilization_percent);
+    t.Add("tessera_mig_device_processes", l, d.processes);
+  }
+}
+
 }  // namespace
 
+std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<host::MigGpuState>& gpus,
+                                                 const std::map<std::string, std::string>& used_by) {
+  std::vector<MigDeviceMetrics> out;
+  for (const auto& gpu : gpus) {
+    auto model = core::mig::RecogniseModel({gpu.name, gpu.memory_mib, gpu.pci_device_id});
+    for (const auto& i : gpu.instances) {
+      if (!i.has_compute_instance || i.mig_uuid.empty()) continue;
+      MigDeviceMetrics d;
+      d.gpu_uuid = gpu.uuid;
+      d.gpu_index = gpu.index;
+      d.mig_uuid = i.mig_uuid;
+      d.profile = "profile-" + std::to_string(i.profile_id);
+      if (model.ok()) {
+        for (const auto& p : (*model)->profiles) {
+          if (p.id == i.profile_id) d.profile = p.name;
+        }
+      }
+      d.memory_total_bytes = i.memory_mib << 20;
+      d.memory_used_bytes = i.memory_used_bytes;
+      d.utilization_percent = i.utilization_percent;
+      d.processes = i.processes;
+      if (auto it = used_by.find(i.mig_uuid); it != used_by.end()) d.owner = ParseOwner(it->second);
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
 std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& counters,
-                          const AgentStatus& status) {
+                          const AgentStatus& status, const std::vector<MigDeviceMetrics>& mig) {
   PrometheusText t;
   using T = MetricType;
 
@@ -77,6 +145,7 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
     t.Add("tessera_node_inventory_last_publish_timestamp_seconds", {},
           static_cast<double>(status.publisher->last_success_unix));
   }
+  if (!mig.empty()) AddMigDevices(t, mig);
   if (!snapshot) return t.Render();
 
   // --- GPUs -----------------------------------------------------------------

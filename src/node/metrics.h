@@ -1,13 +1,19 @@
 // The node agent's Prometheus metrics (served on :9394/metrics): per GPU, per
-// container and GPU, and the agent's own health. Rendered from the monitor's
-// latest snapshot and the agent's counters, so a scrape costs no NVML call and
-// no file-system access. Every metric is listed in docs/node.md.
+// MIG device, per container and GPU, and the agent's own health. Rendered from
+// the monitor's latest snapshot and the agent's counters, so a scrape costs no
+// file-system access and no NVML call — except, on a node whose MIG devices
+// tessera-node manages, one listing of them (MigDriver::List), which the
+// agent makes for the scrape. Every metric is listed in docs/observability.md.
 //
-// Thread-safety: a pure function.
+// Thread-safety: pure functions.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "host/nvml_mig.h"
 
 #include "node/inventory_publisher.h"
 #include "node/node_monitor.h"
@@ -21,8 +27,31 @@ struct AgentStatus {
   std::optional<PublisherStats> publisher;  // absent when the agent does not talk to the API server
 };
 
-// `snapshot` may be null (no monitor pass yet): only the agent's metrics then.
+// One MIG device, as its metrics show it.
+struct MigDeviceMetrics {
+  std::string gpu_uuid;  // the parent GPU
+  int gpu_index = 0;
+  std::string mig_uuid;
+  std::string profile;  // "1g.10gb"; "profile-<id>" for a profile tessera has no table of
+  uint64_t memory_total_bytes = 0;
+  uint64_t memory_used_bytes = 0;
+  // -1: NVML has none. NVIDIA's NVML answers NOT_SUPPORTED for a MIG device's
+  // utilisation (DCGM's profiling metrics are the source), and so does the
+  // simulated GPU; the metric is exported where an NVML gives it.
+  int utilization_percent = -1;
+  uint32_t processes = 0;
+  std::optional<ContainerRef> owner;  // the container the kubelet gave it to
+};
+
+// The MIG devices of `gpus` (MigDriver::List: those with a compute instance),
+// each with the container `used_by` names for its MIG UUID
+// ("<namespace>/<pod>/<container>", as node/mig's MigDevice::used_by).
+std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<host::MigGpuState>& gpus,
+                                                 const std::map<std::string, std::string>& used_by);
+
+// `snapshot` may be null (no monitor pass yet): only the agent's metrics then
+// (and the MIG devices').
 std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& counters,
-                          const AgentStatus& status);
+                          const AgentStatus& status, const std::vector<MigDeviceMetrics>& mig = {});
 
 }  // namespace tessera::node

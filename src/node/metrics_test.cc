@@ -113,5 +113,82 @@ TEST(MetricsTest, BeforeTheFirstPassOnlyTheAgentIsDescribed) {
   EXPECT_THAT(text, Not(HasSubstr("tessera_node_inventory_publishes_total")));
 }
 
+// An A100-80GB in MIG mode as MigDriver::List reports it: a 1g.10gb a pod
+// holds (with a utilisation, as an NVML that has one reports it) and a
+// 3g.40gb nobody holds (no utilisation: NVIDIA's NVML has none for MIG).
+std::vector<host::MigGpuState> MigGpus() {
+  host::MigGpuState gpu;
+  gpu.index = 1;
+  gpu.uuid = "GPU-2";
+  gpu.name = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  gpu.pci_device_id = 0x20B210DE;
+  gpu.mig_capable = gpu.mig_enabled = true;
+  host::MigInstanceState small;
+  small.profile_id = 19;
+  small.start = 6;
+  small.has_compute_instance = true;
+  small.mig_uuid = "MIG-a";
+  small.memory_mib = 9728;
+  small.memory_used_bytes = 1073741824;
+  small.utilization_percent = 37;
+  small.processes = 1;
+  host::MigInstanceState half = small;
+  half.profile_id = 9;
+  half.start = 0;
+  half.mig_uuid = "MIG-b";
+  half.memory_mib = 40192;
+  half.memory_used_bytes = 0;
+  half.utilization_percent = -1;
+  half.processes = 0;
+  host::MigInstanceState no_ci = half;  // a GPU instance without a compute instance: no MIG device
+  no_ci.start = 4;
+  no_ci.has_compute_instance = false;
+  no_ci.mig_uuid.clear();
+  gpu.instances = {half, no_ci, small};
+  return {gpu};
+}
+
+TEST(MetricsTest, MigDevicesHaveMemoryUtilisationAndTheirPod) {
+  const auto devices = MigDeviceMetricsOf(MigGpus(), {{"MIG-a", "ml/infer-0/main"}, {"MIG-b", ""}});
+  ASSERT_EQ(devices.size(), 2u);
+  auto snapshot = Snapshot();
+  const std::string text =
+      RenderMetrics(&snapshot, MonitorCounters{}, AgentStatus{"node-a", "0.1.0", 0, {}}, devices);
+
+  const std::string held =
+      "{gpu_uuid=\"GPU-2\",gpu_index=\"1\",mig_uuid=\"MIG-a\",profile=\"1g.10gb\",namespace=\"ml\",pod="
+      "\"infer-0\","
+      "container=\"main\"}";
+  EXPECT_THAT(text, HasSubstr("# TYPE tessera_mig_device_memory_used_bytes gauge\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_memory_total_bytes" + held + " 10200547328\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_memory_used_bytes" + held + " 1073741824\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_utilization_percent" + held + " 37\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_processes" + held + " 1\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_info{gpu_uuid=\"GPU-2\",gpu_index=\"1\",mig_uuid=\"MIG-a\","
+                              "profile=\"1g.10gb\"} 1\n"));
+
+  const std::string free = "{gpu_uuid=\"GPU-2\",gpu_index=\"1\",mig_uuid=\"MIG-b\",profile=\"3g.40gb\"}";
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_memory_total_bytes" + free + " 42144366592\n"));
+  EXPECT_THAT(text, HasSubstr("tessera_mig_device_memory_used_bytes" + free + " 0\n"));
+  EXPECT_THAT(text, Not(HasSubstr("tessera_mig_device_utilization_percent" + free)));
+  // The GPU's own series are untouched.
+  EXPECT_THAT(text, HasSubstr("tessera_gpu_memory_used_bytes{gpu_uuid=\"GPU-1\"} 3221225472\n"));
+
+  // No MIG devices: no MIG series described.
+  EXPECT_THAT(RenderMetrics(&snapshot, MonitorCounters{}, AgentStatus{}),
+              Not(HasSubstr("tessera_mig_device")));
+}
+
+TEST(MetricsTest, AMigProfileWithoutATableIsNamedByItsId) {
+  auto gpus = MigGpus();
+  gpus[0].name = "NVIDIA B200";
+  gpus[0].pci_device_id = 0;
+  const auto devices = MigDeviceMetricsOf(gpus, {});
+  ASSERT_EQ(devices.size(), 2u);
+  EXPECT_EQ(devices[0].profile, "profile-9");
+  EXPECT_FALSE(devices[0].owner);
+}
+
 }  // namespace
 }  // namespace tessera::node
