@@ -8,26 +8,6 @@ namespace tessera::scheduler::dashboard {
 
 using Json = nlohmann::json;
 
-int64_t PodRecord::AllocatedMemoryMiB() const {
-  int64_t sum = 0;
-  if (!allocation) return 0;
-  for (const auto& c : allocation->containers) {
-    if (c.init) continue;
-    for (const auto& d : c.devices) sum += d.memory_mib;
-  }
-  return sum;
-}
-
-int PodRecord::AllocatedCores() const {
-  int sum = 0;
-  if (!allocation) return 0;
-  for (const auto& c : allocation->containers) {
-    if (c.init) continue;
-    for (const auto& d : c.devices) sum += d.cores;
-  }
-  return sum;
-}
-
 PodIndex::PodIndex(core::ResourceConfig resources) : resources_(std::move(resources)) {}
 
 std::optional<PodRecord> PodIndex::Project(const Json& pod) const {

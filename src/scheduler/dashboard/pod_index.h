@@ -52,9 +52,6 @@ struct PodRecord {
 
   std::string key() const { return ns + "/" + name; }
   bool pending() const { return node.empty(); }
-  // Allocated vGPU memory and compute of the pod (sum over its app slices).
-  int64_t AllocatedMemoryMiB() const;
-  int AllocatedCores() const;
 };
 
 // A consistent copy of the index: records in key order ("ns/name").
