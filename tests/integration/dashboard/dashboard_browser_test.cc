@@ -6,11 +6,8 @@
 // Each page must load without console errors (the browser log, which also
 // carries Content-Security-Policy violations and failed requests), show the
 // cluster's numbers, and leaves a screenshot in TESSERA_DASHBOARD_ARTIFACTS.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,9 +15,10 @@
 #include <memory>
 
 #include "apiserver/fake_apiserver.h"
-#include "kube/curl_transport.h"
 #include "scheduler/dashboard/testing.h"
 #include "scheduler/scheduler.h"
+#include "testing/ports.h"
+#include "testing/scheduler_in_process.h"
 #include "webdriver.h"
 
 namespace tessera::scheduler::dashboard {
@@ -38,22 +36,6 @@ bool WaitFor(const std::function<bool()>& condition,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return condition();
-}
-
-// A loopback port nothing listens on now (bound without listening, closed).
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 // The dashboard's way of writing MiB (app.js, mib()).
@@ -111,24 +93,18 @@ class DashboardBrowserTest : public ::testing::Test {
       with_status.push_back(std::move(updated));
     }
 
-    SchedulerConfig c;
-    c.port = 0;
-    c.bind_address = "127.0.0.1";
-    c.leader_elect = false;
-    c.identity = "dashboard-it";
+    SchedulerConfig c = ::tessera::testing::LoopbackSchedulerConfig("dashboard-it");
     c.api_timeout = std::chrono::milliseconds(2000);
     c.reservation_timeout = std::chrono::milliseconds(4000);
     c.dashboard.port = 0;
     c.dashboard.bind_address = "127.0.0.1";
     c.dashboard.node_metrics_url = "http://{address}:" + std::to_string(metrics_port) + "/metrics/{node}";
     c.dashboard.usage_refresh = std::chrono::milliseconds(1000);
-    kube::CurlTransportOptions t;
-    t.server = env_->api->url();
-    t.connect_timeout = std::chrono::milliseconds(1000);
     kube::ClientOptions co;
     co.qps = 0;
     co.timeout = c.api_timeout;
-    auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(t), co);
+    auto client =
+        ::tessera::testing::ClientOfApiServer(env_->api->url(), co, std::chrono::milliseconds(1000));
     for (const Json& p : with_status) {
       auto r = client->UpdateStatus(kube::resources::kPods, p["metadata"]["namespace"], p);
       if (!r.ok()) return Fail("cannot write pod status: " + r.error().message);
@@ -158,7 +134,7 @@ class DashboardBrowserTest : public ::testing::Test {
     // gets a profile of its own (two Chromiums cannot share one).
     env_->profile =
         std::filesystem::temp_directory_path() / ("tessera-dashboard-chromium-" + std::to_string(getpid()));
-    auto started = env_->driver.Start(FreePort(), env_->profile.string(),
+    auto started = env_->driver.Start(::tessera::testing::FreePort(), env_->profile.string(),
                                       dir + "/chromedriver-" + std::to_string(getpid()) + ".log");
     if (!started.ok()) return Fail("WebDriver: " + started.error().message);
   }

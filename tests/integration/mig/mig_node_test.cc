@@ -74,7 +74,8 @@ class MigNodeTest : public ::testing::Test {
     testing::NodeClusterOptions options{.node_name = kNode, .sim_config = sim_config, .temp_prefix = "tmig"};
     if (!label.empty()) options.node_labels = {{"nvidia.com/mig.config", label}};
     cluster_ = std::make_unique<NodeCluster>(options);
-    ASSERT_TRUE(cluster_->Start().ok());
+    auto started = cluster_->Start();
+    ASSERT_TRUE(started.ok()) << started.error().message;
     cluster_->dir().Write("layout.yaml", kLayout);
     kubelet_ = &cluster_->kubelet();
   }

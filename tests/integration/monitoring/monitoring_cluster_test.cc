@@ -21,10 +21,10 @@
 
 #include "base/testing.h"
 #include "core/inventory_codec.h"
-#include "kube/curl_transport.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
 #include "testing/node_cluster.h"
+#include "testing/scheduler_in_process.h"
 
 namespace tessera {
 namespace {
@@ -81,8 +81,7 @@ class MonitoringClusterTest : public ::testing::Test {
     if (!PrometheusServer::Available()) GTEST_SKIP() << PrometheusServer::NotAvailableMessage();
     if (!testing::MountNamespacesWork())
       GTEST_SKIP() << "cannot create mount namespaces here (needs root / CAP_SYS_ADMIN)";
-    ASSERT_TRUE(cluster_.Start().ok());
-    auto gpus = cluster_.SimulatedGpus();
+    auto gpus = cluster_.Start();
     ASSERT_TRUE(gpus.ok()) << gpus.error().message;
     ASSERT_EQ(gpus->size(), 2u);
     gpus_ = *gpus;
@@ -101,18 +100,11 @@ class MonitoringClusterTest : public ::testing::Test {
   }
 
   void StartScheduler() {
-    scheduler::SchedulerConfig config;
-    config.port = 0;
-    config.bind_address = "127.0.0.1";
-    config.leader_elect = false;
-    config.identity = "monitoring-test";
+    scheduler::SchedulerConfig config = testing::LoopbackSchedulerConfig("monitoring-test");
     config.inventory_stale = 30s;
-    kube::CurlTransportOptions transport;
-    transport.server = cluster_.api().url();
-    auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
-    scheduler_ = std::make_unique<scheduler::Scheduler>(config, client);
-    ASSERT_TRUE(scheduler_->Start().ok());
-    ASSERT_TRUE(WaitFor([&] { return scheduler_->Ready(); }));
+    auto started = testing::StartReadyScheduler(config, testing::ClientOfApiServer(cluster_.api().url()));
+    ASSERT_TRUE(started.ok()) << started.error().message;
+    scheduler_ = std::move(started).value();
   }
 
   // A GPU node whose agent last published long ago.

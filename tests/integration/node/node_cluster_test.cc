@@ -31,13 +31,13 @@
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
 #include "host/region_reader.h"
-#include "kube/curl_transport.h"
 #include "kubelet_standin.h"
 #include "node/inventory_publisher.h"
 #include "prometheus/prometheus_server.h"
 #include "scheduler/scheduler.h"
 #include "testing/node_cluster.h"
 #include "testing/process.h"
+#include "testing/scheduler_in_process.h"
 
 namespace tessera::node {
 namespace {
@@ -61,9 +61,7 @@ std::string RunShell(const std::string& command) {
 class NodeClusterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(cluster_.Start().ok());
-    // The simulated GPUs, as NVML (the sim's) reports them.
-    auto gpus = cluster_.SimulatedGpus();
+    auto gpus = cluster_.Start();  // as NVML (the simulator's) reports them
     ASSERT_TRUE(gpus.ok()) << gpus.error().message;
     ASSERT_EQ(gpus->size(), 2u);
     gpus_ = *gpus;
@@ -87,22 +85,14 @@ class NodeClusterTest : public ::testing::Test {
   // The scheduler's own code (no leader election) against the API-server
   // stand-in, started and ready; null (and a failure) when it is not.
   std::unique_ptr<scheduler::Scheduler> StartScheduler() {
-    scheduler::SchedulerConfig config;
-    config.port = 0;
-    config.bind_address = "127.0.0.1";
-    config.leader_elect = false;
-    config.identity = "it";
-    kube::CurlTransportOptions transport;
-    transport.server = cluster_.api().url();
-    auto client = std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(transport));
-    auto scheduler = std::make_unique<scheduler::Scheduler>(config, client);
-    const bool started = scheduler->Start().ok();
-    EXPECT_TRUE(started);
-    if (!started || !WaitFor([&] { return scheduler->Ready(); })) {
-      ADD_FAILURE() << "the scheduler did not become ready";
+    auto scheduler =
+        ::tessera::testing::StartReadyScheduler(::tessera::testing::LoopbackSchedulerConfig("it"),
+                                                ::tessera::testing::ClientOfApiServer(cluster_.api().url()));
+    if (!scheduler.ok()) {
+      ADD_FAILURE() << scheduler.error().message;
       return nullptr;
     }
-    return scheduler;
+    return std::move(scheduler).value();
   }
 
   // A pod whose one container asks for two GPUs of `memory_mib` each.

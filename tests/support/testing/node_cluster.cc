@@ -27,7 +27,7 @@ NodeCluster::~NodeCluster() {
   Stop();
 }
 
-Status NodeCluster::Start() {
+Result<std::vector<core::Gpu>> NodeCluster::Start() {
   for (const char* dir : {"dp", "lib", "regions", "view", "sim", "podres"}) tmp_.MakeDir(dir);
   if (options_.libvgpu.empty()) {
     tmp_.Write("lib/libvgpu.so", "stand-in");
@@ -52,7 +52,12 @@ Status NodeCluster::Start() {
   if (!kubelet_->Start()) return Error{"the kubelet stand-in did not start in " + tmp_.Path("dp")};
   metrics_port_ = FreePort();
   if (metrics_port_ < 0) return Error{"no free port for tessera-node's metrics"};
-  return Status::Ok();
+
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
+  if (!library.ok()) return std::move(library).error();
+  const host::NvmlApi& api = (*library)->api();  // before the library moves into the inventory
+  host::NvmlInventory inventory(api, std::move(library).value());
+  return inventory.Discover();
 }
 
 std::map<std::string, std::string> NodeCluster::DefaultNodeFlags() const {
@@ -98,14 +103,6 @@ void NodeCluster::Stop() {
 
 std::string NodeCluster::NodeLog() const {
   return tmp_.Read("node.log");
-}
-
-Result<std::vector<core::Gpu>> NodeCluster::SimulatedGpus() const {
-  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
-  if (!library.ok()) return std::move(library).error();
-  const host::NvmlApi& api = (*library)->api();  // before the library moves into the inventory
-  host::NvmlInventory inventory(api, std::move(library).value());
-  return inventory.Discover();
 }
 
 std::optional<core::NodeInventory> NodeCluster::PublishedInventory() const {

@@ -9,7 +9,8 @@
 // How to use it: one NodeCluster per test (it owns a fresh temp directory).
 //
 //   NodeCluster cluster({.sim_gpus = "2xA100-80GB", .libvgpu = TESSERA_VGPU_LIB});
-//   ASSERT_TRUE(cluster.Start().ok());                  // stand-ins up, Node created
+//   auto gpus = cluster.Start();                        // stand-ins up, Node created
+//   ASSERT_TRUE(gpus.ok()) << gpus.error().message;
 //   ASSERT_TRUE(cluster.StartNode({{"--split-count", "2"}}).ok());
 //   ASSERT_TRUE(cluster.kubelet().WaitForRegistrations(1, 60s)) << cluster.NodeLog();
 //   cluster.api().GetObject("nodes", "", cluster.node_name());
@@ -98,9 +99,10 @@ class NodeCluster {
 
   // Makes the directories under root() (dp, lib, regions, view, sim, podres),
   // exports the simulated machine's variables, starts the API-server stand-in
-  // with the Node and the kubelet stand-in, and picks the metrics port. An
-  // error names what did not start.
-  Status Start();
+  // with the Node and the kubelet stand-in, and picks the metrics port.
+  // Returns the machine's GPUs as NVML (the simulator's) reports them, which is
+  // what tessera-node will find; an error names what did not start.
+  Result<std::vector<core::Gpu>> Start();
 
   // The flags StartNode() gives tessera-node before its overrides: these
   // directories, the stand-ins, the simulator's NVML, fast polling (kubelet
@@ -122,9 +124,6 @@ class NodeCluster {
 
   // What tessera-node printed so far.
   std::string NodeLog() const;
-
-  // The GPUs of the simulated machine as NVML (the simulator's) reports them.
-  Result<std::vector<core::Gpu>> SimulatedGpus() const;
 
   // The Node's inventory annotation, decoded; nullopt while absent or invalid.
   std::optional<core::NodeInventory> PublishedInventory() const;
