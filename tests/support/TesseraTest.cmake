@@ -1,5 +1,6 @@
-# tessera_gtest: a googletest program of tests/ that runs built binaries (the
-# simulated GPU's libraries, tessera-node, libvgpu, a probe, the CLI, ...).
+# tessera_gtest: a googletest program of tests/, registered with ctest, and the
+# built binaries it runs (the simulated GPU's libraries, tessera-node, libvgpu,
+# a probe, the CLI, ...) compiled in by path and built before it.
 #
 #   tessera_gtest(<name> SOURCES <file>...
 #     [LINK <library>...]              linked PRIVATE, with GTest::gtest_main
@@ -8,7 +9,10 @@
 #     [DEPENDS <target>...]            built first, named by no macro
 #     [DEFINES <MACRO>=<value>...]     other compile definitions
 #     [TIMEOUT <seconds>]              each test's (default 120)
-#     [LABELS <label>...]              ctest labels (default: integration)
+#     [LABEL <label>]                  the ctest label (default: integration); one:
+#                                      gtest_discover_tests flattens a list into
+#                                      the properties (a second label would
+#                                      become a property name)
 #     [PRELOADS_LIBVGPU])              not registered under sanitizers (below)
 #
 # Targets defined after the calling folder (the `tessera` CLI, src/cli, comes
@@ -17,12 +21,12 @@
 include_guard(GLOBAL)
 
 function(tessera_gtest name)
-  cmake_parse_arguments(T "PRELOADS_LIBVGPU" "TIMEOUT" "SOURCES;LINK;FILES;DIRS;DEPENDS;DEFINES;LABELS" ${ARGN})
+  cmake_parse_arguments(T "PRELOADS_LIBVGPU" "TIMEOUT;LABEL" "SOURCES;LINK;FILES;DIRS;DEPENDS;DEFINES" ${ARGN})
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 120)
   endif()
-  if(NOT T_LABELS)
-    set(T_LABELS integration)
+  if(NOT T_LABEL)
+    set(T_LABEL integration)
   endif()
   add_executable(${name} ${T_SOURCES})
   target_link_libraries(${name} PRIVATE ${T_LINK} GTest::gtest_main)
@@ -53,5 +57,5 @@ function(tessera_gtest name)
   if(T_PRELOADS_LIBVGPU AND NOT TESSERA_SANITIZE STREQUAL "")
     return()
   endif()
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}")
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS ${T_LABEL})
 endfunction()
