@@ -157,25 +157,15 @@ void MemoryAndCopies() {
   SIM_CHECK(pitch >= 100);
   std::vector<uint8_t> src(400), dst(400, 0);
   for (int i = 0; i < 400; ++i) src[i] = static_cast<uint8_t>(i);
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = CU_MEMORYTYPE_HOST;
-  c.srcHost = src.data();
-  c.srcPitch = 100;
+  CUDA_MEMCPY2D c = simtest::Copy2DFromHost(src.data(), 100, 100, 4);
   c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
   c.dstDevice = pitched;
   c.dstPitch = pitch;
-  c.WidthInBytes = 100;
-  c.Height = 4;
   SIM_OK(cuMemcpy2D(&c));
-  CUDA_MEMCPY2D r{};
+  CUDA_MEMCPY2D r = simtest::Copy2DToHost(dst.data(), 100, 100, 4);
   r.srcMemoryType = CU_MEMORYTYPE_DEVICE;
   r.srcDevice = pitched;
   r.srcPitch = pitch;
-  r.dstMemoryType = CU_MEMORYTYPE_HOST;
-  r.dstHost = dst.data();
-  r.dstPitch = 100;
-  r.WidthInBytes = 100;
-  r.Height = 4;
   SIM_OK(cuMemcpy2D(&r));
   SIM_CHECK(src == dst);
 

@@ -65,18 +65,6 @@ CUDA_MEMSET_NODE_PARAMS Memset(CUdeviceptr dst, unsigned char value, size_t byte
   return ms;
 }
 
-CUDA_MEMCPY3D ToHost(CUdeviceptr src, void* dst, size_t bytes) {
-  CUDA_MEMCPY3D cp{};
-  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  cp.srcDevice = src;
-  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
-  cp.dstHost = dst;
-  cp.WidthInBytes = bytes;
-  cp.Height = 1;
-  cp.Depth = 1;
-  return cp;
-}
-
 // alloc 64 MiB -> memset -> copy to host -> free: memory appears when the
 // graph runs, stays with the graph pool after its free node, and is given
 // back only by a trim.
@@ -93,7 +81,7 @@ void AllocatedFreedAndTrimmed(CUstream s) {
   SIM_OK(cuGraphAddMemsetNode(&set, g, &alloc, 1, &ms, nullptr));
   static uint8_t host[4096];
   std::memset(host, 0, sizeof(host));
-  CUDA_MEMCPY3D cp = ToHost(ap.dptr, host, sizeof(host));
+  CUDA_MEMCPY3D cp = simtest::Copy3DToHost(ap.dptr, host, sizeof(host));
   SIM_OK(cuGraphAddMemcpyNode(&copy, g, &set, 1, &cp, nullptr));
   SIM_OK(cuGraphAddMemFreeNode(&free_node, g, &copy, 1, ap.dptr));
 

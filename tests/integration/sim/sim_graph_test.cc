@@ -61,14 +61,7 @@ void ExplicitGraph(CUfunction busy, CUstream s) {
 
   static uint8_t host[4096];
   std::memset(host, 0, sizeof(host));
-  CUDA_MEMCPY3D cp{};
-  cp.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  cp.srcDevice = buf;
-  cp.dstMemoryType = CU_MEMORYTYPE_HOST;
-  cp.dstHost = host;
-  cp.WidthInBytes = 4096;
-  cp.Height = 1;
-  cp.Depth = 1;
+  CUDA_MEMCPY3D cp = simtest::Copy3DToHost(buf, host, 4096);
   CUgraphNode copy;
   SIM_OK(cuGraphAddMemcpyNode(&copy, g, &k2, 1, &cp, nullptr));
   CUDA_HOST_NODE_PARAMS hp{};

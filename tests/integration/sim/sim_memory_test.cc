@@ -23,13 +23,7 @@ uint64_t Used() {
 
 void Arrays() {
   const uint64_t base = Used();
-  CUDA_ARRAY_DESCRIPTOR d2{};
-  d2.Width = 256;
-  d2.Height = 128;
-  d2.Format = CU_AD_FORMAT_FLOAT;
-  d2.NumChannels = 4;
-  CUarray a2;
-  SIM_OK(cuArrayCreate(&a2, &d2));
+  CUarray a2 = simtest::NewArray(256, 128, CU_AD_FORMAT_FLOAT, 4);
   SIM_CHECK(Used() >= base + 256 * 128 * 16);
   CUDA_ARRAY_DESCRIPTOR back{};
   SIM_OK(cuArrayGetDescriptor(&back, a2));
@@ -38,34 +32,19 @@ void Arrays() {
   // Host -> 2D array -> host through cuMemcpy2D.
   std::vector<float> src(256 * 128 * 4), dst(src.size(), 0.f);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
-  CUDA_MEMCPY2D c{};
-  c.srcMemoryType = CU_MEMORYTYPE_HOST;
-  c.srcHost = src.data();
-  c.srcPitch = 256 * 16;
+  CUDA_MEMCPY2D c = simtest::Copy2DFromHost(src.data(), 256 * 16, 256 * 16, 128);
   c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
   c.dstArray = a2;
-  c.WidthInBytes = 256 * 16;
-  c.Height = 128;
   SIM_OK(cuMemcpy2D(&c));
-  CUDA_MEMCPY2D r{};
+  CUDA_MEMCPY2D r = simtest::Copy2DToHost(dst.data(), 256 * 16, 256 * 16, 128);
   r.srcMemoryType = CU_MEMORYTYPE_ARRAY;
   r.srcArray = a2;
-  r.dstMemoryType = CU_MEMORYTYPE_HOST;
-  r.dstHost = dst.data();
-  r.dstPitch = 256 * 16;
-  r.WidthInBytes = 256 * 16;
-  r.Height = 128;
   SIM_OK(cuMemcpy2D(&r));
   SIM_CHECK(src == dst);
   SIM_OK(cuArrayDestroy(a2));
 
   // 1D array with HtoA/AtoH, 3D array, mipmapped array.
-  CUDA_ARRAY_DESCRIPTOR d1{};
-  d1.Width = 1024;
-  d1.Format = CU_AD_FORMAT_UNSIGNED_INT8;
-  d1.NumChannels = 1;
-  CUarray a1;
-  SIM_OK(cuArrayCreate(&a1, &d1));
+  CUarray a1 = simtest::NewArray(1024, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1);
   char msg[16] = "simulated bytes", got[16] = {};
   SIM_OK(cuMemcpyHtoA(a1, 100, msg, sizeof(msg)));
   SIM_OK(cuMemcpyAtoH(got, a1, 100, sizeof(got)));

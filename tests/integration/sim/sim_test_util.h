@@ -117,6 +117,56 @@ inline CUfunction SimKernel(const char* name) {
   return f;
 }
 
+// A CUDA array of `width` x `height` (0: one-dimensional) elements of
+// `channels` values of `format` each.
+inline CUarray NewArray(size_t width, size_t height, CUarray_format format, unsigned channels) {
+  CUDA_ARRAY_DESCRIPTOR descriptor{};
+  descriptor.Width = width;
+  descriptor.Height = height;
+  descriptor.Format = format;
+  descriptor.NumChannels = channels;
+  CUarray array = nullptr;
+  SIM_OK(cuArrayCreate(&array, &descriptor));
+  return array;
+}
+
+// A 2D copy of `height` rows of `width` bytes out of host memory at `src`,
+// rows `pitch` apart; the caller names the destination.
+inline CUDA_MEMCPY2D Copy2DFromHost(const void* src, size_t pitch, size_t width, size_t height) {
+  CUDA_MEMCPY2D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_HOST;
+  copy.srcHost = src;
+  copy.srcPitch = pitch;
+  copy.WidthInBytes = width;
+  copy.Height = height;
+  return copy;
+}
+
+// The same into host memory at `dst`; the caller names the source.
+inline CUDA_MEMCPY2D Copy2DToHost(void* dst, size_t pitch, size_t width, size_t height) {
+  CUDA_MEMCPY2D copy{};
+  copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+  copy.dstHost = dst;
+  copy.dstPitch = pitch;
+  copy.WidthInBytes = width;
+  copy.Height = height;
+  return copy;
+}
+
+// `bytes` from device memory `src` to host memory `dst` as a 3D copy of one
+// row (the form a graph memcpy node takes).
+inline CUDA_MEMCPY3D Copy3DToHost(CUdeviceptr src, void* dst, size_t bytes) {
+  CUDA_MEMCPY3D copy{};
+  copy.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy.srcDevice = src;
+  copy.dstMemoryType = CU_MEMORYTYPE_HOST;
+  copy.dstHost = dst;
+  copy.WidthInBytes = bytes;
+  copy.Height = 1;
+  copy.Depth = 1;
+  return copy;
+}
+
 // Destroys MIG compute instances `cis`, then GPU instances `gis`, in the order
 // given; each destruction must succeed.
 inline void DestroyMigInstances(std::initializer_list<nvmlComputeInstance_t> cis,
