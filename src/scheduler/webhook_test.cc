@@ -37,10 +37,10 @@ std::string PatchError(const Json& pod, int64_t largest = 0) {
 }
 
 TEST(WebhookTest, Base64AndPointerEscaping) {
-  EXPECT_EQ(Base64Encode("hello"), "aGVsbG8=");
-  EXPECT_EQ(Base64Encode("hell"), "aGVsbA==");
-  EXPECT_EQ(Base64Encode("hel"), "aGVs");
-  EXPECT_EQ(Base64Encode(""), "");
+  // Two, one and no padding characters; the empty text.
+  for (const auto& [text, base64] :
+       {std::pair{"hello", "aGVsbG8="}, {"hell", "aGVsbA=="}, {"hel", "aGVs"}, {"", ""}})
+    EXPECT_EQ(Base64Encode(text), base64) << text;
   EXPECT_EQ(EscapeJsonPointer("nvidia.com/gpu"), "nvidia.com~1gpu");
   EXPECT_EQ(EscapeJsonPointer("a~b/c"), "a~0b~1c");
 }
