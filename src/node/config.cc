@@ -339,6 +339,9 @@ const std::vector<Key>& Keys() {
              "slices"),
       Option("mig_retry_seconds", &NodeConfig::mig_retry_seconds, nullptr, kWholeNode,
              "how often a MIG layout blocked by an instance in use is tried again (1-3600)"),
+      Option("mig_dynamic_gpus", &NodeConfig::mig_dynamic_gpus, nullptr, kPerNode,
+             "GPUs in mig-dynamic mode: indices (\"0,2\"), all (every GPU with MIG) or none; tessera-node "
+             "creates their MIG instances at Allocate where tessera-scheduler placed them"),
       Option("node_name", &NodeConfig::node_name, nullptr, kWholeNode,
              "this node's name (default: $NODE_NAME)"),
       OneOf("log_level", &NodeConfig::log_level, {"trace", "debug", "info", "warn", "error"}, CheckLogLevel,

@@ -88,6 +88,9 @@ struct NodeConfig {
   std::string mig_strategy = "mixed";  // single | mixed: how MIG devices are named as resources
   std::string mig_gpus = "all";        // MIG-managed GPU indices ("0,2") or "all"; the rest keep vGPU slices
   int mig_retry_seconds = 30;          // how often a layout blocked by an instance in use is tried again
+  // GPUs in mig-dynamic mode: "none", "all" (every GPU with MIG) or indices ("0,2"); their MIG
+  // instances are created at Allocate where tessera-scheduler placed them (node/mig/dynamic_mig.h)
+  std::string mig_dynamic_gpus = "none";
 
   // --- per-node overrides -------------------------------------------------
   std::string node_name;         // from NODE_NAME unless given

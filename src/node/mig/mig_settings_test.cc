@@ -35,6 +35,31 @@ TEST(MigSettingsTest, BadSettingsNameTheKey) {
       {[](NodeConfig& c) { c.mig_retry_seconds = 0; }, "mig_retry_seconds"},
       {[](NodeConfig& c) { c.mig_layout_file = "layout.yaml"; }, "mig_layout_file"},
       {[](NodeConfig& c) { c.mig_config = "all-1g.10gb"; }, "mig_config"},
+      {[](NodeConfig& c) { c.mig_dynamic_gpus = "some"; }, "mig_dynamic_gpus"},
+      {[](NodeConfig& c) { c.mig_dynamic_gpus = ""; }, "mig_dynamic_gpus"},
+      {[](NodeConfig& c) {
+         c.mig_dynamic_gpus = "all";
+         c.kubernetes = false;
+       },
+       "needs kubernetes"},
+      // A GPU both in a layout and dynamic.
+      {[](NodeConfig& c) {
+         c.mig_layout_file = "/etc/tessera/mig.yaml";
+         c.mig_dynamic_gpus = "1";
+       },
+       "mig_gpus is 'all'"},
+      {[](NodeConfig& c) {
+         c.mig_layout_file = "/etc/tessera/mig.yaml";
+         c.mig_gpus = "0,1";
+         c.mig_dynamic_gpus = "1,2";
+       },
+       "GPU 1 is in both mig_gpus"},
+      {[](NodeConfig& c) {
+         c.mig_layout_file = "/etc/tessera/mig.yaml";
+         c.mig_gpus = "0";
+         c.mig_dynamic_gpus = "all";
+       },
+       "mig_dynamic_gpus is 'all'"},
   };
   for (const auto& c : cases) {
     NodeConfig config;
@@ -49,6 +74,23 @@ TEST(MigSettingsTest, BadSettingsNameTheKey) {
   good.mig_strategy = "single";
   good.mig_gpus = "0,1";
   EXPECT_TRUE(Validate(good).ok());
+  good.mig_dynamic_gpus = "2,3";  // the layout's GPUs and the dynamic ones apart
+  EXPECT_TRUE(Validate(good).ok());
+}
+
+TEST(MigSettingsTest, DynamicGpuSelection) {
+  auto none = ParseMigDynamicGpus("none");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(none->Contains(0));
+  auto all = ParseMigDynamicGpus("all");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->Contains(3));
+  auto some = ParseMigDynamicGpus("1");
+  ASSERT_TRUE(some.ok());
+  EXPECT_TRUE(some->Contains(1));
+  EXPECT_FALSE(some->Contains(0));
+  EXPECT_EQ(NodeConfig{}.mig_dynamic_gpus, "none");
 }
 
 }  // namespace
