@@ -157,16 +157,33 @@ GpuOutcome ApplyToGpu(host::MigDriver& driver, const host::MigGpuState& gpu, con
 
 }  // namespace
 
-const char* ApplyStateName(ApplyState state) {
+namespace {
+
+// Per state: its label value and the reason of its Event.
+struct StateNames {
+  const char* label;
+  const char* reason;
+};
+StateNames NamesOf(ApplyState state) {
   switch (state) {
     case ApplyState::kSuccess:
-      return "success";
+      return {"success", "MigConfigApplied"};
     case ApplyState::kPending:
-      return "pending";
+      return {"pending", "MigConfigPending"};
     case ApplyState::kFailed:
-      return "failed";
+      break;
   }
-  return "failed";
+  return {"failed", "MigConfigFailed"};
+}
+
+}  // namespace
+
+const char* ApplyStateName(ApplyState state) {
+  return NamesOf(state).label;
+}
+
+const char* ApplyStateReason(ApplyState state) {
+  return NamesOf(state).reason;
 }
 
 std::string ApplyResult::Summary() const {

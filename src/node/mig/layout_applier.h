@@ -41,7 +41,8 @@ enum class ApplyState {
   kFailed,   // the layout cannot be applied (the messages say why); nothing of it was applied
 };
 
-const char* ApplyStateName(ApplyState state);  // "success", "pending", "failed"
+const char* ApplyStateName(ApplyState state);    // "success", "pending", "failed"
+const char* ApplyStateReason(ApplyState state);  // the Event's: "MigConfigApplied", "...Pending", "...Failed"
 
 struct ApplyRequest {
   const core::mig::LayoutFile* file = nullptr;

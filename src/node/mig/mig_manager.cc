@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "kube/typed_api.h"
 #include "node/mig/mig_plugin_service.h"
+#include "node/mig/node_events.h"
 
 namespace tessera::node::mig {
 namespace {
@@ -22,18 +23,6 @@ MigStrategy StrategyOf(const NodeConfig& config) {
 MigGpuSelection SelectionOf(const NodeConfig& config) {
   auto selection = ParseMigGpus(config.mig_gpus);
   return selection.ok() ? *selection : MigGpuSelection{};
-}
-
-std::string ReasonOf(ApplyState state) {
-  switch (state) {
-    case ApplyState::kSuccess:
-      return "MigConfigApplied";
-    case ApplyState::kPending:
-      return "MigConfigPending";
-    case ApplyState::kFailed:
-      return "MigConfigFailed";
-  }
-  return "MigConfigFailed";
 }
 
 }  // namespace
@@ -219,7 +208,7 @@ void MigManager::Report(ApplyState state, const std::string& message) {
     log::Warn(state == ApplyState::kPending ? "MIG layout pending" : "MIG layout failed",
               {{"message", message}});
   }
-  RecordEvent(state == ApplyState::kSuccess ? "Normal" : "Warning", ReasonOf(state), message);
+  RecordEvent(state == ApplyState::kSuccess ? "Normal" : "Warning", ApplyStateReason(state), message);
 }
 
 void MigManager::Publish(const std::vector<host::MigGpuState>& gpus,
@@ -287,21 +276,8 @@ void MigManager::PatchLabels(const kube::StringPatch& labels) {
 }
 
 void MigManager::RecordEvent(const std::string& type, const std::string& reason, const std::string& message) {
-  if (client_ == nullptr) return;
-  kube::EventSpec spec;
-  std::optional<kube::Json> node = node_ ? node_->Get(config_.node_name) : std::nullopt;
-  spec.involved_object = node ? kube::MakeObjectReference(*node) : kube::Json{{"name", config_.node_name}};
-  spec.involved_object["kind"] = "Node";
-  spec.involved_object["apiVersion"] = "v1";
-  spec.reason = reason;
-  spec.message = message;
-  spec.type = type;
-  spec.component = "tessera-node";
-  spec.instance = config_.node_name;
-  kube::EventsApi events(client_);
-  if (auto created = events.Create("default", spec); !created.ok()) {
-    log::Warn("cannot record an event on the node", {{"reason", reason}, {"error", created.error().message}});
-  }
+  RecordNodeEvent(client_, config_.node_name, node_ ? node_->Get(config_.node_name) : std::nullopt, type,
+                  reason, message);
 }
 
 }  // namespace tessera::node::mig
