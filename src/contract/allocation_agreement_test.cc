@@ -8,6 +8,7 @@
 // corrupted bytes) — and requires the same verdict for every container name.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +87,13 @@ json Valid() {
                      R"(","memoryMiB":1048576,"cores":100}]}]})");
 }
 
+// Valid() as `change` leaves it: both readers agree on it, for every name.
+void ExpectAgreementOnChanged(const std::function<void(json&)>& change) {
+  json changed = Valid();
+  change(changed);
+  ExpectAgreement(changed.dump(), kNames);
+}
+
 TEST(AllocationAgreementTest, EveryPayloadCoreWritesLibvgpuReadsTheSame) {
   std::mt19937 rng(42);
   const std::vector<std::string> uuids = {kA, kB, kMig, "MIG-GPU-1a2b3c4d-0000-1111-2222-333344445555/7/0",
@@ -136,43 +144,30 @@ TEST(AllocationAgreementTest, EverythingCoreRejectsLibvgpuRejects) {
       json::json_pointer("/containers/1/devices/0/memoryMiB"),
   };
   for (const auto& field : fields) {
-    json removed = Valid();
-    json& parent = removed[field.parent_pointer()];
-    if (parent.is_array()) {
-      parent.erase(std::stoul(field.back()));
-    } else {
-      parent.erase(field.back());
-    }
-    ExpectAgreement(removed.dump(), kNames);
-    for (const json& value : values) {
-      json changed = Valid();
-      changed[field] = value;
-      ExpectAgreement(changed.dump(), kNames);
-    }
+    ExpectAgreementOnChanged([&field](json& j) {  // the member removed
+      json& parent = j[field.parent_pointer()];
+      if (parent.is_array()) {
+        parent.erase(std::stoul(field.back()));
+      } else {
+        parent.erase(field.back());
+      }
+    });
+    for (const json& value : values) ExpectAgreementOnChanged([&](json& j) { j[field] = value; });
   }
   // UUIDs, good and bad.
   for (const char* uuid :
        {"GPU-1", "gpu-1a2b3c4d-0000-1111-2222-333344445555", "MIG-GPU-1a2b3c4d-0000-1111-2222-333344445555/7",
         "MIG-GPU-1a2b3c4d-0000-1111-2222-333344445555/12345/0", "GPU-1a2b3c4d-0000-1111-2222-33334444555g",
         " GPU-1a2b3c4d-0000-1111-2222-333344445555", "MIG-GPU-1a2b3c4d-0000-1111-2222-333344445555/1/0"}) {
-    json changed = Valid();
-    changed["containers"][0]["devices"][0]["uuid"] = uuid;
-    ExpectAgreement(changed.dump(), kNames);
+    ExpectAgreementOnChanged([uuid](json& j) { j["containers"][0]["devices"][0]["uuid"] = uuid; });
   }
   // Duplicates: a UUID twice in a container (also differing in case), a name twice.
-  json twice = Valid();
-  twice["containers"][0]["devices"][1]["uuid"] = kA;
-  ExpectAgreement(twice.dump(), kNames);
-  json cased = Valid();
-  cased["containers"][0]["devices"][1]["uuid"] = "GPU-1A2B3C4D-0000-1111-2222-333344445555";
-  ExpectAgreement(cased.dump(), kNames);
-  json same_name = Valid();
-  same_name["containers"][1]["name"] = "app";
-  ExpectAgreement(same_name.dump(), kNames);
+  ExpectAgreementOnChanged([](json& j) { j["containers"][0]["devices"][1]["uuid"] = kA; });
+  ExpectAgreementOnChanged(
+      [](json& j) { j["containers"][0]["devices"][1]["uuid"] = "GPU-1A2B3C4D-0000-1111-2222-333344445555"; });
+  ExpectAgreementOnChanged([](json& j) { j["containers"][1]["name"] = "app"; });
   // Empty lists, too many devices, a version from the future, extra members.
-  json no_devices = Valid();
-  no_devices["containers"][1]["devices"] = json::array();
-  ExpectAgreement(no_devices.dump(), kNames);
+  ExpectAgreementOnChanged([](json& j) { j["containers"][1]["devices"] = json::array(); });
   json many = Valid();
   for (size_t i = 0; i <= contract::kMaxDevicesPerContainer; ++i) {
     char uuid[64];
@@ -182,10 +177,10 @@ TEST(AllocationAgreementTest, EverythingCoreRejectsLibvgpuRejects) {
   ExpectAgreement(many.dump(), kNames);
   many["containers"][0]["devices"].erase(0);
   ExpectAgreement(many.dump(), kNames);
-  json later = Valid();
-  later["future"] = {{"anything", 1}};
-  later["containers"][0]["devices"][0]["future"] = "x";
-  ExpectAgreement(later.dump(), kNames);
+  ExpectAgreementOnChanged([](json& j) {
+    j["future"] = {{"anything", 1}};
+    j["containers"][0]["devices"][0]["future"] = "x";
+  });
   for (const char* text :
        {"", "null", "[]", "1", "{}", "{\"version\":1}", "{\"version\":1.0,\"node\":\"n\"}"}) {
     ExpectAgreement(text, kNames);
@@ -216,13 +211,9 @@ TEST(AllocationAgreementTest, DynamicMigMembersGetTheSameVerdict) {
       {{"profile", "1g.10gb"}, {"start", 6.0}},
   };
   for (const json& value : bad_values) {
-    json changed = Valid();
-    changed["containers"][0]["devices"][0]["mig"] = value;
-    ExpectAgreement(changed.dump(), kNames);
+    ExpectAgreementOnChanged([&value](json& j) { j["containers"][0]["devices"][0]["mig"] = value; });
     // On a MIG UUID, even a well-formed member is refused by both.
-    json on_mig = Valid();
-    on_mig["containers"][1]["devices"][0]["mig"] = value;
-    ExpectAgreement(on_mig.dump(), kNames);
+    ExpectAgreementOnChanged([&value](json& j) { j["containers"][1]["devices"][0]["mig"] = value; });
   }
 }
 
