@@ -128,22 +128,23 @@ TEST(AllocationAgreementTest, EverythingCoreRejectsLibvgpuRejects) {
   const std::vector<json> values = {
       nullptr,          true,          false,         "x", "", 1.5, -1, 0, 1, 2, 100, 101, 1048576, 1048577,
       int64_t{1} << 40, json::array(), json::object()};
-  const std::vector<json::json_pointer> fields = {
-      json::json_pointer("/version"),
-      json::json_pointer("/node"),
-      json::json_pointer("/containers"),
-      json::json_pointer("/containers/0"),
-      json::json_pointer("/containers/0/name"),
-      json::json_pointer("/containers/0/init"),
-      json::json_pointer("/containers/0/devices"),
-      json::json_pointer("/containers/0/devices/0"),
-      json::json_pointer("/containers/0/devices/0/uuid"),
-      json::json_pointer("/containers/0/devices/0/memoryMiB"),
-      json::json_pointer("/containers/0/devices/0/cores"),
-      json::json_pointer("/containers/1/init"),
-      json::json_pointer("/containers/1/devices/0/memoryMiB"),
+  const std::vector<std::string> paths = {
+      "/version",
+      "/node",
+      "/containers",
+      "/containers/0",
+      "/containers/0/name",
+      "/containers/0/init",
+      "/containers/0/devices",
+      "/containers/0/devices/0",
+      "/containers/0/devices/0/uuid",
+      "/containers/0/devices/0/memoryMiB",
+      "/containers/0/devices/0/cores",
+      "/containers/1/init",
+      "/containers/1/devices/0/memoryMiB",
   };
-  for (const auto& field : fields) {
+  for (const std::string& path : paths) {
+    const json::json_pointer field(path);
     ExpectAgreementOnChanged([&field](json& j) {  // the member removed
       json& parent = j[field.parent_pointer()];
       if (parent.is_array()) {
