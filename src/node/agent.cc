@@ -16,6 +16,7 @@
 #include "node/allocate.h"
 #include "node/metrics.h"
 #include "node/mig/mig_inventory.h"
+#include "node/mig/node_events.h"
 
 namespace tessera::node {
 
@@ -55,8 +56,15 @@ Agent::Agent(NodeConfig config, std::unique_ptr<host::InventorySource> inventory
 Agent::Agent(NodeConfig config, AgentDependencies dependencies)
     : config_(std::move(config)),
       deps_(std::move(dependencies)),
-      plugin_(config_, state_,
-              deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid)),
+      // A fresh vGPU service per server start; it also serves the mig-dynamic
+      // GPUs' replicas once StartDynamicMig made them.
+      plugin_(config_,
+              [this] {
+                return std::make_unique<DevicePluginService>(
+                    config_, state_,
+                    deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid),
+                    dynamic_.get());
+              }),
       registrar_(config_, plugin_),
       catalog_(config_.region_host_dir, host::kRegionFileName) {
   if (!deps_.inspector) deps_.inspector = std::make_unique<ProcFsInspector>(config_.region_container_dir);
@@ -106,6 +114,56 @@ std::map<std::string, std::string> Agent::MigDevicesInUse() {
   return held;
 }
 
+std::optional<std::vector<mig::BoundPod>> Agent::BoundPods() const {
+  const NodePods* pods = pods_.get();
+  if (pods == nullptr || !pods->synced()) return std::nullopt;
+  std::vector<mig::BoundPod> out;
+  for (auto& p : pods->Allocations().pods) {
+    mig::BoundPod bound{p.pod_namespace, p.pod_name, p.uid, "", std::move(p.allocation)};
+    if (auto object = pods->Get(p.pod_namespace, p.pod_name)) {
+      bound.created = kube::Json(*object).value("/metadata/creationTimestamp"_json_pointer, std::string());
+    }
+    out.push_back(std::move(bound));
+  }
+  return out;
+}
+
+Status Agent::StartDynamicMig(std::vector<core::Gpu>& gpus) {
+  auto selection = mig::ParseMigDynamicGpus(config_.mig_dynamic_gpus);  // validated
+  if (!selection.ok() || selection->empty()) return Status::Ok();
+  if (!deps_.mig) return Error{"mig_dynamic_gpus is set but MIG cannot be managed here (no NVML MIG driver)"};
+  mig::DynamicMigOptions options;
+  options.gpus = *selection;
+  options.resource_name = config_.resource_name;
+  options.grace_seconds = config_.region_grace_seconds;
+  options.interval = std::chrono::milliseconds(std::min(config_.monitor_interval_ms, 1000));
+  mig::DynamicMig::HeldSource held;
+  if (deps_.pod_resources) {
+    held = [this]() -> Result<std::set<std::string>> {
+      TESSERA_ASSIGN_OR_RETURN(auto listed, deps_.pod_resources->List());
+      std::set<std::string> containers;
+      for (const auto& c : listed) {
+        if (c.resource_name == config_.resource_name && !c.device_ids.empty()) {
+          containers.insert(c.pod_namespace + "/" + c.pod_name + "/" + c.container_name);
+        }
+      }
+      return containers;
+    };
+  }
+  dynamic_ = std::make_unique<mig::DynamicMig>(
+      options, deps_.mig.get(), [this] { return BoundPods(); }, std::move(held),
+      [this](const std::string& type, const std::string& reason, const std::string& message) {
+        mig::RecordNodeEvent(deps_.client.get(), config_.node_name, std::nullopt, type, reason, message);
+      });
+  auto dynamic = dynamic_->Prepare(gpus);
+  if (!dynamic.ok()) {
+    dynamic_.reset();
+    return dynamic.error();
+  }
+  std::erase_if(gpus, [&](const core::Gpu& gpu) { return dynamic_->Owns(gpu.uuid); });
+  return Status::Ok();
+}
+
 std::string Agent::Metrics() const {
   AgentStatus status;
   status.node_name = config_.node_name;
@@ -116,9 +174,9 @@ std::string Agent::Metrics() const {
   // MIG devices come and go with their instances: listed for the scrape.
   std::vector<MigDeviceMetrics> mig_devices;
   if (mig_) {
-    std::map<std::string, std::string> used_by;
-    for (const auto& d : mig_->devices().Get().devices) used_by[d.mig_uuid] = d.used_by;
-    if (auto listed = deps_.mig->List(); listed.ok()) mig_devices = MigDeviceMetricsOf(*listed, used_by);
+    if (auto listed = deps_.mig->List(); listed.ok()) {
+      mig_devices = MigDeviceMetricsOf(mig_->devices().Get().devices, *listed);
+    }
   }
   return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status,
                        mig_devices);
@@ -173,6 +231,13 @@ Status Agent::Start() {
                             {"links", gpu.links.size()},
                             {"healthy", gpu.healthy}});
   }
+  // mig-dynamic GPUs take instances on demand: the pods bound here decide
+  // them, so the pod list starts before the plugin serves.
+  if (deps_.client) {
+    pods_ = std::make_unique<NodePods>(deps_.client.get(), config_.node_name);
+    pods_->Start();
+  }
+  TESSERA_RETURN_IF_ERROR(StartDynamicMig(gpus));
   // MIG-managed GPUs are offered as MIG devices, not vGPU slices.
   bool serve_vgpus = true;
   if (deps_.mig && !config_.mig_layout_file.empty()) {
@@ -193,6 +258,12 @@ Status Agent::Start() {
                   {{"gpus", gpus.size()}});
       }
     }
+  }
+  if (!serve_vgpus && dynamic_) {
+    return Error{
+        "mig_strategy single advertises the MIG layout's devices as " + config_.resource_name +
+        ", which the mig-dynamic GPUs are advertised as too: set resource_name to another name or use "
+        "mig_strategy mixed"};
   }
   state_.SetGpus(ApplyOffer(config_, std::move(gpus)));
 
@@ -220,14 +291,19 @@ Status Agent::Start() {
   started_ = true;
 
   if (deps_.client) {
-    pods_ = std::make_unique<NodePods>(deps_.client.get(), config_.node_name);
-    pods_->Start();
     publisher_ = std::make_unique<InventoryPublisher>(deps_.client.get(), state_, config_.node_name,
                                                       std::chrono::seconds(config_.heartbeat_seconds));
-    if (mig_) {
-      // MIG-managed GPUs are listed with their MIG devices and no vGPU slots.
+    if (mig_ || dynamic_) {
+      // MIG GPUs are listed with their MIG devices and no vGPU slots.
       publisher_->SetExtraGpus([this] {
-        return mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::MigMode::kStatic);
+        std::vector<core::Gpu> listed;
+        if (mig_) {
+          listed = mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::MigMode::kStatic);
+        }
+        if (dynamic_) {
+          for (auto& gpu : dynamic_->InventoryGpus()) listed.push_back(std::move(gpu));
+        }
+        return listed;
       });
     }
     publisher_->Start();
@@ -256,6 +332,7 @@ Status Agent::Start() {
         RecordEvent(owner, reason, message);
       });
   monitor_->Start();
+  if (dynamic_) dynamic_->Start();
   if (mig_) {
     if (auto s = mig_->Start(); !s.ok()) {
       Stop();
@@ -276,6 +353,7 @@ void Agent::Stop() {
     http_.reset();
   }
   if (mig_) mig_->Stop();
+  if (dynamic_) dynamic_->Stop();
   if (monitor_) monitor_->Stop();
   if (publisher_) publisher_->Stop();
   if (pods_) pods_->Stop();

@@ -1,7 +1,6 @@
 #include "node/metrics.h"
 
 #include "base/prometheus_text.h"
-#include "core/mig/geometry.h"
 
 namespace tessera::node {
 namespace {
@@ -49,29 +48,25 @@ void AddMigDevices(PrometheusText& t, const std::vector<MigDeviceMetrics>& devic
 
 }  // namespace
 
-std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<host::MigGpuState>& gpus,
-                                                 const std::map<std::string, std::string>& used_by) {
+std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<mig::MigDevice>& devices,
+                                                 const std::vector<host::MigGpuState>& listed) {
   std::vector<MigDeviceMetrics> out;
-  for (const auto& gpu : gpus) {
-    auto model = core::mig::RecogniseModel({gpu.name, gpu.memory_mib, gpu.pci_device_id});
-    for (const auto& i : gpu.instances) {
-      if (!i.has_compute_instance || i.mig_uuid.empty()) continue;
-      MigDeviceMetrics d;
-      d.gpu_uuid = gpu.uuid;
-      d.gpu_index = gpu.index;
-      d.mig_uuid = i.mig_uuid;
-      d.profile = "profile-" + std::to_string(i.profile_id);
-      if (model.ok()) {
-        for (const auto& p : (*model)->profiles) {
-          if (p.id == i.profile_id) d.profile = p.name;
-        }
+  for (const auto& device : devices) {
+    for (const auto& gpu : listed) {
+      for (const auto& i : gpu.instances) {
+        if (i.mig_uuid != device.mig_uuid) continue;
+        MigDeviceMetrics d;
+        d.gpu_uuid = device.parent_uuid;
+        d.gpu_index = device.parent_index;
+        d.mig_uuid = device.mig_uuid;
+        d.profile = device.profile;
+        d.memory_total_bytes = i.memory_mib << 20;
+        d.memory_used_bytes = i.memory_used_bytes;
+        d.utilization_percent = i.utilization_percent;
+        d.processes = i.processes;
+        d.owner = ParseOwner(device.used_by);
+        out.push_back(std::move(d));
       }
-      d.memory_total_bytes = i.memory_mib << 20;
-      d.memory_used_bytes = i.memory_used_bytes;
-      d.utilization_percent = i.utilization_percent;
-      d.processes = i.processes;
-      if (auto it = used_by.find(i.mig_uuid); it != used_by.end()) d.owner = ParseOwner(it->second);
-      out.push_back(std::move(d));
     }
   }
   return out;

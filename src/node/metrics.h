@@ -3,17 +3,18 @@
 // the monitor's latest snapshot and the agent's counters, so a scrape costs no
 // file-system access and no NVML call — except, on a node whose MIG devices
 // tessera-node manages, one listing of them (MigDriver::List), which the
-// agent makes for the scrape. Every metric is listed in docs/observability.md.
+// agent makes for the scrape. Every metric is listed in docs/node.md, the MIG
+// device ones in docs/observability.md.
 //
 // Thread-safety: pure functions.
 #pragma once
 
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "host/nvml_mig.h"
+#include "node/mig/mig_devices.h"
 
 #include "node/inventory_publisher.h"
 #include "node/node_monitor.h"
@@ -43,11 +44,11 @@ struct MigDeviceMetrics {
   std::optional<ContainerRef> owner;  // the container the kubelet gave it to
 };
 
-// The MIG devices of `gpus` (MigDriver::List: those with a compute instance),
-// each with the container `used_by` names for its MIG UUID
-// ("<namespace>/<pod>/<container>", as node/mig's MigDevice::used_by).
-std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<host::MigGpuState>& gpus,
-                                                 const std::map<std::string, std::string>& used_by);
+// The MIG devices tessera-node advertises (`devices`: parent, profile, the
+// container holding it) with what NVML says of each now (`listed`:
+// MigDriver::List). A device `listed` no longer has is left out.
+std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<mig::MigDevice>& devices,
+                                                 const std::vector<host::MigGpuState>& listed);
 
 // `snapshot` may be null (no monitor pass yet): only the agent's metrics then
 // (and the MIG devices').

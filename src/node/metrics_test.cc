@@ -141,16 +141,27 @@ std::vector<host::MigGpuState> MigGpus() {
   half.memory_used_bytes = 0;
   half.utilization_percent = -1;
   half.processes = 0;
-  host::MigInstanceState no_ci = half;  // a GPU instance without a compute instance: no MIG device
-  no_ci.start = 4;
-  no_ci.has_compute_instance = false;
-  no_ci.mig_uuid.clear();
-  gpu.instances = {half, no_ci, small};
+  gpu.instances = {half, small};
   return {gpu};
 }
 
+// The two as tessera-node advertises them; the 1g.10gb given to a pod.
+std::vector<mig::MigDevice> Advertised() {
+  mig::MigDevice small;
+  small.mig_uuid = "MIG-a";
+  small.parent_uuid = "GPU-2";
+  small.parent_index = 1;
+  small.profile = "1g.10gb";
+  small.used_by = "ml/infer-0/main";
+  mig::MigDevice half = small;
+  half.mig_uuid = "MIG-b";
+  half.profile = "3g.40gb";
+  half.used_by = "";
+  return {half, small};
+}
+
 TEST(MetricsTest, MigDevicesHaveMemoryUtilisationAndTheirPod) {
-  const auto devices = MigDeviceMetricsOf(MigGpus(), {{"MIG-a", "ml/infer-0/main"}, {"MIG-b", ""}});
+  const auto devices = MigDeviceMetricsOf(Advertised(), MigGpus());
   ASSERT_EQ(devices.size(), 2u);
   auto snapshot = Snapshot();
   const std::string text =
@@ -180,14 +191,15 @@ TEST(MetricsTest, MigDevicesHaveMemoryUtilisationAndTheirPod) {
               Not(HasSubstr("tessera_mig_device")));
 }
 
-TEST(MetricsTest, AMigProfileWithoutATableIsNamedByItsId) {
+TEST(MetricsTest, AMigDeviceNvmlNoLongerListsHasNoSeries) {
   auto gpus = MigGpus();
-  gpus[0].name = "NVIDIA B200";
-  gpus[0].pci_device_id = 0;
-  const auto devices = MigDeviceMetricsOf(gpus, {});
-  ASSERT_EQ(devices.size(), 2u);
-  EXPECT_EQ(devices[0].profile, "profile-9");
+  gpus[0].instances.pop_back();  // MIG-a destroyed since it was advertised
+  const auto devices = MigDeviceMetricsOf(Advertised(), gpus);
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].mig_uuid, "MIG-b");
+  EXPECT_EQ(devices[0].profile, "3g.40gb");
   EXPECT_FALSE(devices[0].owner);
+  EXPECT_EQ(devices[0].memory_total_bytes, 40192ull << 20);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "contract/container_contract.h"
@@ -241,6 +242,23 @@ void MarkMigModeGpus(std::vector<core::Gpu>& gpus, LazyMig& mig) {
   }
 }
 
+// Runs the job to its end, then `release`s what it held and ends the way the
+// job did; `started` runs once it was started (or failed to). Returns 1 when
+// the job cannot be started.
+int SuperviseAndExit(const JobSpec& spec, const std::function<void()>& release,
+                     const std::function<void()>& started = nullptr) {
+  auto pid = StartJob(spec);
+  if (started) started();
+  if (!pid.ok()) {
+    std::cerr << "tessera run: " << pid.error().message << "\n";
+    release();
+    return 1;
+  }
+  JobExit exit = WaitForJob(*pid);
+  release();
+  ExitLike(exit);
+}
+
 constexpr int kBlockedDuringSetup[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
 int RunInMigInstance(const RunOptions& options, const LocalGpus& local, SliceLedger& ledger, LazyMig& mig) {
@@ -293,16 +311,8 @@ int RunInMigInstance(const RunOptions& options, const LocalGpus& local, SliceLed
               << " on GPU " << m.gpu_index << " (" << m.parent_uuid << ", slice " << m.start << ", "
               << m.memory_mib << " MiB, " << m.sm_count << " SMs)\n";
   }
-  auto pid = StartJob(BuildMigJobSpec(*entry, local, options.command));
-  unblock();  // the job's forwarding handlers are in place now
-  if (!pid.ok()) {
-    std::cerr << "tessera run: " << pid.error().message << "\n";
-    release();
-    return 1;
-  }
-  JobExit exit = WaitForJob(*pid);
-  release();
-  ExitLike(exit);
+  // Unblocked once the job's forwarding handlers are in place.
+  return SuperviseAndExit(BuildMigJobSpec(*entry, local, options.command), release, unblock);
 }
 
 }  // namespace
@@ -370,15 +380,7 @@ int RunAndExit(const RunOptions& options) {
     }
     std::cerr << "\n";
   }
-  auto pid = StartJob(*spec);
-  if (!pid.ok()) {
-    std::cerr << "tessera run: " << pid.error().message << "\n";
-    release();
-    return 1;
-  }
-  JobExit exit = WaitForJob(*pid);
-  release();
-  ExitLike(exit);
+  return SuperviseAndExit(*spec, release);
 }
 
 }  // namespace tessera::runner
