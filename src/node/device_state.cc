@@ -37,16 +37,11 @@ void DeviceState::SetGpus(std::vector<core::Gpu> gpus) {
   changed_.notify_all();
 }
 
-bool DeviceState::SetHealth(const std::string& gpu_uuid, bool healthy) {
+bool DeviceState::EditEach(const std::function<bool(core::Gpu&)>& edit) {
   {
     std::lock_guard lock(mu_);
     bool changed = false;
-    for (auto& gpu : gpus_) {
-      if (gpu.uuid == gpu_uuid && gpu.healthy != healthy) {
-        gpu.healthy = healthy;
-        changed = true;
-      }
-    }
+    for (auto& gpu : gpus_) changed = edit(gpu) || changed;
     if (!changed) return false;
     ++version_;
   }
@@ -54,23 +49,22 @@ bool DeviceState::SetHealth(const std::string& gpu_uuid, bool healthy) {
   return true;
 }
 
+bool DeviceState::SetHealth(const std::string& gpu_uuid, bool healthy) {
+  return EditEach([&](core::Gpu& gpu) {
+    if (gpu.uuid != gpu_uuid || gpu.healthy == healthy) return false;
+    gpu.healthy = healthy;
+    return true;
+  });
+}
+
 bool DeviceState::SetHeldBy(const std::map<std::string, std::string>& held) {
-  {
-    std::lock_guard lock(mu_);
-    bool changed = false;
-    for (auto& gpu : gpus_) {
-      auto it = held.find(gpu.uuid);
-      const std::string& holder = it == held.end() ? std::string() : it->second;
-      if (gpu.held_by != holder) {
-        gpu.held_by = holder;
-        changed = true;
-      }
-    }
-    if (!changed) return false;
-    ++version_;
-  }
-  changed_.notify_all();
-  return true;
+  return EditEach([&](core::Gpu& gpu) {
+    auto it = held.find(gpu.uuid);
+    const std::string holder = it == held.end() ? std::string() : it->second;
+    if (gpu.held_by == holder) return false;
+    gpu.held_by = holder;
+    return true;
+  });
 }
 
 DeviceState::Snapshot DeviceState::Get() const {

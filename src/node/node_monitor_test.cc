@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "base/testing.h"
+#include "node/testing.h"
 #include "vgpu/region.h"
 
 namespace tessera::node {
@@ -29,22 +30,12 @@ class FakePodResources final : public PodResourcesSource {
   std::vector<ContainerDevices> containers;
 };
 
-core::Gpu Gpu(const std::string& uuid, int index) {
-  core::Gpu g;
-  g.uuid = uuid;
-  g.index = index;
-  g.model = "NVIDIA A100-SXM4-80GB";
-  g.memory_mib = 81920;
-  g.slots = 10;
-  return g;
-}
-
 class NodeMonitorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     catalog_ = std::make_unique<RegionCatalog>(root_, "vgpu.region");
-    inventory_ =
-        std::make_unique<host::StaticInventory>(std::vector<core::Gpu>{Gpu("GPU-0", 0), Gpu("GPU-1", 1)});
+    inventory_ = std::make_unique<host::StaticInventory>(
+        std::vector<core::Gpu>{TestA100("GPU-0", 0), TestA100("GPU-1", 1)});
     devices_.SetGpus(*inventory_->Discover());
     for (const char* name : {kOwned, kGone, kCorrupt}) {
       fs::create_directories(root_ + "/" + name);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "node/testing.h"
+
 namespace tessera::node {
 namespace {
 
@@ -15,16 +17,6 @@ kube::Json Pod(const std::string& name, const std::string& allocation, const std
 std::string Allocation(const std::string& uuid, int mib, int cores) {
   return R"({"version":1,"node":"n1","containers":[{"name":"main","devices":[{"uuid":")" + uuid +
          R"(","memoryMiB":)" + std::to_string(mib) + R"(,"cores":)" + std::to_string(cores) + "}]}]}";
-}
-
-core::Gpu Gpu(const std::string& uuid, int index) {
-  core::Gpu g;
-  g.uuid = uuid;
-  g.index = index;
-  g.model = "NVIDIA A100-SXM4-80GB";
-  g.memory_mib = 81920;
-  g.slots = 10;
-  return g;
 }
 
 TEST(NodePodsTest, CountsRunningPodsWithAllocationsAndReportsBrokenOnes) {
@@ -45,7 +37,7 @@ TEST(NodePodsTest, CountsRunningPodsWithAllocationsAndReportsBrokenOnes) {
   EXPECT_EQ(allocations.problems[0].rfind("ml/broken: ", 0), 0u) << allocations.problems[0];
 
   std::vector<std::string> problems;
-  auto state = AllocatedState("n1", {Gpu(a, 0), Gpu(b, 1)}, allocations, &problems);
+  auto state = AllocatedState("n1", {TestA100(a, 0), TestA100(b, 1)}, allocations, &problems);
   EXPECT_EQ(state.gpus()[0].used.memory_mib, 3000);
   EXPECT_EQ(state.gpus()[0].used.cores, 50);
   EXPECT_EQ(state.gpus()[0].used.slots, 2);

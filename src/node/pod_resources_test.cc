@@ -182,10 +182,11 @@ class KubeletPodResourcesTest : public ::testing::Test {
     StopServer();
   }
 
-  void StartServer() {
+  // Serves `service` (the fake PodResources lister unless another is given) on the socket.
+  void StartServer(grpc::Service* service = nullptr) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
-    builder.RegisterService(&lister_);
+    builder.RegisterService(service != nullptr ? service : &lister_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
   }
@@ -197,6 +198,16 @@ class KubeletPodResourcesTest : public ::testing::Test {
     server_->Wait();
     server_.reset();
     ::unlink(socket_.c_str());
+  }
+  // A socket file with nobody listening: what a kubelet that died leaves behind.
+  void LeaveDeadSocket() {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, socket_.c_str(), sizeof(address.sun_path) - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    ::close(fd);  // the file stays, the listener is gone
   }
 
   static v1::ListPodResourcesResponse OnePod(const std::string& device) {
@@ -256,16 +267,8 @@ TEST_F(KubeletPodResourcesTest, AFileThatIsNotASocketIsReported) {
   EXPECT_THAT(listed.error().message, HasSubstr(socket_ + " is not a socket"));
 }
 
-// A socket file with nobody listening: what a kubelet that died leaves behind.
 TEST_F(KubeletPodResourcesTest, ASocketNobodyListensOnIsConnectionRefused) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket_.c_str(), sizeof(address.sun_path) - 1);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ::close(fd);  // the file stays, the listener is gone
-
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket());
   KubeletPodResources source(socket_);
   auto listed = source.List();
   ASSERT_FALSE(listed.ok());
@@ -310,11 +313,7 @@ TEST_F(KubeletPodResourcesTest, AGrpcErrorCarriesCodeAndMessage) {
 // for "no pods".
 TEST_F(KubeletPodResourcesTest, AServerWithoutTheApiIsUnimplemented) {
   v1beta1::Registration::Service other;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix://" + socket_, grpc::InsecureServerCredentials());
-  builder.RegisterService(&other);
-  server_ = builder.BuildAndStart();
-  ASSERT_NE(server_, nullptr);
+  ASSERT_NO_FATAL_FAILURE(StartServer(&other));
   KubeletPodResources source(socket_);
   auto listed = source.List();
   ASSERT_FALSE(listed.ok());
@@ -349,13 +348,7 @@ TEST_F(KubeletPodResourcesTest, ARecreatedSocketWorksWithTheSameSource) {
 // Right after a failed connection the channel backs off; a socket that
 // reappears within that window still answers the very next call.
 TEST_F(KubeletPodResourcesTest, ASocketBackRightAfterARefusalAnswersTheNextCall) {
-  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  std::strncpy(address.sun_path, socket_.c_str(), sizeof(address.sun_path) - 1);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-  ::close(fd);
+  ASSERT_NO_FATAL_FAILURE(LeaveDeadSocket());
   KubeletPodResources source(socket_);
   ASSERT_FALSE(source.List().ok());
 
