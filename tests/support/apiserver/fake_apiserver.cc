@@ -410,6 +410,32 @@ void NotFound(httplib::Response& res, const Kind& kind, const std::string& name)
               {{"name", name}, {"kind", kind.plural}});
 }
 
+// The request's labelSelector and fieldSelector into `filter`, as a list or a
+// watch of `kind` takes them; false, with a 400 answered, when one does not
+// parse or names a field `kind` cannot be selected by.
+bool ParseSelectors(const Kind& kind, const httplib::Request& req, httplib::Response& res,
+                    FakeApiServer::WatchState& filter) {
+  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
+  if (!labels.ok()) {
+    ReplyStatus(res, 400, "BadRequest", "unable to parse requirement: " + labels.error().message);
+    return false;
+  }
+  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"));
+  if (!fields.ok()) {
+    ReplyStatus(res, 400, "BadRequest", fields.error().message);
+    return false;
+  }
+  for (const auto& r : fields->requirements()) {
+    if (r.path != "metadata.name" && r.path != "metadata.namespace" && !kind.fields.count(r.path)) {
+      ReplyStatus(res, 400, "BadRequest", "field label not supported: " + r.path);
+      return false;
+    }
+  }
+  filter.labels = *labels;
+  filter.fields = *fields;
+  return true;
+}
+
 }  // namespace
 
 void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) {
@@ -598,20 +624,9 @@ void FakeApiServer::Serve(const Route& route, const httplib::Request& req, httpl
 
 void FakeApiServer::ServeList(const Route& route, const httplib::Request& req, httplib::Response& res) {
   const Kind& kind = *route.kind;
-  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
-  if (!labels.ok())
-    return ReplyStatus(res, 400, "BadRequest", "unable to parse requirement: " + labels.error().message);
-  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"));
-  if (!fields.ok()) return ReplyStatus(res, 400, "BadRequest", fields.error().message);
-  for (const auto& r : fields->requirements()) {
-    if (r.path != "metadata.name" && r.path != "metadata.namespace" && !kind.fields.count(r.path)) {
-      return ReplyStatus(res, 400, "BadRequest", "field label not supported: " + r.path);
-    }
-  }
   WatchState filter;
+  if (!ParseSelectors(kind, req, res, filter)) return;
   filter.ns = route.ns;
-  filter.labels = *labels;
-  filter.fields = *fields;
   Json list = {{"kind", kind.kind + "List"}, {"apiVersion", kind.api_version}};
   Json items = Json::array();
   {
@@ -632,18 +647,7 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
   state->kind = &kind;
   state->ns = route.ns;
   state->garbage = garbage;
-  auto labels = LabelSelector::Parse(req.get_param_value("labelSelector"));
-  if (!labels.ok())
-    return ReplyStatus(res, 400, "BadRequest", "unable to parse requirement: " + labels.error().message);
-  auto fields = FieldSelector::Parse(req.get_param_value("fieldSelector"));
-  if (!fields.ok()) return ReplyStatus(res, 400, "BadRequest", fields.error().message);
-  for (const auto& r : fields->requirements()) {
-    if (r.path != "metadata.name" && r.path != "metadata.namespace" && !kind.fields.count(r.path)) {
-      return ReplyStatus(res, 400, "BadRequest", "field label not supported: " + r.path);
-    }
-  }
-  state->labels = *labels;
-  state->fields = *fields;
+  if (!ParseSelectors(kind, req, res, *state)) return;
   state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
   int timeout = options_.default_watch_timeout_seconds;
   if (req.has_param("timeoutSeconds")) {
