@@ -157,15 +157,11 @@ void MemoryAndCopies() {
   SIM_CHECK(pitch >= 100);
   std::vector<uint8_t> src(400), dst(400, 0);
   for (int i = 0; i < 400; ++i) src[i] = static_cast<uint8_t>(i);
-  CUDA_MEMCPY2D c = simtest::Copy2DFromHost(src.data(), 100, 100, 4);
-  c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  c.dstDevice = pitched;
-  c.dstPitch = pitch;
+  const CUDA_MEMCPY2D c =
+      simtest::Copy2D(simtest::HostRows(src.data(), 100), simtest::DeviceRows(pitched, pitch), 100, 4);
   SIM_OK(cuMemcpy2D(&c));
-  CUDA_MEMCPY2D r = simtest::Copy2DToHost(dst.data(), 100, 100, 4);
-  r.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  r.srcDevice = pitched;
-  r.srcPitch = pitch;
+  const CUDA_MEMCPY2D r =
+      simtest::Copy2D(simtest::DeviceRows(pitched, pitch), simtest::HostRows(dst.data(), 100), 100, 4);
   SIM_OK(cuMemcpy2D(&r));
   SIM_CHECK(src == dst);
 

@@ -32,13 +32,11 @@ void Arrays() {
   // Host -> 2D array -> host through cuMemcpy2D.
   std::vector<float> src(256 * 128 * 4), dst(src.size(), 0.f);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
-  CUDA_MEMCPY2D c = simtest::Copy2DFromHost(src.data(), 256 * 16, 256 * 16, 128);
-  c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-  c.dstArray = a2;
+  const CUDA_MEMCPY2D c =
+      simtest::Copy2D(simtest::HostRows(src.data(), 256 * 16), simtest::ArrayRows(a2), 256 * 16, 128);
   SIM_OK(cuMemcpy2D(&c));
-  CUDA_MEMCPY2D r = simtest::Copy2DToHost(dst.data(), 256 * 16, 256 * 16, 128);
-  r.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-  r.srcArray = a2;
+  const CUDA_MEMCPY2D r =
+      simtest::Copy2D(simtest::ArrayRows(a2), simtest::HostRows(dst.data(), 256 * 16), 256 * 16, 128);
   SIM_OK(cuMemcpy2D(&r));
   SIM_CHECK(src == dst);
   SIM_OK(cuArrayDestroy(a2));

@@ -130,24 +130,38 @@ inline CUarray NewArray(size_t width, size_t height, CUarray_format format, unsi
   return array;
 }
 
-// A 2D copy of `height` rows of `width` bytes out of host memory at `src`,
-// rows `pitch` apart; the caller names the destination.
-inline CUDA_MEMCPY2D Copy2DFromHost(const void* src, size_t pitch, size_t width, size_t height) {
-  CUDA_MEMCPY2D copy{};
-  copy.srcMemoryType = CU_MEMORYTYPE_HOST;
-  copy.srcHost = src;
-  copy.srcPitch = pitch;
-  copy.WidthInBytes = width;
-  copy.Height = height;
-  return copy;
+// One end of a 2D copy: host memory, device memory or an array, its rows
+// `pitch` bytes apart (an array's layout is its own: no pitch).
+struct Rows2D {
+  CUmemorytype type = CU_MEMORYTYPE_HOST;
+  void* host = nullptr;
+  CUdeviceptr device = 0;
+  CUarray array = nullptr;
+  size_t pitch = 0;
+};
+inline Rows2D HostRows(void* host, size_t pitch) {
+  return {CU_MEMORYTYPE_HOST, host, 0, nullptr, pitch};
+}
+inline Rows2D DeviceRows(CUdeviceptr device, size_t pitch) {
+  return {CU_MEMORYTYPE_DEVICE, nullptr, device, nullptr, pitch};
+}
+inline Rows2D ArrayRows(CUarray array) {
+  return {CU_MEMORYTYPE_ARRAY, nullptr, 0, array, 0};
 }
 
-// The same into host memory at `dst`; the caller names the source.
-inline CUDA_MEMCPY2D Copy2DToHost(void* dst, size_t pitch, size_t width, size_t height) {
+// A 2D copy of `height` rows of `width` bytes from `from` to `to`.
+inline CUDA_MEMCPY2D Copy2D(const Rows2D& from, const Rows2D& to, size_t width, size_t height) {
   CUDA_MEMCPY2D copy{};
-  copy.dstMemoryType = CU_MEMORYTYPE_HOST;
-  copy.dstHost = dst;
-  copy.dstPitch = pitch;
+  copy.srcMemoryType = from.type;
+  copy.srcHost = from.host;
+  copy.srcDevice = from.device;
+  copy.srcArray = from.array;
+  copy.srcPitch = from.pitch;
+  copy.dstMemoryType = to.type;
+  copy.dstHost = to.host;
+  copy.dstDevice = to.device;
+  copy.dstArray = to.array;
+  copy.dstPitch = to.pitch;
   copy.WidthInBytes = width;
   copy.Height = height;
   return copy;
