@@ -20,15 +20,11 @@ ViewOptions Fresh() {
 TEST(RenderTest, TopNodesShowsAllocationAgainstCapacityAndInventoryState) {
   ClusterView view = BuildClusterView({GpuNode("gpu-a"), Node("cpu-1", ""), Node("bad", "not json")},
                                       {PlacedPod("ml", "one", "gpu-a", kGpu0, 20000, 50)}, Fresh());
-  const std::string text = TopNodes(view);
-  EXPECT_THAT(text, HasSubstr("NAME"));
-  EXPECT_THAT(text, HasSubstr("INVENTORY"));
-  // 20000 of 80000 MiB, 50 of 200 cores, 1 of 8 vGPUs, one pod.
-  EXPECT_THAT(text, HasSubstr("gpu-a  2/2   20000Mi/80000Mi  25%      50/200  25%     1/8    1     ok"));
-  EXPECT_THAT(text, HasSubstr("cpu-1"));
-  EXPECT_THAT(text, HasSubstr("none"));
-  EXPECT_THAT(text, HasSubstr("bad"));
-  EXPECT_THAT(text, HasSubstr("corrupt: "));
+  EXPECT_THAT(TopNodes(view),
+              HasSubstrs({"NAME", "INVENTORY",
+                          // 20000 of 80000 MiB, 50 of 200 cores, 1 of 8 vGPUs, one pod.
+                          "gpu-a  2/2   20000Mi/80000Mi  25%      50/200  25%     1/8    1     ok", "cpu-1",
+                          "none", "bad", "corrupt: "}));
 }
 
 TEST(RenderTest, TopGpusListsEveryGpuWithItsPods) {
@@ -52,10 +48,7 @@ TEST(RenderTest, TopPodsShowsStatusPerPodAndFiltersByNamespace) {
                                        {{"metadata", {{"name", "web"}, {"namespace", "ml"}}}}},
                                       Fresh());
   const std::string text = TopPods(view, "ml");
-  EXPECT_THAT(text, HasSubstr("placed"));
-  EXPECT_THAT(text, HasSubstr("waiting  <none>"));
-  EXPECT_THAT(text, HasSubstr("pending"));
-  EXPECT_THAT(text, HasSubstr("corrupt: tessera.io/allocation"));
+  EXPECT_THAT(text, HasSubstrs({"placed", "waiting  <none>", "pending", "corrupt: tessera.io/allocation"}));
   EXPECT_EQ(text.find("elsewhere"), std::string::npos);
   EXPECT_EQ(text.find("web"), std::string::npos) << "not a GPU pod";
   EXPECT_THAT(TopPods(view, ""), HasSubstr("elsewhere"));
@@ -68,13 +61,12 @@ TEST(RenderTest, DescribeAPlacedPodShowsItsSlicesAndWhy) {
       {PlacedPod("ml", "one", "gpu-a", kGpu1, 12000, 30), PlacedPod("ml", "two", "gpu-a", kGpu1, 8000, 20)},
       Fresh());
   const std::string text = DescribePod(view, *view.FindPod("ml", "one"), {});
-  EXPECT_THAT(text, HasSubstr("Node:         gpu-a\n"));
-  EXPECT_THAT(text, HasSubstr("main: 1 vGPU x 12000Mi, 30% cores"));
-  EXPECT_THAT(text,
-              HasSubstr(std::string("main       1    ") + kGpu1 + "  NVIDIA A100-PCIE-40GB  12000Mi  30%"));
-  EXPECT_THAT(text, HasSubstr("tessera-scheduler chose node gpu-a"));
-  EXPECT_THAT(text, HasSubstr("20000Mi of 40000Mi allocated, 50% of 100% cores, 2 of 4 vGPUs"));
-  EXPECT_THAT(text, HasSubstr("Events:\n  <none>"));
+  EXPECT_THAT(
+      text,
+      HasSubstrs({"Node:         gpu-a\n", "main: 1 vGPU x 12000Mi, 30% cores",
+                  std::string("main       1    ") + kGpu1 + "  NVIDIA A100-PCIE-40GB  12000Mi  30%",
+                  "tessera-scheduler chose node gpu-a",
+                  "20000Mi of 40000Mi allocated, 50% of 100% cores, 2 of 4 vGPUs", "Events:\n  <none>"}));
 }
 
 TEST(RenderTest, DescribeAPendingPodSaysWhyNoNodeFits) {
@@ -87,14 +79,11 @@ TEST(RenderTest, DescribeAPendingPodSaysWhyNoNodeFits) {
   DescribeOptions options;
   options.events = {{{"type", "Warning"}, {"reason", "FailedScheduling"}, {"message", "no fit"}}};
   const std::string text = DescribePod(view, *view.FindPod("ml", "big"), options);
-  EXPECT_THAT(text, HasSubstr("Node:         <none>"));
-  EXPECT_THAT(text, HasSubstr("Why pending:"));
-  EXPECT_THAT(text, HasSubstr("kube-scheduler: PodScheduled=False (Unschedulable): 0/2 nodes are available"));
-  EXPECT_THAT(text, HasSubstr("gpu-a"));
-  EXPECT_THAT(text, HasSubstr("memory"));
-  EXPECT_THAT(text, HasSubstr("bad    GPU inventory unreadable"));
+  EXPECT_THAT(
+      text, HasSubstrs({"Node:         <none>", "Why pending:",
+                        "kube-scheduler: PodScheduled=False (Unschedulable): 0/2 nodes are available",
+                        "gpu-a", "memory", "bad    GPU inventory unreadable", "Warning  FailedScheduling"}));
   EXPECT_EQ(text.find("cpu  "), std::string::npos) << "a node without inventory is no candidate";
-  EXPECT_THAT(text, HasSubstr("Warning  FailedScheduling"));
 
   // The same pod, small enough: it fits now.
   ClusterView small = BuildClusterView({GpuNode("gpu-a")}, {GpuPod("ml", "small", 1000, 10)}, Fresh());

@@ -2,15 +2,24 @@
 // with tessera's or HAMi's allocation annotation. Test-only.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <nlohmann/json.hpp>
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
 
 namespace tessera::kubectl::test {
+
+// Matches a text that contains each of `parts`; a failure names them all.
+inline ::testing::Matcher<const std::string&> HasSubstrs(std::initializer_list<std::string> parts) {
+  std::vector<::testing::Matcher<const std::string&>> each;
+  for (const std::string& part : parts) each.push_back(::testing::HasSubstr(part));
+  return ::testing::AllOfArray(each);
+}
 
 inline constexpr const char* kGpu0 = "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd";
 inline constexpr const char* kGpu1 = "GPU-11111111-aaaa-bbbb-cccc-dddddddddddd";
