@@ -56,6 +56,12 @@ struct Expectation {
   std::set<std::string> leave;
 };
 
+// The A100-80GB's and the H100-80GB's profiles have the same names, so the
+// default file's configurations apply to both alike.
+const std::set<std::string> kEightyGbConfigs = {
+    "all-disabled", "all-enabled", "all-1g.10gb", "all-1g.10gb.me", "all-1g.20gb",
+    "all-2g.20gb",  "all-3g.40gb", "all-4g.40gb", "all-7g.80gb",    "all-balanced"};
+
 const std::vector<Expectation> kDefaultFile = {
     {"A30-24GB",
      {"all-disabled", "all-enabled", "all-1g.6gb", "all-1g.6gb.me", "all-2g.12gb", "all-2g.12gb.me",
@@ -65,14 +71,8 @@ const std::vector<Expectation> kDefaultFile = {
      {"all-disabled", "all-enabled", "all-1g.5gb", "all-1g.5gb.me", "all-2g.10gb", "all-3g.20gb",
       "all-4g.20gb", "all-7g.40gb", "all-1g.10gb", "all-balanced"},
      {"all-1g.35gb"}},
-    {"A100-80GB",
-     {"all-disabled", "all-enabled", "all-1g.10gb", "all-1g.10gb.me", "all-1g.20gb", "all-2g.20gb",
-      "all-3g.40gb", "all-4g.40gb", "all-7g.80gb", "all-balanced"},
-     {"all-1g.35gb"}},
-    {"H100-80GB",
-     {"all-disabled", "all-enabled", "all-1g.10gb", "all-1g.10gb.me", "all-1g.20gb", "all-2g.20gb",
-      "all-3g.40gb", "all-4g.40gb", "all-7g.80gb", "all-balanced"},
-     {"all-1g.35gb"}},
+    {"A100-80GB", kEightyGbConfigs, {"all-1g.35gb"}},
+    {"H100-80GB", kEightyGbConfigs, {"all-1g.35gb"}},
     {"H200-141GB",
      {"all-disabled", "all-enabled", "all-1g.18gb", "all-1g.18gb.me", "all-1g.35gb", "all-2g.35gb",
       "all-3g.71gb", "all-4g.71gb", "all-7g.141gb", "all-balanced"},
