@@ -37,6 +37,17 @@ class FakeApiServerSelectorTest : public ::testing::Test {
     return {res->status, Json::parse(res->body, nullptr, false)};
   }
 
+  // A list and a watch of pods with `selector_query` get a 400 Status whose
+  // message holds `message`.
+  void ExpectRefused(const std::string& selector_query, const std::string& message) {
+    for (const char* watch : {"", "&watch=true"}) {
+      auto [status, body] = Get("/api/v1/namespaces/ml/pods?" + selector_query + watch);
+      EXPECT_EQ(status, 400) << selector_query << watch << ": " << body.dump();
+      EXPECT_EQ(body.value("reason", ""), "BadRequest") << body.dump();
+      EXPECT_NE(body.value("message", "").find(message), std::string::npos) << body.dump();
+    }
+  }
+
   FakeApiServer server_;
 };
 
@@ -52,23 +63,11 @@ TEST_F(FakeApiServerSelectorTest, AListIsFilteredByItsSelectors) {
 }
 
 TEST_F(FakeApiServerSelectorTest, ABadLabelSelectorIsRefused) {
-  for (const char* query : {"", "&watch=true"}) {
-    auto [status, body] =
-        Get(std::string("/api/v1/namespaces/ml/pods?labelSelector=app%20in%20(web") + query);
-    EXPECT_EQ(status, 400) << query << ": " << body.dump();
-    EXPECT_EQ(body.value("reason", ""), "BadRequest") << body.dump();
-    EXPECT_NE(body.value("message", "").find("unable to parse requirement"), std::string::npos)
-        << body.dump();
-  }
+  ExpectRefused("labelSelector=app%20in%20(web", "unable to parse requirement");
 }
 
 TEST_F(FakeApiServerSelectorTest, AFieldTheKindCannotBeSelectedByIsRefused) {
-  for (const char* query : {"", "&watch=true"}) {
-    auto [status, body] =
-        Get(std::string("/api/v1/namespaces/ml/pods?fieldSelector=spec.unknown%3Dx") + query);
-    EXPECT_EQ(status, 400) << query << ": " << body.dump();
-    EXPECT_EQ(body.value("message", ""), "field label not supported: spec.unknown") << body.dump();
-  }
+  ExpectRefused("fieldSelector=spec.unknown%3Dx", "field label not supported: spec.unknown");
 }
 
 }  // namespace
