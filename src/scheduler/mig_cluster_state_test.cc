@@ -102,16 +102,7 @@ nlohmann::json BoundPod(const std::string& name, int64_t memory_mib, const core:
 // What the node agent lists once it created the instance for `allocation`'s device.
 core::MigDevice Listed(const core::PodAllocation& allocation, const std::string& used_by) {
   const core::DeviceSlice& d = OnlyDevice(allocation);
-  auto model = core::mig::RecogniseModel({"NVIDIA A100-SXM4-80GB", 81920, 0});
-  const core::mig::Profile* p = (*model)->FindProfile(d.mig_profile);
-  return {"MIG-" + d.mig_profile + "-" + std::to_string(d.mig_start),
-          d.mig_profile,
-          d.mig_start,
-          static_cast<int>(p->memory_slices),
-          static_cast<int64_t>(p->memory_mib),
-          static_cast<int>(p->sm_count),
-          true,
-          used_by};
+  return testing::ListedMigDevice(d, "MIG-" + d.mig_profile + "-" + std::to_string(d.mig_start), used_by);
 }
 
 std::pair<std::string, int> Where(const core::PodAllocation& a) {

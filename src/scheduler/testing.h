@@ -17,7 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/testing.h"
+#include "core/allocation.h"
 #include "core/inventory_codec.h"
+#include "core/mig/geometry.h"
 #include "kube/typed_api.h"
 
 namespace tessera::scheduler::testing {
@@ -81,6 +83,22 @@ inline nlohmann::json NodeWithDynamicMigGpus(const std::string& name, int node_i
   auto encoded = core::EncodeInventory(*inv);
   text = encoded.ok() ? *encoded : "";
   return node;
+}
+
+// The MIG device an A100-80GB node lists once it created the instance the
+// allocation's device `d` asks for (profile and start), held by `used_by`.
+inline core::MigDevice ListedMigDevice(const core::DeviceSlice& d, const std::string& mig_uuid,
+                                       const std::string& used_by) {
+  const core::mig::Profile* p = core::mig::FindModel("A100-80GB")->FindProfile(d.mig_profile);
+  if (p == nullptr) return {mig_uuid, d.mig_profile, d.mig_start, 0, 0, 0, true, used_by};
+  return {mig_uuid,
+          d.mig_profile,
+          d.mig_start,
+          static_cast<int>(p->memory_slices),
+          static_cast<int64_t>(p->memory_mib),
+          static_cast<int>(p->sm_count),
+          true,
+          used_by};
 }
 
 // A pod with one container asking for `gpus` vGPUs of `memory_mib` MiB and `cores` %.

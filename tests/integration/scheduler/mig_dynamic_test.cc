@@ -81,18 +81,7 @@ class MigDynamicTest : public SchedulerIntegrationTest {
 
   // The MIG device tessera-node lists once it created `name`'s instance.
   core::MigDevice Listed(const std::string& name) const {
-    const core::DeviceSlice& d = Device(AllocationOf(name));
-    const core::mig::Profile* p = core::mig::FindModel("A100-80GB")->FindProfile(d.mig_profile);
-    EXPECT_NE(p, nullptr) << d.mig_profile;
-    if (!p) return {};
-    return {"MIG-" + name,
-            d.mig_profile,
-            d.mig_start,
-            static_cast<int>(p->memory_slices),
-            static_cast<int64_t>(p->memory_mib),
-            static_cast<int>(p->sm_count),
-            true,
-            "default/" + name + "/app"};
+    return testing::ListedMigDevice(Device(AllocationOf(name)), "MIG-" + name, "default/" + name + "/app");
   }
 
   // The mig-node's inventory listing the instances of `pods` on their GPUs.
