@@ -20,6 +20,16 @@ void SetDeadline(grpc::ClientContext& context, std::chrono::seconds timeout) {
   context.set_deadline(std::chrono::system_clock::now() + timeout);
 }
 
+// `call(stub, context)` on a plugin's `stub` with the call deadline;
+// FAILED_PRECONDITION when there is no stub (no plugin registered).
+template <typename Call>
+grpc::Status CallPlugin(std::unique_ptr<v1beta1::DevicePlugin::Stub> stub, Call call) {
+  if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
+  grpc::ClientContext context;
+  SetDeadline(context, kCallTimeout);
+  return call(*stub, &context);
+}
+
 // The kubelet's checks on a RegisterRequest; empty when acceptable.
 std::string CheckRegistration(const v1beta1::RegisterRequest& request) {
   if (request.version() != "v1beta1") {
@@ -309,38 +319,30 @@ std::unique_ptr<v1beta1::DevicePlugin::Stub> KubeletStandIn::PluginStub() const 
 }
 
 grpc::Status KubeletStandIn::GetDevicePluginOptions(v1beta1::DevicePluginOptions* response) {
-  auto stub = PluginStub();
-  if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
-  grpc::ClientContext context;
-  SetDeadline(context, kCallTimeout);
-  return stub->GetDevicePluginOptions(&context, v1beta1::Empty(), response);
+  return CallPlugin(PluginStub(), [&](auto& stub, grpc::ClientContext* context) {
+    return stub.GetDevicePluginOptions(context, v1beta1::Empty(), response);
+  });
 }
 
 grpc::Status KubeletStandIn::Allocate(const v1beta1::AllocateRequest& request,
                                       v1beta1::AllocateResponse* response) {
-  auto stub = PluginStub();
-  if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
-  grpc::ClientContext context;
-  SetDeadline(context, kCallTimeout);
-  return stub->Allocate(&context, request, response);
+  return CallPlugin(PluginStub(), [&](auto& stub, grpc::ClientContext* context) {
+    return stub.Allocate(context, request, response);
+  });
 }
 
 grpc::Status KubeletStandIn::GetPreferredAllocation(const v1beta1::PreferredAllocationRequest& request,
                                                     v1beta1::PreferredAllocationResponse* response) {
-  auto stub = PluginStub();
-  if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
-  grpc::ClientContext context;
-  SetDeadline(context, kCallTimeout);
-  return stub->GetPreferredAllocation(&context, request, response);
+  return CallPlugin(PluginStub(), [&](auto& stub, grpc::ClientContext* context) {
+    return stub.GetPreferredAllocation(context, request, response);
+  });
 }
 
 grpc::Status KubeletStandIn::PreStartContainer(const v1beta1::PreStartContainerRequest& request) {
-  auto stub = PluginStub();
-  if (!stub) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "no plugin registered");
-  grpc::ClientContext context;
-  SetDeadline(context, kCallTimeout);
   v1beta1::PreStartContainerResponse response;
-  return stub->PreStartContainer(&context, request, &response);
+  return CallPlugin(PluginStub(), [&](auto& stub, grpc::ClientContext* context) {
+    return stub.PreStartContainer(context, request, &response);
+  });
 }
 
 KubeletStandIn::AdmittedPod* KubeletStandIn::FindPodLocked(const std::string& ns, const std::string& pod) {
