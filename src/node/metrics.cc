@@ -1,5 +1,7 @@
 #include "node/metrics.h"
 
+#include <span>
+
 #include "base/prometheus_text.h"
 
 namespace tessera::node {
@@ -13,6 +15,21 @@ std::optional<ContainerRef> ParseOwner(const std::string& used_by) {
   if (second == std::string::npos) return std::nullopt;
   return ContainerRef{used_by.substr(0, first), used_by.substr(first + 1, second - first - 1),
                       used_by.substr(second + 1)};
+}
+
+// A series without labels: always described, added when its value is known.
+struct UnlabelledSeries {
+  const char* name;
+  MetricType type;
+  const char* help;
+  std::optional<double> value;
+};
+
+void AddUnlabelled(PrometheusText& t, std::span<const UnlabelledSeries> series) {
+  for (const auto& s : series) {
+    t.Describe(s.name, s.type, s.help);
+    if (s.value) t.Add(s.name, {}, *s.value);
+  }
 }
 
 // Per MIG device: the parent GPU's memory, utilisation and processes, named
@@ -80,24 +97,43 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
   // --- the agent ------------------------------------------------------------
   t.Describe("tessera_node_info", T::kGauge, "1, labelled with the node and the agent's version.");
   t.Add("tessera_node_info", {{"node", status.node_name}, {"version", status.version}}, 1);
-  t.Describe("tessera_node_monitor_passes_total", T::kCounter,
-             "Monitor passes (GPU sampling, region scan, cleanup, enforcement) completed.");
-  t.Add("tessera_node_monitor_passes_total", {}, static_cast<double>(counters.passes));
-  t.Describe("tessera_node_last_pass_timestamp_seconds", T::kGauge,
-             "Unix time of the latest monitor pass; a stale value means the agent is stuck.");
-  if (snapshot) t.Add("tessera_node_last_pass_timestamp_seconds", {}, snapshot->taken_unix_ms / 1000.0);
-  t.Describe("tessera_node_gpu_sample_errors_total", T::kCounter,
-             "Passes in which NVML could not be sampled.");
-  t.Add("tessera_node_gpu_sample_errors_total", {}, static_cast<double>(counters.sample_errors));
-  t.Describe("tessera_node_kubelet_registrations_total", T::kCounter,
-             "Successful registrations with the kubelet (one per kubelet start).");
-  t.Add("tessera_node_kubelet_registrations_total", {}, status.kubelet_registrations);
-  t.Describe("tessera_node_pod_resources_up", T::kGauge,
-             "1 when the kubelet's PodResources API answered at the latest pass.");
-  if (snapshot) t.Add("tessera_node_pod_resources_up", {}, snapshot->pod_resources_ok ? 1 : 0);
-  t.Describe("tessera_node_pod_resources_errors_total", T::kCounter,
-             "Passes in which the kubelet's PodResources API could not be read.");
-  t.Add("tessera_node_pod_resources_errors_total", {}, static_cast<double>(counters.pod_resources_errors));
+  auto count = [](uint64_t n) { return std::optional<double>(static_cast<double>(n)); };
+  auto seen = [&](auto value) { return snapshot ? std::optional<double>(value(*snapshot)) : std::nullopt; };
+  const UnlabelledSeries agent[] = {
+      {"tessera_node_monitor_passes_total", T::kCounter,
+       "Monitor passes (GPU sampling, region scan, cleanup, enforcement) completed.", count(counters.passes)},
+      {"tessera_node_last_pass_timestamp_seconds", T::kGauge,
+       "Unix time of the latest monitor pass; a stale value means the agent is stuck.",
+       seen([](const NodeSnapshot& s) { return s.taken_unix_ms / 1000.0; })},
+      {"tessera_node_gpu_sample_errors_total", T::kCounter, "Passes in which NVML could not be sampled.",
+       count(counters.sample_errors)},
+      {"tessera_node_kubelet_registrations_total", T::kCounter,
+       "Successful registrations with the kubelet (one per kubelet start).",
+       static_cast<double>(status.kubelet_registrations)},
+      {"tessera_node_pod_resources_up", T::kGauge,
+       "1 when the kubelet's PodResources API answered at the latest pass.",
+       seen([](const NodeSnapshot& s) { return s.pod_resources_ok ? 1.0 : 0.0; })},
+      {"tessera_node_pod_resources_errors_total", T::kCounter,
+       "Passes in which the kubelet's PodResources API could not be read.",
+       count(counters.pod_resources_errors)},
+      {"tessera_node_regions_removed_total", T::kCounter, "Regions removed because their container is gone.",
+       count(counters.regions_removed)},
+      {"tessera_node_memory_violations_total", T::kCounter,
+       "Times a container's device memory (as the driver counts it) went over its limit.",
+       count(counters.violations)},
+      {"tessera_node_gpu_overcommits_total", T::kCounter,
+       "Times a GPU was found holding more allocations than it offers (once per episode).",
+       count(counters.overcommits)},
+      {"tessera_node_enforcement_kills_total", T::kCounter,
+       "Processes killed because their container was over its memory limit (ACTIVE_OOM_KILLER).",
+       count(counters.kills)},
+      {"tessera_node_enforcement_kill_failures_total", T::kCounter, "Kills attempted that failed.",
+       count(counters.kill_failures)},
+      {"tessera_node_host_pids_recorded_total", T::kCounter,
+       "Region slots given their process's host pid (containers with their own pid namespace).",
+       count(counters.host_pids_recorded)},
+  };
+  AddUnlabelled(t, agent);
   t.Describe("tessera_node_regions", T::kGauge,
              "Container regions on the node: all of them, corrupt ones (refused, never trusted), and ones no "
              "container listed by the kubelet owns.");
@@ -106,39 +142,24 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
     t.Add("tessera_node_regions", {{"state", "corrupt"}}, snapshot->regions_corrupt);
     t.Add("tessera_node_regions", {{"state", "unowned"}}, snapshot->regions_unowned);
   }
-  t.Describe("tessera_node_regions_removed_total", T::kCounter,
-             "Regions removed because their container is gone.");
-  t.Add("tessera_node_regions_removed_total", {}, static_cast<double>(counters.regions_removed));
-  t.Describe("tessera_node_memory_violations_total", T::kCounter,
-             "Times a container's device memory (as the driver counts it) went over its limit.");
-  t.Add("tessera_node_memory_violations_total", {}, static_cast<double>(counters.violations));
   if (snapshot && snapshot->allocations_known) {
-    t.Describe("tessera_node_unplaced_gpu_pods", T::kGauge,
-               "GPU pods bound to this node that tessera-scheduler did not place (see unplaced_pods).");
-    t.Add("tessera_node_unplaced_gpu_pods", {}, snapshot->unplaced_pods);
+    const UnlabelledSeries unplaced[] = {
+        {"tessera_node_unplaced_gpu_pods", T::kGauge,
+         "GPU pods bound to this node that tessera-scheduler did not place (see unplaced_pods).",
+         static_cast<double>(snapshot->unplaced_pods)}};
+    AddUnlabelled(t, unplaced);
   }
-  t.Describe("tessera_node_gpu_overcommits_total", T::kCounter,
-             "Times a GPU was found holding more allocations than it offers (once per episode).");
-  t.Add("tessera_node_gpu_overcommits_total", {}, static_cast<double>(counters.overcommits));
-  t.Describe("tessera_node_enforcement_kills_total", T::kCounter,
-             "Processes killed because their container was over its memory limit (ACTIVE_OOM_KILLER).");
-  t.Add("tessera_node_enforcement_kills_total", {}, static_cast<double>(counters.kills));
-  t.Describe("tessera_node_enforcement_kill_failures_total", T::kCounter, "Kills attempted that failed.");
-  t.Add("tessera_node_enforcement_kill_failures_total", {}, static_cast<double>(counters.kill_failures));
-  t.Describe("tessera_node_host_pids_recorded_total", T::kCounter,
-             "Region slots given their process's host pid (containers with their own pid namespace).");
-  t.Add("tessera_node_host_pids_recorded_total", {}, static_cast<double>(counters.host_pids_recorded));
   if (status.publisher) {
-    t.Describe("tessera_node_inventory_publishes_total", T::kCounter,
-               "Successful writes of the node's GPU inventory annotation.");
-    t.Add("tessera_node_inventory_publishes_total", {}, static_cast<double>(status.publisher->publishes));
-    t.Describe("tessera_node_inventory_publish_errors_total", T::kCounter,
-               "Failed attempts to write the GPU inventory annotation.");
-    t.Add("tessera_node_inventory_publish_errors_total", {}, static_cast<double>(status.publisher->failures));
-    t.Describe("tessera_node_inventory_last_publish_timestamp_seconds", T::kGauge,
-               "Unix time of the latest successful inventory write (the heartbeat the scheduler sees).");
-    t.Add("tessera_node_inventory_last_publish_timestamp_seconds", {},
-          static_cast<double>(status.publisher->last_success_unix));
+    const UnlabelledSeries publisher[] = {
+        {"tessera_node_inventory_publishes_total", T::kCounter,
+         "Successful writes of the node's GPU inventory annotation.", count(status.publisher->publishes)},
+        {"tessera_node_inventory_publish_errors_total", T::kCounter,
+         "Failed attempts to write the GPU inventory annotation.", count(status.publisher->failures)},
+        {"tessera_node_inventory_last_publish_timestamp_seconds", T::kGauge,
+         "Unix time of the latest successful inventory write (the heartbeat the scheduler sees).",
+         static_cast<double>(status.publisher->last_success_unix)},
+    };
+    AddUnlabelled(t, publisher);
   }
   if (!mig.empty()) AddMigDevices(t, mig);
   if (!snapshot) return t.Render();
