@@ -6,6 +6,8 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "base/log.h"
 
@@ -15,27 +17,19 @@ namespace {
 constexpr unsigned kEventWaitMs = 250;
 constexpr unsigned kMaxInstances = 32;
 
-// The compute-instance profile index that spans a GPU instance of `slices`
-// compute slices (NVML_COMPUTE_INSTANCE_PROFILE_*).
+// The compute-instance profile index (NVML_COMPUTE_INSTANCE_PROFILE_*) that
+// spans a GPU instance of `slices` compute slices.
+constexpr std::pair<unsigned, unsigned> kFullComputeProfiles[] = {
+    {1, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE}, {2, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE},
+    {3, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE}, {4, NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE},
+    {6, NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE}, {7, NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE},
+    {8, NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE}};
+
 Result<unsigned> FullComputeProfile(unsigned slices) {
-  switch (slices) {
-    case 1:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE};
-    case 2:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE};
-    case 3:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE};
-    case 4:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE};
-    case 6:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE};
-    case 7:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE};
-    case 8:
-      return unsigned{NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE};
-    default:
-      return Error{"no compute-instance profile spans " + std::to_string(slices) + " compute slices"};
+  for (const auto& [spanned, profile] : kFullComputeProfiles) {
+    if (spanned == slices) return profile;
   }
+  return Error{"no compute-instance profile spans " + std::to_string(slices) + " compute slices"};
 }
 
 }  // namespace
@@ -112,6 +106,22 @@ Result<nvmlDevice_t> NvmlMigDriver::Device(int gpu_index) {
   return device;
 }
 
+std::vector<NvmlMigDriver::ComputeInstance> NvmlMigDriver::ComputeInstances(nvmlGpuInstance_t gi) const {
+  std::vector<ComputeInstance> found;
+  for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; ++p) {
+    nvmlComputeInstanceProfileInfo_t profile{};
+    if (mig_.GpuInstanceGetComputeInstanceProfileInfo(gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                      &profile) != NVML_SUCCESS) {
+      continue;
+    }
+    std::array<nvmlComputeInstance_t, kMaxInstances> handles{};
+    unsigned count = static_cast<unsigned>(handles.size());
+    if (mig_.GpuInstanceGetComputeInstances(gi, profile.id, handles.data(), &count) != NVML_SUCCESS) continue;
+    for (unsigned k = 0; k < count; ++k) found.push_back({profile, handles[k]});
+  }
+  return found;
+}
+
 Result<MigInstanceState> NvmlMigDriver::Describe(nvmlDevice_t, nvmlGpuInstance_t gi) {
   nvmlGpuInstanceInfo_t info{};
   if (nvmlReturn_t rc = mig_.GpuInstanceGetInfo(gi, &info); rc != NVML_SUCCESS) {
@@ -122,25 +132,15 @@ Result<MigInstanceState> NvmlMigDriver::Describe(nvmlDevice_t, nvmlGpuInstance_t
   state.profile_id = info.profileId;
   state.start = info.placement.start;
   state.size = info.placement.size;
-  for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT && !state.has_compute_instance; ++p) {
-    nvmlComputeInstanceProfileInfo_t ci_profile{};
-    if (mig_.GpuInstanceGetComputeInstanceProfileInfo(gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-                                                      &ci_profile) != NVML_SUCCESS) {
-      continue;
-    }
-    std::array<nvmlComputeInstance_t, kMaxInstances> cis{};
-    unsigned count = static_cast<unsigned>(cis.size());
-    if (mig_.GpuInstanceGetComputeInstances(gi, ci_profile.id, cis.data(), &count) != NVML_SUCCESS ||
-        count == 0) {
-      continue;
-    }
+  // tessera makes one compute instance per GPU instance; the first found is it.
+  if (const auto cis = ComputeInstances(gi); !cis.empty()) {
     nvmlComputeInstanceInfo_t ci{};
-    if (nvmlReturn_t rc = mig_.ComputeInstanceGetInfo(cis[0], &ci); rc != NVML_SUCCESS) {
+    if (nvmlReturn_t rc = mig_.ComputeInstanceGetInfo(cis.front().handle, &ci); rc != NVML_SUCCESS) {
       return Error{"nvmlComputeInstanceGetInfo: " + Text(rc)};
     }
     state.has_compute_instance = true;
     state.compute_instance_id = ci.id;
-    state.sm_count = ci_profile.multiprocessorCount;
+    state.sm_count = cis.front().profile.multiprocessorCount;
     std::array<char, NVML_DEVICE_UUID_V2_BUFFER_SIZE> uuid{};
     if (api_.DeviceGetUUID(ci.device, uuid.data(), uuid.size()) == NVML_SUCCESS) state.mig_uuid = uuid.data();
     nvmlMemory_t memory{};
@@ -294,19 +294,9 @@ Status NvmlMigDriver::DestroyInstance(int gpu_index, uint32_t gpu_instance_id) {
   nvmlReturn_t rc = mig_.DeviceGetGpuInstanceById(device, gpu_instance_id, &gi);
   if (rc == NVML_ERROR_NOT_FOUND) return Status::Ok();  // already gone
   if (rc != NVML_SUCCESS) return Error{where + ": " + Text(rc)};
-  for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; ++p) {
-    nvmlComputeInstanceProfileInfo_t ci_profile{};
-    if (mig_.GpuInstanceGetComputeInstanceProfileInfo(gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
-                                                      &ci_profile) != NVML_SUCCESS) {
-      continue;
-    }
-    std::array<nvmlComputeInstance_t, kMaxInstances> cis{};
-    unsigned count = static_cast<unsigned>(cis.size());
-    if (mig_.GpuInstanceGetComputeInstances(gi, ci_profile.id, cis.data(), &count) != NVML_SUCCESS) continue;
-    for (unsigned k = 0; k < count; ++k) {
-      if (nvmlReturn_t d = mig_.ComputeInstanceDestroy(cis[k]); d != NVML_SUCCESS) {
-        return Error{where + ": cannot destroy its compute instance: " + Text(d)};
-      }
+  for (const ComputeInstance& ci : ComputeInstances(gi)) {
+    if (nvmlReturn_t d = mig_.ComputeInstanceDestroy(ci.handle); d != NVML_SUCCESS) {
+      return Error{where + ": cannot destroy its compute instance: " + Text(d)};
     }
   }
   if (nvmlReturn_t d = mig_.GpuInstanceDestroy(gi); d != NVML_SUCCESS) {

@@ -41,9 +41,9 @@ struct MigInstanceState {
   std::string mig_uuid;  // "MIG-..." of the compute instance; "" without one
   uint64_t memory_mib = 0;
   uint64_t memory_used_bytes = 0;  // of the MIG device, now
-  int utilization_percent = -1;    // of the MIG device; -1: NVML has none (NVIDIA's NVML answers NOT_SUPPORTED)
-  uint32_t sm_count = 0;           // of the compute instance
-  uint32_t processes = 0;          // compute processes running in it now
+  int utilization_percent = -1;  // of the MIG device; -1: NVML has none (NVIDIA's NVML answers NOT_SUPPORTED)
+  uint32_t sm_count = 0;         // of the compute instance
+  uint32_t processes = 0;        // compute processes running in it now
 };
 
 struct MigGpuState {
@@ -128,6 +128,13 @@ class NvmlMigDriver final : public MigDriver {
   void StopXidWatch() override;
 
  private:
+  // A compute instance and the profile it was made from.
+  struct ComputeInstance {
+    nvmlComputeInstanceProfileInfo_t profile;
+    nvmlComputeInstance_t handle;
+  };
+  // Every compute instance of `gi`, by profile index then as NVML lists them.
+  std::vector<ComputeInstance> ComputeInstances(nvmlGpuInstance_t gi) const;
   Status EnsureInitialized();  // callers hold mu_
   Result<nvmlDevice_t> Device(int gpu_index);
   Result<MigInstanceState> Describe(nvmlDevice_t device, nvmlGpuInstance_t gi);
