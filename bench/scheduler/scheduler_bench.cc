@@ -12,6 +12,12 @@
 //     as in a cluster, so the extender observes it as an arrival; the running
 //     pods are first filtered once each over no nodes (not timed), the arrivals
 //     a scheduler that placed them would have observed.
+//   scheduler_bench mig [--nodes 1000 --gpus 8 --pods 4000 --iterations 300]
+//     The same cycle for a dynamic MIG pod (nvidia.com/vgpu-mode: mig, 9728
+//     MiB: a 1g.10gb) over nodes whose GPUs are all mig-dynamic A100-80GB,
+//     with `pods` MIG pods bound (1g/2g/3g sizes) and one reservation moving
+//     per cycle. Prints filter alone and filter+prioritize; BENCH_COLD=1: a
+//     new pod shape every cycle.
 //   scheduler_bench e2e [--nodes 100 --pods 2000 --workers 8]
 //     Pods bound per second end to end: the API-server stand-in, the real
 //     Scheduler (informers, HTTP listener, libcurl client), and `workers`
@@ -191,6 +197,86 @@ int Latency(int argc, char** argv) {
   return 0;
 }
 
+int MigLatency(int argc, char** argv) {
+  const int nodes = Arg(argc, argv, "--nodes", 1000);
+  const int gpus = Arg(argc, argv, "--gpus", 8);
+  const int pods = Arg(argc, argv, "--pods", 4000);
+  const int iterations = Arg(argc, argv, "--iterations", 300);
+  const auto start = std::chrono::time_point_cast<std::chrono::seconds>(std::chrono::system_clock::now());
+  const std::string heartbeat = ts::testing::Heartbeat(start);
+  tessera::FakeClock clock(start + std::chrono::seconds(30));
+  ts::ClusterStateOptions options;
+  options.clock = &clock;
+  ts::ClusterState state(options);
+  std::vector<std::string> names;
+  for (int n = 0; n < nodes; ++n) {
+    names.push_back("node-" + std::to_string(n));
+    state.UpsertNode(ts::testing::NodeWithDynamicMigGpus(names.back(), n + 1, gpus, {}, heartbeat));
+  }
+  // Bound MIG pods: 1g.10gb, 2g.20gb-sized and 3g.40gb-sized in turn.
+  const int64_t sizes[] = {9728, 19968, 40000};
+  size_t bound = 0;
+  for (int p = 0; p < pods; ++p) {
+    const std::string name = "run-" + std::to_string(p);
+    Json pod = ts::testing::MigPod("bench", name, sizes[p % 3]);
+    auto request = tessera::core::DerivePodRequest(pod, {});
+    auto alloc = state.Reserve("bench/" + name, *request, names[p % nodes], tessera::core::GpuOrder::kSpread,
+                               std::chrono::hours(1), ts::Sharing::kDynamicMig);
+    if (!alloc.ok()) continue;
+    pod["metadata"]["annotations"]["tessera.io/allocation"] = *tessera::core::EncodeAllocation(*alloc);
+    pod["status"]["phase"] = "Running";
+    state.UpsertPod(pod);
+    ++bound;
+  }
+  ts::ExtenderDeps deps;
+  deps.state = &state;
+  ts::Extender extender(std::move(deps));
+  Json args = {{"Nodes", nullptr}, {"NodeNames", names}};
+  const bool cold = std::getenv("BENCH_COLD") != nullptr;
+  std::vector<double> filter_wall, filter_cpu, wall, cpu;
+  size_t feasible = 0;
+  auto churn = tessera::core::DerivePodRequest(ts::testing::MigPod("bench", "churn", 9728), {});
+  for (int i = 0; i < iterations; ++i) {
+    state.Unreserve("bench/churn");
+    (void)state.Reserve("bench/churn", *churn, names[(i * 7919) % nodes], tessera::core::GpuOrder::kSpread,
+                        std::chrono::hours(1), ts::Sharing::kDynamicMig);
+    // Cold: 9000 + i MiB, still a 1g.10gb, but a shape never seen before.
+    args["Pod"] = ts::testing::MigPod("default", "new-" + std::to_string(i), cold ? 9000 + i : 9728);
+    args["Pod"]["metadata"]["uid"] = "uid-new-" + std::to_string(i);
+    const std::string body = args.dump();
+    const auto w0 = Clock::now();
+    const double c0 = ProcessCpuMs();
+    auto [fs, filter_out] = FilterCall(extender, body);
+    const double c1 = ProcessCpuMs();
+    const auto w1 = Clock::now();
+    Json filtered = Json::parse(filter_out);
+    Json pin = {{"Pod", args["Pod"]}, {"Nodes", nullptr}, {"NodeNames", filtered["NodeNames"]}};
+    const std::string prio_body = pin.dump();
+    const auto w2 = Clock::now();
+    const double c2 = ProcessCpuMs();
+    auto [ps, prio_out] = PrioritizeCall(extender, prio_body);
+    const double c3 = ProcessCpuMs();
+    const auto w3 = Clock::now();
+    if (fs != 200 || ps != 200) {
+      std::fprintf(stderr, "filter %d / prioritize %d\n", fs, ps);
+      return 1;
+    }
+    filter_wall.push_back(Ms(w1 - w0));
+    filter_cpu.push_back(c1 - c0);
+    wall.push_back(Ms(w1 - w0) + Ms(w3 - w2));
+    cpu.push_back((c1 - c0) + (c3 - c2));
+    feasible = filtered["NodeNames"].size();
+  }
+  std::printf(
+      "mig latency (%s): %d nodes x %d mig-dynamic A100-80GB, %zu MIG pods bound, %zu feasible; over %d "
+      "iterations:\n  filter wall: %s\n  filter CPU: %s\n  filter+prioritize wall: %s\n  filter+prioritize "
+      "CPU: %s\n",
+      cold ? "new pod shape every cycle" : "same shape, one node changed per cycle", nodes, gpus, bound,
+      feasible, iterations, Summary(filter_wall).c_str(), Summary(filter_cpu).c_str(), Summary(wall).c_str(),
+      Summary(cpu).c_str());
+  return 0;
+}
+
 bool ScheduleOnce(httplib::Client& http, const Json& pod, const Json& nodes) {
   Json args = {{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", nodes}};
   auto filter = http.Post("/filter", args.dump(), "application/json");
@@ -290,6 +376,7 @@ int EndToEnd(int argc, char** argv) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::strcmp(argv[1], "latency") == 0) return Latency(argc, argv);
   if (argc >= 2 && std::strcmp(argv[1], "e2e") == 0) return EndToEnd(argc, argv);
-  std::fprintf(stderr, "usage: scheduler_bench latency|e2e [options]\n");
+  if (argc >= 2 && std::strcmp(argv[1], "mig") == 0) return MigLatency(argc, argv);
+  std::fprintf(stderr, "usage: scheduler_bench latency|mig|e2e [options]\n");
   return 2;
 }

@@ -23,6 +23,27 @@ const core::mig::Placer& PlacerFor(const core::mig::Model& model) {
   return *slot;
 }
 
+// A GPU's MIG model and its Placer. RecogniseModel's name matching was most
+// of a filter over many nodes, and a cluster has few distinct models, so each
+// thread keeps its last answer.
+struct ModelOfGpu {
+  std::string name;
+  int64_t memory_mib = -1;
+  Result<const core::mig::Model*> model = Error{"not looked up"};
+  const core::mig::Placer* placer = nullptr;
+};
+
+const ModelOfGpu& ModelOf(const core::Gpu& gpu) {
+  thread_local ModelOfGpu last;
+  if (last.memory_mib != gpu.memory_mib || last.name != gpu.model) {
+    last.name = gpu.model;
+    last.memory_mib = gpu.memory_mib;
+    last.model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
+    last.placer = last.model.ok() ? &PlacerFor(**last.model) : nullptr;
+  }
+  return last;
+}
+
 std::string Head(const core::Gpu& gpu, int index) {
   return gpu.uuid + " (#" + std::to_string(index) + ", " + gpu.model + "): ";
 }
@@ -61,6 +82,7 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(const core::NodeState
   // The instances on each GPU: the inventory's, the pending ones, and those placed below.
   std::vector<std::vector<core::mig::Instance>> on_gpu(gpus.size());
   std::vector<const core::mig::Model*> models(gpus.size(), nullptr);
+  std::vector<const core::mig::Placer*> placers(gpus.size(), nullptr);
   std::vector<std::string> unusable(gpus.size());
   for (size_t g = 0; g < gpus.size(); ++g) {
     const core::Gpu& gpu = gpus[g].gpu;
@@ -81,12 +103,13 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(const core::NodeState
       unusable[g] = Head(gpu, index) + "model excluded by the pod's GPU type filter";
       continue;
     }
-    auto model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
-    if (!model.ok()) {
-      unusable[g] = Head(gpu, index) + model.error().message;
+    const ModelOfGpu& model = ModelOf(gpu);
+    if (!model.model.ok()) {
+      unusable[g] = Head(gpu, index) + model.model.error().message;
       continue;
     }
-    models[g] = *model;
+    models[g] = *model.model;
+    placers[g] = model.placer;
     for (const core::MigDevice& d : gpu.mig_devices) {
       on_gpu[g].push_back({d.profile, static_cast<uint32_t>(d.start)});
     }
@@ -129,7 +152,7 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(const core::NodeState
         if (memory == 0 && !c.memory_percent) memory = whole;
         request.memory_mib = static_cast<uint64_t>(memory);
         request.sm_percent = std::clamp(c.cores, 0, 100);
-        const core::mig::Placer& placer = PlacerFor(*models[g]);
+        const core::mig::Placer& placer = *placers[g];
         auto instance = placer.Place(on_gpu[g], request);
         if (!instance.ok()) {
           why.push_back(Head(gpus[g].gpu, static_cast<int>(g)) + instance.error().message);
@@ -232,10 +255,10 @@ Status CheckMigInstance(const core::NodeState& node, const PendingMigInstance& i
   if (g < 0) return Error{what + ": node '" + node.name() + "' has no such GPU"};
   const core::Gpu& gpu = node.gpus()[static_cast<size_t>(g)].gpu;
   if (gpu.mig_mode != core::MigMode::kDynamic) return Error{what + ": the GPU is not in mig-dynamic mode"};
-  auto model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
-  if (!model.ok()) return Error{what + ": " + model.error().message};
+  const ModelOfGpu& model = ModelOf(gpu);
+  if (!model.model.ok()) return Error{what + ": " + model.model.error().message};
   const core::mig::Instance one[] = {instance.instance};
-  TESSERA_RETURN_IF_ERROR_WRAP(core::mig::CheckInstances(**model, one), "GPU " + instance.gpu_uuid);
+  TESSERA_RETURN_IF_ERROR_WRAP(core::mig::CheckInstances(**model.model, one), "GPU " + instance.gpu_uuid);
   return Status::Ok();
 }
 

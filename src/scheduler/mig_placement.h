@@ -41,8 +41,9 @@ inline constexpr std::string_view kVgpuModeMig = "mig";
 // is "mig" (case-insensitive).
 bool WantsDynamicMig(const nlohmann::json& pod);
 
-// An instance placed on a GPU, not yet in the node's inventory (reserved or
-// bound, the node has not created or reported it yet).
+// An instance placed on a GPU for a reserved or bound pod. The node may list
+// it already (created) or not yet; PlaceDynamicMig counts one that the
+// inventory lists too (same GPU, profile and start) once.
 struct PendingMigInstance {
   std::string gpu_uuid;
   core::mig::Instance instance;
