@@ -88,6 +88,42 @@ std::pair<int, std::string> PrioritizeCall(ts::Extender& extender, const std::st
   return extender.PrioritizeBody(body);
 }
 
+// One kube-scheduler cycle's extender work for the pod in `args`: filter,
+// then prioritize over the nodes that passed, each timed from request body in
+// to answer body out. Building the prioritize request from the filter answer
+// is kube-scheduler's work and is not timed.
+struct Cycle {
+  bool ok = false;                                                                  // both answered 200
+  double filter_wall = 0, filter_cpu = 0, prioritize_wall = 0, prioritize_cpu = 0;  // ms
+  size_t feasible = 0;
+};
+
+Cycle TimedCycle(ts::Extender& extender, const Json& args) {
+  const std::string body = args.dump();
+  Cycle c;
+  const auto w0 = Clock::now();
+  const double c0 = ProcessCpuMs();
+  auto [fs, filter_out] = FilterCall(extender, body);
+  const double c1 = ProcessCpuMs();
+  const auto w1 = Clock::now();
+  Json filtered = Json::parse(filter_out);
+  Json pin = {{"Pod", args["Pod"]}, {"Nodes", nullptr}, {"NodeNames", filtered["NodeNames"]}};
+  const std::string prio_body = pin.dump();
+  const auto w2 = Clock::now();
+  const double c2 = ProcessCpuMs();
+  auto [ps, prio_out] = PrioritizeCall(extender, prio_body);
+  const double c3 = ProcessCpuMs();
+  const auto w3 = Clock::now();
+  if (fs != 200 || ps != 200) std::fprintf(stderr, "filter %d / prioritize %d\n", fs, ps);
+  c.ok = fs == 200 && ps == 200;
+  c.filter_wall = Ms(w1 - w0);
+  c.filter_cpu = c1 - c0;
+  c.prioritize_wall = Ms(w3 - w2);
+  c.prioritize_cpu = c3 - c2;
+  c.feasible = filtered["NodeNames"].size();
+  return c;
+}
+
 int Latency(int argc, char** argv) {
   const int nodes = Arg(argc, argv, "--nodes", 5000);
   const int gpus = Arg(argc, argv, "--gpus", 8);
@@ -139,7 +175,6 @@ int Latency(int argc, char** argv) {
   Json args = {{"Nodes", nullptr}, {"NodeNames", names}};
   const bool cold = std::getenv("BENCH_COLD") != nullptr;
   const bool stages = std::getenv("BENCH_STAGES") != nullptr;
-  std::string body;
   std::vector<double> wall, cpu;
   size_t feasible = 0;
   auto churn_request = tessera::core::DerivePodRequest(ts::testing::GpuPod("bench", "churn", 1, 1000, 5), {});
@@ -153,35 +188,15 @@ int Latency(int argc, char** argv) {
     // before, so nothing is cached.
     args["Pod"] = ts::testing::GpuPod("default", "new-" + std::to_string(i), 1, cold ? 8000 + i : 8000, 20);
     args["Pod"]["metadata"]["uid"] = "uid-new-" + std::to_string(i);
-    body = args.dump();
-    // Timed: what tessera-scheduler does between receiving a request body
-    // and having the answer body ready, for filter and then prioritize.
-    // Building the prioritize request from the filter answer is
-    // kube-scheduler's work and is not timed.
-    const auto w0 = Clock::now();
-    const double c0 = ProcessCpuMs();
-    auto [fs, filter_out] = FilterCall(extender, body);
-    const double c1 = ProcessCpuMs();
-    const auto w1 = Clock::now();
-    Json filtered = Json::parse(filter_out);
-    Json pin = {{"Pod", args["Pod"]}, {"Nodes", nullptr}, {"NodeNames", filtered["NodeNames"]}};
-    std::string prio_body = pin.dump();
-    const auto w2 = Clock::now();
-    const double c2 = ProcessCpuMs();
-    auto [ps, prio_out] = PrioritizeCall(extender, prio_body);
-    const double c3 = ProcessCpuMs();
-    const auto w3 = Clock::now();
-    if (fs != 200 || ps != 200) {
-      std::fprintf(stderr, "filter %d / prioritize %d\n", fs, ps);
-      return 1;
-    }
+    const Cycle c = TimedCycle(extender, args);
+    if (!c.ok) return 1;
     if (stages) {
-      std::printf("filter wall %.2f cpu %.2f; prioritize wall %.2f cpu %.2f ms\n", Ms(w1 - w0), c1 - c0,
-                  Ms(w3 - w2), c3 - c2);
+      std::printf("filter wall %.2f cpu %.2f; prioritize wall %.2f cpu %.2f ms\n", c.filter_wall,
+                  c.filter_cpu, c.prioritize_wall, c.prioritize_cpu);
     }
-    wall.push_back(Ms(w1 - w0) + Ms(w3 - w2));
-    cpu.push_back((c1 - c0) + (c3 - c2));
-    feasible = filtered["NodeNames"].size();
+    wall.push_back(c.filter_wall + c.prioritize_wall);
+    cpu.push_back(c.filter_cpu + c.prioritize_cpu);
+    feasible = c.feasible;
   }
   auto stats = state.Stats();
   std::printf(
@@ -243,29 +258,13 @@ int MigLatency(int argc, char** argv) {
     // Cold: 9000 + i MiB, still a 1g.10gb, but a shape never seen before.
     args["Pod"] = ts::testing::MigPod("default", "new-" + std::to_string(i), cold ? 9000 + i : 9728);
     args["Pod"]["metadata"]["uid"] = "uid-new-" + std::to_string(i);
-    const std::string body = args.dump();
-    const auto w0 = Clock::now();
-    const double c0 = ProcessCpuMs();
-    auto [fs, filter_out] = FilterCall(extender, body);
-    const double c1 = ProcessCpuMs();
-    const auto w1 = Clock::now();
-    Json filtered = Json::parse(filter_out);
-    Json pin = {{"Pod", args["Pod"]}, {"Nodes", nullptr}, {"NodeNames", filtered["NodeNames"]}};
-    const std::string prio_body = pin.dump();
-    const auto w2 = Clock::now();
-    const double c2 = ProcessCpuMs();
-    auto [ps, prio_out] = PrioritizeCall(extender, prio_body);
-    const double c3 = ProcessCpuMs();
-    const auto w3 = Clock::now();
-    if (fs != 200 || ps != 200) {
-      std::fprintf(stderr, "filter %d / prioritize %d\n", fs, ps);
-      return 1;
-    }
-    filter_wall.push_back(Ms(w1 - w0));
-    filter_cpu.push_back(c1 - c0);
-    wall.push_back(Ms(w1 - w0) + Ms(w3 - w2));
-    cpu.push_back((c1 - c0) + (c3 - c2));
-    feasible = filtered["NodeNames"].size();
+    const Cycle c = TimedCycle(extender, args);
+    if (!c.ok) return 1;
+    filter_wall.push_back(c.filter_wall);
+    filter_cpu.push_back(c.filter_cpu);
+    wall.push_back(c.filter_wall + c.prioritize_wall);
+    cpu.push_back(c.filter_cpu + c.prioritize_cpu);
+    feasible = c.feasible;
   }
   std::printf(
       "mig latency (%s): %d nodes x %d mig-dynamic A100-80GB, %zu MIG pods bound, %zu feasible; over %d "
