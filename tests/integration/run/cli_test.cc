@@ -113,7 +113,7 @@ TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
   Outcome sim_help = Tessera({"sim", "--help"});
   std::vector<std::string> sim_listed = ListedSubcommands(sim_help.out);
   EXPECT_EQ(std::set<std::string>(sim_listed.begin(), sim_listed.end()),
-            (std::set<std::string>{"status", "inject-xid", "reset", "mps"}));
+            (std::set<std::string>{"status", "inject-xid", "reset", "mig", "mps"}));
 }
 
 TEST_F(CliTest, SimulateHelpExplainsTheMetricAndPolicyOptions) {
