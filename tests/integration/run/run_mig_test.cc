@@ -175,5 +175,43 @@ TEST_F(RunMigTest, BadRequestsAreRefusedWithTheCauseAndChangeNothing) {
   EXPECT_EQ(MigDevices(), 0) << Smi();
 }
 
+TEST_F(RunMigTest, SimMigTurnsHopperOnAtOnceAndRefusesBadInput) {
+  // Another simulated machine, in its own state: an H100 and an L4.
+  const testing::SimGpu other{.gpus = "1xH100-80GB,1xL4", .state_dir = dir_ + "/other"};
+  auto on_other = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), TESSERA_EXE);
+    return testing::RunToEnd({.argv = std::move(args), .env = other.Environment()}, dir_);
+  };
+  auto missing = on_other({"sim", "mig", "--gpu", "0", "on"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("tessera sim mig: "), std::string::npos) << missing.err;
+  ASSERT_EQ(on_other({"smi", "--sim", other.gpus, "--ledger-dir", ledger_}).exit_code,
+            0);  // creates the state
+
+  auto mode = on_other({"sim", "mig", "--gpu", "0", "maybe"});
+  EXPECT_EQ(mode.exit_code, 2);
+  EXPECT_NE(mode.err.find("the mode is 'on' or 'off', not 'maybe'"), std::string::npos) << mode.err;
+  auto no_gpu = on_other({"sim", "mig", "--gpu", "2", "on"});
+  EXPECT_EQ(no_gpu.exit_code, 1);
+  EXPECT_NE(no_gpu.err.find("no GPU 2 (the state has 2)"), std::string::npos) << no_gpu.err;
+  auto no_mig = on_other({"sim", "mig", "--gpu", "1", "on"});
+  EXPECT_EQ(no_mig.exit_code, 1);
+  EXPECT_NE(no_mig.err.find("GPU 1 (NVIDIA L4) has no MIG"), std::string::npos) << no_mig.err;
+
+  auto on = on_other({"sim", "mig", "--gpu", "0", "on"});
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_EQ(on.out, "GPU 0: MIG mode on\n");
+  auto run =
+      on_other({"run", "--sim", other.gpus, "--ledger-dir", ledger_, "--mig", "1g.10gb", "--", "true"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.err.find("in MIG 1g.10gb MIG-"), std::string::npos) << run.err;
+  // The L4 is not MIG-capable: --gpu 1 says so.
+  auto l4 = on_other(
+      {"run", "--sim", other.gpus, "--ledger-dir", ledger_, "--mig", "1g.10gb", "--gpu", "1", "--", "true"});
+  EXPECT_EQ(l4.exit_code, 2);
+  EXPECT_NE(l4.err.find("GPU 1 has no MIG:"), std::string::npos) << l4.err;
+  EXPECT_NE(l4.err.find("#1 NVIDIA L4 ("), std::string::npos) << l4.err;
+}
+
 }  // namespace
 }  // namespace tessera
