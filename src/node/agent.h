@@ -25,6 +25,7 @@
 #include "node/device_state.h"
 #include "node/enforcer.h"
 #include "node/inventory_publisher.h"
+#include "node/mig/dynamic_mig.h"
 #include "node/mig/mig_manager.h"
 #include "node/node_monitor.h"
 #include "node/node_pods.h"
@@ -55,7 +56,8 @@ struct AgentDependencies {
   std::unique_ptr<ProcessInspector> inspector;        // null: /proc
   std::function<std::string()> new_region_name;       // null: random UUIDs
   // MIG through NVML; with mig_layout_file set, the MIG-managed GPUs are
-  // MigManager's (node/mig) and leave the vGPU list. null: MIG not managed.
+  // MigManager's (node/mig) and leave the vGPU list; with mig_dynamic_gpus,
+  // the mig-dynamic GPUs are DynamicMig's. null: MIG not managed.
   std::unique_ptr<host::MigDriver> mig;
 };
 
@@ -84,12 +86,18 @@ class Agent {
   NodeMonitor& monitor() { return *monitor_; }
   // The MIG half; null when MIG is not managed.
   mig::MigManager* mig() { return mig_.get(); }
+  // The mig-dynamic GPUs; null when there are none.
+  mig::DynamicMig* dynamic_mig() { return dynamic_.get(); }
 
  private:
   void RecordEvent(const ContainerRef& owner, const std::string& reason, const std::string& message);
   Status StartMetricsServer();
   // MIG UUIDs the kubelet has given containers (PodResources) -> "<ns>/<pod>/<container>".
   std::map<std::string, std::string> MigDevicesInUse();
+  // Prepares the mig-dynamic GPUs among `gpus` (and takes them out of it).
+  Status StartDynamicMig(std::vector<core::Gpu>& gpus);
+  // The pods bound here with their allocations; nullopt until the list has synced.
+  std::optional<std::vector<mig::BoundPod>> BoundPods() const;
 
   const NodeConfig config_;
   AgentDependencies deps_;
@@ -102,7 +110,8 @@ class Agent {
   std::unique_ptr<Enforcer> enforcer_;
   std::unique_ptr<NodeMonitor> monitor_;
   std::unique_ptr<mig::MigManager> mig_;
-  std::vector<core::Gpu> mig_gpus_;  // the MIG-managed GPUs as discovered (Start; then read-only)
+  std::unique_ptr<mig::DynamicMig> dynamic_;  // before plugin_ serves (Start), read by its services
+  std::vector<core::Gpu> mig_gpus_;           // the MIG-managed GPUs as discovered (Start; then read-only)
   std::unique_ptr<HttpListener> http_;
   int metrics_port_ = 0;
   bool started_ = false;

@@ -86,10 +86,10 @@ int Run(int argc, char** argv) {
   }
   const tessera::host::NvmlApi& api = (*library)->api();
   deps.inventory = std::make_unique<tessera::host::NvmlInventory>(api, std::move(library).value());
-  if (!config.mig_layout_file.empty()) {
+  if (!config.mig_layout_file.empty() || config.mig_dynamic_gpus != "none") {
     auto mig = tessera::host::NvmlMigDriver::Load(api, config.nvml_library);
     if (!mig.ok()) {
-      log::Error("cannot start: mig_layout_file is set but MIG cannot be managed",
+      log::Error("cannot start: mig_layout_file or mig_dynamic_gpus is set but MIG cannot be managed",
                  {{"error", mig.error().message}});
       return 1;
     }
