@@ -58,14 +58,9 @@ mig-configs:
         "3g.40gb": 2
 )";
 
+using ::tessera::testing::CountHealthy;
 using ::tessera::testing::NodeCluster;
 using ::tessera::testing::WaitFor;
-
-size_t Healthy(const std::vector<v1beta1::Device>& devices) {
-  size_t n = 0;
-  for (const auto& d : devices) n += d.health() == "Healthy";
-  return n;
-}
 
 class MigNodeTest : public ::testing::Test {
  protected:
@@ -114,15 +109,8 @@ class MigNodeTest : public ::testing::Test {
     ASSERT_TRUE(nodes.PatchLabels(kNode, {{"nvidia.com/mig.config", value}}).ok());
   }
 
-  // The messages of the Events on the Node with `reason`.
   std::vector<std::string> NodeEvents(const std::string& reason) const {
-    std::vector<std::string> messages;
-    for (const auto& e : cluster_->api().ListObjects("events")) {
-      if (e.value("/involvedObject/kind"_json_pointer, "") == "Node" && e.value("reason", "") == reason) {
-        messages.push_back(e.value("message", ""));
-      }
-    }
-    return messages;
+    return cluster_->NodeEvents(reason);
   }
 
   bool EventSays(const std::string& reason, const std::string& text) const {
@@ -154,7 +142,7 @@ TEST_F(MigNodeTest, MixedLayoutGivesSevenSmallDevicesAndNoEighth) {
   SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
   StartNode();
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      kSmall, [](const auto& d) { return CountHealthy(d) == 7; }, 60s))
       << NodeLog();
   EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
   EXPECT_TRUE(EventSays("MigConfigApplied", "configuration 'all-1g.10gb': success"));
@@ -215,7 +203,7 @@ TEST_F(MigNodeTest, LayoutChangeLeavesAnInstanceInUseAndCompletesLater) {
   SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
   StartNode();
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      kSmall, [](const auto& d) { return CountHealthy(d) == 7; }, 60s))
       << NodeLog();
   const std::string held = kubelet_->devices(kSmall).front().id();
   ASSERT_TRUE(kubelet_->AdmitContainer("ml", "busy", "main", kSmall, {held}, nullptr).ok());
@@ -231,7 +219,7 @@ TEST_F(MigNodeTest, LayoutChangeLeavesAnInstanceInUseAndCompletesLater) {
   // The pod goes: the layout completes without anyone touching the label.
   kubelet_->RemovePod("ml", "busy");
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kHalf, [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      kHalf, [](const auto& d) { return CountHealthy(d) == 2; }, 60s))
       << NodeLog();
   EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
   EXPECT_TRUE(kubelet_->WaitForDevices(
@@ -252,7 +240,7 @@ TEST_F(MigNodeTest, AmpereModeChangeIsPendingUntilReset) {
   const auto reset = cluster_->RunCli("sim reset --gpu 0");
   ASSERT_EQ(reset.exit_code, 0) << reset.output;
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kHalf, [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      kHalf, [](const auto& d) { return CountHealthy(d) == 2; }, 60s))
       << NodeLog();
   EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.config.state") == "success"; }));
 }
@@ -261,7 +249,7 @@ TEST_F(MigNodeTest, SingleStrategyAdvertisesMigDevicesAsGpus) {
   SetUpNode("gpus:\n  - model: A100-80GB\n    mig: true\n", "all-3g.40gb");
   StartNode({{"--mig-strategy", "single"}, {"--mig-gpus", "all"}});
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& d) { return Healthy(d) == 2; }, 60s))
+      "nvidia.com/gpu", [](const auto& d) { return CountHealthy(d) == 2; }, 60s))
       << NodeLog();
   for (const auto& d : kubelet_->devices("nvidia.com/gpu")) EXPECT_EQ(d.id().rfind("MIG-", 0), 0u);
   EXPECT_TRUE(WaitFor([&] { return Label("nvidia.com/mig.strategy") == "single"; }));
@@ -292,10 +280,10 @@ TEST_F(MigNodeTest, XidsReachTheAffectedMigDevices) {
   SetUpNode(kA100WithMigAndAnL4, "all-1g.10gb");
   StartNode();
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kSmall, [](const auto& d) { return Healthy(d) == 7; }, 60s))
+      kSmall, [](const auto& d) { return CountHealthy(d) == 7; }, 60s))
       << NodeLog();
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      "nvidia.com/gpu", [](const auto& d) { return Healthy(d) == 4; }, 30s));
+      "nvidia.com/gpu", [](const auto& d) { return CountHealthy(d) == 4; }, 30s));
   const std::string victim = kubelet_->devices(kSmall).front().id();
 
   // Its GPU and compute instance, as NVML tells them.
@@ -317,15 +305,15 @@ TEST_F(MigNodeTest, XidsReachTheAffectedMigDevices) {
   inject(" --gpu-instance " + std::to_string(instance->gpu_instance_id) + " --compute-instance " +
          std::to_string(instance->compute_instance_id));
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kSmall, [](const auto& d) { return Healthy(d) == 6; }, 30s))
+      kSmall, [](const auto& d) { return CountHealthy(d) == 6; }, 30s))
       << NodeLog();
   for (const auto& d : kubelet_->devices(kSmall)) EXPECT_EQ(d.health() == "Healthy", d.id() != victim);
 
   inject("");  // GPU-wide
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kSmall, [](const auto& d) { return Healthy(d) == 0; }, 30s))
+      kSmall, [](const auto& d) { return CountHealthy(d) == 0; }, 30s))
       << NodeLog();
-  EXPECT_EQ(Healthy(kubelet_->devices("nvidia.com/gpu")), 4u);
+  EXPECT_EQ(CountHealthy(kubelet_->devices("nvidia.com/gpu")), 4u);
 }
 
 }  // namespace

@@ -465,4 +465,9 @@ void KubeletStandIn::RemovePod(const std::string& ns, const std::string& pod) {
                 [&](const AdmittedPod& admitted) { return admitted.ns == ns && admitted.name == pod; });
 }
 
+size_t CountHealthy(const std::vector<v1beta1::Device>& devices) {
+  return static_cast<size_t>(std::count_if(devices.begin(), devices.end(),
+                                           [](const v1beta1::Device& d) { return d.health() == "Healthy"; }));
+}
+
 }  // namespace tessera::testing

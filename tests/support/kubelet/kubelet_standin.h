@@ -185,4 +185,7 @@ class KubeletStandIn {
   std::mutex watch_mu_;                      // serialises StartWatch/StopWatch
 };
 
+// How many of `devices` (a ListAndWatch list) the plugin reports Healthy.
+size_t CountHealthy(const std::vector<v1beta1::Device>& devices);
+
 }  // namespace tessera::testing

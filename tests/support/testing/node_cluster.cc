@@ -121,6 +121,18 @@ std::string NodeCluster::Label(const std::string& key) const {
   return node->value("/metadata/labels"_json_pointer, Json::object()).value(key, "");
 }
 
+std::vector<std::string> NodeCluster::NodeEvents(const std::string& reason) const {
+  std::vector<std::string> messages;
+  for (const Json& event : api_->ListObjects("events")) {
+    const Json involved = event.value("involvedObject", Json::object());
+    if (involved.value("kind", "") == "Node" && involved.value("name", "") == options_.node_name &&
+        event.value("reason", "") == reason) {
+      messages.push_back(event.value("message", ""));
+    }
+  }
+  return messages;
+}
+
 Result<std::string> NodeCluster::BindPod(const std::string& ns, const std::string& name,
                                          std::vector<core::DeviceSlice> slices) {
   core::PodAllocation allocation;

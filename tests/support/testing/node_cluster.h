@@ -129,6 +129,8 @@ class NodeCluster {
   std::optional<core::NodeInventory> PublishedInventory() const;
   // The Node's label `key`; "" when absent.
   std::string Label(const std::string& key) const;
+  // The messages of the Events on the Node with `reason`, oldest first.
+  std::vector<std::string> NodeEvents(const std::string& reason) const;
 
   // Creates the pod as tessera-scheduler's bind leaves it: on this node,
   // Running, one container "main" whose allocation annotation gives it
