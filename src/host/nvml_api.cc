@@ -12,6 +12,15 @@ std::string NvmlErrorText(const NvmlApi& api, nvmlReturn_t code) {
   return text;
 }
 
+bool HasMigEntryPoints(const NvmlApi& api) {
+  return api.DeviceGetMigMode && api.DeviceSetMigMode && api.DeviceGetGpuInstanceProfileInfo &&
+         api.DeviceGetGpuInstances && api.DeviceGetGpuInstanceById &&
+         api.DeviceGetGpuInstancePossiblePlacements && api.DeviceCreateGpuInstanceWithPlacement &&
+         api.GpuInstanceDestroy && api.GpuInstanceGetInfo && api.GpuInstanceGetComputeInstanceProfileInfo &&
+         api.GpuInstanceCreateComputeInstance && api.GpuInstanceGetComputeInstances &&
+         api.ComputeInstanceGetInfo && api.ComputeInstanceDestroy;
+}
+
 Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& name) {
   std::unique_ptr<NvmlLibrary> library(new NvmlLibrary());
   library->handle_ = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -50,6 +59,20 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& name) 
   resolve(api.EventSetFree, "nvmlEventSetFree", false);
   resolve(api.DeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates", false);
   resolve(api.DeviceGetComputeRunningProcesses, "nvmlDeviceGetComputeRunningProcesses_v3", false);
+  resolve(api.DeviceSetMigMode, "nvmlDeviceSetMigMode", false);
+  resolve(api.DeviceGetGpuInstanceProfileInfo, "nvmlDeviceGetGpuInstanceProfileInfo", false);
+  resolve(api.DeviceGetGpuInstances, "nvmlDeviceGetGpuInstances", false);
+  resolve(api.DeviceGetGpuInstanceById, "nvmlDeviceGetGpuInstanceById", false);
+  resolve(api.DeviceGetGpuInstancePossiblePlacements, "nvmlDeviceGetGpuInstancePossiblePlacements_v2", false);
+  resolve(api.DeviceCreateGpuInstanceWithPlacement, "nvmlDeviceCreateGpuInstanceWithPlacement", false);
+  resolve(api.GpuInstanceDestroy, "nvmlGpuInstanceDestroy", false);
+  resolve(api.GpuInstanceGetInfo, "nvmlGpuInstanceGetInfo", false);
+  resolve(api.GpuInstanceGetComputeInstanceProfileInfo, "nvmlGpuInstanceGetComputeInstanceProfileInfo",
+          false);
+  resolve(api.GpuInstanceCreateComputeInstance, "nvmlGpuInstanceCreateComputeInstance", false);
+  resolve(api.GpuInstanceGetComputeInstances, "nvmlGpuInstanceGetComputeInstances", false);
+  resolve(api.ComputeInstanceGetInfo, "nvmlComputeInstanceGetInfo_v2", false);
+  resolve(api.ComputeInstanceDestroy, "nvmlComputeInstanceDestroy", false);
   if (!missing.empty()) return Error{"NVML library '" + name + "' lacks required entry points: " + missing};
   return library;
 }

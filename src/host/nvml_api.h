@@ -42,7 +42,25 @@ struct NvmlApi {
   decltype(&nvmlEventSetFree) EventSetFree = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) DeviceGetUtilizationRates = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) DeviceGetComputeRunningProcesses = nullptr;
+  // Optional, MIG (with DeviceGetMigMode above): NvmlMigDriver needs them all
+  // (HasMigEntryPoints); drivers before R450 have none.
+  decltype(&nvmlDeviceSetMigMode) DeviceSetMigMode = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceProfileInfo) DeviceGetGpuInstanceProfileInfo = nullptr;
+  decltype(&nvmlDeviceGetGpuInstances) DeviceGetGpuInstances = nullptr;
+  decltype(&nvmlDeviceGetGpuInstanceById) DeviceGetGpuInstanceById = nullptr;
+  decltype(&nvmlDeviceGetGpuInstancePossiblePlacements_v2) DeviceGetGpuInstancePossiblePlacements = nullptr;
+  decltype(&nvmlDeviceCreateGpuInstanceWithPlacement) DeviceCreateGpuInstanceWithPlacement = nullptr;
+  decltype(&nvmlGpuInstanceDestroy) GpuInstanceDestroy = nullptr;
+  decltype(&nvmlGpuInstanceGetInfo) GpuInstanceGetInfo = nullptr;
+  decltype(&nvmlGpuInstanceGetComputeInstanceProfileInfo) GpuInstanceGetComputeInstanceProfileInfo = nullptr;
+  decltype(&nvmlGpuInstanceCreateComputeInstance) GpuInstanceCreateComputeInstance = nullptr;
+  decltype(&nvmlGpuInstanceGetComputeInstances) GpuInstanceGetComputeInstances = nullptr;
+  decltype(&nvmlComputeInstanceGetInfo_v2) ComputeInstanceGetInfo = nullptr;
+  decltype(&nvmlComputeInstanceDestroy) ComputeInstanceDestroy = nullptr;
 };
+
+// Whether every MIG entry point is in the table.
+bool HasMigEntryPoints(const NvmlApi& api);
 
 // "NVML_ERROR_... (message)" for logs and errors; works with a partial table.
 std::string NvmlErrorText(const NvmlApi& api, nvmlReturn_t code);

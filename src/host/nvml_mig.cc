@@ -1,7 +1,5 @@
 #include "host/nvml_mig.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -34,51 +32,17 @@ Result<unsigned> FullComputeProfile(unsigned slices) {
 
 }  // namespace
 
-bool NvmlMigApi::complete() const {
-  return DeviceGetMigMode && DeviceSetMigMode && DeviceGetGpuInstanceProfileInfo && DeviceGetGpuInstances &&
-         DeviceGetGpuInstanceById && DeviceGetGpuInstancePossiblePlacements &&
-         DeviceCreateGpuInstanceWithPlacement && GpuInstanceDestroy && GpuInstanceGetInfo &&
-         GpuInstanceGetComputeInstanceProfileInfo && GpuInstanceCreateComputeInstance &&
-         GpuInstanceGetComputeInstances && ComputeInstanceGetInfo && ComputeInstanceDestroy;
-}
-
 Result<std::unique_ptr<NvmlMigDriver>> NvmlMigDriver::Load(const NvmlApi& api,
                                                            const std::string& library_name) {
-  void* handle = ::dlopen(library_name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = ::dlerror();
-    return Error{"cannot load NVML '" + library_name + "' for MIG: " + (why ? why : "unknown error")};
-  }
-  NvmlMigApi mig;
-  auto resolve = [&](auto& slot, const char* symbol) {
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(::dlsym(handle, symbol));
-  };
-  resolve(mig.DeviceGetMigMode, "nvmlDeviceGetMigMode");
-  resolve(mig.DeviceSetMigMode, "nvmlDeviceSetMigMode");
-  resolve(mig.DeviceGetGpuInstanceProfileInfo, "nvmlDeviceGetGpuInstanceProfileInfo");
-  resolve(mig.DeviceGetGpuInstances, "nvmlDeviceGetGpuInstances");
-  resolve(mig.DeviceGetGpuInstanceById, "nvmlDeviceGetGpuInstanceById");
-  resolve(mig.DeviceGetGpuInstancePossiblePlacements, "nvmlDeviceGetGpuInstancePossiblePlacements_v2");
-  resolve(mig.DeviceCreateGpuInstanceWithPlacement, "nvmlDeviceCreateGpuInstanceWithPlacement");
-  resolve(mig.GpuInstanceDestroy, "nvmlGpuInstanceDestroy");
-  resolve(mig.GpuInstanceGetInfo, "nvmlGpuInstanceGetInfo");
-  resolve(mig.GpuInstanceGetComputeInstanceProfileInfo, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
-  resolve(mig.GpuInstanceCreateComputeInstance, "nvmlGpuInstanceCreateComputeInstance");
-  resolve(mig.GpuInstanceGetComputeInstances, "nvmlGpuInstanceGetComputeInstances");
-  resolve(mig.ComputeInstanceGetInfo, "nvmlComputeInstanceGetInfo_v2");
-  resolve(mig.ComputeInstanceDestroy, "nvmlComputeInstanceDestroy");
-  if (!mig.complete()) {
-    ::dlclose(handle);
+  if (!HasMigEntryPoints(api)) {
     return Error{"NVML library '" + library_name +
                  "' lacks the MIG entry points (nvmlDeviceCreateGpuInstanceWithPlacement, ...): "
                  "a driver older than R450, or not NVIDIA's"};
   }
-  auto driver = std::make_unique<NvmlMigDriver>(api, mig);
-  driver->handle_ = handle;
-  return driver;
+  return std::make_unique<NvmlMigDriver>(api);
 }
 
-NvmlMigDriver::NvmlMigDriver(const NvmlApi& api, NvmlMigApi mig) : api_(api), mig_(mig) {}
+NvmlMigDriver::NvmlMigDriver(const NvmlApi& api) : api_(api) {}
 
 NvmlMigDriver::~NvmlMigDriver() {
   StopXidWatch();
@@ -86,7 +50,6 @@ NvmlMigDriver::~NvmlMigDriver() {
     std::lock_guard lock(mu_);
     if (initialized_) api_.Shutdown();
   }
-  if (handle_ != nullptr) ::dlclose(handle_);
 }
 
 Status NvmlMigDriver::EnsureInitialized() {
@@ -110,13 +73,13 @@ std::vector<NvmlMigDriver::ComputeInstance> NvmlMigDriver::ComputeInstances(nvml
   std::vector<ComputeInstance> found;
   for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; ++p) {
     nvmlComputeInstanceProfileInfo_t profile{};
-    if (mig_.GpuInstanceGetComputeInstanceProfileInfo(gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+    if (api_.GpuInstanceGetComputeInstanceProfileInfo(gi, p, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
                                                       &profile) != NVML_SUCCESS) {
       continue;
     }
     std::array<nvmlComputeInstance_t, kMaxInstances> handles{};
     unsigned count = static_cast<unsigned>(handles.size());
-    if (mig_.GpuInstanceGetComputeInstances(gi, profile.id, handles.data(), &count) != NVML_SUCCESS) continue;
+    if (api_.GpuInstanceGetComputeInstances(gi, profile.id, handles.data(), &count) != NVML_SUCCESS) continue;
     for (unsigned k = 0; k < count; ++k) found.push_back({profile, handles[k]});
   }
   return found;
@@ -124,7 +87,7 @@ std::vector<NvmlMigDriver::ComputeInstance> NvmlMigDriver::ComputeInstances(nvml
 
 Result<MigInstanceState> NvmlMigDriver::Describe(nvmlDevice_t, nvmlGpuInstance_t gi) {
   nvmlGpuInstanceInfo_t info{};
-  if (nvmlReturn_t rc = mig_.GpuInstanceGetInfo(gi, &info); rc != NVML_SUCCESS) {
+  if (nvmlReturn_t rc = api_.GpuInstanceGetInfo(gi, &info); rc != NVML_SUCCESS) {
     return Error{"nvmlGpuInstanceGetInfo: " + Text(rc)};
   }
   MigInstanceState state;
@@ -135,7 +98,7 @@ Result<MigInstanceState> NvmlMigDriver::Describe(nvmlDevice_t, nvmlGpuInstance_t
   // tessera makes one compute instance per GPU instance; the first found is it.
   if (const auto cis = ComputeInstances(gi); !cis.empty()) {
     nvmlComputeInstanceInfo_t ci{};
-    if (nvmlReturn_t rc = mig_.ComputeInstanceGetInfo(cis.front().handle, &ci); rc != NVML_SUCCESS) {
+    if (nvmlReturn_t rc = api_.ComputeInstanceGetInfo(cis.front().handle, &ci); rc != NVML_SUCCESS) {
       return Error{"nvmlComputeInstanceGetInfo: " + Text(rc)};
     }
     state.has_compute_instance = true;
@@ -188,16 +151,16 @@ Result<std::vector<MigGpuState>> NvmlMigDriver::List() {
       gpu.pci_device_id = pci.pciDeviceId;
     }
     unsigned current = 0, pending = 0;
-    gpu.mig_capable = mig_.DeviceGetMigMode(device, &current, &pending) == NVML_SUCCESS;
+    gpu.mig_capable = api_.DeviceGetMigMode(device, &current, &pending) == NVML_SUCCESS;
     gpu.mig_enabled = gpu.mig_capable && current == NVML_DEVICE_MIG_ENABLE;
     gpu.mig_pending = gpu.mig_capable && pending == NVML_DEVICE_MIG_ENABLE;
     if (gpu.mig_enabled) {
       for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT; ++p) {
         nvmlGpuInstanceProfileInfo_t profile{};
-        if (mig_.DeviceGetGpuInstanceProfileInfo(device, p, &profile) != NVML_SUCCESS) continue;
+        if (api_.DeviceGetGpuInstanceProfileInfo(device, p, &profile) != NVML_SUCCESS) continue;
         std::array<nvmlGpuInstance_t, kMaxInstances> gis{};
         unsigned n = static_cast<unsigned>(gis.size());
-        if (mig_.DeviceGetGpuInstances(device, profile.id, gis.data(), &n) != NVML_SUCCESS) continue;
+        if (api_.DeviceGetGpuInstances(device, profile.id, gis.data(), &n) != NVML_SUCCESS) continue;
         for (unsigned k = 0; k < n; ++k) {
           TESSERA_ASSIGN_OR_RETURN_WRAP(MigInstanceState instance, Describe(device, gis[k]),
                                         "GPU " + std::to_string(i));
@@ -217,7 +180,7 @@ Result<MigModeChange> NvmlMigDriver::SetMigMode(int gpu_index, bool enabled) {
   TESSERA_ASSIGN_OR_RETURN(nvmlDevice_t device, Device(gpu_index));
   nvmlReturn_t activation = NVML_SUCCESS;
   nvmlReturn_t rc =
-      mig_.DeviceSetMigMode(device, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE, &activation);
+      api_.DeviceSetMigMode(device, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE, &activation);
   if (rc != NVML_SUCCESS) {
     std::string message = "GPU " + std::to_string(gpu_index) + ": cannot turn MIG mode " +
                           (enabled ? "on" : "off") + ": " + Text(rc);
@@ -238,14 +201,14 @@ Result<MigInstanceState> NvmlMigDriver::CreateInstance(int gpu_index, uint32_t p
   bool found = false;
   for (unsigned p = 0; p < NVML_GPU_INSTANCE_PROFILE_COUNT && !found; ++p) {
     found =
-        mig_.DeviceGetGpuInstanceProfileInfo(device, p, &profile) == NVML_SUCCESS && profile.id == profile_id;
+        api_.DeviceGetGpuInstanceProfileInfo(device, p, &profile) == NVML_SUCCESS && profile.id == profile_id;
   }
   if (!found) return Error{where + ": NVML knows no such GPU-instance profile on this GPU"};
   // The placement's size is the profile's memory slices, which only its
   // possible placements tell.
   std::array<nvmlGpuInstancePlacement_t, 16> possible{};
   unsigned n = static_cast<unsigned>(possible.size());
-  if (nvmlReturn_t rc = mig_.DeviceGetGpuInstancePossiblePlacements(device, profile_id, possible.data(), &n);
+  if (nvmlReturn_t rc = api_.DeviceGetGpuInstancePossiblePlacements(device, profile_id, possible.data(), &n);
       rc != NVML_SUCCESS) {
     return Error{where + ": cannot read the profile's placements: " + Text(rc)};
   }
@@ -254,7 +217,7 @@ Result<MigInstanceState> NvmlMigDriver::CreateInstance(int gpu_index, uint32_t p
   if (at == possible.begin() + n) return Error{where + ": not one of the profile's placements"};
   nvmlGpuInstancePlacement_t placement = *at;
   nvmlGpuInstance_t gi = nullptr;
-  if (nvmlReturn_t rc = mig_.DeviceCreateGpuInstanceWithPlacement(device, profile_id, &placement, &gi);
+  if (nvmlReturn_t rc = api_.DeviceCreateGpuInstanceWithPlacement(device, profile_id, &placement, &gi);
       rc != NVML_SUCCESS) {
     std::string message = where + ": cannot create the GPU instance: " + Text(rc);
     if (rc == NVML_ERROR_INSUFFICIENT_RESOURCES) message += " (the placement overlaps an instance)";
@@ -262,24 +225,24 @@ Result<MigInstanceState> NvmlMigDriver::CreateInstance(int gpu_index, uint32_t p
   }
   // One compute instance spanning the GPU instance; without it there is no MIG device.
   auto undo = [&](const std::string& why) -> Error {
-    mig_.GpuInstanceDestroy(gi);
+    api_.GpuInstanceDestroy(gi);
     return Error{where + ": " + why};
   };
   auto ci_index = FullComputeProfile(profile.sliceCount);
   if (!ci_index.ok()) return undo(ci_index.error().message);
   nvmlComputeInstanceProfileInfo_t ci_profile{};
-  if (nvmlReturn_t rc = mig_.GpuInstanceGetComputeInstanceProfileInfo(
+  if (nvmlReturn_t rc = api_.GpuInstanceGetComputeInstanceProfileInfo(
           gi, *ci_index, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &ci_profile);
       rc != NVML_SUCCESS) {
     return undo("no compute-instance profile spans it: " + Text(rc));
   }
   nvmlComputeInstance_t ci = nullptr;
-  if (nvmlReturn_t rc = mig_.GpuInstanceCreateComputeInstance(gi, ci_profile.id, &ci); rc != NVML_SUCCESS) {
+  if (nvmlReturn_t rc = api_.GpuInstanceCreateComputeInstance(gi, ci_profile.id, &ci); rc != NVML_SUCCESS) {
     return undo("cannot create its compute instance: " + Text(rc));
   }
   auto described = Describe(device, gi);
   if (!described.ok()) {
-    mig_.ComputeInstanceDestroy(ci);
+    api_.ComputeInstanceDestroy(ci);
     return undo(described.error().message);
   }
   return described;
@@ -291,15 +254,15 @@ Status NvmlMigDriver::DestroyInstance(int gpu_index, uint32_t gpu_instance_id) {
   const std::string where =
       "GPU " + std::to_string(gpu_index) + ": GPU instance " + std::to_string(gpu_instance_id);
   nvmlGpuInstance_t gi = nullptr;
-  nvmlReturn_t rc = mig_.DeviceGetGpuInstanceById(device, gpu_instance_id, &gi);
+  nvmlReturn_t rc = api_.DeviceGetGpuInstanceById(device, gpu_instance_id, &gi);
   if (rc == NVML_ERROR_NOT_FOUND) return Status::Ok();  // already gone
   if (rc != NVML_SUCCESS) return Error{where + ": " + Text(rc)};
   for (const ComputeInstance& ci : ComputeInstances(gi)) {
-    if (nvmlReturn_t d = mig_.ComputeInstanceDestroy(ci.handle); d != NVML_SUCCESS) {
+    if (nvmlReturn_t d = api_.ComputeInstanceDestroy(ci.handle); d != NVML_SUCCESS) {
       return Error{where + ": cannot destroy its compute instance: " + Text(d)};
     }
   }
-  if (nvmlReturn_t d = mig_.GpuInstanceDestroy(gi); d != NVML_SUCCESS) {
+  if (nvmlReturn_t d = api_.GpuInstanceDestroy(gi); d != NVML_SUCCESS) {
     return Error{where + ": cannot destroy it: " + Text(d)};
   }
   return Status::Ok();

@@ -7,8 +7,8 @@
 // `MigDriver` is the seam: the layout applier and the MIG device plugin talk
 // to it, unit tests give them a fake, production and the integration tests
 // the NVML one (`NvmlMigDriver`, over the driver's or the simulated GPU's
-// libnvidia-ml.so.1). The MIG entry points are a table of their own
-// (`NvmlMigApi`) beside host/nvml_api.h's, resolved from the same library.
+// libnvidia-ml.so.1). Its entry points are the MIG section of host/nvml_api.h's
+// table.
 //
 // Thread-safety: NvmlMigDriver serialises its calls with one mutex; the XID
 // watch runs on its own thread.
@@ -88,35 +88,13 @@ class MigDriver {
   virtual void StopXidWatch() = 0;
 };
 
-// The MIG entry points (all optional: a library without them has no MIG).
-struct NvmlMigApi {
-  decltype(&nvmlDeviceGetMigMode) DeviceGetMigMode = nullptr;
-  decltype(&nvmlDeviceSetMigMode) DeviceSetMigMode = nullptr;
-  decltype(&nvmlDeviceGetGpuInstanceProfileInfo) DeviceGetGpuInstanceProfileInfo = nullptr;
-  decltype(&nvmlDeviceGetGpuInstances) DeviceGetGpuInstances = nullptr;
-  decltype(&nvmlDeviceGetGpuInstanceById) DeviceGetGpuInstanceById = nullptr;
-  decltype(&nvmlDeviceGetGpuInstancePossiblePlacements_v2) DeviceGetGpuInstancePossiblePlacements = nullptr;
-  decltype(&nvmlDeviceCreateGpuInstanceWithPlacement) DeviceCreateGpuInstanceWithPlacement = nullptr;
-  decltype(&nvmlGpuInstanceDestroy) GpuInstanceDestroy = nullptr;
-  decltype(&nvmlGpuInstanceGetInfo) GpuInstanceGetInfo = nullptr;
-  decltype(&nvmlGpuInstanceGetComputeInstanceProfileInfo) GpuInstanceGetComputeInstanceProfileInfo = nullptr;
-  decltype(&nvmlGpuInstanceCreateComputeInstance) GpuInstanceCreateComputeInstance = nullptr;
-  decltype(&nvmlGpuInstanceGetComputeInstances) GpuInstanceGetComputeInstances = nullptr;
-  decltype(&nvmlComputeInstanceGetInfo_v2) ComputeInstanceGetInfo = nullptr;
-  decltype(&nvmlComputeInstanceDestroy) ComputeInstanceDestroy = nullptr;
-
-  // Whether every entry point is there.
-  bool complete() const;
-};
-
-// The MIG driver over NVML. `api` (the basic table) must outlive it; the MIG
-// table is resolved from `library_name` (dlopen of the library NvmlApi came
-// from: the same handle, reference counted).
+// The MIG driver over NVML. `api` must outlive it.
 class NvmlMigDriver final : public MigDriver {
  public:
+  // Fails, naming `library_name` (the library `api` was loaded from), when
+  // the table lacks a MIG entry point.
   static Result<std::unique_ptr<NvmlMigDriver>> Load(const NvmlApi& api, const std::string& library_name);
-  // For tests: tables filled by hand.
-  NvmlMigDriver(const NvmlApi& api, NvmlMigApi mig);
+  explicit NvmlMigDriver(const NvmlApi& api);
   ~NvmlMigDriver() override;
 
   Result<std::vector<MigGpuState>> List() override;
@@ -141,8 +119,6 @@ class NvmlMigDriver final : public MigDriver {
   std::string Text(nvmlReturn_t rc) const { return NvmlErrorText(api_, rc); }
 
   const NvmlApi& api_;
-  const NvmlMigApi mig_;
-  void* handle_ = nullptr;  // the dlopen'ed library, when loaded by Load
 
   std::mutex mu_;
   bool initialized_ = false;  // guarded by mu_
