@@ -257,6 +257,38 @@ F entry(const char* base) {
   return reinterpret_cast<F>(p);
 }
 
+// The most recent handle of `held`, released with `release` and dropped;
+// CUDA_ERROR_INVALID_VALUE when none is held.
+template <typename Handle, typename Release>
+CUresult ReleaseLast(std::vector<Handle>& held, Release release) {
+  if (held.empty()) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult rc = release(held.back());
+  held.pop_back();
+  return rc;
+}
+
+// The current context's device, as a memory location.
+CUmemLocation CurrentDeviceLocation() {
+  CUmemLocation location{};
+  location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdevice d = 0;
+  cuCtxGetDevice(&d);
+  location.id = d;
+  return location;
+}
+
+// What the driver says `handle` occupies on the current device, through
+// `query` (a cu*GetMemoryRequirements entry point, null when absent); 0 when
+// it cannot say.
+template <typename Query, typename Handle>
+size_t DriverMemoryRequirement(Query query, Handle handle) {
+  CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
+  CUdevice dev = 0;
+  cuCtxGetDevice(&dev);
+  if (query == nullptr || query(&req, handle, dev) != CUDA_SUCCESS) return 0;
+  return req.size;
+}
+
 #define ENTRY(name, base)                     \
   auto name = entry<decltype(&::name)>(base); \
   if (name == nullptr) {                      \
@@ -316,12 +348,7 @@ int run(const std::string& op_text) {
     if (rc == CUDA_SUCCESS) g_ptrs.push_back(p);
     printf("%s %d\n", op.c_str(), rc);
   } else if (op == "free") {
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!g_ptrs.empty()) {
-      rc = g_free(g_ptrs.back());
-      g_ptrs.pop_back();
-    }
-    printf("free %d\n", rc);
+    printf("free %d\n", ReleaseLast(g_ptrs, g_free));
   } else if (op == "freeall") {
     int bad = 0;
     for (CUdeviceptr p : g_ptrs) bad += g_free(p) != CUDA_SUCCESS;
@@ -355,22 +382,14 @@ int run(const std::string& op_text) {
     ENTRY(cuMemCreate, "cuMemCreate")
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    CUdevice d = 0;
-    cuCtxGetDevice(&d);
-    prop.location.id = d;
+    prop.location = CurrentDeviceLocation();
     CUmemGenericAllocationHandle h = 0;
     CUresult rc = cuMemCreate(&h, num(a, 1) * kMiB, &prop, 0);
     if (rc == CUDA_SUCCESS) g_vmm.push_back(h);
     printf("vmm %d\n", rc);
   } else if (op == "vmmfree") {
     ENTRY(cuMemRelease, "cuMemRelease")
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!g_vmm.empty()) {
-      rc = cuMemRelease(g_vmm.back());
-      g_vmm.pop_back();
-    }
-    printf("vmmfree %d\n", rc);
+    printf("vmmfree %d\n", ReleaseLast(g_vmm, cuMemRelease));
   } else if (op == "array" || op == "array3d") {
     ENTRY(cuArrayCreate_v2, "cuArrayCreate")
     ENTRY(cuArray3DCreate_v2, "cuArray3DCreate")
@@ -392,22 +411,16 @@ int run(const std::string& op_text) {
       d.NumChannels = 4;
       rc = cuArray3DCreate_v2(&arr, &d);
     }
-    // What the driver says the array occupies (0 when it cannot say).
-    auto req_fn = entry<decltype(&::cuArrayGetMemoryRequirements)>("cuArrayGetMemoryRequirements");
-    CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-    CUdevice dev = 0;
-    cuCtxGetDevice(&dev);
-    if (rc != CUDA_SUCCESS || req_fn == nullptr || req_fn(&req, arr, dev) != CUDA_SUCCESS) req.size = 0;
+    const size_t required =
+        rc != CUDA_SUCCESS
+            ? 0
+            : DriverMemoryRequirement(
+                  entry<decltype(&::cuArrayGetMemoryRequirements)>("cuArrayGetMemoryRequirements"), arr);
     if (rc == CUDA_SUCCESS) g_arrays.push_back(arr);
-    printf("%s %d %zu\n", op.c_str(), rc, req.size);
+    printf("%s %d %zu\n", op.c_str(), rc, required);
   } else if (op == "arrayfree") {
     ENTRY(cuArrayDestroy, "cuArrayDestroy")
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!g_arrays.empty()) {
-      rc = cuArrayDestroy(g_arrays.back());
-      g_arrays.pop_back();
-    }
-    printf("arrayfree %d\n", rc);
+    printf("arrayfree %d\n", ReleaseLast(g_arrays, cuArrayDestroy));
   } else if (op == "mipmap") {
     ENTRY(cuMipmappedArrayCreate, "cuMipmappedArrayCreate")
     CUDA_ARRAY3D_DESCRIPTOR d{};
@@ -417,22 +430,17 @@ int run(const std::string& op_text) {
     d.NumChannels = 4;
     CUmipmappedArray m = nullptr;
     CUresult rc = cuMipmappedArrayCreate(&m, &d, static_cast<unsigned>(num(a, 3)));
-    auto req_fn =
-        entry<decltype(&::cuMipmappedArrayGetMemoryRequirements)>("cuMipmappedArrayGetMemoryRequirements");
-    CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-    CUdevice dev = 0;
-    cuCtxGetDevice(&dev);
-    if (rc != CUDA_SUCCESS || req_fn == nullptr || req_fn(&req, m, dev) != CUDA_SUCCESS) req.size = 0;
+    const size_t required =
+        rc != CUDA_SUCCESS
+            ? 0
+            : DriverMemoryRequirement(entry<decltype(&::cuMipmappedArrayGetMemoryRequirements)>(
+                                          "cuMipmappedArrayGetMemoryRequirements"),
+                                      m);
     if (rc == CUDA_SUCCESS) g_mipmaps.push_back(m);
-    printf("mipmap %d %zu\n", rc, req.size);
+    printf("mipmap %d %zu\n", rc, required);
   } else if (op == "mipmapfree") {
     ENTRY(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy")
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!g_mipmaps.empty()) {
-      rc = cuMipmappedArrayDestroy(g_mipmaps.back());
-      g_mipmaps.pop_back();
-    }
-    printf("mipmapfree %d\n", rc);
+    printf("mipmapfree %d\n", ReleaseLast(g_mipmaps, cuMipmappedArrayDestroy));
   } else if (op == "async") {
     ENTRY(cuMemAllocAsync, "cuMemAllocAsync")
     CUdeviceptr p = 0;
@@ -442,12 +450,8 @@ int run(const std::string& op_text) {
   } else if (op == "asyncfree") {
     ENTRY(cuMemFreeAsync, "cuMemFreeAsync")
     ENTRY(cuStreamSynchronize, "cuStreamSynchronize")
-    CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (!g_async.empty()) {
-      rc = cuMemFreeAsync(g_async.back(), nullptr);
-      g_async.pop_back();
-      if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(nullptr);
-    }
+    CUresult rc = ReleaseLast(g_async, [&](CUdeviceptr p) { return cuMemFreeAsync(p, nullptr); });
+    if (rc == CUDA_SUCCESS) rc = cuStreamSynchronize(nullptr);
     printf("asyncfree %d\n", rc);
   } else if (op == "poolcreate") {
     // a pool on the current device that keeps freed memory (release threshold: all)
@@ -455,10 +459,7 @@ int run(const std::string& op_text) {
     ENTRY(cuMemPoolSetAttribute, "cuMemPoolSetAttribute")
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    CUdevice d = 0;
-    cuCtxGetDevice(&d);
-    props.location.id = d;
+    props.location = CurrentDeviceLocation();
     CUresult rc = cuMemPoolCreate(&g_pool, &props);
     cuuint64_t keep = ~0ull;
     if (rc == CUDA_SUCCESS) rc = cuMemPoolSetAttribute(g_pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
@@ -524,10 +525,8 @@ int run(const std::string& op_text) {
       stage = "nodes";
       CUDA_MEM_ALLOC_NODE_PARAMS ap{};
       ap.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-      ap.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-      CUdevice d = 0;
-      cuCtxGetDevice(&d);
-      ap.poolProps.location.id = a[3].empty() ? d : static_cast<CUdevice>(num(a, 3));
+      ap.poolProps.location = CurrentDeviceLocation();
+      if (!a[3].empty()) ap.poolProps.location.id = static_cast<int>(num(a, 3));
       ap.bytesize = bytes;
       CUgraphNode alloc = nullptr, set = nullptr, fin = nullptr;
       rc = cuGraphCreate(&graph, 0);
