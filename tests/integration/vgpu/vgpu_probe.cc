@@ -159,6 +159,13 @@ bool set_path(const std::string& how) {
   return false;
 }
 
+// `name` looked up in the library `lib` into the function pointer `slot`
+// (null when absent).
+template <typename F>
+void Resolve(void* lib, const char* name, F* slot) {
+  *slot = reinterpret_cast<F>(dlsym(lib, name));
+}
+
 // The graph entry points libvgpu may intercept, reached "direct" (linked),
 // through "dlsym" on a libcuda handle, or through "procaddr" (cuGetProcAddress).
 bool set_graph_path(const std::string& how) {
@@ -169,11 +176,11 @@ bool set_graph_path(const std::string& how) {
   } else if (how == "dlsym") {
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) return false;
-    api.instantiate = reinterpret_cast<decltype(api.instantiate)>(dlsym(lib, "cuGraphInstantiateWithFlags"));
-    api.launch = reinterpret_cast<decltype(api.launch)>(dlsym(lib, "cuGraphLaunch"));
-    api.upload = reinterpret_cast<decltype(api.upload)>(dlsym(lib, "cuGraphUpload"));
-    api.destroy = reinterpret_cast<decltype(api.destroy)>(dlsym(lib, "cuGraphExecDestroy"));
-    api.trim = reinterpret_cast<decltype(api.trim)>(dlsym(lib, "cuDeviceGraphMemTrim"));
+    Resolve(lib, "cuGraphInstantiateWithFlags", &api.instantiate);
+    Resolve(lib, "cuGraphLaunch", &api.launch);
+    Resolve(lib, "cuGraphUpload", &api.upload);
+    Resolve(lib, "cuGraphExecDestroy", &api.destroy);
+    Resolve(lib, "cuDeviceGraphMemTrim", &api.trim);
   } else if (how == "procaddr") {
     auto get = [](const char* name, auto* slot) {
       void* p = nullptr;
@@ -234,13 +241,13 @@ Nvml* nvml() {
   static bool loaded = [] {
     void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
     if (lib == nullptr) return false;
-    n.init = reinterpret_cast<decltype(n.init)>(dlsym(lib, "nvmlInit_v2"));
-    n.count = reinterpret_cast<decltype(n.count)>(dlsym(lib, "nvmlDeviceGetCount_v2"));
-    n.by_index = reinterpret_cast<decltype(n.by_index)>(dlsym(lib, "nvmlDeviceGetHandleByIndex_v2"));
-    n.by_uuid = reinterpret_cast<decltype(n.by_uuid)>(dlsym(lib, "nvmlDeviceGetHandleByUUID"));
-    n.uuid = reinterpret_cast<decltype(n.uuid)>(dlsym(lib, "nvmlDeviceGetUUID"));
-    n.memory = reinterpret_cast<decltype(n.memory)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
-    n.memory_v2 = reinterpret_cast<decltype(n.memory_v2)>(dlsym(lib, "nvmlDeviceGetMemoryInfo_v2"));
+    Resolve(lib, "nvmlInit_v2", &n.init);
+    Resolve(lib, "nvmlDeviceGetCount_v2", &n.count);
+    Resolve(lib, "nvmlDeviceGetHandleByIndex_v2", &n.by_index);
+    Resolve(lib, "nvmlDeviceGetHandleByUUID", &n.by_uuid);
+    Resolve(lib, "nvmlDeviceGetUUID", &n.uuid);
+    Resolve(lib, "nvmlDeviceGetMemoryInfo", &n.memory);
+    Resolve(lib, "nvmlDeviceGetMemoryInfo_v2", &n.memory_v2);
     return n.init && n.count && n.by_index && n.by_uuid && n.uuid && n.memory && n.memory_v2;
   }();
   return loaded ? &n : nullptr;
