@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <vector>
@@ -99,62 +100,28 @@ struct Value {
   bool b = false;
   int64_t i = 0;
   double d = 0;
-  std::string s;
-  std::shared_ptr<const std::vector<Value>> list;
-  std::shared_ptr<const std::map<std::string, Value>> map;
+  // The `{}`s let the factories below name only the members they set.
+  std::string s{};
+  std::shared_ptr<const std::vector<Value>> list{};
+  std::shared_ptr<const std::map<std::string, Value>> map{};
   bool map_missing_is_empty = false;  // device.attributes / device.capacity by domain
-  Quantity q;
-  Semver v;
+  Quantity q{};
+  Semver v{};
 
-  static Value Bool(bool x) {
-    Value out;
-    out.type = Type::kBool;
-    out.b = x;
-    return out;
-  }
-  static Value Int(int64_t x) {
-    Value out;
-    out.type = Type::kInt;
-    out.i = x;
-    return out;
-  }
-  static Value Double(double x) {
-    Value out;
-    out.type = Type::kDouble;
-    out.d = x;
-    return out;
-  }
-  static Value String(std::string x) {
-    Value out;
-    out.type = Type::kString;
-    out.s = std::move(x);
-    return out;
-  }
+  static Value Bool(bool x) { return {.type = Type::kBool, .b = x}; }
+  static Value Int(int64_t x) { return {.type = Type::kInt, .i = x}; }
+  static Value Double(double x) { return {.type = Type::kDouble, .d = x}; }
+  static Value String(std::string x) { return {.type = Type::kString, .s = std::move(x)}; }
   static Value List(std::vector<Value> x) {
-    Value out;
-    out.type = Type::kList;
-    out.list = std::make_shared<const std::vector<Value>>(std::move(x));
-    return out;
+    return {.type = Type::kList, .list = std::make_shared<const std::vector<Value>>(std::move(x))};
   }
   static Value Map(std::map<std::string, Value> x, bool missing_is_empty = false) {
-    Value out;
-    out.type = Type::kMap;
-    out.map = std::make_shared<const std::map<std::string, Value>>(std::move(x));
-    out.map_missing_is_empty = missing_is_empty;
-    return out;
+    return {.type = Type::kMap,
+            .map = std::make_shared<const std::map<std::string, Value>>(std::move(x)),
+            .map_missing_is_empty = missing_is_empty};
   }
-  static Value OfQuantity(Quantity x) {
-    Value out;
-    out.type = Type::kQuantity;
-    out.q = x;
-    return out;
-  }
-  static Value OfSemver(Semver x) {
-    Value out;
-    out.type = Type::kSemver;
-    out.v = std::move(x);
-    return out;
-  }
+  static Value OfQuantity(Quantity x) { return {.type = Type::kQuantity, .q = x}; }
+  static Value OfSemver(Semver x) { return {.type = Type::kSemver, .v = std::move(x)}; }
 };
 
 const char* TypeName(Value::Type type) {
@@ -619,66 +586,34 @@ class Parser {
     return Make(Node::Kind::kTernary, "?:", {*condition, *then, *otherwise}, position);
   }
 
-  Result<NodePtr> ParseOr() {
-    auto left = ParseAnd();
-    while (left.ok() && IsPunct("||")) {
-      const size_t position = Next().position;
-      auto right = ParseAnd();
-      if (!right.ok()) return right;
-      left = Make(Node::Kind::kBinary, "||", {*left, *right}, position);
-    }
-    return left;
-  }
-
-  Result<NodePtr> ParseAnd() {
-    auto left = ParseRelation();
-    while (left.ok() && IsPunct("&&")) {
-      const size_t position = Next().position;
-      auto right = ParseRelation();
-      if (!right.ok()) return right;
-      left = Make(Node::Kind::kBinary, "&&", {*left, *right}, position);
-    }
-    return left;
-  }
-
-  Result<NodePtr> ParseRelation() {
-    auto left = ParseAdditive();
+  // One level of left-associative binary operators: operands parsed by
+  // `operand` (the next level down), joined by any of `ops` (and, for the
+  // relations, the identifier "in").
+  Result<NodePtr> ParseBinaryLevel(Result<NodePtr> (Parser::*operand)(),
+                                   std::initializer_list<const char*> ops, bool in_operator = false) {
+    auto left = (this->*operand)();
     while (left.ok()) {
       std::string op;
-      for (const char* candidate : {"==", "!=", "<", "<=", ">", ">="}) {
+      for (const char* candidate : ops) {
         if (IsPunct(candidate)) op = candidate;
       }
-      if (op.empty() && IsIdent("in")) op = "in";
+      if (op.empty() && in_operator && IsIdent("in")) op = "in";
       if (op.empty()) break;
       const size_t position = Next().position;
-      auto right = ParseAdditive();
+      auto right = (this->*operand)();
       if (!right.ok()) return right;
       left = Make(Node::Kind::kBinary, op, {*left, *right}, position);
     }
     return left;
   }
 
-  Result<NodePtr> ParseAdditive() {
-    auto left = ParseMultiplicative();
-    while (left.ok() && (IsPunct("+") || IsPunct("-"))) {
-      const Token op = Next();
-      auto right = ParseMultiplicative();
-      if (!right.ok()) return right;
-      left = Make(Node::Kind::kBinary, op.text, {*left, *right}, op.position);
-    }
-    return left;
+  Result<NodePtr> ParseOr() { return ParseBinaryLevel(&Parser::ParseAnd, {"||"}); }
+  Result<NodePtr> ParseAnd() { return ParseBinaryLevel(&Parser::ParseRelation, {"&&"}); }
+  Result<NodePtr> ParseRelation() {
+    return ParseBinaryLevel(&Parser::ParseAdditive, {"==", "!=", "<", "<=", ">", ">="}, /*in_operator=*/true);
   }
-
-  Result<NodePtr> ParseMultiplicative() {
-    auto left = ParseUnary();
-    while (left.ok() && (IsPunct("*") || IsPunct("/") || IsPunct("%"))) {
-      const Token op = Next();
-      auto right = ParseUnary();
-      if (!right.ok()) return right;
-      left = Make(Node::Kind::kBinary, op.text, {*left, *right}, op.position);
-    }
-    return left;
-  }
+  Result<NodePtr> ParseAdditive() { return ParseBinaryLevel(&Parser::ParseMultiplicative, {"+", "-"}); }
+  Result<NodePtr> ParseMultiplicative() { return ParseBinaryLevel(&Parser::ParseUnary, {"*", "/", "%"}); }
 
   Result<NodePtr> ParseUnary() {
     if (IsPunct("!") || IsPunct("-")) {
