@@ -12,8 +12,8 @@ namespace {
 
 constexpr auto kMaxBackoff = std::chrono::seconds(30);
 
-// A label value: at most 63 characters of [A-Za-z0-9._-], starting and ending
-// with an alphanumeric; anything else becomes '-'.
+}  // namespace
+
 std::string LabelValue(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -26,8 +26,6 @@ std::string LabelValue(const std::string& text) {
   while (!out.empty() && !alnum(out.back())) out.pop_back();
   return out;
 }
-
-}  // namespace
 
 core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
                                    Clock::Wall now) {

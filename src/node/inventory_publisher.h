@@ -37,6 +37,11 @@ inline constexpr const char* kGpuCountLabel = "tessera.io/gpu.count";
 core::NodeInventory BuildInventory(const std::string& node, const std::vector<core::Gpu>& gpus,
                                    Clock::Wall now);
 
+// `text` made a Kubernetes label value: every character outside
+// [A-Za-z0-9._-] becomes '-', then at most 63 characters, trimmed to start
+// and end with a letter or digit ("" when none is left).
+std::string LabelValue(const std::string& text);
+
 // Label values: the product name made a valid label value ("NVIDIA A100-SXM4-80GB"
 // -> "NVIDIA-A100-SXM4-80GB"), "mixed" when the node has several models,
 // absent (nullopt) with no GPUs; the count of GPUs.

@@ -13,6 +13,16 @@ core::Gpu Gpu(const std::string& model) {
   return g;
 }
 
+TEST(LabelValueTest, ReplacesTruncatesAndTrims) {
+  EXPECT_EQ(LabelValue("NVIDIA A100-SXM4-80GB"), "NVIDIA-A100-SXM4-80GB");
+  EXPECT_EQ(LabelValue("Tesla T4 (rev 2)"), "Tesla-T4--rev-2");
+  EXPECT_EQ(LabelValue("  _gpu_.  "), "gpu");
+  EXPECT_EQ(LabelValue("()"), "");
+  const std::string long_name = "A" + std::string(61, '.') + "-BC";  // 65 characters
+  EXPECT_EQ(LabelValue(long_name), "A");                             // cut at 63, then trimmed
+  EXPECT_EQ(LabelValue(std::string(70, 'x')).size(), 63u);
+}
+
 TEST(InventoryPublisherTest, TheInventoryCarriesTheGpusAndARfc3339Heartbeat) {
   const auto when = std::chrono::system_clock::time_point(std::chrono::seconds(1763900000)) +
                     std::chrono::milliseconds(750);
