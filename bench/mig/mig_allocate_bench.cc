@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "bench_container.h"
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
 #include "host/nvml_api.h"
 #include "host/nvml_mig.h"
@@ -38,50 +39,13 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace tessera;
-
-double Ms(Clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
-struct Stats {
-  double median, p90, max;
-};
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v[v.size() / 2], v[std::min(v.size() - 1, v.size() * 9 / 10)], v.back()};
-}
-
-int Probe() {
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  CUdeviceptr pointer = 0;
-  int count = 0;
-  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&count) != CUDA_SUCCESS || count != 1 ||
-      cuDeviceGet(&device, 0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
-      cuCtxSetCurrent(context) != CUDA_SUCCESS || cuMemAlloc(&pointer, size_t{1} << 30) != CUDA_SUCCESS) {
-    return 1;
-  }
-  return 0;
-}
-
-// Runs this program as the container's process; true when it could use its device.
-bool RunContainer(const std::string& self, const std::string& state_dir, const std::string& visible) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    std::string a = "TESSERA_SIM_STATE=" + state_dir, b = "NVIDIA_VISIBLE_DEVICES=" + visible;
-    std::string c = std::string("LD_LIBRARY_PATH=") + TESSERA_SIM_LIB_DIR;
-    char* env[] = {a.data(), b.data(), c.data(), nullptr};
-    std::string probe = "probe";
-    char* argv[] = {const_cast<char*>(self.c_str()), probe.data(), nullptr};
-    ::execve(self.c_str(), argv, env);
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
+using bench::Clock;
+using bench::Ms;
+using bench::Probe;
+using bench::RunContainer;
+using bench::Stats;
+using bench::Summarise;
 
 constexpr const char* kLayout = R"(version: v1
 mig-configs:

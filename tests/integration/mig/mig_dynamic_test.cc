@@ -32,6 +32,7 @@
 #include "host/nvml_mig.h"
 #include "kubelet_standin.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/testing.h"
 #include "testing/node_cluster.h"
 #include "testing/process.h"
 #include "testing/scheduler_in_process.h"
@@ -91,24 +92,12 @@ class MigDynamicTest : public ::testing::Test {
     return inventory ? inventory->gpus : std::vector<core::Gpu>{};
   }
 
-  // A HAMi-style pod: one container asking for one vGPU of `memory_mib`, in dynamic MIG mode.
-  static Json MigPod(const std::string& name, int memory_mib) {
-    return {{"metadata",
-             {{"name", name}, {"namespace", "ml"}, {"annotations", {{"nvidia.com/vgpu-mode", "mig"}}}}},
-            {"spec",
-             {{"schedulerName", "tessera-scheduler"},
-              {"containers",
-               {{{"name", "main"},
-                 {"resources",
-                  {{"limits",
-                    {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", std::to_string(memory_mib)}}}}}}}}}}};
-  }
-
   // The extender's /filter then /bind for `pod` on this node, as kube-scheduler
   // calls them. The filter is retried while the scheduler has not yet seen
   // what it needs (the inventory, freed instances). "" when bound, else why not.
   std::string Schedule(const std::string& name, int memory_mib, std::chrono::milliseconds patience = 30s) {
-    auto created = cluster_->api().CreateObject("pods", MigPod(name, memory_mib));
+    // A HAMi-style pod: container "app" asks for one vGPU of `memory_mib`, nvidia.com/vgpu-mode: mig.
+    auto created = cluster_->api().CreateObject("pods", scheduler::testing::MigPod("ml", name, memory_mib));
     if (!created.ok()) return "create: " + created.error().message;
     httplib::Client http("127.0.0.1", scheduler_->port());
     const Json args = {{"Pod", *created}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
@@ -146,10 +135,10 @@ class MigDynamicTest : public ::testing::Test {
     return allocation->containers[0].devices[0];
   }
 
-  // The kubelet admitting container "main" of `pod`: it asks the plugin's
+  // The kubelet admitting `container` of `pod`: it asks the plugin's
   // preferred device among those no container holds, then allocates it.
-  grpc::Status Admit(const std::string& pod, v1beta1::ContainerAllocateResponse* answer,
-                     std::string* device = nullptr) {
+  grpc::Status Admit(const std::string& pod, const std::string& container,
+                     v1beta1::ContainerAllocateResponse* answer, std::string* device = nullptr) {
     v1beta1::PreferredAllocationRequest preferred;
     auto* request = preferred.add_container_requests();
     for (const auto& d : cluster_->kubelet().devices(kGpu)) {
@@ -164,7 +153,7 @@ class MigDynamicTest : public ::testing::Test {
     }
     const std::string id = chosen.container_responses(0).deviceids(0);
     if (device != nullptr) *device = id;
-    status = cluster_->kubelet().AdmitContainer("ml", pod, "main", kGpu, {id}, answer);
+    status = cluster_->kubelet().AdmitContainer("ml", pod, container, kGpu, {id}, answer);
     if (status.ok()) held_[id] = pod;
     return status;
   }
@@ -250,13 +239,13 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
       v1beta1::AllocateResponse first;
       ASSERT_TRUE(cluster_->kubelet().Allocate(retried, &first).ok());
       std::string device;
-      ASSERT_TRUE(Admit(name, &answers[name], &device).ok());
+      ASSERT_TRUE(Admit(name, "app", &answers[name], &device).ok());
       EXPECT_EQ(answers[name].envs().at("NVIDIA_VISIBLE_DEVICES"),
                 first.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"));
       EXPECT_EQ(device.rfind(gpu0, 0), 0u) << device;  // steered to the instance's GPU
       continue;
     }
-    auto status = Admit(name, &answers[name]);
+    auto status = Admit(name, "app", &answers[name]);
     ASSERT_TRUE(status.ok()) << name << ": " << status.error_message() << cluster_->NodeLog();
     EXPECT_EQ(answers[name].envs().at("NVIDIA_VISIBLE_DEVICES").rfind("MIG-", 0), 0u);
   }
@@ -267,8 +256,9 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
   ASSERT_TRUE(WaitFor([&] {
     auto gpus = PublishedGpus();
     if (gpus.size() != 2 || gpus[0].mig_devices.size() != 7) return false;
-    return std::all_of(gpus[0].mig_devices.begin(), gpus[0].mig_devices.end(),
-                       [](const core::MigDevice& d) { return d.used_by.rfind("ml/small-", 0) == 0; });
+    return std::all_of(gpus[0].mig_devices.begin(), gpus[0].mig_devices.end(), [](const core::MigDevice& d) {
+      return d.used_by.rfind("ml/small-", 0) == 0 && d.used_by.ends_with("/app");
+    });
   })) << cluster_->NodeLog();
 
   // A container's process sees exactly its instance.
@@ -284,7 +274,7 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
     EXPECT_EQ(Placed(name).uuid, gpu1);
     EXPECT_EQ(Placed(name).mig_profile, "3g.40gb");
     v1beta1::ContainerAllocateResponse answer;
-    auto status = Admit(name, &answer);
+    auto status = Admit(name, "app", &answer);
     ASSERT_TRUE(status.ok()) << status.error_message();
     EXPECT_NE(Probe(answer).find("|NVIDIA A100-SXM4-80GB MIG 3g.40gb|40192|42"), std::string::npos);
   }
@@ -313,7 +303,7 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
   EXPECT_EQ(Placed("big-4").uuid, gpu0);
   EXPECT_EQ(Placed("big-4").mig_start, 0);
   v1beta1::ContainerAllocateResponse big;
-  auto status = Admit("big-4", &big);
+  auto status = Admit("big-4", "app", &big);
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_NE(Probe(big).find("1|NVIDIA A100-SXM4-80GB MIG 3g.40gb|40192|42"), std::string::npos);
 }
@@ -337,14 +327,14 @@ TEST_F(MigDynamicTest, ATakenPlacementIsRefusedAndRestartKeepsInstancesInUse) {
   for (auto [name, start] : {std::pair{"a", 6}, std::pair{"b", 5}}) {
     ASSERT_TRUE(cluster_->BindPod("ml", name, {slice(gpu0, "1g.10gb", start)}).ok());
     v1beta1::ContainerAllocateResponse answer;
-    auto status = Admit(name, &answer);
+    auto status = Admit(name, "main", &answer);
     ASSERT_TRUE(status.ok()) << status.error_message() << cluster_->NodeLog();
     kept[name] = answer.envs().at("NVIDIA_VISIBLE_DEVICES");
   }
   // A pod whose placement overlaps b's instance: refused, nothing created.
   ASSERT_TRUE(cluster_->BindPod("ml", "clash", {slice(gpu0, "2g.20gb", 4)}).ok());
   v1beta1::ContainerAllocateResponse clash;
-  auto refused = Admit("clash", &clash);
+  auto refused = Admit("clash", "main", &clash);
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.error_message().find("2g.20gb@4"), std::string::npos) << refused.error_message();
   EXPECT_NE(refused.error_message().find("taken"), std::string::npos) << refused.error_message();
