@@ -9,7 +9,9 @@
 # - tessera-node's init container installs libvgpu.so from the image into the host directory that
 #   the agent mounts at the same path (the directory of its default libvgpu_host_path), and its
 #   script, run here against two directories, installs the file atomically: a new file renamed over
-#   the old, so a process that holds the old one keeps it whole; a second run changes nothing.
+#   the old, so a process that holds the old one keeps it whole; a second run changes nothing;
+# - the webhook fails closed (failurePolicy Fail) and leaves out kube-system, where tessera runs,
+#   and nothing else (docs/security.md).
 #
 #   tests/image/manifests_test.sh SOURCE_DIR
 #
@@ -141,6 +143,29 @@ check(len(shared) == 1 and "emptyDir" in pod_volumes.get(shared[0], {}),
       "and tessera-scheduler mounts the same emptyDir there (no Secret volume the pod would wait for)")
 hooks = by_kind_name[("MutatingWebhookConfiguration", "tessera-scheduler")]["webhooks"]
 check(all("caBundle" not in h["clientConfig"] for h in hooks), "the webhook configuration lists no caBundle")
+# A dead webhook (docs/security.md, "The webhook when it is down"): pod creation it covers fails
+# closed, so no GPU pod is created without the webhook's mutation (tessera's scheduler and limits);
+# the namespaces tessera itself runs in (kube-system) are never sent to it, so neither they nor
+# tessera's own restart wait for it; and nothing a user can set (a namespace or pod label) opens
+# another way around it.
+own = sorted({o["metadata"]["namespace"] for o in objects if o["kind"] in ("Deployment", "DaemonSet")})
+for h in hooks:
+    check(h.get("failurePolicy") == "Fail",
+          f"{h['name']}: failurePolicy Fail, written out (a dead webhook lets no pod past it): {h.get('failurePolicy')}")
+    covers = [r for r in h.get("rules", []) if "pods" in r.get("resources", []) and "CREATE" in r.get("operations", [])]
+    check(len(covers) == 1, f"{h['name']}: it covers pod CREATE")
+    selector = h.get("namespaceSelector", {})
+    names = [e for e in selector.get("matchExpressions", [])
+             if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "NotIn"]
+    excluded = {v for e in names for v in e.get("values", [])}
+    check({"kube-system", *own} <= excluded,
+          f"{h['name']}: kube-system and tessera's own namespaces {own} are left out of it (excluded: {sorted(excluded)})")
+    loopholes = [e for e in selector.get("matchExpressions", []) if e not in names] + list(selector.get("matchLabels", {}))
+    check(excluded <= {"kube-system", *own} and not loopholes and not h.get("objectSelector"),
+          f"{h['name']}: and nothing else: no other namespace, no label selector a user could satisfy "
+          f"(excluded {sorted(excluded)}, other terms {loopholes}, objectSelector {h.get('objectSelector')})")
+    check(0 < h.get("timeoutSeconds", 10) <= 10,
+          f"{h['name']}: a hung webhook holds a pod creation for at most {h.get('timeoutSeconds', 10)} s")
 role = by_kind_name.get(("Role", "tessera-webhook-certs"), {"rules": []})
 check(any("secrets" in r["resources"] and "create" in r["verbs"] for r in role["rules"])
       and ("ClusterRole", "tessera-webhook-certs") in by_kind_name,
