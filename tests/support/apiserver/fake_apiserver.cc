@@ -3,7 +3,9 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <random>
 #include <set>
 
@@ -310,6 +312,14 @@ std::vector<RequestRecord> FakeApiServer::Requests() const {
 }
 
 void FakeApiServer::LogRequestLocked(RequestRecord record) {
+  // TESSERA_APISERVER_REQUEST_LOG=<file>: each request is also appended there as
+  // one tab-separated line (method, path, watch, User-Agent, status), so a test
+  // can audit the calls of other test programs (tests/integration/security).
+  if (const char* file = std::getenv("TESSERA_APISERVER_REQUEST_LOG"); file != nullptr && *file != '\0') {
+    std::ofstream(file, std::ios::app)
+        << record.method << '\t' << record.path << '\t' << (record.watch ? "watch" : "-") << '\t'
+        << record.user_agent << '\t' << record.status << '\n';
+  }
   requests_.push_back(std::move(record));
   while (requests_.size() > options_.request_log_limit) requests_.pop_front();
 }
@@ -444,6 +454,7 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
   record.path = req.path;
   record.target = req.target;
   record.content_type = req.get_header_value("Content-Type");
+  record.user_agent = req.get_header_value("User-Agent");
   record.body = req.body;
   record.watch = req.get_param_value("watch") == "true" || req.get_param_value("watch") == "1";
 

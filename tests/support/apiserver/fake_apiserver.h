@@ -98,6 +98,7 @@ struct RequestRecord {
   std::string path;    // without query
   std::string target;  // with query
   std::string content_type;
+  std::string user_agent;
   std::string body;
   bool watch = false;
   int status = 0;  // for watches: the status the stream started with
