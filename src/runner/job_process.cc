@@ -73,6 +73,7 @@ Result<pid_t> StartJob(const JobSpec& spec) {
   if (pid == 0) {
     // Child: default signal dispositions, die with the supervisor.
     for (int sig : kForwardedSignals) ::signal(sig, SIG_DFL);
+    if (spec.signal_mask) ::sigprocmask(SIG_SETMASK, &*spec.signal_mask, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != supervisor) ::_exit(137);  // supervisor already gone
     ::execvpe(argv[0], argv.data(), envp.data());

@@ -8,6 +8,7 @@
 // outlived by a process still using the GPU.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <map>
@@ -23,6 +24,9 @@ struct JobSpec {
   std::vector<std::string> argv;                        // argv[0] looked up in PATH
   std::map<std::string, std::string> set_env;           // added to / replacing the inherited environment
   std::map<std::string, std::string> prepend_path_env;  // e.g. LD_PRELOAD, LD_LIBRARY_PATH: "value:old"
+  // The job's signal mask; unset: the caller's. A caller that blocks signals
+  // while it starts the job (so that none is lost) gives the mask it had.
+  std::optional<sigset_t> signal_mask{};
 };
 
 // How a job ended, in the shell's terms.

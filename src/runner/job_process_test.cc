@@ -64,6 +64,35 @@ TEST(JobProcess, SetsAndPrependsEnvironment) {
   EXPECT_EQ(tmp.Read("env"), "yes|/new:/old\n");
 }
 
+TEST(JobProcess, TheJobStartsWithTheSignalMaskItIsGiven) {
+  // A supervisor that blocks SIGTERM while it starts the job (as `tessera run
+  // --mig` does): the job inherits the block unless given its own mask.
+  ::tessera::testing::TempDir tmp("tessera-job-mask");
+  auto blocked_in_job = [&](bool give_mask) {
+    const std::string out = tmp.path() + (give_mask ? "/given" : "/inherited");
+    pid_t sup = fork();
+    if (sup == 0) {
+      sigset_t term, previous;
+      sigemptyset(&term);
+      sigaddset(&term, SIGTERM);
+      sigprocmask(SIG_BLOCK, &term, &previous);
+      // cp's own status (a shell might reset its mask).
+      JobSpec spec{{"cp", "/proc/self/status", out}, {}, {}};
+      if (give_mask) spec.signal_mask = previous;
+      auto pid = StartJob(spec);
+      if (!pid.ok()) _exit(99);
+      ExitLike(WaitForJob(*pid));
+    }
+    waitpid(sup, nullptr, 0);
+    const std::string status = tmp.Read(give_mask ? "given" : "inherited");
+    const auto at = status.find("SigBlk:");
+    return at == std::string::npos ? ~0ull : std::stoull(status.substr(at + 7), nullptr, 16);
+  };
+  const unsigned long long term_bit = 1ull << (SIGTERM - 1);
+  EXPECT_NE(blocked_in_job(false) & term_bit, 0u);
+  EXPECT_EQ(blocked_in_job(true) & term_bit, 0u);
+}
+
 TEST(JobProcess, ForwardsSignalsToTheJob) {
   // The job traps TERM and exits 42, proving it received the forwarded signal.
   ::tessera::testing::TempDir tmp("tessera-job-ready");

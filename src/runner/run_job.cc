@@ -311,8 +311,11 @@ int RunInMigInstance(const RunOptions& options, const LocalGpus& local, SliceLed
               << " on GPU " << m.gpu_index << " (" << m.parent_uuid << ", slice " << m.start << ", "
               << m.memory_mib << " MiB, " << m.sm_count << " SMs)\n";
   }
-  // Unblocked once the job's forwarding handlers are in place.
-  return SuperviseAndExit(BuildMigJobSpec(*entry, local, options.command), release, unblock);
+  // The job starts with the mask this process had; this process unblocks once
+  // the job's forwarding handlers are in place.
+  JobSpec spec = BuildMigJobSpec(*entry, local, options.command);
+  spec.signal_mask = previous;
+  return SuperviseAndExit(spec, release, unblock);
 }
 
 }  // namespace

@@ -130,6 +130,11 @@ TEST_F(RunMigTest, SigtermReachesTheJobAndTheInstanceIsRemoved) {
   ASSERT_TRUE(WIFEXITED(status)) << Read("term.err");
   EXPECT_EQ(WEXITSTATUS(status), 3);
   EXPECT_EQ(MigDevices(), 0) << Smi();
+  // The job does not inherit the signals `tessera run` blocks while it makes the instance.
+  auto mask = Run({"--mig", "2g.20gb", "-q", "--", "/bin/grep", "SigBlk", "/proc/self/status"});
+  ASSERT_EQ(mask.exit_code, 0) << mask.err;
+  const unsigned long long blocked = std::stoull(mask.out.substr(mask.out.find(':') + 1), nullptr, 16);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) EXPECT_EQ(blocked & (1ull << (sig - 1)), 0u) << mask.out;
 }
 
 TEST_F(RunMigTest, BadRequestsAreRefusedWithTheCauseAndChangeNothing) {
