@@ -30,11 +30,7 @@ PodAllocation Sample() {
 
 TEST(AllocationCodecTest, RoundTripsThroughTextAndJson) {
   PodAllocation a = Sample();
-  auto text = EncodeAllocation(a);
-  ASSERT_TRUE(text.ok()) << text.error().message;
-  auto back = DecodeAllocation(*text);
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(*back, a);
+  ExpectRoundTrip(a, EncodeAllocation, DecodeAllocation);
 
   auto j = AllocationToJson(a);
   ASSERT_TRUE(j.ok());

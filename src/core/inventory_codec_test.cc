@@ -36,19 +36,11 @@ NodeInventory Sample() {
 }
 
 TEST(InventoryCodecTest, RoundTrips) {
-  NodeInventory inv = Sample();
-  auto text = EncodeInventory(inv);
-  ASSERT_TRUE(text.ok()) << text.error().message;
-  auto back = DecodeInventory(*text);
-  ASSERT_TRUE(back.ok()) << back.error().message;
-  EXPECT_EQ(*back, inv);
-
+  ExpectRoundTrip(Sample(), EncodeInventory, DecodeInventory);
   NodeInventory empty;
   empty.node = "cpu-node";
   empty.heartbeat = "2026-11-22T02:31:53.5+01:00";
-  auto e = DecodeInventory(*EncodeInventory(empty));
-  ASSERT_TRUE(e.ok()) << e.error().message;
-  EXPECT_EQ(*e, empty);
+  ExpectRoundTrip(empty, EncodeInventory, DecodeInventory);
 }
 
 TEST(InventoryCodecTest, DecodesTheAgreedFormat) {

@@ -65,6 +65,16 @@ void ExpectRefused(const CorruptCase& c, std::string_view payload, Decode decode
   EXPECT_EQ(message.rfind(payload, 0), 0u) << "errors name the payload: " << message;
 }
 
+// `value` encoded to text and decoded again is `value`.
+template <typename T, typename Encode, typename Decode>
+void ExpectRoundTrip(const T& value, Encode encode, Decode decode) {
+  auto text = encode(value);
+  ASSERT_TRUE(text.ok()) << text.error().message;
+  auto back = decode(*text);
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, value);
+}
+
 // No proper prefix of valid `text` decodes.
 template <typename Decode>
 void ExpectEveryTruncationRefused(const std::string& text, Decode decode) {
