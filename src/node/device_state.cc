@@ -29,53 +29,42 @@ Result<DeviceId> ParseDeviceId(const std::string& id) {
 }
 
 void DeviceState::SetGpus(std::vector<core::Gpu> gpus) {
-  {
-    std::lock_guard lock(mu_);
-    gpus_ = std::move(gpus);
-    ++version_;
-  }
-  changed_.notify_all();
-}
-
-bool DeviceState::EditEach(const std::function<bool(core::Gpu&)>& edit) {
-  {
-    std::lock_guard lock(mu_);
-    bool changed = false;
-    for (auto& gpu : gpus_) changed = edit(gpu) || changed;
-    if (!changed) return false;
-    ++version_;
-  }
-  changed_.notify_all();
-  return true;
+  gpus_.Set(std::move(gpus));
 }
 
 bool DeviceState::SetHealth(const std::string& gpu_uuid, bool healthy) {
-  return EditEach([&](core::Gpu& gpu) {
-    if (gpu.uuid != gpu_uuid || gpu.healthy == healthy) return false;
-    gpu.healthy = healthy;
-    return true;
+  return gpus_.Edit([&](std::vector<core::Gpu>& gpus) {
+    bool changed = false;
+    for (auto& gpu : gpus) {
+      if (gpu.uuid != gpu_uuid || gpu.healthy == healthy) continue;
+      gpu.healthy = healthy;
+      changed = true;
+    }
+    return changed;
   });
 }
 
 bool DeviceState::SetHeldBy(const std::map<std::string, std::string>& held) {
-  return EditEach([&](core::Gpu& gpu) {
-    auto it = held.find(gpu.uuid);
-    const std::string holder = it == held.end() ? std::string() : it->second;
-    if (gpu.held_by == holder) return false;
-    gpu.held_by = holder;
-    return true;
+  return gpus_.Edit([&](std::vector<core::Gpu>& gpus) {
+    bool changed = false;
+    for (auto& gpu : gpus) {
+      auto it = held.find(gpu.uuid);
+      const std::string holder = it == held.end() ? std::string() : it->second;
+      if (gpu.held_by == holder) continue;
+      gpu.held_by = holder;
+      changed = true;
+    }
+    return changed;
   });
 }
 
 DeviceState::Snapshot DeviceState::Get() const {
-  std::lock_guard lock(mu_);
-  return Snapshot{version_, gpus_};
+  auto snapshot = gpus_.Get();
+  return Snapshot{snapshot.version, std::move(snapshot.value)};
 }
 
 uint64_t DeviceState::WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const {
-  std::unique_lock lock(mu_);
-  changed_.wait_for(lock, timeout, [&] { return version_ != seen; });
-  return version_;
+  return gpus_.WaitForChange(seen, timeout);
 }
 
 }  // namespace tessera::node

@@ -6,16 +6,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "core/device.h"
+#include "node/versioned.h"
 
 namespace tessera::node {
 
@@ -58,14 +56,7 @@ class DeviceState {
   uint64_t WaitForChange(uint64_t seen, std::chrono::milliseconds timeout) const;
 
  private:
-  // Calls `edit` on every GPU under mu_; `edit` returns whether it changed
-  // the GPU. When any did, the version moves and waiters wake. Returns that.
-  bool EditEach(const std::function<bool(core::Gpu&)>& edit);
-
-  mutable std::mutex mu_;
-  mutable std::condition_variable changed_;
-  uint64_t version_ = 0;         // guarded by mu_
-  std::vector<core::Gpu> gpus_;  // guarded by mu_
+  Versioned<std::vector<core::Gpu>> gpus_;
 };
 
 }  // namespace tessera::node
