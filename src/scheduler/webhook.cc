@@ -5,6 +5,7 @@
 
 #include "contract/container_contract.h"
 #include "core/pod_request.h"
+#include "scheduler/mig_placement.h"
 
 namespace tessera::scheduler {
 namespace {
@@ -169,6 +170,12 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
       }
     }
   }
+  // A dynamic MIG pod's containers get no variables from us: the MIG device
+  // does not exist at bind, so bind writes no visible-devices annotation and
+  // the variable would resolve to "" over the MIG UUID Allocate sets (a pod's
+  // own env wins over a device plugin's); and libvgpu, the only reader of the
+  // rest, is not in a MIG container (docs/decisions.md).
+  if (WantsDynamicMig(pod)) return patch;
   for (const char* list : {"initContainers", "containers"}) {
     const bool init = std::string_view(list) == "initContainers";
     std::map<std::string, std::optional<int>> gpu_containers;  // name -> priority

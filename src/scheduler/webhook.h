@@ -16,6 +16,12 @@
 //    nvidia.com/priority, CUDA_TASK_PRIORITY=<that value> (a literal: 0 =
 //    high, 1 and above = low, the convention of HAMi, CUDA and libvgpu).
 //    Variables the container already sets are left alone.
+//    A pod asking for dynamic MIG (WantsDynamicMig, HAMi's
+//    nvidia.com/vgpu-mode: mig) gets none of these variables: its device is a
+//    MIG instance tessera-node creates at Allocate, whose answer sets
+//    NVIDIA_VISIBLE_DEVICES to the instance's MIG UUID, and it runs without
+//    libvgpu (the instance is isolated in hardware). It still gets the
+//    scheduler name and the defaulted limits, which size its instance.
 // Applying the patched pod again yields an empty patch (idempotent).
 // Malformed or impossible requests are denied with a message naming the
 // container and field (core's derivation errors, plus memory above the largest

@@ -156,6 +156,42 @@ TEST(WebhookTest, PriorityReachesTheContainerAsCudaTaskPriority) {
             "1");
 }
 
+TEST(WebhookTest, DynamicMigPodGetsLimitsButNoDeviceOrLibvgpuVariables) {
+  // HAMi's nvidia.com/vgpu-mode: mig, with a priority and an init container.
+  Json pod = PodWithLimits({{"nvidia.com/gpumem", "9728"}, {"nvidia.com/priority", "1"}});
+  pod["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
+  pod["spec"]["initContainers"] = {
+      {{"name", "warmup"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}};
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 81920);
+  ASSERT_TRUE(patch.ok()) << patch.error().message;
+  Json mutated = pod.patch(*patch);
+  EXPECT_EQ(mutated["spec"]["schedulerName"], "tessera-scheduler");
+  for (const Json* c : {&mutated["spec"]["containers"][0], &mutated["spec"]["initContainers"][0]}) {
+    // The limits the scheduler sizes the instance from are still defaulted...
+    EXPECT_EQ((*c)["resources"]["limits"]["nvidia.com/gpu"], "1") << c->dump();
+    // ...but no variable: NVIDIA_VISIBLE_DEVICES would resolve to "" (bind
+    // writes no visible-devices annotation for a MIG device) and win over
+    // Allocate's MIG UUID; the others are libvgpu's, which a MIG container lacks.
+    EXPECT_FALSE(c->contains("env")) << c->dump();
+  }
+  auto again = MutationPatch(mutated, SchedulerConfig{}, 81920);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+
+  // Any other mode (or none) is a vGPU pod: wired as before.
+  pod["metadata"]["annotations"]["nvidia.com/vgpu-mode"] = "hami-core";
+  auto vgpu = MutationPatch(pod, SchedulerConfig{}, 81920);
+  ASSERT_TRUE(vgpu.ok()) << vgpu.error().message;
+  const Json app = pod.patch(*vgpu)["spec"]["containers"][0];
+  EXPECT_EQ(EnvOf(app, "NVIDIA_VISIBLE_DEVICES")["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.annotations['tessera.io/visible-devices.0']");
+  EXPECT_EQ(EnvOf(app, "CUDA_TASK_PRIORITY")["value"], "1");
+  // Bad input is still refused for a MIG pod, naming the field.
+  Json too_big = PodWithLimits({{"nvidia.com/gpumem", "90000"}});
+  too_big["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
+  EXPECT_NE(PatchError(too_big, 81920).find("largest GPU"), std::string::npos);
+}
+
 TEST(WebhookTest, ResponseCarriesBase64JsonPatch) {
   Json pod = PodWithLimits({{"nvidia.com/gpu", "1"}});
   Json answer = Mutate(Review(pod), SchedulerConfig{}, 0);
