@@ -99,7 +99,7 @@ grpc::Status DevicePluginService::ListAndWatch(grpc::ServerContext* context, con
   uint64_t sent = snapshot.version;
   uint64_t sent_dynamic = dynamic_ != nullptr ? dynamic_->version() : 0;
   if (!writer->Write(advertised(snapshot.gpus))) return grpc::Status::OK;
-  while (!stopping_ && !context->IsCancelled()) {
+  while (!stopping() && !context->IsCancelled()) {
     const bool moved = state_.WaitForChange(sent, kStreamWakeup) != sent;
     const uint64_t dynamic_version = dynamic_ != nullptr ? dynamic_->version() : 0;
     if (!moved && dynamic_version == sent_dynamic) continue;
@@ -192,13 +192,6 @@ grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::
                {"region", answer->annotations().at(std::string(contract::kRegionDirAnnotation))}});
     *response->add_container_responses() = std::move(answer).value();
   }
-  return grpc::Status::OK;
-}
-
-grpc::Status DevicePluginService::PreStartContainer(grpc::ServerContext*,
-                                                    const v1beta1::PreStartContainerRequest*,
-                                                    v1beta1::PreStartContainerResponse*) {
-  // Nothing to prepare per start: everything the container needs was mounted by Allocate.
   return grpc::Status::OK;
 }
 

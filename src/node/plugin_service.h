@@ -41,7 +41,20 @@ Result<std::vector<std::string>> PreferredDevicesWithDynamic(
 class ServedDevicePlugin : public v1beta1::DevicePlugin::Service {
  public:
   // Makes every open ListAndWatch stream return, so the server can shut down.
-  virtual void BeginShutdown() = 0;
+  void BeginShutdown() { stopping_ = true; }
+  // Nothing to prepare per start: tessera's plugins give everything in
+  // Allocate's answer. (Methods not overridden answer UNIMPLEMENTED.)
+  grpc::Status PreStartContainer(grpc::ServerContext*, const v1beta1::PreStartContainerRequest*,
+                                 v1beta1::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
+ protected:
+  // Whether BeginShutdown was called: open streams end.
+  bool stopping() const { return stopping_.load(); }
+
+ private:
+  std::atomic<bool> stopping_{false};
 };
 
 class DevicePluginService final : public ServedDevicePlugin {
@@ -53,8 +66,6 @@ class DevicePluginService final : public ServedDevicePlugin {
   DevicePluginService(const NodeConfig& config, const DeviceState& state,
                       std::function<std::string()> new_region_name, mig::DynamicMig* dynamic = nullptr);
 
-  void BeginShutdown() override { stopping_ = true; }
-
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
@@ -64,16 +75,12 @@ class DevicePluginService final : public ServedDevicePlugin {
                                       v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
                         v1beta1::AllocateResponse* response) override;
-  grpc::Status PreStartContainer(grpc::ServerContext* context,
-                                 const v1beta1::PreStartContainerRequest* request,
-                                 v1beta1::PreStartContainerResponse* response) override;
 
  private:
   const NodeConfig& config_;
   const DeviceState& state_;
   std::function<std::string()> new_region_name_;
   mig::DynamicMig* const dynamic_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace tessera::node

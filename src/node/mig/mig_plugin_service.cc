@@ -59,7 +59,7 @@ grpc::Status MigPluginService::ListAndWatch(grpc::ServerContext* context, const 
   uint64_t sent = snapshot.version;
   auto list = MigDeviceList(snapshot.devices, resource_);
   if (!writer->Write(list)) return grpc::Status::OK;
-  while (!stopping_ && !context->IsCancelled()) {
+  while (!stopping() && !context->IsCancelled()) {
     if (state_.WaitForChange(sent, kStreamWakeup) == sent) continue;
     snapshot = state_.Get();
     sent = snapshot.version;
@@ -71,13 +71,6 @@ grpc::Status MigPluginService::ListAndWatch(grpc::ServerContext* context, const 
     if (!writer->Write(list)) break;
   }
   return grpc::Status::OK;
-}
-
-grpc::Status MigPluginService::GetPreferredAllocation(grpc::ServerContext*,
-                                                      const v1beta1::PreferredAllocationRequest*,
-                                                      v1beta1::PreferredAllocationResponse*) {
-  // Not offered (GetDevicePluginOptions): any MIG device of a resource is as good as another.
-  return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no preferred allocation for MIG devices");
 }
 
 grpc::Status MigPluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
@@ -95,12 +88,6 @@ grpc::Status MigPluginService::Allocate(grpc::ServerContext*, const v1beta1::All
     *answer.add_container_responses() = std::move(one).value();
   }
   *response = std::move(answer);
-  return grpc::Status::OK;
-}
-
-grpc::Status MigPluginService::PreStartContainer(grpc::ServerContext*,
-                                                 const v1beta1::PreStartContainerRequest*,
-                                                 v1beta1::PreStartContainerResponse*) {
   return grpc::Status::OK;
 }
 

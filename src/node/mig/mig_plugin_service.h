@@ -14,7 +14,6 @@
 // (synchronised) MigDeviceState.
 #pragma once
 
-#include <atomic>
 #include <string>
 
 #include "node/mig/mig_devices.h"
@@ -37,25 +36,16 @@ class MigPluginService final : public ServedDevicePlugin {
   // `state` must outlive the service.
   MigPluginService(std::string resource, const MigDeviceState& state);
 
-  void BeginShutdown() override { stopping_ = true; }
-
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
   grpc::Status ListAndWatch(grpc::ServerContext* context, const v1beta1::Empty* request,
                             grpc::ServerWriter<v1beta1::ListAndWatchResponse>* writer) override;
-  grpc::Status GetPreferredAllocation(grpc::ServerContext* context,
-                                      const v1beta1::PreferredAllocationRequest* request,
-                                      v1beta1::PreferredAllocationResponse* response) override;
   grpc::Status Allocate(grpc::ServerContext* context, const v1beta1::AllocateRequest* request,
                         v1beta1::AllocateResponse* response) override;
-  grpc::Status PreStartContainer(grpc::ServerContext* context,
-                                 const v1beta1::PreStartContainerRequest* request,
-                                 v1beta1::PreStartContainerResponse* response) override;
 
  private:
   const std::string resource_;
   const MigDeviceState& state_;
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace tessera::node::mig
