@@ -2,8 +2,6 @@
 
 #include "base/log.h"
 
-#include <sys/stat.h>
-
 #include <chrono>
 
 #include "deviceplugin/v1beta1/api.grpc.pb.h"
@@ -44,12 +42,6 @@ KubeletRegistrar::~KubeletRegistrar() {
   Stop();
 }
 
-std::optional<KubeletRegistrar::FileIdentity> KubeletRegistrar::Identify(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return std::nullopt;
-  return FileIdentity{st.st_dev, st.st_ino, static_cast<long>(st.st_ctim.tv_sec), st.st_ctim.tv_nsec};
-}
-
 void KubeletRegistrar::Tick() {
   // Our socket first: registering an endpoint that does not answer would fail
   // in the kubelet.
@@ -64,7 +56,7 @@ void KubeletRegistrar::Tick() {
     registered_with_.reset();
   }
 
-  auto kubelet = Identify(config_.KubeletSocketPath());
+  auto kubelet = IdentifyFile(config_.KubeletSocketPath(), /*socket_only=*/true);
   if (!kubelet) {
     if (!logged_waiting_)
       log::Info("waiting for the kubelet socket", {{"socket", config_.KubeletSocketPath()}});

@@ -15,8 +15,6 @@
 // Thread-safety: Start/Stop from one controlling thread; counters from any.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <optional>
 #include <string>
@@ -24,6 +22,7 @@
 #include "base/periodic_thread.h"
 #include "base/result.h"
 #include "node/config.h"
+#include "node/file_identity.h"
 #include "node/plugin_server.h"
 
 namespace tessera::node {
@@ -45,14 +44,6 @@ class KubeletRegistrar {
   int registrations() const { return registrations_.load(); }
 
  private:
-  struct FileIdentity {
-    dev_t device = 0;
-    ino_t inode = 0;
-    long ctime_sec = 0;
-    long ctime_nsec = 0;
-    bool operator==(const FileIdentity&) const = default;
-  };
-  static std::optional<FileIdentity> Identify(const std::string& path);
   void Tick();
 
   const NodeConfig& config_;

@@ -1,7 +1,5 @@
 #include "node/mig/mig_manager.h"
 
-#include <sys/stat.h>
-
 #include "base/files.h"
 #include "base/log.h"
 #include "kube/typed_api.h"
@@ -94,12 +92,7 @@ std::string MigManager::WantedConfig() const {
 }
 
 void MigManager::ReadLayoutFile() {
-  struct stat st {};
-  std::optional<FileIdentity> identity;
-  if (::stat(config_.mig_layout_file.c_str(), &st) == 0) {
-    identity = FileIdentity{st.st_dev, st.st_ino, st.st_size,
-                            static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
-  }
+  const std::optional<FileIdentity> identity = IdentifyFile(config_.mig_layout_file);
   if (identity == file_identity_ && layout_generation_ > 0) return;
   file_identity_ = identity;
   ++layout_generation_;

@@ -26,7 +26,6 @@
 // Thread-safety: Start/Stop from one controlling thread; accessors anywhere.
 #pragma once
 
-#include <sys/types.h>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -44,6 +43,7 @@
 #include "kube/informer.h"
 #include "kube/typed_api.h"
 #include "node/config.h"
+#include "node/file_identity.h"
 #include "node/mig/layout_applier.h"
 #include "node/mig/mig_devices.h"
 #include "node/mig/mig_settings.h"
@@ -83,13 +83,6 @@ class MigManager {
   void Tick();
 
  private:
-  struct FileIdentity {
-    dev_t device = 0;
-    ino_t inode = 0;
-    off_t size = 0;
-    int64_t mtime_ns = 0;
-    bool operator==(const FileIdentity&) const = default;
-  };
   struct Plugin {
     NodeConfig config;  // the agent's, with this resource's name (and so its socket)
     std::unique_ptr<PluginServer> server;
