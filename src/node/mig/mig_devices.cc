@@ -1,10 +1,10 @@
 #include "node/mig/mig_devices.h"
 
 #include <algorithm>
-#include <cctype>
 #include <functional>
 
 #include "core/mig/geometry.h"
+#include "node/inventory_publisher.h"
 
 namespace tessera::node::mig {
 namespace {
@@ -14,19 +14,6 @@ namespace {
 std::string NameSegment(std::string profile) {
   std::replace(profile.begin(), profile.end(), '+', '.');
   return profile;
-}
-
-// A label value: [A-Za-z0-9._-], at most 63, alphanumeric at both ends.
-std::string LabelValue(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
-    out += ok ? c : '-';
-  }
-  if (out.size() > 63) out.resize(63);
-  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.back()))) out.pop_back();
-  while (!out.empty() && !std::isalnum(static_cast<unsigned char>(out.front()))) out.erase(out.begin());
-  return out;
 }
 
 const core::mig::Model* ModelOf(const host::MigGpuState& gpu) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/inventory_codec.h"
+#include "node/testing.h"
 
 namespace tessera::node::mig {
 namespace {
@@ -10,12 +11,9 @@ namespace {
 constexpr const char* kParent = "GPU-aaaaaaaa-0000-1111-2222-333344445555";
 constexpr const char* kOther = "GPU-bbbbbbbb-0000-1111-2222-333344445555";
 
+// An A100-80GB with MIG, as discovery reports it.
 core::Gpu Discovered(const char* uuid, int index) {
-  core::Gpu gpu;
-  gpu.uuid = uuid;
-  gpu.index = index;
-  gpu.model = "NVIDIA A100-SXM4-80GB";
-  gpu.memory_mib = 81920;
+  core::Gpu gpu = TestA100(uuid, index);
   gpu.sm_count = 108;
   gpu.mig_capable = true;
   return gpu;
