@@ -1,10 +1,12 @@
 #include "kubectl/cluster_view.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "core/allocation_codec.h"
 #include "core/inventory_codec.h"
+#include "core/mig/geometry.h"
 #include "core/pod_request.h"
 #include "kube/client.h"
 #include "kube/typed_api.h"
@@ -37,6 +39,22 @@ NodeView ViewNode(const Json& object, const ViewOptions& options) {
   view.inventory = InventoryState::kOk;
   view.heartbeat = inventory->heartbeat;
   view.state = core::NodeState(view.name, inventory->gpus);
+  for (const core::Gpu& gpu : inventory->gpus) {
+    if (gpu.mig_mode == core::MigMode::kNone) continue;
+    for (const core::MigDevice& d : gpu.mig_devices) {
+      MigInstanceView m;
+      m.gpu_uuid = gpu.uuid;
+      m.gpu_index = gpu.index;
+      m.profile = d.profile;
+      m.start = d.start;
+      m.size = d.size;
+      m.memory_mib = d.memory_mib;
+      m.mig_uuid = d.uuid;
+      m.healthy = d.healthy;
+      m.used_by = d.used_by;
+      view.mig.push_back(std::move(m));
+    }
+  }
   if (auto beat = kube::ParseMicroTime(inventory->heartbeat); beat.ok()) {
     view.heartbeat_age_seconds =
         std::chrono::duration_cast<std::chrono::seconds>(options.now - *beat).count();
@@ -73,6 +91,9 @@ PodView ViewPod(Json object, const ViewOptions& options) {
   view.scheduler_name = StringAt(object, "/spec/schedulerName");
   view.terminal = kube::IsPodTerminal(object);
   view.asks_gpu = core::AsksForTesseraResources(object, options.resources);
+  std::string mode = kube::AnnotationOf(object, kVgpuModeAnnotation);
+  std::transform(mode.begin(), mode.end(), mode.begin(), [](unsigned char c) { return std::tolower(c); });
+  view.asks_dynamic_mig = mode == "mig";
 
   const std::string tessera = kube::AnnotationOf(object, core::kAllocationAnnotation);
   const std::string hami = kube::AnnotationOf(object, kHamiAllocatedAnnotation);
@@ -99,7 +120,87 @@ PodView ViewPod(Json object, const ViewOptions& options) {
   return view;
 }
 
+// The memory slices of `profile` on `gpu`'s model; 0 when no table has it.
+int ProfileSize(const core::Gpu& gpu, const std::string& profile) {
+  auto model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
+  if (!model.ok()) return 0;
+  const core::mig::Profile* p = (*model)->FindProfile(profile);
+  return p == nullptr ? 0 : static_cast<int>(p->memory_slices);
+}
+
+// Splits the pod's devices into slices (`slices`) and MIG instances, checks
+// that every instance's GPU is on `node` and in MIG mode, and only then
+// accounts both: all or nothing, so a bad allocation leaves the node as it was.
+Status AccountPod(NodeView& node, const PodView& pod) {
+  core::PodAllocation slices{pod.node, {}};
+  struct Claim {
+    const core::DeviceSlice* device;
+    const std::string* container;
+    const core::Gpu* gpu;
+  };
+  std::vector<Claim> claims;
+  for (const core::ContainerAllocation& c : pod.containers) {
+    core::ContainerAllocation kept{c.container, {}, c.init};
+    for (const core::DeviceSlice& d : c.devices) {
+      if (d.mig_profile.empty()) {
+        kept.devices.push_back(d);
+        continue;
+      }
+      const std::string what =
+          "MIG instance " + d.mig_profile + "@" + std::to_string(d.mig_start) + " on GPU " + d.uuid;
+      const int g = node.state.IndexOf(d.uuid);
+      if (g < 0) return Error{what + ": node " + node.name + " has no such GPU"};
+      const core::Gpu& gpu = node.state.gpus()[static_cast<size_t>(g)].gpu;
+      if (gpu.mig_mode == core::MigMode::kNone) return Error{what + ": the GPU is not in MIG mode"};
+      claims.push_back({&d, &c.container, &gpu});
+    }
+    if (!kept.devices.empty()) slices.containers.push_back(std::move(kept));
+  }
+  if (!slices.containers.empty()) TESSERA_RETURN_IF_ERROR(node.state.Account(slices));
+  for (const Claim& claim : claims) {
+    const core::DeviceSlice& d = *claim.device;
+    auto listed = std::find_if(node.mig.begin(), node.mig.end(), [&](const MigInstanceView& m) {
+      return m.gpu_uuid == d.uuid && m.profile == d.mig_profile && m.start == d.mig_start && m.pod.empty();
+    });
+    if (listed == node.mig.end()) {
+      MigInstanceView m;
+      m.gpu_uuid = d.uuid;
+      m.gpu_index = claim.gpu->index;
+      m.profile = d.mig_profile;
+      m.start = d.mig_start;
+      m.size = ProfileSize(*claim.gpu, d.mig_profile);
+      m.memory_mib = d.memory_mib;
+      node.mig.push_back(std::move(m));
+      listed = node.mig.end() - 1;
+    }
+    listed->pod = pod.key();
+    listed->container = *claim.container;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::string MigInstanceView::Placement() const {
+  return std::to_string(start) + ":" + (size > 0 ? std::to_string(size) : "?");
+}
+
+std::string MigInstanceView::Holder() const {
+  if (!pod.empty()) return pod + "/" + container;
+  return used_by;
+}
+
+const char* SharingModeName(core::MigMode mode) {
+  switch (mode) {
+    case core::MigMode::kNone:
+      return "vgpu";
+    case core::MigMode::kStatic:
+      return "mig";
+    case core::MigMode::kDynamic:
+      return "mig-dynamic";
+  }
+  return "vgpu";
+}
 
 const char* AllocationSourceName(AllocationSource source) {
   switch (source) {
@@ -151,13 +252,18 @@ ClusterView BuildClusterView(std::vector<Json> nodes, std::vector<Json> pods, co
       pod.accounting_error = "node " + pod.node + " has no readable GPU inventory";
       continue;
     }
-    core::PodAllocation allocation{pod.node, pod.containers};
-    if (auto accounted = node->state.Account(allocation); !accounted.ok()) {
+    if (auto accounted = AccountPod(*node, pod); !accounted.ok()) {
       pod.accounting_error = accounted.error().message;
       node->problems.push_back("pod " + pod.key() + ": " + accounted.error().message);
       continue;
     }
     node->pods.push_back(pod.key());
+  }
+  for (NodeView& node : view.nodes) {
+    std::stable_sort(node.mig.begin(), node.mig.end(),
+                     [](const MigInstanceView& a, const MigInstanceView& b) {
+                       return a.gpu_index != b.gpu_index ? a.gpu_index < b.gpu_index : a.start < b.start;
+                     });
   }
   return view;
 }

@@ -11,7 +11,11 @@
 // problem is kept as text on the node or pod.
 //
 // Allocations are accounted with NodeState::Account, which shows an
-// overcommit instead of refusing it (as the node agent's gauges do).
+// overcommit instead of refusing it (as the node agent's gauges do). A device
+// of an allocation that names a MIG instance (dynamic MIG: a profile and a
+// placement on its parent GPU) is not a slice: it is matched with the
+// instances the inventory lists, or shown as one tessera-node has not created
+// yet, on the node's `mig` list.
 //
 // No I/O; thread-compatible (a plain value).
 #pragma once
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -32,7 +37,38 @@ namespace tessera::kubectl {
 
 using Json = nlohmann::json;
 
+// The pod annotation selecting dynamic MIG (HAMi's; scheduler/mig_placement.h
+// reads it for placement, which kubectl does not link).
+inline constexpr std::string_view kVgpuModeAnnotation = "nvidia.com/vgpu-mode";
+
 enum class InventoryState { kOk, kMissing, kCorrupt };
+
+// One MIG instance on a GPU in MIG mode: one the inventory lists (created),
+// one a pod's allocation names and the inventory does not list yet (dynamic
+// MIG: tessera-node creates it at Allocate), or both, matched by GPU, profile
+// and start.
+struct MigInstanceView {
+  std::string gpu_uuid;
+  int gpu_index = 0;
+  std::string profile;  // "1g.10gb"
+  int start = 0;        // first memory slice
+  int size = 0;         // memory slices; 0 = unknown (a profile tessera has no table for)
+  int64_t memory_mib = 0;
+  std::string mig_uuid;  // "" = not created yet
+  bool healthy = true;
+  std::string used_by;    // the inventory's "<ns>/<pod>/<container>" ("" = free, or not listed)
+  std::string pod;        // "ns/name" of the pod whose allocation names it ("" = none)
+  std::string container;  // of that pod
+
+  // "start:size" as nvidia-smi writes a placement ("6:1"; "6:?" if the size is unknown).
+  std::string Placement() const;
+  // Who holds it: "ns/pod/container" from the allocation, else the
+  // inventory's used_by, else "" (free).
+  std::string Holder() const;
+};
+
+// Sharing mode of a GPU as shown: "vgpu", "mig" (a layout) or "mig-dynamic".
+const char* SharingModeName(core::MigMode mode);
 
 struct NodeView {
   std::string name;
@@ -44,6 +80,8 @@ struct NodeView {
   core::NodeState state;              // kOk: the GPUs and what is allocated on them
   std::vector<std::string> pods;      // "ns/name" of pods with slices here
   std::vector<std::string> problems;  // allocations that could not be accounted here
+  // kOk: the instances of its GPUs in MIG mode, by GPU index, then start.
+  std::vector<MigInstanceView> mig;
 };
 
 enum class AllocationSource { kNone, kTessera, kHami };
@@ -58,6 +96,9 @@ struct PodView {
   std::string scheduler_name;
   bool terminal = false;  // Succeeded or Failed: its slices are free again
   bool asks_gpu = false;  // some container names a GPU resource
+  // HAMi's nvidia.com/vgpu-mode: mig (case-insensitive), as tessera-scheduler
+  // reads it: the pod asks for MIG instances created for it.
+  bool asks_dynamic_mig = false;
   AllocationSource source = AllocationSource::kNone;
   std::string allocation_error;                       // the annotation is there but unreadable
   std::vector<core::ContainerAllocation> containers;  // the slices, per container

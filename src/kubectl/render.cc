@@ -1,5 +1,6 @@
 #include "kubectl/render.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -43,6 +44,39 @@ std::string PodStatus(const PodView& pod) {
   if (!pod.containers.empty()) return pod.bound ? "placed" : "placed (binding)";
   if (pod.bound) return "unplaced";
   return "pending";
+}
+
+bool IsMig(const core::DeviceSlice& d) {
+  return !d.mig_profile.empty();
+}
+
+// The instances of `node` on GPU `uuid`.
+std::vector<const MigInstanceView*> MigOn(const NodeView& node, const std::string& uuid) {
+  std::vector<const MigInstanceView*> out;
+  for (const MigInstanceView& m : node.mig) {
+    if (m.gpu_uuid == uuid) out.push_back(&m);
+  }
+  return out;
+}
+
+// "held/instances" of a set of MIG instances ("-" for a GPU not in MIG mode).
+std::string MigCount(const std::vector<const MigInstanceView*>& instances) {
+  size_t held = 0;
+  for (const MigInstanceView* m : instances) held += !m->Holder().empty();
+  return std::to_string(held) + "/" + std::to_string(instances.size());
+}
+
+// Memory of the instances someone holds: what is allocated on a MIG GPU.
+int64_t MigHeldMemory(const std::vector<const MigInstanceView*>& instances) {
+  int64_t mib = 0;
+  for (const MigInstanceView* m : instances) {
+    if (!m->Holder().empty()) mib += m->memory_mib;
+  }
+  return mib;
+}
+
+std::string MigUuidText(const MigInstanceView& m) {
+  return m.mig_uuid.empty() ? "(not created yet)" : m.mig_uuid;
 }
 
 // The pods with a slice on each GPU UUID.
@@ -130,6 +164,18 @@ void WhyPlaced(const ClusterView& view, const PodView& pod, std::string& out) {
   out += "  Its GPUs now, with every pod on them:\n";
   for (const auto& g : node->state.gpus()) {
     if (!uuids.count(g.gpu.uuid)) continue;
+    if (g.gpu.mig_mode != core::MigMode::kNone) {
+      const auto instances = MigOn(*node, g.gpu.uuid);
+      out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid +
+             "): " + SharingModeName(g.gpu.mig_mode) + ", " + std::to_string(instances.size()) +
+             " MIG instance(s)" + (g.gpu.healthy ? "" : ", UNHEALTHY") + "\n";
+      for (const MigInstanceView* m : instances) {
+        const std::string holder = m->Holder();
+        out += "      " + m->profile + " at " + m->Placement() + "  " + (holder.empty() ? "free" : holder) +
+               (m->mig_uuid.empty() ? "  (not created yet)" : "") + "\n";
+      }
+      continue;
+    }
     out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid + "): " + Mi(g.used.memory_mib) +
            " of " + Mi(g.gpu.memory_mib) + " allocated, " + std::to_string(g.used.cores) + "% of " +
            std::to_string(g.gpu.cores) + "% cores, " + std::to_string(g.used.slots) + " of " +
@@ -155,6 +201,30 @@ void WhyPending(const ClusterView& view, const PodView& pod, const DescribeOptio
   auto request = core::DerivePodRequest(pod.object, core::ResourceConfig{});
   if (!request.ok()) {
     out += "  Its request cannot be placed anywhere: " + request.error().message + "\n";
+    return;
+  }
+  if (pod.asks_dynamic_mig) {
+    // kubectl does not replay the scheduler's MIG placement; it says where
+    // the pod could go at all and what is there.
+    out += "  It asks for dynamic MIG (" + std::string(kVgpuModeAnnotation) +
+           ": mig): only GPUs in mig-dynamic mode take it.\n";
+    Table table({"NODE", "MIG-DYNAMIC GPUS"});
+    for (const NodeView& node : view.nodes) {
+      if (node.inventory != InventoryState::kOk) continue;
+      std::vector<std::string> gpus;
+      for (const auto& g : node.state.gpus()) {
+        if (g.gpu.mig_mode != core::MigMode::kDynamic) continue;
+        gpus.push_back("GPU " + std::to_string(g.gpu.index) + " (" +
+                       std::to_string(MigOn(node, g.gpu.uuid).size()) + " instance(s)" +
+                       (g.gpu.healthy ? "" : ", UNHEALTHY") + ")");
+      }
+      if (!gpus.empty()) table.Add({node.name, Join(gpus, ", ")});
+    }
+    if (table.rows() == 0) {
+      out += "    no node has a GPU in mig-dynamic mode (tessera-node's mig_dynamic_gpus, docs/mig.md)\n";
+    } else {
+      out += Indent(table.Render(), "    ");
+    }
     return;
   }
   out += "  tessera's fit against the current inventories and allocations:\n";
@@ -191,20 +261,26 @@ void WhyPending(const ClusterView& view, const PodView& pod, const DescribeOptio
 }  // namespace
 
 std::string TopNodes(const ClusterView& view) {
-  Table table({"NAME", "GPUS", "MEMORY", "MEMORY%", "CORES", "CORES%", "VGPUS", "PODS", "INVENTORY"});
+  Table table({"NAME", "GPUS", "MEMORY", "MEMORY%", "CORES", "CORES%", "VGPUS", "MIG", "PODS", "INVENTORY"});
   for (const NodeView& node : view.nodes) {
     if (node.inventory != InventoryState::kOk) {
-      table.Add({node.name, "-", "-", "-", "-", "-", "-", "-", InventoryText(node)});
+      table.Add({node.name, "-", "-", "-", "-", "-", "-", "-", "-", InventoryText(node)});
       continue;
     }
     const core::GpuTotals t = core::TotalsOf(node.state.gpus());
     const std::string gpus = std::to_string(t.healthy) + "/" + std::to_string(t.gpus);
+    // MIG GPUs offer no slices; the memory of their held instances is allocated.
+    std::vector<const MigInstanceView*> instances;
+    for (const MigInstanceView& m : node.mig) instances.push_back(&m);
+    const bool any_mig =
+        std::any_of(node.state.gpus().begin(), node.state.gpus().end(),
+                    [](const core::GpuState& g) { return g.gpu.mig_mode != core::MigMode::kNone; });
+    const int64_t memory = t.memory_allocated_mib + MigHeldMemory(instances);
     table.Add(
-        {node.name, t.healthy == t.gpus ? gpus : gpus + " healthy",
-         Mi(t.memory_allocated_mib) + "/" + Mi(t.memory_mib), Percent(t.memory_allocated_mib, t.memory_mib),
-         std::to_string(t.cores_allocated) + "/" + std::to_string(t.cores),
+        {node.name, t.healthy == t.gpus ? gpus : gpus + " healthy", Mi(memory) + "/" + Mi(t.memory_mib),
+         Percent(memory, t.memory_mib), std::to_string(t.cores_allocated) + "/" + std::to_string(t.cores),
          Percent(t.cores_allocated, t.cores), std::to_string(t.slots_used) + "/" + std::to_string(t.slots),
-         std::to_string(node.pods.size()), InventoryText(node)});
+         any_mig ? MigCount(instances) : "-", std::to_string(node.pods.size()), InventoryText(node)});
   }
   if (table.rows() == 0) return "No nodes.\n";
   return table.Render();
@@ -212,7 +288,9 @@ std::string TopNodes(const ClusterView& view) {
 
 std::string TopGpus(const ClusterView& view, const std::string& node_name) {
   const auto pods = PodsByGpu(view);
-  Table table({"NODE", "INDEX", "UUID", "MODEL", "HEALTH", "MEMORY", "MEMORY%", "CORES", "VGPUS", "PODS"});
+  Table table({"NODE", "INDEX", "UUID", "MODEL", "HEALTH", "MODE", "MEMORY", "MEMORY%", "CORES", "VGPUS",
+               "MIG", "PODS"});
+  Table mig({"NODE", "GPU", "PROFILE", "PLACEMENT", "MEMORY", "MIG-UUID", "HEALTH", "POD"});
   for (const NodeView& node : view.nodes) {
     if (!node_name.empty() && node.name != node_name) continue;
     if (node.inventory != InventoryState::kOk) {
@@ -224,21 +302,35 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
       if (!g.gpu.held_by.empty()) health += ", held by " + g.gpu.held_by;
       if (!g.Overcommit().empty()) health += ", OVERCOMMITTED";
       auto it = pods.find(g.gpu.uuid);
+      const std::string pod_count = std::to_string(it == pods.end() ? 0 : it->second.size());
+      if (g.gpu.mig_mode != core::MigMode::kNone) {
+        const auto instances = MigOn(node, g.gpu.uuid);
+        const int64_t memory = MigHeldMemory(instances);
+        table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
+                   SharingModeName(g.gpu.mig_mode), Mi(memory) + "/" + Mi(g.gpu.memory_mib),
+                   Percent(memory, g.gpu.memory_mib), "-", "-", MigCount(instances), pod_count});
+        for (const MigInstanceView* m : instances) {
+          const std::string holder = m->Holder();
+          mig.Add({node.name, std::to_string(m->gpu_index), m->profile, m->Placement(), Mi(m->memory_mib),
+                   MigUuidText(*m), m->healthy ? "healthy" : "UNHEALTHY", holder.empty() ? "-" : holder});
+        }
+        continue;
+      }
       table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
-                 Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
+                 SharingModeName(g.gpu.mig_mode), Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
                  Percent(g.used.memory_mib, g.gpu.memory_mib),
                  std::to_string(g.used.cores) + "/" + std::to_string(g.gpu.cores),
-                 std::to_string(g.used.slots) + "/" + std::to_string(g.gpu.slots),
-                 std::to_string(it == pods.end() ? 0 : it->second.size())});
+                 std::to_string(g.used.slots) + "/" + std::to_string(g.gpu.slots), "-", pod_count});
     }
   }
   if (!node_name.empty() && view.FindNode(node_name) == nullptr) return "Node " + node_name + " not found.\n";
   if (table.rows() == 0) return "No GPUs: no node publishes a readable GPU inventory.\n";
-  return table.Render();
+  if (mig.rows() == 0) return table.Render();
+  return table.Render() + "\nMIG instances:\n" + mig.Render();
 }
 
 std::string TopPods(const ClusterView& view, const std::string& ns) {
-  Table table({"NAMESPACE", "NAME", "NODE", "VGPUS", "MEMORY", "CORES", "BY", "STATUS"});
+  Table table({"NAMESPACE", "NAME", "NODE", "VGPUS", "MIG", "MEMORY", "CORES", "BY", "STATUS"});
   for (const PodView& pod : view.pods) {
     if (!ns.empty() && pod.ns != ns) continue;
     if (pod.terminal) continue;
@@ -246,16 +338,22 @@ std::string TopPods(const ClusterView& view, const std::string& ns) {
     int vgpus = 0;
     int64_t memory = 0;
     int cores = 0;
+    std::vector<std::string> profiles;  // its MIG instances
     for (const auto& c : pod.containers) {
       for (const auto& d : c.devices) {
-        ++vgpus;
+        if (IsMig(d)) {
+          profiles.push_back(d.mig_profile);
+        } else {
+          ++vgpus;
+        }
         memory += d.memory_mib;
         cores += d.cores;
       }
     }
     const bool shown = pod.allocation_error.empty() && !pod.containers.empty();
     table.Add({pod.ns, pod.name, pod.node.empty() ? "<none>" : pod.node, shown ? std::to_string(vgpus) : "-",
-               shown ? Mi(memory) : "-", shown ? std::to_string(cores) + "%" : "-",
+               shown && !profiles.empty() ? Join(profiles, ",") : "-", shown ? Mi(memory) : "-",
+               shown ? std::to_string(cores) + "%" : "-",
                pod.source == AllocationSource::kNone ? "-" : AllocationSourceName(pod.source),
                PodStatus(pod)});
   }
@@ -296,25 +394,42 @@ std::string DescribePod(const ClusterView& view, const PodView& pod, const Descr
   }
 
   if (!pod.containers.empty()) {
-    out += "Slices:\n";
     const NodeView* node = view.FindNode(pod.node);
+    const bool known = node != nullptr && node->inventory == InventoryState::kOk;
     Table table({"CONTAINER", "GPU", "UUID", "MODEL", "MEMORY", "CORES"});
+    Table mig({"CONTAINER", "GPU", "UUID", "PROFILE", "PLACEMENT", "MEMORY", "MIG-UUID"});
     for (const auto& c : pod.containers) {
       for (const auto& d : c.devices) {
         std::string index = "?";
         std::string model = "(not in the node's inventory)";
-        if (node != nullptr && node->inventory == InventoryState::kOk) {
+        if (known) {
           if (int i = node->state.IndexOf(d.uuid); i >= 0) {
             index = std::to_string(node->state.gpus()[i].gpu.index);
             model = node->state.gpus()[i].gpu.model;
           }
         }
-        table.Add({c.container + (c.init ? " (init)" : ""), index, d.uuid, model,
-                   d.memory_mib == 0 ? "no limit" : Mi(d.memory_mib),
+        const std::string container = c.container + (c.init ? " (init)" : "");
+        if (IsMig(d)) {
+          // The instance as the node lists it, when the pod's claim was matched.
+          const MigInstanceView* instance = nullptr;
+          if (known) {
+            for (const MigInstanceView* m : MigOn(*node, d.uuid)) {
+              if (m->pod == pod.key() && m->container == c.container && m->profile == d.mig_profile &&
+                  m->start == d.mig_start)
+                instance = m;
+            }
+          }
+          mig.Add({container, index, d.uuid, d.mig_profile,
+                   instance != nullptr ? instance->Placement() : std::to_string(d.mig_start) + ":?",
+                   Mi(d.memory_mib), instance != nullptr ? MigUuidText(*instance) : "?"});
+          continue;
+        }
+        table.Add({container, index, d.uuid, model, d.memory_mib == 0 ? "no limit" : Mi(d.memory_mib),
                    d.cores == 0 ? "no limit" : std::to_string(d.cores) + "%"});
       }
     }
-    out += Indent(table.Render(), "  ");
+    if (table.rows() > 0) out += "Slices:\n" + Indent(table.Render(), "  ");
+    if (mig.rows() > 0) out += "MIG instances:\n" + Indent(mig.Render(), "  ");
   }
 
   if (pod.terminal) {

@@ -23,8 +23,8 @@ TEST(RenderTest, TopNodesShowsAllocationAgainstCapacityAndInventoryState) {
   EXPECT_THAT(TopNodes(view),
               HasSubstrs({"NAME", "INVENTORY",
                           // 20000 of 80000 MiB, 50 of 200 cores, 1 of 8 vGPUs, one pod.
-                          "gpu-a  2/2   20000Mi/80000Mi  25%      50/200  25%     1/8    1     ok", "cpu-1",
-                          "none", "bad", "corrupt: "}));
+                          "gpu-a  2/2   20000Mi/80000Mi  25%      50/200  25%     1/8    -    1     ok",
+                          "cpu-1", "none", "bad", "corrupt: "}));
 }
 
 TEST(RenderTest, TopGpusListsEveryGpuWithItsPods) {
@@ -32,7 +32,7 @@ TEST(RenderTest, TopGpusListsEveryGpuWithItsPods) {
       BuildClusterView({GpuNode("gpu-a")}, {PlacedPod("ml", "one", "gpu-a", kGpu1, 10000, 100)}, Fresh());
   const std::string text = TopGpus(view);
   EXPECT_THAT(text, HasSubstr(std::string("gpu-a  1      ") + kGpu1));
-  EXPECT_THAT(text, HasSubstr("10000Mi/40000Mi  25%      100/100  1/4    1"));
+  EXPECT_THAT(text, HasSubstr("vgpu  10000Mi/40000Mi  25%      100/100  1/4    -    1"));
   EXPECT_THAT(TopGpus(view, "nowhere"), HasSubstr("Node nowhere not found"));
   EXPECT_THAT(TopGpus(BuildClusterView({Node("cpu", "")}, {}), ""), HasSubstr("No GPUs"));
 }
@@ -105,6 +105,81 @@ TEST(RenderTest, DescribeAPodWithACorruptAllocationSaysSo) {
   const std::string text = DescribePod(view, *view.FindPod("ml", "bad"), {});
   EXPECT_THAT(text, HasSubstr("Allocation:   CORRUPT: tessera.io/allocation"));
   EXPECT_THAT(text, HasSubstr("cannot be read"));
+}
+
+// A node with a vGPU GPU 0 and a mig-dynamic A100-80GB (kGpu1) listing one
+// created instance (1g.10gb at 6, held by ml/made/main); pod "made" holds it,
+// pod "waits" a 3g.40gb at 0 tessera-node has not created yet.
+ClusterView MigView() {
+  return BuildClusterView({MigNode("gpu-m")},
+                          {MigPlacedPod("ml", "made", "gpu-m", kGpu1, "1g.10gb", 6, 9728),
+                           MigPlacedPod("ml", "waits", "gpu-m", kGpu1, "3g.40gb", 0, 40192),
+                           PlacedPod("ml", "vgpu", "gpu-m", kGpu0, 1000, 10)},
+                          Fresh());
+}
+
+TEST(RenderTest, TopShowsMigInstancesNotSlices) {
+  const ClusterView view = MigView();
+  // The node: 1 vGPU slice of 4 slots; both instances held; their memory allocated.
+  EXPECT_THAT(TopNodes(view),
+              HasSubstr("gpu-m  2/2   50920Mi/121920Mi  41%      10/200  5%      1/4    2/2  3     ok"));
+  const std::string gpus = TopGpus(view);
+  EXPECT_THAT(
+      gpus, HasSubstrs(
+                {std::string(kGpu1) + "  NVIDIA A100-SXM4-80GB  healthy  mig-dynamic  49920Mi/81920Mi  60%   "
+                                      "   -       -      2/2  2",
+                 "vgpu         1000Mi/40000Mi   2%       10/100  1/4    -    1",
+                 "MIG instances:\nNODE   GPU  PROFILE  PLACEMENT  MEMORY   MIG-UUID           HEALTH   POD\n",
+                 "gpu-m  1    3g.40gb  0:4        40192Mi  (not created yet)  healthy  ml/waits/main",
+                 "gpu-m  1    1g.10gb  6:1        9728Mi   MIG-made           healthy  ml/made/main"}));
+  // Listed by placement: start 0 before start 6.
+  EXPECT_LT(gpus.find("3g.40gb"), gpus.find("1g.10gb"));
+  EXPECT_THAT(TopPods(view, "ml"),
+              HasSubstrs({"made   gpu-m  0      1g.10gb  9728Mi   0%     tessera  placed",
+                          "vgpu   gpu-m  1      -        1000Mi   10%    tessera  placed"}));
+  // No MIG anywhere: no instance table.
+  EXPECT_EQ(TopGpus(BuildClusterView({GpuNode("gpu-a")}, {}, Fresh())).find("MIG instances"),
+            std::string::npos);
+}
+
+TEST(RenderTest, DescribeAMigPodShowsItsInstanceAndTheGpusInstances) {
+  const ClusterView view = MigView();
+  const std::string made = DescribePod(view, *view.FindPod("ml", "made"), {});
+  EXPECT_THAT(
+      made,
+      HasSubstrs({"MIG instances:\n  CONTAINER  GPU  UUID",
+                  std::string("main       1    ") + kGpu1 + "  1g.10gb  6:1        9728Mi  MIG-made",
+                  "GPU 1 (" + std::string(kGpu1) + "): mig-dynamic, 2 MIG instance(s)",
+                  "3g.40gb at 0:4  ml/waits/main  (not created yet)", "1g.10gb at 6:1  ml/made/main\n"}));
+  EXPECT_EQ(made.find("Slices:"), std::string::npos) << made;
+  EXPECT_EQ(made.find("vGPUs"), std::string::npos) << "a MIG GPU has no slots to be over: " << made;
+  EXPECT_THAT(DescribePod(view, *view.FindPod("ml", "waits"), {}),
+              HasSubstr("3g.40gb  0:4        40192Mi  (not created yet)"));
+}
+
+TEST(RenderTest, AMigInstanceOnAGpuNotInMigModeIsAMismatch) {
+  // The allocation names an instance on GPU 0, which offers vGPU slices.
+  ClusterView view = BuildClusterView(
+      {MigNode("gpu-m")}, {MigPlacedPod("ml", "odd", "gpu-m", kGpu0, "1g.10gb", 0, 9728)}, Fresh());
+  EXPECT_THAT(TopPods(view, "ml"), HasSubstr("mismatch: MIG instance 1g.10gb@0 on GPU " + std::string(kGpu0) +
+                                             ": the GPU is not in MIG mode"));
+  const NodeView* node = view.FindNode("gpu-m");
+  ASSERT_NE(node, nullptr);
+  EXPECT_EQ(node->state.gpus()[0].used.slots, 0) << "nothing half-accounted";
+  EXPECT_EQ(node->mig.size(), 1u) << "only the listed instance";
+}
+
+TEST(RenderTest, DescribeAPendingMigPodNamesTheMigDynamicGpus) {
+  Json pod = GpuPod("ml", "mig", 9728, 0);
+  pod["metadata"]["annotations"]["nvidia.com/vgpu-mode"] = "MIG";
+  ClusterView view = BuildClusterView({MigNode("gpu-m"), GpuNode("gpu-a")}, {pod}, Fresh());
+  const std::string text = DescribePod(view, *view.FindPod("ml", "mig"), {});
+  EXPECT_THAT(text, HasSubstrs({"It asks for dynamic MIG", "gpu-m  GPU 1 (1 instance(s))"}));
+  EXPECT_EQ(text.find("gpu-a"), std::string::npos) << "no mig-dynamic GPU there: " << text;
+  EXPECT_EQ(text.find("fits now"), std::string::npos) << "the vGPU fit does not apply: " << text;
+  ClusterView none = BuildClusterView({GpuNode("gpu-a")}, {pod}, Fresh());
+  EXPECT_THAT(DescribePod(none, *none.FindPod("ml", "mig"), {}),
+              HasSubstr("no node has a GPU in mig-dynamic mode"));
 }
 
 }  // namespace

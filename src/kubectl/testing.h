@@ -49,6 +49,22 @@ inline nlohmann::json GpuNode(const std::string& name, const std::string& heartb
   return Node(name, *core::EncodeInventory(inventory));
 }
 
+// GPU 0 (kGpu0) a 40000 MiB vGPU GPU with 4 slots; GPU 1 (kGpu1) an A100-80GB
+// in mig-dynamic mode listing one instance, 1g.10gb at 6 ("MIG-made", held by
+// ml/made/main).
+inline nlohmann::json MigNode(const std::string& name) {
+  core::NodeInventory inventory = *core::DecodeInventory(
+      GpuNode(name)["metadata"]["annotations"][std::string(core::kInventoryAnnotation)].get<std::string>());
+  core::Gpu& gpu = inventory.gpus[1];
+  gpu.model = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  gpu.slots = 0;
+  gpu.mig_capable = true;
+  gpu.mig_mode = core::MigMode::kDynamic;
+  gpu.mig_devices = {{"MIG-made", "1g.10gb", 6, 1, 9728, 14, true, "ml/made/main"}};
+  return Node(name, *core::EncodeInventory(inventory));
+}
+
 inline nlohmann::json GpuPod(const std::string& ns, const std::string& name, int64_t memory_mib, int cores) {
   return {{"metadata", {{"name", name}, {"namespace", ns}}},
           {"spec",
@@ -72,6 +88,22 @@ inline nlohmann::json PlacedPod(const std::string& ns, const std::string& name, 
       *core::EncodeAllocation(allocation);
   pod["spec"]["nodeName"] = node;
   pod["status"]["phase"] = "Running";
+  return pod;
+}
+
+// A dynamic MIG pod as tessera-scheduler's bind leaves it: one instance of
+// `profile` at `start` on the GPU `uuid` of `node`.
+inline nlohmann::json MigPlacedPod(const std::string& ns, const std::string& name, const std::string& node,
+                                   const std::string& uuid, const std::string& profile, int start,
+                                   int64_t memory_mib) {
+  nlohmann::json pod = PlacedPod(ns, name, node, uuid, memory_mib, 0);
+  core::DeviceSlice device{uuid, memory_mib, 0};
+  device.mig_profile = profile;
+  device.mig_start = start;
+  core::PodAllocation allocation{node, {{"main", {device}}}};
+  pod["metadata"]["annotations"][std::string(core::kAllocationAnnotation)] =
+      *core::EncodeAllocation(allocation);
+  pod["metadata"]["annotations"]["nvidia.com/vgpu-mode"] = "mig";
   return pod;
 }
 
