@@ -279,7 +279,8 @@ Status Agent::Start() {
   }
   if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {
-            if (state_.SetHealth(uuid, healthy)) {
+            const bool dynamic = dynamic_ && dynamic_->SetHealth(uuid, healthy);
+            if (state_.SetHealth(uuid, healthy) || dynamic) {
               log::Warn(healthy ? "GPU healthy again" : "GPU unhealthy", {{"gpu", uuid}, {"reason", reason}});
             }
           });

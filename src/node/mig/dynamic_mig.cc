@@ -174,6 +174,14 @@ bool DynamicMig::Owns(const std::string& gpu_uuid) const {
   return replicas_.count(gpu_uuid) > 0;
 }
 
+bool DynamicMig::SetHealth(const std::string& gpu_uuid, bool healthy) {
+  std::lock_guard lock(mu_);
+  if (replicas_.count(gpu_uuid) == 0) return false;
+  const bool changed = healthy ? unhealthy_.erase(gpu_uuid) > 0 : unhealthy_.insert(gpu_uuid).second;
+  if (changed) ++version_;
+  return changed;
+}
+
 uint64_t DynamicMig::version() const {
   std::lock_guard lock(mu_);
   return version_;
@@ -184,7 +192,7 @@ std::vector<core::Gpu> DynamicMig::Advertised() const {
   std::vector<core::Gpu> out = gpus_;
   for (auto& gpu : out) {
     gpu.slots = replicas_.at(gpu.uuid);
-    gpu.healthy = gpu.healthy && mig_on_.count(gpu.uuid) > 0;
+    gpu.healthy = gpu.healthy && mig_on_.count(gpu.uuid) > 0 && unhealthy_.count(gpu.uuid) == 0;
   }
   return out;
 }
@@ -202,7 +210,7 @@ std::vector<core::Gpu> DynamicMig::InventoryGpus() const {
     gpu.mig_mode = core::MigMode::kDynamic;
     gpu.slots = 0;
     // The scheduler places nothing on a GPU whose MIG mode waits for a reset.
-    gpu.healthy = gpu.healthy && mig_on_.count(gpu.uuid) > 0;
+    gpu.healthy = gpu.healthy && mig_on_.count(gpu.uuid) > 0 && unhealthy_.count(gpu.uuid) == 0;
     for (const MigDevice& d : devices_) {
       if (d.parent_uuid != gpu.uuid) continue;
       gpu.mig_devices.push_back(core::MigDevice{

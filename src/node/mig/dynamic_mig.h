@@ -9,7 +9,8 @@
 //  - Start: every selected GPU must exist (when named by index), have MIG and
 //    a geometry table (core/mig); MIG mode is turned on where it is off —
 //    Hopper at once, A100/A30 pending until a GPU reset (set once, reported
-//    once, never looped; the GPU is advertised unhealthy meanwhile).
+//    once, never looped; the GPU is advertised unhealthy meanwhile, as after
+//    a critical XID).
 //  - Advertised under the vGPU resource (`nvidia.com/gpu`) as replicas
 //    `<GPU UUID>::<k>`, one per instance the GPU can hold (7 on an A100, 4
 //    on an A30), so HAMi-style pods are admitted by the kubelet; the replicas
@@ -141,6 +142,9 @@ class DynamicMig {
   void Tick();
 
   bool Owns(const std::string& gpu_uuid) const;
+  // A whole-GPU health change (a critical XID, the GPU lost) of a dynamic
+  // GPU; returns whether it changed anything. Other UUIDs are ignored.
+  bool SetHealth(const std::string& gpu_uuid, bool healthy);
   // For the vGPU plugin: the dynamic GPUs with `slots` = DynamicReplicas and
   // healthy while MIG mode is on; `version` moves when that changes.
   std::vector<core::Gpu> Advertised() const;
@@ -182,6 +186,7 @@ class DynamicMig {
   std::vector<core::Gpu> gpus_;          // guarded by mu_: the dynamic GPUs as discovered
   std::map<std::string, int> replicas_;  // guarded by mu_: uuid -> replicas
   std::set<std::string> mig_on_;         // guarded by mu_: uuids with MIG mode on
+  std::set<std::string> unhealthy_;      // guarded by mu_: uuids found unhealthy (SetHealth)
   std::set<std::string> mode_reported_;  // guarded by mu_: pending GPUs already reported
   std::map<std::string, Made> made_;     // guarded by mu_: MIG UUID -> why it is there
   std::set<std::string> answered_;       // guarded by mu_: claims answered by this process

@@ -232,6 +232,20 @@ TEST_F(DynamicMigTest, HopperIsOnAtOnceAmpereWaitsForAResetSetOnceReportedOnce) 
   EXPECT_NE(Visible(mig_->Allocate(Request({"GPU-fake-1::0"}))).rfind("MIG-", 0), std::string::npos);
 }
 
+TEST_F(DynamicMigTest, ACriticalXidTakesTheGpuOutUntilRestart) {
+  AddDefaultGpus();
+  ASSERT_TRUE(Make({false, {0, 1}}).ok());
+  const uint64_t before = mig_->version();
+  EXPECT_FALSE(mig_->SetHealth(kL4, false));  // not dynamic: ignored
+  EXPECT_TRUE(mig_->SetHealth(kGpu1, false));
+  EXPECT_FALSE(mig_->SetHealth(kGpu1, false));
+  EXPECT_NE(mig_->version(), before);
+  EXPECT_TRUE(mig_->Advertised()[0].healthy);
+  EXPECT_FALSE(mig_->Advertised()[1].healthy);
+  EXPECT_FALSE(mig_->InventoryGpus()[1].healthy);
+  EXPECT_TRUE(mig_->InventoryGpus()[0].healthy);
+}
+
 TEST_F(DynamicMigTest, AllocateCreatesTheAllocationsInstanceAndARetryGetsTheSameOne) {
   AddDefaultGpus();
   ASSERT_TRUE(Make({false, {0, 1}}).ok());

@@ -10,7 +10,7 @@
 //  - a retried Allocate gets the same instance; an Allocate no pod waits for
 //    and a placement that is taken are refused and create nothing;
 //  - a restart of tessera-node keeps the instances in use and destroys an
-//    orphan;
+//    orphan; a critical XID takes a dynamic GPU's replicas out;
 //  - an A100 whose MIG mode is off: pending (unhealthy) until `tessera sim reset`;
 //  - mig_dynamic_gpus naming a GPU without MIG: tessera-node does not start.
 #include <gtest/gtest.h>
@@ -364,6 +364,20 @@ TEST_F(MigDynamicTest, ATakenPlacementIsRefusedAndRestartKeepsInstancesInUse) {
            gpus[0].mig_devices[0].used_by == "ml/b/main" && gpus[0].mig_devices[1].used_by == "ml/a/main" &&
            gpus[1].mig_devices.empty();
   })) << cluster_->NodeLog();
+
+  // A critical XID on GPU 1: its replicas turn unhealthy, and the inventory says so.
+  auto xid = cluster_->RunCli("sim inject-xid --gpu 1 --xid 79");
+  ASSERT_EQ(xid.exit_code, 0) << xid.output;
+  ASSERT_TRUE(cluster_->kubelet().WaitForDevices(
+      kGpu, [](const auto& d) { return Healthy(d) == 7; }, 30s))
+      << cluster_->NodeLog();
+  for (const auto& d : cluster_->kubelet().devices(kGpu)) {
+    EXPECT_EQ(d.health() == "Healthy", d.id().rfind(gpu0, 0) == 0) << d.id();
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    auto gpus = PublishedGpus();
+    return gpus.size() == 2 && gpus[0].healthy && !gpus[1].healthy;
+  }));
 }
 
 TEST_F(MigDynamicTest, AnAmpereModeChangeIsPendingUntilReset) {
