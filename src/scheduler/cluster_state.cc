@@ -703,7 +703,7 @@ void ClusterState::VisitNodes(const std::function<void(const NodeVisit&)>& visit
   for (const NodeEntry& n : nodes_) {
     if (!n.present) continue;
     visit(NodeVisit{n.state.name(), n.epoch, n.state, !n.inventory_text.empty(), n.error, n.heartbeat_text,
-                    IsStale(n, now)});
+                    IsStale(n, now), n.mig_claims, n.mig_version});
   }
 }
 

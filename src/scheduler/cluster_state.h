@@ -185,6 +185,10 @@ class ClusterState {
     const std::string& error;      // non-empty: no usable inventory (why)
     const std::string& heartbeat;  // as published ("" with an error)
     bool stale;                    // heartbeat older than inventory_stale_after now
+    // The MIG instances of bound and reserved pods, by pod key; the node may
+    // list them already or not yet. mig_version grows with every change.
+    const std::map<std::string, std::vector<PendingMigInstance>>& mig_claims;
+    uint64_t mig_version;
   };
   // Calls `visit` for every known node, in no particular order, under the
   // reader lock: `visit` must be quick (compare, copy what changed; no I/O,

@@ -219,6 +219,104 @@ TEST_F(DashboardTest, AViewReusesTheNodesThatDidNotChange) {
   }
 }
 
+// A MIG pod bound on `node` with one instance of `profile` at `start` on GPU `uuid`.
+Json MigBoundPod(const std::string& name, const std::string& node, const std::string& uuid,
+                 const std::string& profile, int start, int64_t memory_mib) {
+  Json pod = scheduler::testing::MigPod("ml", name, memory_mib);
+  core::DeviceSlice d{uuid, memory_mib, 0};
+  d.mig_profile = profile;
+  d.mig_start = start;
+  pod["metadata"]["annotations"][std::string(core::kAllocationAnnotation)] =
+      *core::EncodeAllocation({node, {{"app", {d}}}});
+  pod["metadata"]["creationTimestamp"] = "2030-01-01T00:00:00Z";
+  pod["spec"]["nodeName"] = node;
+  pod["status"] = {{"phase", "Running"}};
+  return pod;
+}
+
+TEST_F(DashboardTest, MigInstancesTheSchedulerHoldsShowBeforeTheNodeListsThem) {
+  // mig-1: one A100-80GB in mig-dynamic mode. The node lists the 1g.10gb at 6
+  // of ml/made; ml/bound's 3g.40gb at 0 is bound but not created yet.
+  const std::string gpu = scheduler::testing::GpuUuid(7, 0);
+  core::DeviceSlice made{gpu, 9728, 0, "1g.10gb", 6};
+  const Json node = scheduler::testing::NodeWithDynamicMigGpus(
+      "mig-1", 7, 1, {{0, {scheduler::testing::ListedMigDevice(made, "MIG-made", "ml/made/app")}}});
+  const std::vector<Json> pods = {MigBoundPod("made", "mig-1", gpu, "1g.10gb", 6, 9728),
+                                  MigBoundPod("bound", "mig-1", gpu, "3g.40gb", 0, 40192)};
+  auto dash = Make();
+  state_.UpsertNode(node);
+  dash->UpsertNode(node);
+  for (const Json& p : pods) {
+    state_.UpsertPod(p);
+    dash->UpsertPod(p);
+  }
+  dash->RefreshNow(false);
+
+  Json n = GetJson(*dash, "/api/nodes/mig-1");
+  ASSERT_EQ(n["gpuList"].size(), 1u);
+  const Json& g = n["gpuList"][0];
+  EXPECT_EQ(g["mode"], "mig-dynamic");
+  EXPECT_EQ(g["slots"], 0);
+  EXPECT_EQ(g["allocated"]["slots"], 0) << "a MIG instance is no vGPU slice";
+  EXPECT_EQ(g["allocated"]["memoryMiB"], 9728 + 40192);
+  EXPECT_EQ(n["memory"]["allocatedMiB"], 9728 + 40192);
+  EXPECT_EQ(n["migInstances"], (Json{{"total", 2}, {"held", 2}}));
+  ASSERT_EQ(g["migInstances"].size(), 2u) << g.dump();
+  const Json& pending = g["migInstances"][0];  // by start
+  EXPECT_EQ(pending["profile"], "3g.40gb");
+  EXPECT_EQ(pending["start"], 0);
+  EXPECT_EQ(pending["size"], 4);
+  EXPECT_EQ(pending["state"], "pending");
+  EXPECT_TRUE(pending["uuid"].is_null());
+  EXPECT_EQ(pending["pod"], "ml/bound");
+  const Json& created = g["migInstances"][1];
+  EXPECT_EQ(created["state"], "created");
+  EXPECT_EQ(created["uuid"], "MIG-made");
+  EXPECT_EQ(created["pod"], "ml/made") << "the claim and the listed instance are one";
+  EXPECT_EQ(created["usedBy"], "ml/made/app");
+
+  // The GPU page: instances with their containers, no slices.
+  Json page = GetJson(*dash, "/api/nodes/mig-1/gpus/" + gpu);
+  EXPECT_TRUE(page["slices"].empty()) << page.dump();
+  ASSERT_EQ(page["migInstances"].size(), 2u);
+  EXPECT_EQ(page["migInstances"][0]["container"], "app");
+  EXPECT_FALSE(page.contains("overcommit")) << page.dump();
+  // The pod list names the instance; namespaces count it apart from vGPUs.
+  Json bound = GetJson(*dash, "/api/pods", {{"q", "bound"}});
+  ASSERT_EQ(bound["items"].size(), 1u);
+  EXPECT_EQ(bound["items"][0]["slices"][0]["mig"], (Json{{"profile", "3g.40gb"}, {"start", 0}}));
+  Json ns = GetJson(*dash, "/api/namespaces");
+  EXPECT_EQ(ns["items"][0]["name"], "ml");
+  EXPECT_EQ(ns["items"][0]["migInstances"], 2);
+  EXPECT_EQ(ns["items"][0]["slices"], 2) << "train-1 and train-2 only";
+
+  // A reservation (filter passed, not bound yet) shows at once: the node's
+  // record is rebuilt although its inventory did not change.
+  auto before = dash->view();
+  auto request = core::DerivePodRequest(scheduler::testing::MigPod("ml", "next", 9728), {});
+  ASSERT_TRUE(request.ok());
+  auto reserved = state_.Reserve("ml/next", *request, "mig-1", core::GpuOrder::kBinpack,
+                                 std::chrono::minutes(1), Sharing::kDynamicMig);
+  ASSERT_TRUE(reserved.ok()) << reserved.error().message;
+  dash->RefreshNow(false);
+  EXPECT_NE(before->FindNode("mig-1"), dash->view()->FindNode("mig-1"));
+  Json after = GetJson(*dash, "/api/nodes/mig-1");
+  ASSERT_EQ(after["gpuList"][0]["migInstances"].size(), 3u) << after.dump();
+  bool seen = false;
+  for (const Json& m : after["gpuList"][0]["migInstances"]) {
+    if (m["pod"] == "ml/next") {
+      seen = true;
+      EXPECT_EQ(m["state"], "pending");
+      EXPECT_EQ(m["profile"], "1g.10gb");
+    }
+  }
+  EXPECT_TRUE(seen) << after.dump();
+  Json overview = GetJson(*dash, "/api/overview");
+  EXPECT_EQ(overview["gpus"]["mig"], 1);
+  EXPECT_EQ(overview["gpus"]["migInstances"], 3);
+  EXPECT_EQ(overview["memory"]["allocatedMiB"], tc::kMemoryAllocatedMiB + 2 * 9728 + 40192);
+}
+
 TEST_F(DashboardTest, UsageFromPrometheusAndItsFailures) {
   auto prometheus = [](const std::string& url, std::chrono::milliseconds) -> Result<std::string> {
     const std::string metric = url.substr(url.find("query=") + 6);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <tuple>
+
+#include "core/mig/geometry.h"
 
 namespace tessera::scheduler::dashboard {
 namespace {
@@ -36,6 +39,82 @@ Json ShapeJson(const core::TaskShape& s) {
   }
   if (!s.use_types.empty()) j["types"] = s.use_types;
   return j;
+}
+
+const char* SharingMode(core::MigMode mode) {
+  switch (mode) {
+    case core::MigMode::kNone:
+      return "vgpu";
+    case core::MigMode::kStatic:
+      return "mig";
+    case core::MigMode::kDynamic:
+      return "mig-dynamic";
+  }
+  return "vgpu";
+}
+
+// The instances of the node's MIG GPUs: those its inventory lists, and the
+// scheduler's claims matched to them or added as not created yet.
+std::vector<MigInstanceRecord> MigInstancesOf(
+    const core::NodeState& state, const std::map<std::string, std::vector<PendingMigInstance>>& claims) {
+  std::vector<MigInstanceRecord> out;
+  for (const core::GpuState& g : state.gpus()) {
+    if (g.gpu.mig_mode == core::MigMode::kNone) continue;
+    for (const core::MigDevice& d : g.gpu.mig_devices) {
+      out.push_back({g.gpu.uuid, g.gpu.index, d.profile, d.start, d.size, d.memory_mib, d.uuid, d.healthy,
+                     d.used_by, ""});
+    }
+  }
+  for (const auto& [pod, instances] : claims) {
+    for (const PendingMigInstance& claim : instances) {
+      const int start = static_cast<int>(claim.instance.start);
+      auto listed = std::find_if(out.begin(), out.end(), [&](const MigInstanceRecord& m) {
+        return m.gpu_uuid == claim.gpu_uuid && m.profile == claim.instance.profile && m.start == start &&
+               m.pod.empty();
+      });
+      if (listed != out.end()) {
+        listed->pod = pod;
+        continue;
+      }
+      MigInstanceRecord m{claim.gpu_uuid, 0, claim.instance.profile, start, 0, 0, "", true, "", pod};
+      if (const int g = state.IndexOf(claim.gpu_uuid); g >= 0) {
+        const core::Gpu& gpu = state.gpus()[static_cast<size_t>(g)].gpu;
+        m.gpu_index = gpu.index;
+        auto model = core::mig::RecogniseModel({gpu.model, static_cast<uint64_t>(gpu.memory_mib), 0});
+        const core::mig::Profile* p = model.ok() ? (*model)->FindProfile(m.profile) : nullptr;
+        if (p != nullptr) {
+          m.size = static_cast<int>(p->memory_slices);
+          m.memory_mib = static_cast<int64_t>(p->memory_mib);
+        }
+      }
+      out.push_back(std::move(m));
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const MigInstanceRecord& a, const MigInstanceRecord& b) {
+    return a.gpu_index != b.gpu_index ? a.gpu_index < b.gpu_index : a.start < b.start;
+  });
+  return out;
+}
+
+// Memory of the held instances on GPU `uuid` ("" = every GPU of the node).
+int64_t MigHeldMiB(const NodeRecord& n, const std::string& uuid = "") {
+  int64_t mib = 0;
+  for (const MigInstanceRecord& m : n.mig) {
+    if (m.held() && (uuid.empty() || m.gpu_uuid == uuid)) mib += m.memory_mib;
+  }
+  return mib;
+}
+
+Json MigInstanceJson(const MigInstanceRecord& m) {
+  return {{"profile", m.profile},
+          {"start", m.start},
+          {"size", m.size > 0 ? Json(m.size) : Json(nullptr)},
+          {"memoryMiB", m.memory_mib},
+          {"uuid", m.uuid.empty() ? Json(nullptr) : Json(m.uuid)},
+          {"state", m.uuid.empty() ? "pending" : "created"},
+          {"healthy", m.healthy},
+          {"pod", m.pod.empty() ? Json(nullptr) : Json(m.pod)},
+          {"usedBy", m.used_by.empty() ? Json(nullptr) : Json(m.used_by)}};
 }
 
 const char* NodeStatus(const View& view, size_t i) {
@@ -83,19 +162,22 @@ Json NodeRowJson(const View& view, size_t i) {
   const bool reports = use.reporting > 0;
   size_t pods = 0;
   if (auto it = view.pods_by_node->find(n.name); it != view.pods_by_node->end()) pods = it->second.size();
+  size_t held = 0;
+  for (const MigInstanceRecord& m : n.mig) held += m.held() ? 1 : 0;
   Json j = {{"name", n.name},
             {"status", NodeStatus(view, i)},
             {"gpus", n.state.gpus().size()},
             {"healthyGpus", t.healthy},
             {"memory",
              {{"capacityMiB", t.memory_mib},
-              {"allocatedMiB", t.memory_allocated_mib},
+              {"allocatedMiB", t.memory_allocated_mib + MigHeldMiB(n)},
               {"usedMiB", Nullable(reports, use.memory_used_mib)}}},
             {"cores",
              {{"capacity", t.cores},
               {"allocated", t.cores_allocated},
               {"used", Nullable(reports, use.utilization)}}},
             {"slots", {{"total", t.slots}, {"used", t.slots_used}}},
+            {"migInstances", {{"total", n.mig.size()}, {"held", held}}},
             {"pods", pods},
             {"fragmentation",
              n.mix_key && n.free_milli > 0 ? Json(n.fragment_milli / double(n.free_milli)) : Json(nullptr)},
@@ -155,6 +237,7 @@ Json PodJson(const View& view, const PodRecord& p) {
         Json s = {
             {"container", c.container}, {"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}};
         if (c.init) s["init"] = true;
+        if (!d.mig_profile.empty()) s["mig"] = {{"profile", d.mig_profile}, {"start", d.mig_start}};
         Json u = SliceUsageJson(view, d.uuid, p, c.container);
         if (!u.is_null()) {
           reported = true;
@@ -186,7 +269,7 @@ bool PodHasProblem(const PodRecord& p) {
 std::string OverviewJson(const View& view) {
   Json nodes = {{"total", view.nodes.size()}, {"ok", 0}, {"stale", 0}, {"noInventory", 0}, {"unreadable", 0}};
   core::GpuTotals t;
-  int64_t idle = 0, with_slices = 0, reporting = 0;
+  int64_t idle = 0, with_slices = 0, reporting = 0, mig_gpus = 0, mig_instances = 0, mig_held = 0;
   double mem_used = 0, util = 0, reporting_mem_cap = 0, fragment = 0, free_milli = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> models;  // model -> gpus, MiB
   Json node_problems = Json::array();
@@ -206,7 +289,10 @@ std::string OverviewJson(const View& view) {
                                                              : n.error}});
       }
     }
+    mig_held += MigHeldMiB(n);
+    mig_instances += static_cast<int64_t>(n.mig.size());
     for (const core::GpuState& g : n.state.gpus()) {
+      mig_gpus += g.gpu.mig_mode != core::MigMode::kNone ? 1 : 0;
       t.Add(g);
       idle += g.idle() && g.gpu.usable() ? 1 : 0;
       with_slices += g.idle() ? 0 : 1;
@@ -329,10 +415,12 @@ std::string OverviewJson(const View& view) {
         {"withSlices", with_slices},
         {"slotsTotal", t.slots},
         {"slotsUsed", t.slots_used},
+        {"mig", mig_gpus},
+        {"migInstances", mig_instances},
         {"reporting", reporting}}},
       {"memory",
        {{"capacityMiB", t.memory_mib},
-        {"allocatedMiB", t.memory_allocated_mib},
+        {"allocatedMiB", t.memory_allocated_mib + mig_held},
         {"usedMiB", Nullable(reports, mem_used)},
         {"reportingCapacityMiB", reporting_mem_cap}}},
       {"cores", {{"capacity", t.cores}, {"allocated", t.cores_allocated}, {"used", Nullable(reports, util)}}},
@@ -354,7 +442,7 @@ std::string OverviewJson(const View& view) {
 
 std::string NamespacesJson(const View& view) {
   struct Ns {
-    int64_t pods = 0, pending = 0, slices = 0, memory = 0, cores = 0, problems = 0;
+    int64_t pods = 0, pending = 0, slices = 0, mig = 0, memory = 0, cores = 0, problems = 0;
     double used = 0;
     bool reported = false;
   };
@@ -368,7 +456,7 @@ std::string NamespacesJson(const View& view) {
     for (const auto& c : p->allocation->containers) {
       if (c.init) continue;
       for (const auto& d : c.devices) {
-        ++n.slices;
+        ++(d.mig_profile.empty() ? n.slices : n.mig);
         n.memory += d.memory_mib;
         n.cores += d.cores;
         if (const GpuUsageRecord* r = view.UsageOf(d.uuid)) {
@@ -388,6 +476,7 @@ std::string NamespacesJson(const View& view) {
                      {"pods", n.pods},
                      {"pending", n.pending},
                      {"slices", n.slices},
+                     {"migInstances", n.mig},
                      {"memoryMiB", n.memory},
                      {"cores", n.cores},
                      {"problems", n.problems},
@@ -482,7 +571,8 @@ std::shared_ptr<const View> ViewBuilder::Build(const ClusterState& state, const 
     e.stale = v.stale;
     auto it = previous.find(v.name);
     if (it != previous.end() && it->second->epoch == v.epoch && it->second->version == v.state.version() &&
-        it->second->heartbeat == v.heartbeat && it->second->error == v.error) {
+        it->second->mig_version == v.mig_version && it->second->heartbeat == v.heartbeat &&
+        it->second->error == v.error) {
       e.record = it->second;
     } else {
       auto r = std::make_shared<NodeRecord>();
@@ -493,6 +583,8 @@ std::shared_ptr<const View> ViewBuilder::Build(const ClusterState& state, const 
       r->error = v.error;
       r->heartbeat = v.heartbeat;
       r->state = v.state;
+      r->mig_version = v.mig_version;
+      r->mig = MigInstancesOf(v.state, v.mig_claims);
       e.fresh = std::move(r);
     }
     entries.push_back(std::move(e));
@@ -579,22 +671,31 @@ ApiAnswer NodesPage(const View& view, const ListQuery& query) {
 
 // One GPU as the node page lists it and the GPU page starts from: inventory,
 // allocation and, when its node reports, its usage (else null).
-Json GpuJson(const core::GpuState& g, const GpuUsageRecord* u) {
+// A GPU in MIG mode adds its instances; their held memory is allocated.
+Json GpuJson(const NodeRecord& n, const core::GpuState& g, const GpuUsageRecord* u) {
   Json j = {{"uuid", g.gpu.uuid},
             {"index", g.gpu.index},
             {"model", g.gpu.model},
             {"healthy", g.gpu.healthy},
+            {"mode", SharingMode(g.gpu.mig_mode)},
             {"memoryMiB", g.gpu.memory_mib},
             {"cores", g.gpu.cores},
             {"slots", g.gpu.slots},
             {"allocated",
-             {{"memoryMiB", g.used.memory_mib},
+             {{"memoryMiB", g.used.memory_mib + MigHeldMiB(n, g.gpu.uuid)},
               {"cores", g.used.cores},
               {"slots", g.used.slots},
               {"exclusive", g.used.exclusive}}},
             {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
             {"utilization", Nullable(u, u ? u->utilization : 0)}};
   if (!g.gpu.held_by.empty()) j["heldBy"] = g.gpu.held_by;
+  if (g.gpu.mig_mode != core::MigMode::kNone) {
+    Json instances = Json::array();
+    for (const MigInstanceRecord& m : n.mig) {
+      if (m.gpu_uuid == g.gpu.uuid) instances.push_back(MigInstanceJson(m));
+    }
+    j["migInstances"] = std::move(instances);
+  }
   return j;
 }
 
@@ -606,7 +707,7 @@ ApiAnswer NodeDetail(const View& view, const std::string& name) {
   Json j = NodeRowJson(view, it->second);
   Json gpus = Json::array();
   for (const core::GpuState& g : n.state.gpus()) {
-    gpus.push_back(GpuJson(g, view.UsageOf(g.gpu.uuid)));
+    gpus.push_back(GpuJson(n, g, view.UsageOf(g.gpu.uuid)));
   }
   j["gpuList"] = std::move(gpus);
   Json pods = Json::array();
@@ -634,6 +735,7 @@ ApiAnswer GpuDetail(const View& view, const std::string& node, const std::string
     return h;
   };
   Json slices = Json::array();
+  std::map<std::tuple<std::string, std::string, int>, std::string> mig_containers;  // (pod, profile, start)
   if (auto p = view.pods_by_node->find(node); p != view.pods_by_node->end()) {
     for (uint32_t i : p->second) {
       const PodRecord& pod = *view.pods->pods[i];
@@ -641,6 +743,11 @@ ApiAnswer GpuDetail(const View& view, const std::string& node, const std::string
       for (const auto& c : pod.allocation->containers) {
         for (const auto& d : c.devices) {
           if (d.uuid != uuid) continue;
+          if (!d.mig_profile.empty()) {
+            // A MIG instance, not a slice: its container joins the instance's entry.
+            mig_containers[{pod.key(), d.mig_profile, d.mig_start}] = c.container;
+            continue;
+          }
           Json s = {{"namespace", pod.ns},       {"pod", pod.name},  {"container", c.container},
                     {"memoryMiB", d.memory_mib}, {"cores", d.cores}, {"init", c.init}};
           s["usage"] = nullptr;
@@ -659,7 +766,15 @@ ApiAnswer GpuDetail(const View& view, const std::string& node, const std::string
       }
     }
   }
-  Json j = GpuJson(g, u);
+  Json j = GpuJson(*n, g, u);
+  if (j.contains("migInstances")) {
+    for (Json& m : j["migInstances"]) {
+      if (m["pod"].is_null()) continue;
+      auto c = mig_containers.find(
+          {m["pod"].get<std::string>(), m["profile"].get<std::string>(), m["start"].get<int>()});
+      if (c != mig_containers.end()) m["container"] = c->second;
+    }
+  }
   j["generation"] = view.generation;
   j["node"] = node;
   j["history"] = u ? history(u->history) : Json::array();

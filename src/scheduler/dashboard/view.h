@@ -36,6 +36,26 @@
 
 namespace tessera::scheduler::dashboard {
 
+// One MIG instance of a GPU in MIG mode, as the node page and the GPU page
+// show it: one the node lists (created), one the scheduler holds for a bound
+// or reserved pod that the node does not list yet (dynamic MIG: tessera-node
+// creates it at Allocate), or both, matched by GPU, profile and start as the
+// scheduler matches them (ClusterState).
+struct MigInstanceRecord {
+  std::string gpu_uuid;
+  int gpu_index = 0;
+  std::string profile;  // "1g.10gb"
+  int start = 0;        // first memory slice
+  int size = 0;         // memory slices; 0 = unknown (a profile with no table)
+  int64_t memory_mib = 0;
+  std::string uuid;  // the MIG device's; "" = not created yet
+  bool healthy = true;
+  std::string used_by;  // the node's "<ns>/<pod>/<container>" ("" = free, or not listed)
+  std::string pod;      // "ns/name" of the pod the scheduler holds it for ("" = none)
+
+  bool held() const { return !pod.empty() || !used_by.empty(); }
+};
+
 struct NodeRecord {
   std::string name;
   uint64_t epoch = 0;
@@ -44,7 +64,9 @@ struct NodeRecord {
   std::string error;  // no usable inventory (why)
   std::string heartbeat;
   core::NodeState state;
-  uint64_t mix_key = 0;  // the mix `fragment_milli` was computed under (0 = none)
+  uint64_t mig_version = 0;            // ClusterState's, of the claims `mig` was built from
+  std::vector<MigInstanceRecord> mig;  // by GPU index, then start
+  uint64_t mix_key = 0;                // the mix `fragment_milli` was computed under (0 = none)
   double fragment_milli = 0;
   int64_t free_milli = 0;
 

@@ -238,7 +238,8 @@ function podRows(items, withNode) {
     td(requestText(p.request)),
     td(p.slices.length ? el("div", {}, p.slices.map(s => el("div", {},
       link("#/gpu/" + encodeURIComponent(p.node) + "/" + encodeURIComponent(s.uuid), s.uuid.slice(0, 12) + "…"),
-      " " + s.container + ": " + mib(s.memoryMiB) + ", " + s.cores + " %" +
+      " " + s.container + ": " + (s.mig ? "MIG " + s.mig.profile + " at " + s.mig.start + ", " + mib(s.memoryMiB)
+                                         : mib(s.memoryMiB) + ", " + s.cores + " %") +
       (s.usage ? " · uses " + mib(s.usage.memoryUsedMiB) + ", " + num(s.usage.computeShare) + " %" : "")))) : "—"),
     td(mib(p.memoryUsedMiB), "num"),
     td(p.problem ? p.problem : p.waiting ? (p.waiting.reason + ": " + p.waiting.message) : "",
@@ -269,12 +270,25 @@ async function namespaces(main) {
   await bannersFromOverview();
   main.replaceChildren(el("h1", {text: "Namespaces"}),
     table(["Namespace", {text: "Pods", num: true}, {text: "Pending", num: true}, {text: "vGPUs", num: true},
-           {text: "Memory allocated", num: true}, {text: "Memory used", num: true}, {text: "Cores %", num: true},
+           {text: "MIG", num: true}, {text: "Memory allocated", num: true}, {text: "Memory used", num: true}, {text: "Cores %", num: true},
            {text: "Problems", num: true}],
       d.items.map(n => el("tr", {},
         td(link("#/pods?ns=" + encodeURIComponent(n.name), n.name)), td(n.pods, "num"), td(n.pending, "num"),
-        td(n.slices, "num"), td(mib(n.memoryMiB), "num", "ns-memory-" + n.name), td(mib(n.memoryUsedMiB), "num"),
+        td(n.slices, "num"), td(n.migInstances, "num"), td(mib(n.memoryMiB), "num", "ns-memory-" + n.name), td(mib(n.memoryUsedMiB), "num"),
         td(n.cores, "num"), td(n.problems, "num"))), "namespaces"));
+}
+
+// One MIG instance: created (the node lists it) or pending (the scheduler holds
+// it for a pod; tessera-node creates it when the container starts).
+const MIG_HEADER = ["GPU", "Profile", "Placement", {text: "Memory", num: true}, "MIG device", "Pod"];
+function migRow(nodeName, g, m) {
+  const holder = m.pod ? m.pod + (m.container ? "/" + m.container : "") : m.usedBy || "free";
+  return el("tr", {},
+    td(link("#/gpu/" + encodeURIComponent(nodeName) + "/" + encodeURIComponent(g.uuid), String(g.index))),
+    td(m.profile, "", "mig-profile"), td(m.start + ":" + (m.size === null ? "?" : m.size)),
+    td(mib(m.memoryMiB), "num"),
+    td(m.uuid ? el("span", {}, m.uuid + " ", status(m.healthy ? "ok" : "bad")) : "not created yet", "", "mig-state"),
+    td(holder, "", "mig-pod"));
 }
 
 async function node(main, name) {
@@ -285,9 +299,12 @@ async function node(main, name) {
     td(g.model), td(status(g.healthy ? (g.heldBy ? "warn" : "ok") : "bad")),
     td(el("div", {}, mib(g.allocated.memoryMiB) + " / " + mib(g.memoryMiB) + " · used " + mib(g.memoryUsedMiB),
           bar(g.memoryMiB, g.allocated.memoryMiB, g.memoryUsedMiB))),
-    td(g.allocated.cores + " / " + g.cores + " · util " + num(g.utilization), "num"),
-    td(g.allocated.slots + " / " + g.slots, "num")));
-  main.replaceChildren(
+    td(g.migInstances ? "—" : g.allocated.cores + " / " + g.cores + " · util " + num(g.utilization), "num"),
+    td(g.migInstances ? g.mode + " · " + g.migInstances.length + " MIG instance(s)" : g.allocated.slots + " / " + g.slots,
+       "num")));
+  const migRows = n.gpuList.flatMap(g => (g.migInstances || []).map(m => migRow(n.name, g, m)));
+  // null children (absent parts) are dropped: replaceChildren would print them.
+  main.replaceChildren(...[
     el("h1", {}, "Node ", el("span", {text: n.name}), " ", status(n.status)),
     n.message ? el("p", {cls: "problem message", "data-testid": "node-message", text: n.message}) : null,
     el("dl", {cls: "kv"},
@@ -302,9 +319,11 @@ async function node(main, name) {
     el("h2", {text: "GPUs (" + n.gpuList.length + ")"}),
     table(["GPU", "Model", "Health", "Memory allocated / capacity", {text: "Cores %", num: true},
            {text: "vGPU slots", num: true}], gpus, "gpus"),
+    migRows.length ? el("h2", {text: "MIG instances (" + migRows.length + ")"}) : null,
+    migRows.length ? table(MIG_HEADER, migRows, "node-mig") : null,
     el("h2", {text: "Pods (" + n.podList.length + ")"}),
     table(["Pod", "State", "Request", "Slices (limit · use)", {text: "Memory used", num: true}, "Message"],
-          podRows(n.podList, false), "node-pods"));
+          podRows(n.podList, false), "node-pods")].filter(c => c !== null));
 }
 
 function lineChart(series, width, height, maxY) {
@@ -343,20 +362,25 @@ async function gpu(main, nodeName, uuid) {
     td(s.usage ? mib(s.usage.memoryUsedMiB) : "—", "num", "slice-used"),
     td(s.cores + " %", "num"),
     td(s.usage ? num(s.usage.computeShare) + " %" : "—", "num", "slice-share")));
-  main.replaceChildren(
+  const migRows = (g.migInstances || []).map(m => migRow(g.node, g, m));
+  main.replaceChildren(...[
     el("h1", {}, "GPU ", el("span", {text: g.index + " · " + g.uuid})),
     el("p", {}, "on ", link("#/node/" + encodeURIComponent(g.node), g.node), " · " + g.model + " · ",
        status(g.healthy ? "ok" : "bad"), g.heldBy ? " held whole by " + g.heldBy : "",
        g.overcommit ? el("span", {cls: "problem", text: " overcommitted: " + g.overcommit}) : null),
     el("div", {cls: "cards"},
       capacityCard("Memory", "gpu-memory", "MiB", g.memoryMiB, g.allocated.memoryMiB, g.memoryUsedMiB),
+      g.migInstances ? null :
       capacityCard("Compute", "gpu-cores", "%", g.cores, g.allocated.cores, g.utilization,
                    el("div", {cls: "legend", text: g.allocated.slots + " of " + g.slots + " vGPU slots"}))),
-    el("h2", {text: "Slices (" + g.slices.length + ")"}),
+    g.migInstances ? el("h2", {text: "MIG instances (" + migRows.length + ") · " + g.mode}) : null,
+    g.migInstances ? table(MIG_HEADER, migRows, "gpu-mig") : null,
+    g.migInstances ? null : el("h2", {text: "Slices (" + g.slices.length + ")"}),
+    g.migInstances ? null :
     table(["Pod", "Container", {text: "Memory limit", num: true}, {text: "Memory used", num: true},
            {text: "Cores limit", num: true}, {text: "Compute share", num: true}], rows, "slices"),
     el("h2", {text: "Compute share over time"}),
-    lineChart(series, 760, 220, 100));
+    lineChart(series, 760, 220, 100)].filter(c => c !== null));
 }
 
 let lastOverview = null;
