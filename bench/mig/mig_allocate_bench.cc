@@ -64,28 +64,16 @@ mig-configs:
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "probe") == 0) return Probe();
   log::SetLevel(*log::ParseLevel("warn"));
-  int iterations = 50;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--iterations") == 0) iterations = std::max(1, std::atoi(argv[i + 1]));
-  }
-  char pattern[] = "/tmp/migbench-XXXXXX";
-  const std::string root = ::mkdtemp(pattern);
-  const std::string state_dir = root + "/sim";
-  std::filesystem::create_directories(state_dir);
-  ::setenv("TESSERA_SIM_CONFIG", "gpus:\n  - model: A100-80GB\n    mig: true\n", 1);
-  ::setenv("TESSERA_SIM_STATE", state_dir.c_str(), 1);
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
-
-  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
-  if (!library.ok()) {
-    std::fprintf(stderr, "%s\n", library.error().message.c_str());
+  const int iterations = bench::IterationsArg(argc, argv);
+  auto machine = bench::StartSimMigMachine("migbench");
+  if (!machine.ok()) {
+    std::fprintf(stderr, "%s\n", machine.error().message.c_str());
     return 1;
   }
-  auto driver = host::NvmlMigDriver::Load((*library)->api(), TESSERA_SIM_NVML);
-  if (!driver.ok()) {
-    std::fprintf(stderr, "%s\n", driver.error().message.c_str());
-    return 1;
-  }
+  const std::string& root = machine->root;
+  const std::string& state_dir = machine->state_dir;
+  const std::string& self = machine->self;
+  host::NvmlMigDriver& driver = *machine->driver;
   auto layout = core::mig::ParseLayout(kLayout, "bench.yaml");
   node::mig::ApplyRequest request;
   request.file = &*layout;
@@ -96,7 +84,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < std::max(3, iterations / 10); ++i) {
     request.config = "all-1g.10gb";
     auto t0 = Clock::now();
-    auto applied = node::mig::ApplyLayout(**driver, request);
+    auto applied = node::mig::ApplyLayout(driver, request);
     apply_ms.push_back(Ms(Clock::now() - t0));
     if (applied.state != node::mig::ApplyState::kSuccess || applied.created != 7) {
       std::fprintf(stderr, "apply failed: %s\n", applied.Summary().c_str());
@@ -104,16 +92,16 @@ int main(int argc, char** argv) {
     }
     request.config = "all-disabled";
     t0 = Clock::now();
-    auto removed = node::mig::ApplyLayout(**driver, request);
+    auto removed = node::mig::ApplyLayout(driver, request);
     teardown_ms.push_back(Ms(Clock::now() - t0));
     if (removed.destroyed != 7) return 1;
   }
   request.config = "all-1g.10gb";
-  (void)node::mig::ApplyLayout(**driver, request);
+  (void)node::mig::ApplyLayout(driver, request);
 
   // The MIG device plugin, served as tessera-node serves it.
   node::mig::MigDeviceState state;
-  auto gpus = (*driver)->List();
+  auto gpus = driver.List();
   state.Set(node::mig::MigDevicesOf(
       *gpus, [](int) { return true; }, node::mig::MigStrategy::kMixed));
   node::NodeConfig config;
@@ -147,7 +135,7 @@ int main(int argc, char** argv) {
   }
   server.Stop();
   request.config = "all-disabled";
-  (void)node::mig::ApplyLayout(**driver, request);
+  (void)node::mig::ApplyLayout(driver, request);
 
   auto print = [](const char* what, const std::vector<double>& v) {
     Stats s = Summarise(v);

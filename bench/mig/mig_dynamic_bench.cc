@@ -53,29 +53,17 @@ using bench::Summarise;
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "probe") == 0) return Probe();
   log::SetLevel(*log::ParseLevel("warn"));
-  int iterations = 50;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--iterations") == 0) iterations = std::max(1, std::atoi(argv[i + 1]));
-  }
-  char pattern[] = "/tmp/migdynbench-XXXXXX";
-  const std::string root = ::mkdtemp(pattern);
-  const std::string state_dir = root + "/sim";
-  std::filesystem::create_directories(state_dir);
-  ::setenv("TESSERA_SIM_CONFIG", "gpus:\n  - model: A100-80GB\n    mig: true\n", 1);
-  ::setenv("TESSERA_SIM_STATE", state_dir.c_str(), 1);
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe");
-
-  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
-  if (!library.ok()) {
-    std::fprintf(stderr, "%s\n", library.error().message.c_str());
+  const int iterations = bench::IterationsArg(argc, argv);
+  auto machine = bench::StartSimMigMachine("migdynbench");
+  if (!machine.ok()) {
+    std::fprintf(stderr, "%s\n", machine.error().message.c_str());
     return 1;
   }
-  auto driver = host::NvmlMigDriver::Load((*library)->api(), TESSERA_SIM_NVML);
-  if (!driver.ok()) {
-    std::fprintf(stderr, "%s\n", driver.error().message.c_str());
-    return 1;
-  }
-  auto listed = (*driver)->List();
+  const std::string& root = machine->root;
+  const std::string& state_dir = machine->state_dir;
+  const std::string& self = machine->self;
+  host::NvmlMigDriver& driver = *machine->driver;
+  auto listed = driver.List();
   if (!listed.ok() || listed->empty()) return 1;
   core::Gpu gpu;
   gpu.uuid = listed->front().uuid;
@@ -91,7 +79,7 @@ int main(int argc, char** argv) {
   options.gpus = {true, {}};
   options.grace_seconds = 0;
   node::mig::DynamicMig dynamic(
-      options, driver->get(), [&]() -> std::optional<std::vector<node::mig::BoundPod>> { return pods; },
+      options, &driver, [&]() -> std::optional<std::vector<node::mig::BoundPod>> { return pods; },
       [&]() -> Result<std::set<std::string>> { return std::set<std::string>{}; });
   if (auto prepared = dynamic.Prepare({gpu}); !prepared.ok() || prepared->size() != 1) return 1;
 
