@@ -256,6 +256,11 @@ Status Scheduler::Start() {
                      config_.tls_key_file +
                      " are not a PEM certificate (chain) and its private key, or the key does not match"};
       }
+      // A rotated certificate is served without a restart (docs/security.md).
+      TESSERA_ASSIGN_OR_RETURN_WRAP(tls_files_,
+                                    TlsCertificateFiles::Load(config_.tls_cert_file, config_.tls_key_file),
+                                    "server.tlsCertFile/server.tlsKeyFile");
+      tls_files_->Install(ssl->ssl_context());
       server = std::move(ssl);
     } else {
       server = std::make_unique<httplib::Server>();

@@ -26,6 +26,7 @@
 #include "base/http_listener.h"
 #include "base/periodic_thread.h"
 #include "base/result.h"
+#include "base/tls_certificate_files.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "kube/leader_election.h"
@@ -85,6 +86,9 @@ class Scheduler {
   std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpListener> http_;
+  // The webhook's certificate, read again when its files change; declared
+  // before webhook_ so that it outlives the listener's handshakes.
+  std::unique_ptr<TlsCertificateFiles> tls_files_;
   std::unique_ptr<HttpListener> webhook_;
   std::unique_ptr<dashboard::Dashboard> dashboard_;  // null when disabled
   PeriodicThread thread_;                            // Run()
