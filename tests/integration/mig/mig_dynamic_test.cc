@@ -33,6 +33,7 @@
 #include "kubelet_standin.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/testing.h"
+#include "scheduler/webhook.h"
 #include "testing/node_cluster.h"
 #include "testing/process.h"
 #include "testing/scheduler_in_process.h"
@@ -96,8 +97,12 @@ class MigDynamicTest : public ::testing::Test {
   // calls them. The filter is retried while the scheduler has not yet seen
   // what it needs (the inventory, freed instances). "" when bound, else why not.
   std::string Schedule(const std::string& name, int memory_mib, std::chrono::milliseconds patience = 30s) {
-    // A HAMi-style pod: container "app" asks for one vGPU of `memory_mib`, nvidia.com/vgpu-mode: mig.
-    auto created = cluster_->api().CreateObject("pods", scheduler::testing::MigPod("ml", name, memory_mib));
+    // A HAMi-style pod: container "app" asks for one vGPU of `memory_mib`, nvidia.com/vgpu-mode: mig,
+    // as tessera's webhook admits it.
+    Json pod = scheduler::testing::MigPod("ml", name, memory_mib);
+    auto patch = scheduler::MutationPatch(pod, scheduler::SchedulerConfig{}, 0);
+    if (!patch.ok()) return "webhook: " + patch.error().message;
+    auto created = cluster_->api().CreateObject("pods", pod.patch(*patch));
     if (!created.ok()) return "create: " + created.error().message;
     httplib::Client http("127.0.0.1", scheduler_->port());
     const Json args = {{"Pod", *created}, {"Nodes", nullptr}, {"NodeNames", {kNode}}};
@@ -162,6 +167,30 @@ class MigDynamicTest : public ::testing::Test {
     ASSERT_TRUE(cluster_->api().DeleteObject("pods", "ml", pod).ok());
     cluster_->kubelet().RemovePod("ml", pod);
     std::erase_if(held_, [&](const auto& entry) { return entry.second == pod; });
+  }
+
+  // The container's environment as the kubelet builds it: Allocate's
+  // variables, then the pod's own (which win), a Downward API annotation the
+  // pod lacks resolving to "".
+  std::map<std::string, std::string> KubeletEnv(const std::string& pod_name, const std::string& container,
+                                                const v1beta1::ContainerAllocateResponse& answer) const {
+    std::map<std::string, std::string> env(answer.envs().begin(), answer.envs().end());
+    auto pod = cluster_->api().GetObject("pods", "ml", pod_name);
+    if (!pod) return env;
+    const Json annotations = (*pod)["metadata"].value("annotations", Json::object());
+    for (const Json& c : (*pod)["spec"]["containers"]) {
+      if (c.value("name", "") != container) continue;
+      for (const Json& e : c.value("env", Json::array())) {
+        std::string field = e.value("/valueFrom/fieldRef/fieldPath"_json_pointer, "");
+        if (e.contains("value")) {
+          env[e["name"]] = e["value"];
+        } else if (field.rfind("metadata.annotations['", 0) == 0) {
+          const std::string key = field.substr(22, field.size() - 24);
+          env[e["name"]] = annotations.value(key, "");
+        }
+      }
+    }
+    return env;
   }
 
   // Runs mig_probe as the container's process would: on the simulated GPU,
@@ -248,6 +277,13 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
     auto status = Admit(name, "app", &answers[name]);
     ASSERT_TRUE(status.ok()) << name << ": " << status.error_message() << cluster_->NodeLog();
     EXPECT_EQ(answers[name].envs().at("NVIDIA_VISIBLE_DEVICES").rfind("MIG-", 0), 0u);
+  }
+  // The container, its pod admitted by the webhook, sees Allocate's MIG device:
+  // no pod variable hides it.
+  for (const auto& [name, answer] : answers) {
+    const auto env = KubeletEnv(name, "app", answer);
+    EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES"), answer.envs().at("NVIDIA_VISIBLE_DEVICES")) << name;
+    EXPECT_EQ(env.at("NVIDIA_VISIBLE_DEVICES").rfind("MIG-", 0), 0u) << name;
   }
   std::set<std::string> instances;
   for (const auto& [name, answer] : answers) instances.insert(answer.envs().at("NVIDIA_VISIBLE_DEVICES"));
