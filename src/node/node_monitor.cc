@@ -45,6 +45,21 @@ uint64_t RecordMissingHostPids(const std::vector<AttributedProcess>& processes) 
 
 }  // namespace
 
+NodeAllocations VgpuAllocations(const NodeAllocations& allocations) {
+  NodeAllocations out;
+  out.problems = allocations.problems;
+  for (const auto& pod : allocations.pods) {
+    PodGpuAllocation kept = pod;
+    bool any = false;
+    for (auto& c : kept.allocation.containers) {
+      std::erase_if(c.devices, [](const core::DeviceSlice& d) { return !d.mig_profile.empty(); });
+      any = any || !c.devices.empty();
+    }
+    if (any) out.pods.push_back(std::move(kept));
+  }
+  return out;
+}
+
 NodeMonitor::NodeMonitor(MonitorOptions options, host::InventorySource* inventory, DeviceState* devices,
                          RegionCatalog* catalog, PodResourcesSource* pod_resources, NodePods* pods,
                          ProcessInspector* inspector, Enforcer* enforcer, EventSink events)
@@ -190,7 +205,7 @@ void NodeMonitor::PassOnce() {
   // 5. What the scheduler allocated here.
   if (pods_ != nullptr && pods_->synced()) {
     std::vector<std::string> problems;
-    auto allocations = pods_->Allocations();
+    auto allocations = VgpuAllocations(pods_->Allocations());
     auto state = AllocatedState("", devices_->Get().gpus, allocations, &problems);
     delta.overcommits += ReportAllocations(allocations, state, problems);
     const auto unplaced = pods_->UnplacedGpuPods(options_.resource_name);

@@ -97,6 +97,13 @@ struct MonitorCounters {
   uint64_t overcommits = 0;         // GPUs found holding more than they offer (once per episode)
 };
 
+// Pure: `allocations` without their MIG devices (a device slice carrying a
+// `mig` member, docs/mig.md). A container on a MIG instance runs without
+// libvgpu, has no region and holds a mig-dynamic GPU the monitor's DeviceState
+// does not list, so the monitor neither accounts nor reports it; a pod left
+// with no device at all is dropped.
+NodeAllocations VgpuAllocations(const NodeAllocations& allocations);
+
 // Where enforcement reports go besides the log (an Event on the pod).
 using EventSink =
     std::function<void(const ContainerRef& owner, const std::string& reason, const std::string& message)>;

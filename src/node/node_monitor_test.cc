@@ -136,5 +136,38 @@ TEST_F(NodeMonitorTest, AGpuTheDriverLostTurnsUnhealthy) {
   EXPECT_FALSE(monitor->Latest()->gpus[1].healthy);
 }
 
+// A container on a mig-dynamic GPU's instance has no region and its GPU is not
+// among the monitor's devices: neither a problem nor a share of a vGPU GPU.
+// A vGPU slice naming a GPU the node lacks still is one.
+TEST(VgpuAllocationsTest, MigDevicesAreNeitherAccountedNorReported) {
+  auto pod = [](const std::string& name, std::vector<core::DeviceSlice> devices) {
+    PodGpuAllocation p{"ml", name, name + "-uid", {}};
+    p.allocation.containers.push_back({"main", std::move(devices)});
+    return p;
+  };
+  NodeAllocations all;
+  all.pods = {pod("vgpu", {{"GPU-0", 4096, 25}}), pod("mig", {{"GPU-MIG", 10240, 0, "1g.10gb", 6}}),
+              pod("both", {{"GPU-0", 2048, 10}, {"GPU-MIG", 20480, 0, "2g.20gb", 0}}),
+              pod("lost", {{"GPU-9", 1024, 10}})};
+  const std::vector<core::Gpu> gpus = {TestA100("GPU-0", 0)};
+
+  std::vector<std::string> unfiltered;
+  AllocatedState("", gpus, all, &unfiltered);
+  EXPECT_EQ(unfiltered.size(), 3u) << "the MIG devices name a GPU the monitor does not list";
+
+  const auto vgpu = VgpuAllocations(all);
+  ASSERT_EQ(vgpu.pods.size(), 3u) << "the pod holding only a MIG device is dropped";
+  EXPECT_EQ(vgpu.pods[0].pod_name, "vgpu");
+  EXPECT_EQ(vgpu.pods[1].pod_name, "both");
+  ASSERT_EQ(vgpu.pods[1].allocation.containers[0].devices.size(), 1u);
+  EXPECT_EQ(vgpu.pods[1].allocation.containers[0].devices[0].uuid, "GPU-0");
+  std::vector<std::string> problems;
+  auto state = AllocatedState("", gpus, vgpu, &problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("ml/lost"), std::string::npos) << problems[0];
+  ASSERT_EQ(state.gpus().size(), 1u);
+  EXPECT_EQ(state.gpus()[0].used.memory_mib, 4096 + 2048);
+}
+
 }  // namespace
 }  // namespace tessera::node
