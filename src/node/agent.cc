@@ -171,12 +171,17 @@ std::string Agent::Metrics() const {
   status.kubelet_registrations = registrar_.registrations();
   if (publisher_) status.publisher = publisher_->stats();
   auto snapshot = monitor_ ? monitor_->Latest() : nullptr;
-  // MIG devices come and go with their instances: listed for the scrape.
+  // MIG devices come and go with their instances: listed for the scrape,
+  // those of layouts and those created on mig-dynamic GPUs (with the
+  // container each was made for) alike.
   std::vector<MigDeviceMetrics> mig_devices;
-  if (mig_) {
-    if (auto listed = deps_.mig->List(); listed.ok()) {
-      mig_devices = MigDeviceMetricsOf(mig_->devices().Get().devices, *listed);
+  if (mig_ || dynamic_) {
+    std::vector<mig::MigDevice> devices;
+    if (mig_) devices = mig_->devices().Get().devices;
+    if (dynamic_) {
+      for (auto& d : dynamic_->Devices()) devices.push_back(std::move(d));
     }
+    if (auto listed = deps_.mig->List(); listed.ok()) mig_devices = MigDeviceMetricsOf(devices, *listed);
   }
   return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status,
                        mig_devices);

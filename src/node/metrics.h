@@ -2,9 +2,9 @@
 // MIG device, per container and GPU, and the agent's own health. Rendered from
 // the monitor's latest snapshot and the agent's counters, so a scrape costs no
 // file-system access and no NVML call — except, on a node whose MIG devices
-// tessera-node manages, one listing of them (MigDriver::List), which the
-// agent makes for the scrape. Every metric is listed in docs/node.md, the MIG
-// device ones in docs/observability.md.
+// tessera-node manages (layouts or mig-dynamic GPUs), one listing of them
+// (MigDriver::List), which the agent makes for the scrape. Every metric is
+// listed in docs/node.md, the MIG device ones in docs/observability.md.
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -41,12 +41,13 @@ struct MigDeviceMetrics {
   // simulated GPU; the metric is exported where an NVML gives it.
   int utilization_percent = -1;
   uint32_t processes = 0;
-  std::optional<ContainerRef> owner;  // the container the kubelet gave it to
+  std::optional<ContainerRef> owner;  // the container the kubelet gave it to (dynamic: it was made for)
 };
 
-// The MIG devices tessera-node advertises (`devices`: parent, profile, the
-// container holding it) with what NVML says of each now (`listed`:
-// MigDriver::List). A device `listed` no longer has is left out.
+// The MIG devices tessera-node advertises or created on a mig-dynamic GPU
+// (`devices`: parent, profile, the container holding it) with what NVML says
+// of each now (`listed`: MigDriver::List). A device `listed` no longer has is
+// left out.
 std::vector<MigDeviceMetrics> MigDeviceMetricsOf(const std::vector<mig::MigDevice>& devices,
                                                  const std::vector<host::MigGpuState>& listed);
 

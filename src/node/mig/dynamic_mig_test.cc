@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "node/device_state.h"
+#include "node/metrics.h"
 #include "node/mig/fake_mig_driver.h"
 #include "node/plugin_service.h"
 
@@ -278,6 +279,37 @@ TEST_F(DynamicMigTest, AllocateCreatesTheAllocationsInstanceAndARetryGetsTheSame
   EXPECT_EQ(inventory[0].mig_devices[0].memory_mib, 9728);
   EXPECT_EQ(inventory[0].mig_devices[0].used_by, "ml/small/main");
   EXPECT_TRUE(inventory[1].mig_devices.empty());
+}
+
+// The agent's tessera_mig_device_* series take Devices() as they take a
+// layout's MIG devices: an instance made on demand is listed with the
+// container it was made for, and one destroyed is not.
+TEST_F(DynamicMigTest, InstancesMadeOnDemandHaveMetricsWithTheirContainer) {
+  AddDefaultGpus();
+  ASSERT_TRUE(Make({false, {0, 1}}).ok());
+  pods_.push_back(Pod("small", "1", {{kGpu0, "1g.10gb", 6}}));
+  ASSERT_TRUE(mig_->Allocate(Request({kGpu0 + "::0"})).ok());
+  mig_->Tick();
+  auto metrics = MigDeviceMetricsOf(mig_->Devices(), *driver_.List());
+  ASSERT_EQ(metrics.size(), 1u);
+  EXPECT_EQ(metrics[0].gpu_uuid, kGpu0);
+  EXPECT_EQ(metrics[0].mig_uuid, driver_.gpus_[0].instances[0].mig_uuid);
+  EXPECT_EQ(metrics[0].profile, "1g.10gb");
+  EXPECT_EQ(metrics[0].memory_total_bytes, 9728ull << 20);
+  ASSERT_TRUE(metrics[0].owner);
+  EXPECT_EQ(metrics[0].owner->pod_name, "small");
+  EXPECT_EQ(metrics[0].owner->container_name, "main");
+  const std::string text = RenderMetrics(nullptr, {}, {}, metrics);
+  EXPECT_NE(
+      text.find("tessera_mig_device_memory_total_bytes{gpu_uuid=\"" + kGpu0 +
+                "\",gpu_index=\"0\",mig_uuid=\"" + metrics[0].mig_uuid +
+                "\",profile=\"1g.10gb\",namespace=\"ml\",pod=\"small\",container=\"main\"} 10200547328\n"),
+      std::string::npos)
+      << text;
+
+  // Destroyed since the last pass (the driver no longer lists it): no series.
+  ASSERT_TRUE(driver_.DestroyInstance(0, driver_.gpus_[0].instances[0].gpu_instance_id).ok());
+  EXPECT_TRUE(MigDeviceMetricsOf(mig_->Devices(), *driver_.List()).empty());
 }
 
 TEST_F(DynamicMigTest, BadAllocationsAreRefusedAndCreateNothing) {
