@@ -28,7 +28,7 @@ constexpr const char* kDescription =
 constexpr const char* kExamples =
     "Examples:\n"
     "  kubectl tessera top nodes                 GPUs, memory, cores and vGPUs allocated per node\n"
-    "  kubectl tessera top gpus --node gpu-1     each GPU of gpu-1 and how full it is, and its MIG instances\n"
+    "  kubectl tessera top gpus --node gpu-1     each GPU of gpu-1, how full it is, its MIG instances\n"
     "  kubectl tessera top pods -A               GPU pods of every namespace, their slices and status\n"
     "  kubectl tessera describe pod train -n ml  its slices (GPU, memory, cores, node) and why it is there\n"
     "                                            or, if pending, why no node fits it\n"
