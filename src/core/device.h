@@ -28,6 +28,20 @@ struct GpuLink {
 // request and the node creates the instance at Allocate (docs/mig.md).
 enum class MigMode { kNone, kStatic, kDynamic };
 
+// The sharing mode as operators read it on the dashboard and in kubectl
+// tessera: "vgpu", "mig" (a layout the node applies), "mig-dynamic".
+constexpr const char* SharingModeName(MigMode mode) {
+  switch (mode) {
+    case MigMode::kNone:
+      return "vgpu";
+    case MigMode::kStatic:
+      return "mig";
+    case MigMode::kDynamic:
+      return "mig-dynamic";
+  }
+  return "vgpu";
+}
+
 // One MIG device of a GPU in MIG mode (a GPU instance and the compute instance
 // spanning it), as the node agent reports it in the inventory.
 struct MigDevice {

@@ -190,18 +190,6 @@ std::string MigInstanceView::Holder() const {
   return used_by;
 }
 
-const char* SharingModeName(core::MigMode mode) {
-  switch (mode) {
-    case core::MigMode::kNone:
-      return "vgpu";
-    case core::MigMode::kStatic:
-      return "mig";
-    case core::MigMode::kDynamic:
-      return "mig-dynamic";
-  }
-  return "vgpu";
-}
-
 const char* AllocationSourceName(AllocationSource source) {
   switch (source) {
     case AllocationSource::kNone:

@@ -67,9 +67,6 @@ struct MigInstanceView {
   std::string Holder() const;
 };
 
-// Sharing mode of a GPU as shown: "vgpu", "mig" (a layout) or "mig-dynamic".
-const char* SharingModeName(core::MigMode mode);
-
 struct NodeView {
   std::string name;
   InventoryState inventory = InventoryState::kMissing;

@@ -167,7 +167,7 @@ void WhyPlaced(const ClusterView& view, const PodView& pod, std::string& out) {
     if (g.gpu.mig_mode != core::MigMode::kNone) {
       const auto instances = MigOn(*node, g.gpu.uuid);
       out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid +
-             "): " + SharingModeName(g.gpu.mig_mode) + ", " + std::to_string(instances.size()) +
+             "): " + core::SharingModeName(g.gpu.mig_mode) + ", " + std::to_string(instances.size()) +
              " MIG instance(s)" + (g.gpu.healthy ? "" : ", UNHEALTHY") + "\n";
       for (const MigInstanceView* m : instances) {
         const std::string holder = m->Holder();
@@ -307,7 +307,7 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
         const auto instances = MigOn(node, g.gpu.uuid);
         const int64_t memory = MigHeldMemory(instances);
         table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
-                   SharingModeName(g.gpu.mig_mode), Mi(memory) + "/" + Mi(g.gpu.memory_mib),
+                   core::SharingModeName(g.gpu.mig_mode), Mi(memory) + "/" + Mi(g.gpu.memory_mib),
                    Percent(memory, g.gpu.memory_mib), "-", "-", MigCount(instances), pod_count});
         for (const MigInstanceView* m : instances) {
           const std::string holder = m->Holder();
@@ -317,7 +317,7 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
         continue;
       }
       table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
-                 SharingModeName(g.gpu.mig_mode), Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
+                 core::SharingModeName(g.gpu.mig_mode), Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
                  Percent(g.used.memory_mib, g.gpu.memory_mib),
                  std::to_string(g.used.cores) + "/" + std::to_string(g.gpu.cores),
                  std::to_string(g.used.slots) + "/" + std::to_string(g.gpu.slots), "-", pod_count});

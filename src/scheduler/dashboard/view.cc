@@ -41,18 +41,6 @@ Json ShapeJson(const core::TaskShape& s) {
   return j;
 }
 
-const char* SharingMode(core::MigMode mode) {
-  switch (mode) {
-    case core::MigMode::kNone:
-      return "vgpu";
-    case core::MigMode::kStatic:
-      return "mig";
-    case core::MigMode::kDynamic:
-      return "mig-dynamic";
-  }
-  return "vgpu";
-}
-
 // The instances of the node's MIG GPUs: those its inventory lists, and the
 // scheduler's claims matched to them or added as not created yet.
 std::vector<MigInstanceRecord> MigInstancesOf(
@@ -677,7 +665,7 @@ Json GpuJson(const NodeRecord& n, const core::GpuState& g, const GpuUsageRecord*
             {"index", g.gpu.index},
             {"model", g.gpu.model},
             {"healthy", g.gpu.healthy},
-            {"mode", SharingMode(g.gpu.mig_mode)},
+            {"mode", core::SharingModeName(g.gpu.mig_mode)},
             {"memoryMiB", g.gpu.memory_mib},
             {"cores", g.gpu.cores},
             {"slots", g.gpu.slots},
