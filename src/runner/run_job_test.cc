@@ -35,6 +35,17 @@ void ExpectJobWording(const std::string& refusal) {
 
 class RunJobTest : public ::testing::Test {
  protected:
+  // The refusal of `req` on TwoGpus(), checked to be one (no slice, nothing
+  // recorded) and worded for a job, not a pod.
+  static std::string Refusal(SliceLedger& ledger, const SliceRequest& req, const std::string& job) {
+    auto r = ReserveSlice(ledger, TwoGpus(), req, {job});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (!r.ok()) return "";
+    EXPECT_FALSE(r->slice) << "a slice was reserved";
+    ExpectJobWording(r->refusal);
+    return r->refusal;
+  }
+
   ::tessera::testing::TempDir tmp_{"tessera-runjob-test"};
   const std::string dir_ = tmp_.path();
 };
@@ -78,16 +89,13 @@ TEST_F(RunJobTest, RefusalSaysWhichGpuLacksWhatAndRecordsNothing) {
   big.memory_mib = 6000;
   ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), big, {"a"})->slice);
   ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), big, {"b"})->slice);
-  auto r = ReserveSlice(ledger, TwoGpus(), big, {"c"});
-  ASSERT_TRUE(r.ok());
-  ASSERT_FALSE(r->slice);
-  EXPECT_NE(r->refusal.find("does not fit"), std::string::npos) << r->refusal;
-  EXPECT_NE(r->refusal.find("GPU-00000000"), std::string::npos) << r->refusal;
-  EXPECT_NE(r->refusal.find("GPU-00000001"), std::string::npos) << r->refusal;
-  EXPECT_NE(r->refusal.find("(#1, NVIDIA A100-SXM4-80GB): not enough memory: 6000 MiB asked, 2000 MiB free"),
+  const std::string refusal = Refusal(ledger, big, "c");
+  EXPECT_NE(refusal.find("does not fit"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("GPU-00000000"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("GPU-00000001"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("(#1, NVIDIA A100-SXM4-80GB): not enough memory: 6000 MiB asked, 2000 MiB free"),
             std::string::npos)
-      << r->refusal;
-  ExpectJobWording(r->refusal);
+      << refusal;
   EXPECT_EQ(ledger.List()->size(), 2u);
 }
 
@@ -95,26 +103,19 @@ TEST_F(RunJobTest, RefusalNamesTheGpuTypeFlag) {
   SliceLedger ledger(dir_);
   SliceRequest req;
   req.gpu_types = {"H100", "L4"};
-  auto r = ReserveSlice(ledger, TwoGpus(), req, {"a"});
-  ASSERT_TRUE(r.ok());
-  ASSERT_FALSE(r->slice);
-  EXPECT_EQ(r->refusal,
+  EXPECT_EQ(Refusal(ledger, req, "a"),
             "the slice does not fit on this machine:\n"
             "  GPU-00000000-0000-0000-0000-000000000000 (#0, NVIDIA A100-SXM4-80GB): model does not match "
             "--gpu-type H100 or L4\n"
             "  GPU-00000001-0000-0000-0000-000000000000 (#1, NVIDIA A100-SXM4-80GB): model does not match "
             "--gpu-type H100 or L4");
-  ExpectJobWording(r->refusal);
 }
 
 TEST_F(RunJobTest, RefusalOfSeveralSlicesSaysHowManyGpusCanTakeOne) {
   SliceLedger ledger(dir_);
   SliceRequest three;
   three.gpus = 3;
-  auto more = ReserveSlice(ledger, TwoGpus(), three, {"c"});
-  ASSERT_TRUE(more.ok());
-  ASSERT_FALSE(more->slice);
-  EXPECT_EQ(more->refusal,
+  EXPECT_EQ(Refusal(ledger, three, "c"),
             "the job's 3 slices do not fit on this machine: they need 3 different GPUs, and it has 2");
 
   SliceRequest exclusive;
@@ -125,29 +126,21 @@ TEST_F(RunJobTest, RefusalOfSeveralSlicesSaysHowManyGpusCanTakeOne) {
   two.gpus = 2;
   two.memory_mib = 1000;
   two.cores = 30;
-  auto r = ReserveSlice(ledger, TwoGpus(), two, {"b"});
-  ASSERT_TRUE(r.ok());
-  ASSERT_FALSE(r->slice);
-  EXPECT_EQ(r->refusal,
+  EXPECT_EQ(Refusal(ledger, two, "b"),
             "the job's 2 slices do not fit on this machine: they need 2 different GPUs, and 1 of its 2 can "
             "take one:\n"
             "  GPU-00000000-0000-0000-0000-000000000000 (#0, NVIDIA A100-SXM4-80GB): held by another job "
             "alone (--gpucores 100)");
-  ExpectJobWording(r->refusal);
 
   SliceRequest alone;
   alone.cores = 100;
   alone.policy = "spread";
   ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), SliceRequest{}, {"d"})->slice);  // GPU 1 in use too
-  auto busy = ReserveSlice(ledger, TwoGpus(), alone, {"e"});
-  ASSERT_TRUE(busy.ok());
-  ASSERT_FALSE(busy->slice);
-  EXPECT_NE(
-      busy->refusal.find("(#1, NVIDIA A100-SXM4-80GB): in use by 1 other slice(s); --gpucores 100 needs "
-                         "the GPU to itself"),
-      std::string::npos)
-      << busy->refusal;
-  ExpectJobWording(busy->refusal);
+  const std::string busy = Refusal(ledger, alone, "e");
+  EXPECT_NE(busy.find("(#1, NVIDIA A100-SXM4-80GB): in use by 1 other slice(s); --gpucores 100 needs "
+                      "the GPU to itself"),
+            std::string::npos)
+      << busy;
 }
 
 TEST_F(RunJobTest, ExclusiveRequestNeedsAnIdleGpu) {
@@ -160,9 +153,7 @@ TEST_F(RunJobTest, ExclusiveRequestNeedsAnIdleGpu) {
   ASSERT_TRUE(ReserveSlice(ledger, TwoGpus(), spread, {"b"})->slice);  // now both GPUs are in use
   SliceRequest exclusive;
   exclusive.cores = 100;
-  auto r = ReserveSlice(ledger, TwoGpus(), exclusive, {"c"});
-  ASSERT_TRUE(r.ok());
-  EXPECT_FALSE(r->slice);
+  Refusal(ledger, exclusive, "c");
 }
 
 // Processes that hold their reservation (stay alive) racing for 2 x 8000 MiB
