@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <set>
 
 #include "base/files.h"
 #include "base/log.h"
@@ -338,7 +339,17 @@ Status Agent::Start() {
         RecordEvent(owner, reason, message);
       });
   monitor_->Start();
-  if (dynamic_) dynamic_->Start();
+  if (dynamic_) {
+    dynamic_->Start();
+    if (mig_) {
+      std::set<std::string> uuids;
+      for (const auto& gpu : dynamic_->Advertised()) uuids.insert(gpu.uuid);
+      mig_->ForwardXids(uuids, [this](const host::MigXid& xid) { dynamic_->OnXid(xid); });
+    } else if (auto s = dynamic_->WatchXids(); !s.ok()) {
+      Stop();
+      return s.error().Wrap("mig-dynamic XID watch");
+    }
+  }
   if (mig_) {
     if (auto s = mig_->Start(); !s.ok()) {
       Stop();

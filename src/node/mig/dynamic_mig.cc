@@ -163,6 +163,8 @@ void DynamicMig::Start() {
 
 void DynamicMig::Stop() {
   if (thread_) thread_->Stop();
+  if (watching_xids_) driver_->StopXidWatch();
+  watching_xids_ = false;
 }
 
 bool DynamicMig::IsDynamicLocked(int index) const {
@@ -180,6 +182,32 @@ bool DynamicMig::SetHealth(const std::string& gpu_uuid, bool healthy) {
   const bool changed = healthy ? unhealthy_.erase(gpu_uuid) > 0 : unhealthy_.insert(gpu_uuid).second;
   if (changed) ++version_;
   return changed;
+}
+
+bool DynamicMig::OnXid(const host::MigXid& xid) {
+  std::lock_guard lock(mu_);
+  if (replicas_.count(xid.gpu_uuid) == 0 || !xid_health_.Record(xid)) return false;
+  log::Warn("mig-dynamic: critical XID; the MIG device(s) it names are unhealthy",
+            {{"gpu", xid.gpu_uuid}, {"xid", xid.xid}, {"gpu_instance", xid.gpu_instance_id}});
+  bool changed = false;
+  for (auto& d : devices_) {
+    const bool healthy = xid_health_.Healthy(d.parent_uuid, d.gpu_instance_id);
+    changed = changed || healthy != d.healthy;
+    d.healthy = healthy;
+  }
+  if (changed) ++version_;
+  return changed;
+}
+
+Status DynamicMig::WatchXids() {
+  std::vector<std::string> uuids;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [uuid, replicas] : replicas_) uuids.push_back(uuid);
+  }
+  TESSERA_RETURN_IF_ERROR(driver_->StartXidWatch(uuids, [this](const host::MigXid& xid) { OnXid(xid); }));
+  watching_xids_ = true;
+  return Status::Ok();
 }
 
 uint64_t DynamicMig::version() const {
@@ -271,6 +299,7 @@ void DynamicMig::PublishLocked(const std::vector<host::MigGpuState>& gpus,
       gpus, [this](int index) { return IsDynamicLocked(index); }, MigStrategy::kSingle);
   for (auto& d : devices) {
     d.resource = options_.resource_name;
+    d.healthy = xid_health_.Healthy(d.parent_uuid, d.gpu_instance_id);
     if (claims != nullptr) {
       for (const MigClaim& c : *claims) {
         for (const auto& slice : c.devices) {
@@ -352,6 +381,7 @@ void DynamicMig::Tick() {
                   {{"gpu", GpuName(gpu)}, {"instance", instance.mig_uuid}, {"error", s.error().message}});
         continue;
       }
+      xid_health_.Forget(gpu.uuid, instance.gpu_instance_id);  // a new instance may get its GI id
       log::Info("mig-dynamic: instance destroyed", {{"gpu", GpuName(gpu)},
                                                     {"instance", instance.mig_uuid},
                                                     {"profile", profile},

@@ -55,6 +55,7 @@
 #include "host/nvml_mig.h"
 #include "node/mig/mig_devices.h"
 #include "node/mig/mig_settings.h"
+#include "node/mig/xid_health.h"
 
 namespace tessera::node::mig {
 
@@ -145,6 +146,15 @@ class DynamicMig {
   // A whole-GPU health change (a critical XID, the GPU lost) of a dynamic
   // GPU; returns whether it changed anything. Other UUIDs are ignored.
   bool SetHealth(const std::string& gpu_uuid, bool healthy);
+  // A critical XID on a dynamic GPU (others are ignored): one naming a GPU
+  // instance marks only that instance's MIG device unhealthy, one naming none
+  // all of the GPU's (MigXidHealth, as for layouts); sticky until restart or
+  // until the instance is destroyed. Returns whether a device changed.
+  bool OnXid(const host::MigXid& xid);
+  // Starts the driver's XID watch over the dynamic GPUs, feeding OnXid (Stop
+  // ends it). The driver has one watch: with a MigManager too, the agent has
+  // it forward these GPUs' XIDs instead (MigManager::ForwardXids).
+  Status WatchXids();
   // For the vGPU plugin: the dynamic GPUs with `slots` = DynamicReplicas and
   // healthy while MIG mode is on; `version` moves when that changes.
   std::vector<core::Gpu> Advertised() const;
@@ -191,7 +201,9 @@ class DynamicMig {
   std::map<std::string, Made> made_;     // guarded by mu_: MIG UUID -> why it is there
   std::set<std::string> answered_;       // guarded by mu_: claims answered by this process
   std::vector<MigDevice> devices_;       // guarded by mu_
+  MigXidHealth xid_health_;              // guarded by mu_
   uint64_t version_ = 0;                 // guarded by mu_
+  bool watching_xids_ = false;           // Start/Stop's thread only
   std::unique_ptr<PeriodicThread> thread_;
 };
 

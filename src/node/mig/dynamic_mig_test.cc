@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "node/device_state.h"
 #include "node/metrics.h"
 #include "node/mig/fake_mig_driver.h"
@@ -245,6 +247,61 @@ TEST_F(DynamicMigTest, ACriticalXidTakesTheGpuOutUntilRestart) {
   EXPECT_FALSE(mig_->Advertised()[1].healthy);
   EXPECT_FALSE(mig_->InventoryGpus()[1].healthy);
   EXPECT_TRUE(mig_->InventoryGpus()[0].healthy);
+}
+
+// An XID naming one GPU instance takes out that instance's MIG device only;
+// the GPU, its other instances and the other GPUs stay healthy. One naming no
+// instance takes out all of the GPU's; other GPUs' XIDs are ignored.
+TEST_F(DynamicMigTest, AnXidNamingAnInstanceTakesOutThatDeviceOnly) {
+  AddDefaultGpus();
+  ASSERT_TRUE(Make({false, {0, 1}}).ok());
+  pods_.push_back(Pod("a", "1", {{kGpu0, "1g.10gb", 6}}));
+  pods_.push_back(Pod("b", "2", {{kGpu0, "1g.10gb", 5}}));
+  pods_.push_back(Pod("c", "3", {{kGpu1, "1g.10gb", 6}}));
+  for (const std::string pod : {"a", "b", "c"}) {
+    ASSERT_TRUE(mig_->Allocate(Request({(pod == "c" ? kGpu1 : kGpu0) + "::0"})).ok()) << pod;
+    held_.insert("ml/" + pod + "/main");  // the kubelet lists it: the next Allocate serves the next pod
+  }
+  mig_->Tick();
+  ASSERT_EQ(mig_->Devices().size(), 3u);
+  const uint32_t gi_a = driver_.gpus_[0].instances[0].gpu_instance_id;
+  const std::string mig_a = driver_.gpus_[0].instances[0].mig_uuid;
+  auto health = [this] {
+    std::map<std::string, bool> out;
+    for (const auto& d : mig_->Devices()) out[d.used_by] = d.healthy;
+    return out;
+  };
+
+  const uint64_t before = mig_->version();
+  EXPECT_FALSE(mig_->OnXid({kL4, 79, 1}));  // not dynamic
+  EXPECT_TRUE(mig_->OnXid({kGpu0, 79, gi_a}));
+  EXPECT_NE(mig_->version(), before);
+  EXPECT_EQ(health(),
+            (std::map<std::string, bool>{{"ml/a/main", false}, {"ml/b/main", true}, {"ml/c/main", true}}));
+  EXPECT_FALSE(mig_->OnXid({kGpu0, 79, gi_a}));  // already
+  mig_->Tick();                                  // the next pass keeps it
+  EXPECT_FALSE(health()["ml/a/main"]);
+  auto inventory = mig_->InventoryGpus();
+  EXPECT_TRUE(inventory[0].healthy) << "the GPU itself is not taken out";
+  for (const auto& d : inventory[0].mig_devices) EXPECT_EQ(d.healthy, d.uuid != mig_a) << d.uuid;
+  EXPECT_TRUE(mig_->Advertised()[0].healthy);
+
+  // GPU-wide on GPU 1: its instance goes, GPU 0's b stays.
+  EXPECT_TRUE(mig_->OnXid({kGpu1, 79}));
+  EXPECT_EQ(health(),
+            (std::map<std::string, bool>{{"ml/a/main", false}, {"ml/b/main", true}, {"ml/c/main", false}}));
+
+  // a's instance destroyed: the instance made next at its placement is healthy.
+  pods_.erase(pods_.begin());
+  held_.erase("ml/a/main");
+  now_ += 100;
+  mig_->Tick();
+  ASSERT_EQ(driver_.gpus_[0].instances.size(), 1u);
+  ASSERT_EQ(mig_->Devices().size(), 2u);
+  pods_.push_back(Pod("d", "4", {{kGpu0, "1g.10gb", 6}}));
+  ASSERT_TRUE(mig_->Allocate(Request({kGpu0 + "::3"})).ok());
+  mig_->Tick();
+  EXPECT_TRUE(health()["ml/d/main"]);
 }
 
 TEST_F(DynamicMigTest, AllocateCreatesTheAllocationsInstanceAndARetryGetsTheSameOne) {

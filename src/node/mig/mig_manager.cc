@@ -10,7 +10,6 @@ namespace tessera::node::mig {
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(1000);
-constexpr uint32_t kWholeGpu = 0xFFFFFFFF;
 
 MigStrategy StrategyOf(const NodeConfig& config) {
   MigStrategy strategy = MigStrategy::kMixed;
@@ -49,7 +48,7 @@ MigManager::~MigManager() {
 Status MigManager::Start() {
   auto gpus = driver_->List();
   if (!gpus.ok()) return gpus.error().Wrap("MIG: cannot list the GPUs");
-  std::vector<std::string> watched;
+  std::vector<std::string> watched(forwarded_gpus_.begin(), forwarded_gpus_.end());
   for (const auto& gpu : *gpus) {
     if (gpu.mig_capable && Manages(gpu.index)) watched.push_back(gpu.uuid);
   }
@@ -211,8 +210,7 @@ void MigManager::Publish(const std::vector<host::MigGpuState>& gpus,
   {
     std::lock_guard lock(mu_);
     for (auto& d : devices) {
-      d.healthy = unhealthy_.count({d.parent_uuid, d.gpu_instance_id}) == 0 &&
-                  unhealthy_.count({d.parent_uuid, kWholeGpu}) == 0;
+      d.healthy = xid_health_.Healthy(d.parent_uuid, d.gpu_instance_id);
     }
   }
   for (auto& d : devices) {
@@ -250,9 +248,13 @@ void MigManager::EnsurePlugin(const std::string& resource) {
 }
 
 void MigManager::OnXid(const host::MigXid& xid) {
+  if (forward_xid_ && forwarded_gpus_.count(xid.gpu_uuid) > 0) {
+    forward_xid_(xid);
+    return;
+  }
   {
     std::lock_guard lock(mu_);
-    unhealthy_.insert({xid.gpu_uuid, xid.gpu_instance_id});
+    xid_health_.Record(xid);
   }
   log::Warn("critical XID on a MIG GPU; its MIG device(s) are unhealthy",
             {{"gpu", xid.gpu_uuid}, {"xid", xid.xid}, {"gpu_instance", xid.gpu_instance_id}});

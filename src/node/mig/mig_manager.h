@@ -47,6 +47,7 @@
 #include "node/mig/layout_applier.h"
 #include "node/mig/mig_devices.h"
 #include "node/mig/mig_settings.h"
+#include "node/mig/xid_health.h"
 #include "node/plugin_server.h"
 #include "node/registrar.h"
 
@@ -76,6 +77,13 @@ class MigManager {
 
   // Whether GPU `index` is MIG-managed (mig_gpus) — the vGPU plugin leaves those out.
   bool Manages(int index) const { return gpus_.Contains(index); }
+  // The driver has one XID watch, which Start takes: XIDs of `gpu_uuids`
+  // (GPUs this manager does not manage: the mig-dynamic ones) are watched too
+  // and handed to `to` instead. Call before Start.
+  void ForwardXids(std::set<std::string> gpu_uuids, std::function<void(const host::MigXid&)> to) {
+    forwarded_gpus_ = std::move(gpu_uuids);
+    forward_xid_ = std::move(to);
+  }
   const MigDeviceState& devices() const { return state_; }
   MigStatus status() const;
 
@@ -109,9 +117,11 @@ class MigManager {
   std::unique_ptr<kube::Informer> node_;  // this Node, for its nvidia.com/mig.config label
 
   mutable std::mutex mu_;
-  MigStatus status_;  // guarded by mu_
-  std::set<std::tuple<std::string, uint32_t>>
-      unhealthy_;  // guarded by mu_: (parent, GI id); GI 0xFFFFFFFF = all
+  MigStatus status_;         // guarded by mu_
+  MigXidHealth xid_health_;  // guarded by mu_
+  // ForwardXids (set before Start, then read only):
+  std::set<std::string> forwarded_gpus_;
+  std::function<void(const host::MigXid&)> forward_xid_;
 
   // Thread only:
   std::optional<FileIdentity> file_identity_;
