@@ -209,9 +209,13 @@ bool Allows(const Rule& rule, const Call& call, const std::string& call_ns) {
 }
 
 // Unused permissions kept on purpose, with why the scenarios cannot show them.
-// ("<account> <role>: <verb> <resource>" -> reason). None today: every granted
-// permission is exercised by the scenarios.
-const std::map<std::string, std::string> kUnusedOnPurpose = {};
+// ("<account> <role>: <verb> <resource>" -> reason).
+const std::map<std::string, std::string> kUnusedOnPurpose = {
+    {"tessera-scheduler ClusterRole/tessera-scheduler: get pods",
+     "Scheduler::GetPod asks the API only when its pod informer has not yet seen the pod (a race the "
+     "scenarios "
+     "hit in some runs and not in others)"},
+};
 
 class RbacCallsTest : public ::testing::Test {
  protected:
