@@ -96,6 +96,7 @@ class DashboardBrowserTest : public ::testing::Test {
     SchedulerConfig c = ::tessera::testing::LoopbackSchedulerConfig("dashboard-it");
     c.api_timeout = std::chrono::milliseconds(2000);
     c.reservation_timeout = std::chrono::milliseconds(4000);
+    c.dashboard.enabled = true;
     c.dashboard.port = 0;
     c.dashboard.bind_address = "127.0.0.1";
     c.dashboard.node_metrics_url = "http://{address}:" + std::to_string(metrics_port) + "/metrics/{node}";

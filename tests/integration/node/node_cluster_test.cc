@@ -85,9 +85,10 @@ class NodeClusterTest : public ::testing::Test {
   // The scheduler's own code (no leader election) against the API-server
   // stand-in, started and ready; null (and a failure) when it is not.
   std::unique_ptr<scheduler::Scheduler> StartScheduler() {
-    auto scheduler =
-        ::tessera::testing::StartReadyScheduler(::tessera::testing::LoopbackSchedulerConfig("it"),
-                                                ::tessera::testing::ClientOfApiServer(cluster_.api().url()));
+    auto scheduler = ::tessera::testing::StartReadyScheduler(
+        ::tessera::testing::LoopbackSchedulerConfig("it"),
+        ::tessera::testing::ClientOfApiServer(cluster_.api().url(), {}, std::chrono::milliseconds(5000),
+                                              "tessera-scheduler-beside-the-node"));
     if (!scheduler.ok()) {
       ADD_FAILURE() << scheduler.error().message;
       return nullptr;

@@ -148,12 +148,13 @@ class SchedulerBinary {
 
   int port() const { return port_; }
 
-  // Starts it against `api_server` with `flags` after --api-server and
-  // --port; true once /healthz answers.
+  // Starts it against `api_server` with `flags` after --api-server, --port
+  // and no dashboard (its fixed default port would collide between tests run
+  // side by side); true once /healthz answers.
   bool Start(const std::string& api_server, const std::vector<std::string>& flags) {
     if (port_ <= 0) return false;
     std::vector<std::string> argv = {TESSERA_SCHEDULER_BIN, "--api-server=" + api_server,
-                                     "--port=" + std::to_string(port_)};
+                                     "--port=" + std::to_string(port_), "--set=dashboard.enabled=false"};
     argv.insert(argv.end(), flags.begin(), flags.end());
     const int log = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (log < 0) return false;

@@ -239,7 +239,9 @@ pid_t SpawnScheduler(const std::string& api, int port) {
                                    "--set",
                                    "kube.timeoutSeconds=2",
                                    "--set",
-                                   "reservationTimeoutSeconds=4"};
+                                   "reservationTimeoutSeconds=4",
+                                   "--set",
+                                   "dashboard.enabled=false"};  // its fixed port: see SchedulerBinary
   return ::tessera::testing::Spawn({.argv = args});
 }
 

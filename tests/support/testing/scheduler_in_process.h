@@ -19,23 +19,32 @@ namespace tessera::testing {
 
 // A scheduler a test talks to over loopback: its extender (and webhook) on an
 // ephemeral port of 127.0.0.1, no leader election, `identity` in what it
-// writes. Everything else is the scheduler's default; the caller adds more.
+// writes; no dashboard (by default it listens on the fixed port 8889 of every
+// address, where tests running side by side would collide and fail to start;
+// a test of the dashboard turns it on with port 0). Everything else is the
+// scheduler's default; the caller adds more.
 inline scheduler::SchedulerConfig LoopbackSchedulerConfig(const std::string& identity) {
   scheduler::SchedulerConfig config;
   config.port = 0;
   config.bind_address = "127.0.0.1";
   config.leader_elect = false;
   config.identity = identity;
+  config.dashboard.enabled = false;
   return config;
 }
 
 // A kube client of the API server at `url`, over libcurl without TLS.
+// `user_agent` is tessera's own by default; a test that runs the scheduler
+// beside another tessera binary names it apart, so that the API calls
+// recorded for that binary (tests/integration/security) are only its own.
 inline std::shared_ptr<kube::Client> ClientOfApiServer(
     const std::string& url, kube::ClientOptions options = {},
-    std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(5000)) {
+    std::chrono::milliseconds connect_timeout = std::chrono::milliseconds(5000),
+    const std::string& user_agent = "tessera") {
   kube::CurlTransportOptions transport;
   transport.server = url;
   transport.connect_timeout = connect_timeout;
+  transport.user_agent = user_agent;
   return std::make_shared<kube::Client>(std::make_shared<kube::CurlTransport>(std::move(transport)), options);
 }
 
