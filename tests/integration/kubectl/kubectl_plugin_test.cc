@@ -146,7 +146,8 @@ TEST_F(KubectlPluginTest, TopNodesThroughKubectlShowsAllocationAndInventoryState
   CommandRun run = Kubectl("tessera top nodes");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("NAME"));
-  EXPECT_THAT(run.out, HasSubstr("gpu-1   2/2   40000Mi/80000Mi  50%      50/200  25%     2/8    -    2     ok"))
+  EXPECT_THAT(run.out,
+              HasSubstr("gpu-1   2/2   40000Mi/80000Mi  50%      50/200  25%     2/8    -    2     ok"))
       << run.out;
   EXPECT_THAT(run.out, HasSubstr("cpu-1"));
   EXPECT_THAT(run.out, HasSubstr("none"));
