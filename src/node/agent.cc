@@ -317,6 +317,7 @@ Status Agent::Start() {
   }
   EnforcementPolicy policy;
   policy.kill_by_default = config_.active_oom_killer;
+  policy.container_may_override = !config_.active_oom_killer_fixed;
   policy.tolerance_bytes = static_cast<uint64_t>(config_.memory_tolerance_mib) << 20;
   NodePods* pods = pods_.get();
   enforcer_ = std::make_unique<Enforcer>(

@@ -323,6 +323,9 @@ const std::vector<Key>& Keys() {
       Option("active_oom_killer", &NodeConfig::active_oom_killer, nullptr, kPerNode,
              "for containers that do not set ACTIVE_OOM_KILLER: kill a process whose container is over its "
              "memory limit as the driver counts it (false: report it only)"),
+      Option("active_oom_killer_fixed", &NodeConfig::active_oom_killer_fixed, nullptr, kWholeNode,
+             "true: active_oom_killer decides for every container, and a container's own ACTIVE_OOM_KILLER "
+             "(which its tenant controls) is ignored; false: the container's variable wins, as in HAMi"),
       Option("memory_tolerance_mib", &NodeConfig::memory_tolerance_mib, Between(0, 1048576), kPerNode,
              "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
       // The MIG keys' checks are mig::ValidateMigSettings, called from Validate.

@@ -80,7 +80,11 @@ struct NodeConfig {
   int metrics_port = 9394;         // 0 = no metrics endpoint
   int region_grace_seconds = 300;  // a region is kept at least this long after Allocate
   bool active_oom_killer = false;  // for containers that do not set ACTIVE_OOM_KILLER
-  int memory_tolerance_mib = 64;   // driver-counted usage above the limit that is let pass
+  // true: active_oom_killer decides for every container and a container's own
+  // ACTIVE_OOM_KILLER is ignored (a hostile tenant cannot turn kills into
+  // reports); false: HAMi's convention, the container's variable wins.
+  bool active_oom_killer_fixed = false;
+  int memory_tolerance_mib = 64;  // driver-counted usage above the limit that is let pass
 
   // --- MIG (docs/node.md, "MIG") ------------------------------------------
   std::string mig_layout_file;  // mig-parted layout file; "" = tessera-node does not manage MIG

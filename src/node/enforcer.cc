@@ -124,6 +124,7 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
 
     v.kill = policy_.kill_by_default;
     for (const auto& m : group.members) {
+      if (!policy_.container_may_override) break;
       if (auto setting = OomKillerSetting(*m.process)) {
         v.kill = *setting;
         break;

@@ -18,8 +18,9 @@
 // processes on that GPU ordered by how much of their usage libvgpu did not
 // account (a process that bypasses the library has all of it unaccounted),
 // then by usage; taken until the rest fits. ACTIVE_OOM_KILLER (the process's
-// environment, else the node's default) decides: true kills them (SIGKILL),
-// false only reports. Either way the caller logs and records an Event.
+// environment, else the node's default; only the node's when the policy says
+// containers may not override it) decides: true kills them (SIGKILL), false
+// only reports. Either way the caller logs and records an Event.
 //
 // Thread-safety: Pass from one thread at a time.
 #pragma once
@@ -39,6 +40,7 @@ namespace tessera::node {
 
 struct EnforcementPolicy {
   bool kill_by_default = false;            // ACTIVE_OOM_KILLER for containers that do not set it
+  bool container_may_override = true;      // false: kill_by_default for all, ACTIVE_OOM_KILLER ignored
   uint64_t tolerance_bytes = 64ull << 20;  // usage above the limit that is let pass
 };
 

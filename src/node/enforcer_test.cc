@@ -85,10 +85,11 @@ class EnforcerTest : public ::testing::Test {
     return enforcer.Pass(AttributeGpuProcesses(gpus, regions, inspector_));
   }
 
-  Enforcer Make(bool kill_by_default = true, uint64_t tolerance = 0) {
+  Enforcer Make(bool kill_by_default = true, uint64_t tolerance = 0, bool container_may_override = true) {
     EnforcementPolicy policy;
     policy.kill_by_default = kill_by_default;
     policy.tolerance_bytes = tolerance;
+    policy.container_may_override = container_may_override;
     return Enforcer(policy, &inspector_, [this](const ContainerRef& owner, const std::string& uuid) {
       auto it = allocation_limits_.find(owner.pod_name + "/" + uuid);
       return it == allocation_limits_.end() ? std::nullopt : std::optional<uint64_t>(it->second);
@@ -188,6 +189,24 @@ TEST_F(EnforcerTest, ActiveOomKillerOffOnlyReportsOncePerEpisode) {
   inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "true"}});
   auto reporting_node = Make(/*kill_by_default=*/false);
   EXPECT_TRUE(Run(reporting_node, {Gpu({{100, 1500 * kMiB}})}, regions)[0].kill);
+}
+
+// active_oom_killer_fixed: what the tenant sets in its own environment no
+// longer decides, either way.
+TEST_F(EnforcerTest, AFixedNodePolicyIgnoresTheContainersActiveOomKiller) {
+  inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "false"}});
+  std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
+  auto killing_node = Make(/*kill_by_default=*/true, 0, /*container_may_override=*/false);
+  auto violations = Run(killing_node, {Gpu({{100, 1500 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_TRUE(violations[0].kill);
+  ASSERT_EQ(violations[0].offenders.size(), 1u);
+  EXPECT_TRUE(violations[0].offenders[0].killed);
+  EXPECT_EQ(inspector_.killed.size(), 1u);
+
+  inspector_.Add(100, 11, 7, {{"ACTIVE_OOM_KILLER", "true"}});
+  auto reporting_node = Make(/*kill_by_default=*/false, 0, /*container_may_override=*/false);
+  EXPECT_FALSE(Run(reporting_node, {Gpu({{100, 1500 * kMiB}})}, regions)[0].kill);
 }
 
 TEST_F(EnforcerTest, KillsOnlyAsManyAsItTakesAndRetriesAFailedKill) {
