@@ -123,11 +123,12 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
     v.new_episode = violating_.count(key) == 0;
 
     v.kill = policy_.kill_by_default;
-    for (const auto& m : group.members) {
-      if (!policy_.container_may_override) break;
-      if (auto setting = OomKillerSetting(*m.process)) {
-        v.kill = *setting;
-        break;
+    if (policy_.container_may_override) {
+      for (const auto& m : group.members) {
+        if (auto setting = OomKillerSetting(*m.process)) {
+          v.kill = *setting;
+          break;
+        }
       }
     }
 
