@@ -60,6 +60,14 @@ inline constexpr std::string_view kUnplacedRefuse = "refuse";
 inline constexpr std::string_view kUnplacedWholeGpu = "whole-gpu";
 // Device memory charged per process and device for its CUDA context.
 inline constexpr const char* kContextOverheadEnv = "TESSERA_CONTEXT_OVERHEAD";
+// The container's limits as a file it cannot write (docs/security.md): the
+// allocation payload above with this container's entry only. tessera-node
+// mounts it read-only at kLimitsContainerDir/kLimitsFileName, a path libvgpu
+// looks at whatever the environment says; elsewhere (`tessera run`)
+// TESSERA_LIMITS names it.
+inline constexpr const char* kLimitsEnv = "TESSERA_LIMITS";
+inline constexpr const char* kLimitsContainerDir = "/run/tessera/limits";
+inline constexpr const char* kLimitsFileName = "limits.json";
 // The `tessera run` job a process belongs to (the ledger's job id), for the
 // job's own use; no part of tessera reads it back.
 inline constexpr const char* kJobIdEnv = "TESSERA_JOB_ID";

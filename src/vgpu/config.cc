@@ -1,6 +1,7 @@
 #include "vgpu/config.h"
 
 #include <strings.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -73,6 +74,7 @@ int Config::cores_for(const char* uuid, int index) const {
 
 bool Config::device_visible(const char* uuid) const {
   if (!filters_devices()) return true;
+  if (limits_unusable) return false;
   // The node's refusal is not the container's to lift with CUDA_DISABLE_CONTROL.
   if (unplaced_refused()) return false;
   if (source == ConfigSource::kAllocation) return grant_for(uuid) != nullptr;
@@ -408,8 +410,110 @@ Config load_config(EnvLookup lookup, void* context) {
   return c;
 }
 
+std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir) {
+  struct stat st {};
+  if (fixed_dir != nullptr && stat(fixed_dir, &st) == 0 && S_ISDIR(st.st_mode))
+    return std::string(fixed_dir) + "/" + contract::kLimitsFileName;
+  const char* v = lookup(context, contract::kLimitsEnv);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error) {
+  // No container name: the file holds this container's entry alone, so a
+  // TESSERA_CONTAINER_NAME the container sets cannot pick another one.
+  if (parse_allocation(json, nullptr, grants, error)) return true;
+  if (error->rfind("several container entries", 0) == 0) *error = "more than one container entry";
+  return false;
+}
+
+namespace {
+
+bool same_grants(const std::vector<DeviceGrant>& a, const std::vector<DeviceGrant>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& g : a) {
+    bool found = false;
+    for (const auto& h : b)
+      found = found || (strcasecmp(g.uuid.c_str(), h.uuid.c_str()) == 0 && g.memory_bytes == h.memory_bytes &&
+                        g.cores == h.cores);
+    if (!found) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void apply_limits_file(Config& c, const std::string& path, const char* text, const std::string& read_error) {
+  c.limits_path = path;
+  if (path.empty()) return;
+  // The node (or tessera run) set limits up: the container may not switch
+  // them off.
+  if (c.control_disabled) {
+    c.problems.push_back("CUDA_DISABLE_CONTROL ignored: limits file " + path + " is configured");
+    c.control_disabled = false;
+  }
+  if (text == nullptr && read_error.empty()) {
+    c.limits_pending = true;
+    c.problems.push_back("limits file " + path +
+                         " is not there yet; the environment's limits apply until it appears");
+    return;
+  }
+  std::vector<DeviceGrant> grants;
+  std::string error = read_error;
+  if (error.empty() && !parse_limits(text, &grants, &error)) error = "invalid: " + error;
+  if (!error.empty()) {
+    c.limits_unusable = true;
+    c.problems.push_back("limits file " + path + " cannot be used (" + error + "); no GPU is visible");
+    return;
+  }
+  if (c.source == ConfigSource::kAllocation && !same_grants(c.grants, grants))
+    c.problems.push_back("TESSERA_ALLOCATION disagrees with limits file " + path +
+                         "; the limits file applies");
+  else if (c.source == ConfigSource::kHami)
+    c.problems.push_back("CUDA_DEVICE_MEMORY_LIMIT / CUDA_DEVICE_SM_LIMIT ignored: limits file " + path +
+                         " applies");
+  c.grants = std::move(grants);
+  c.source = ConfigSource::kAllocation;
+  c.limits_from_file = true;
+}
+
+bool read_small_file(const std::string& path, std::string* text, std::string* error, bool* missing) {
+  *missing = false;
+  FILE* f = fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    if (errno == ENOENT) {
+      *missing = true;
+      return false;
+    }
+    *error = std::string("cannot open: ") + strerror(errno);
+    return false;
+  }
+  char buf[4096];
+  size_t n = 0;
+  text->clear();
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+    text->append(buf, n);
+    if (text->size() > (1u << 20)) {
+      fclose(f);
+      *error = "larger than 1 MiB";
+      return false;
+    }
+  }
+  bool failed = ferror(f) != 0;
+  fclose(f);
+  if (failed) *error = "read error";
+  return !failed;
+}
+
 Config load_config_from_process_env() {
-  return load_config(&process_getenv, nullptr);
+  Config c = load_config(&process_getenv, nullptr);
+  const std::string path = resolve_limits_path(&process_getenv, nullptr, contract::kLimitsContainerDir);
+  if (!path.empty()) {
+    std::string text, error;
+    bool missing = false;
+    bool ok = read_small_file(path, &text, &error, &missing);
+    apply_limits_file(c, path, ok ? text.c_str() : nullptr, error);
+  }
+  return c;
 }
 
 }  // namespace tessera::vgpu

@@ -20,6 +20,18 @@
 // one). Without TESSERA_UNPLACED_PODS (tessera run, a container libvgpu was
 // put in by hand) nothing changes.
 //
+// A limits file overrides all of the above (docs/security.md): the container
+// can change its own environment (for the processes it starts), but not a file
+// on a read-only mount. tessera-node mounts one at
+// contract::kLimitsContainerDir, which libvgpu looks at whatever the
+// environment says; without that directory TESSERA_LIMITS may name one
+// (`tessera run`). Its content is the allocation payload with one container
+// entry. When it applies, TESSERA_ALLOCATION, HAMi's limit variables and
+// CUDA_DISABLE_CONTROL are ignored (a line says so when they disagree); when
+// it is configured but not written yet, the environment applies until it
+// appears (Runtime re-reads it); when it cannot be read or parsed, no device
+// is visible.
+//
 // Other variables: CUDA_DEVICE_MEMORY_SHARED_CACHE / TESSERA_REGION (region
 // path), CUDA_OVERSUBSCRIBE, ACTIVE_OOM_KILLER, CUDA_DISABLE_CONTROL,
 // GPU_CORE_UTILIZATION_POLICY, CUDA_TASK_PRIORITY, LIBCUDA_LOG_LEVEL.
@@ -72,6 +84,13 @@ struct Config {
   // high, 1 and above = low.
   int priority = 0;
 
+  // The limits file (see above): its path ("" = none configured), and what
+  // became of it.
+  std::string limits_path;
+  bool limits_from_file = false;  // grants (source kAllocation) are the file's
+  bool limits_pending = false;    // configured, not there yet: the environment applies meanwhile
+  bool limits_unusable = false;   // there, but unreadable or invalid: no device is visible
+
   std::vector<std::string> problems;  // each worth one log line
 
   Config();
@@ -85,7 +104,7 @@ struct Config {
   // those of its allocation, none when the node refuses it (even with
   // CUDA_DISABLE_CONTROL), the kubelet's under unplaced_pods: whole-gpu.
   bool filters_devices() const {
-    if (unplaced_refused()) return true;
+    if (unplaced_refused() || limits_unusable) return true;
     if (control_disabled) return false;
     return source == ConfigSource::kAllocation || unplaced == UnplacedPolicy::kWholeGpu;
   }
@@ -103,6 +122,25 @@ using EnvLookup = const char* (*)(void* context, const char* name);
 
 Config load_config(EnvLookup lookup, void* context);
 Config load_config_from_process_env();
+
+// The limits file to use: kLimitsFileName in `fixed_dir` when that directory
+// exists (tessera-node's read-only mount; the environment cannot move it),
+// else TESSERA_LIMITS from the environment, else "".
+std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir);
+
+// Applies the limits file at `path` to `config` (see the top of this file).
+// `text` is its content, nullptr when it does not exist; `read_error` says why
+// it could not be read otherwise ("" when it could).
+void apply_limits_file(Config& config, const std::string& path, const char* text,
+                       const std::string& read_error);
+
+// Parses a limits file's content: the allocation payload with exactly one
+// container entry, whose devices are the grants.
+bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error);
+
+// Reads a file of at most 1 MiB. False with *missing when it does not exist,
+// false with *error when it cannot be read.
+bool read_small_file(const std::string& path, std::string* text, std::string* error, bool* missing);
 
 // "3000", "512k", "1500m", "2g" (case-insensitive, powers of 1024). Returns
 // false for anything else (empty, negative, garbage, overflow).

@@ -1,6 +1,7 @@
 #include "vgpu/config.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
@@ -190,6 +191,87 @@ TEST(Config, TaskPriorityIsReadAsGiven) {
   EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "0"}}).priority, 0);
   EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "1"}}).priority, 1);
   EXPECT_EQ(load({{"CUDA_TASK_PRIORITY", "7"}}).priority, 7);
+}
+
+// --- The limits file (docs/security.md) -----------------------------------
+
+std::string LimitsPayload(const char* uuid, int mib) {
+  return std::string(R"({"version":1,"node":"n","containers":[{"name":"main","devices":[{"uuid":")") + uuid +
+         R"(","memoryMiB":)" + std::to_string(mib) + R"(,"cores":20}]}]})";
+}
+
+TEST(LimitsFile, OutranksTheEnvironmentAndSaysSo) {
+  Config c = load({{"TESSERA_ALLOCATION", LimitsPayload(kUuidA, 80000)},
+                   {"TESSERA_CONTAINER_NAME", "main"},
+                   {"CUDA_DISABLE_CONTROL", "true"}});
+  const std::string text = LimitsPayload(kUuidA, 1000);
+  apply_limits_file(c, "/run/l.json", text.c_str(), "");
+  EXPECT_TRUE(c.limits_from_file);
+  EXPECT_FALSE(c.control_disabled);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 1000ull << 20);
+  EXPECT_EQ(c.cores_for(kUuidA, 0), 20);
+  EXPECT_FALSE(c.device_visible(kUuidB));
+  ASSERT_EQ(c.problems.size(), 2u);
+  EXPECT_NE(c.problems[0].find("CUDA_DISABLE_CONTROL ignored"), std::string::npos);
+  EXPECT_NE(c.problems[1].find("TESSERA_ALLOCATION disagrees with limits file /run/l.json"),
+            std::string::npos)
+      << c.problems[1];
+
+  Config hami = load({{"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  apply_limits_file(hami, "/run/l.json", text.c_str(), "");
+  EXPECT_EQ(hami.memory_limit_for(kUuidA, 0), 1000ull << 20);
+  ASSERT_EQ(hami.problems.size(), 1u);
+  EXPECT_NE(hami.problems[0].find("CUDA_DEVICE_MEMORY_LIMIT / CUDA_DEVICE_SM_LIMIT ignored"),
+            std::string::npos);
+
+  // The same grants as the environment's: nothing to say.
+  Config same = load({{"TESSERA_ALLOCATION", text}});
+  apply_limits_file(same, "/run/l.json", text.c_str(), "");
+  EXPECT_TRUE(same.problems.empty());
+}
+
+TEST(LimitsFile, NotThereYetLeavesTheEnvironmentInForce) {
+  Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  apply_limits_file(c, "/run/l.json", nullptr, "");
+  EXPECT_TRUE(c.limits_pending);
+  EXPECT_FALSE(c.limits_from_file);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 2ull << 30);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("is not there yet"), std::string::npos);
+}
+
+TEST(LimitsFile, UnusableLeavesNothingVisible) {
+  for (const std::string& bad :
+       {std::string("{\"version\":1,"),
+        // two entries: which one would be ours?
+        std::string(R"({"version":1,"node":"n","containers":[)"
+                    R"({"name":"a","devices":[{"uuid":")") +
+            kUuidA + R"(","memoryMiB":1,"cores":0}]},{"name":"b","devices":[{"uuid":")" + kUuidB +
+            R"(","memoryMiB":1,"cores":0}]}]})"}) {
+    Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+    apply_limits_file(c, "/run/l.json", bad.c_str(), "");
+    EXPECT_TRUE(c.limits_unusable) << bad;
+    EXPECT_TRUE(c.filters_devices());
+    EXPECT_FALSE(c.device_visible(kUuidA));
+    ASSERT_EQ(c.problems.size(), 1u);
+    EXPECT_NE(c.problems[0].find("limits file /run/l.json cannot be used"), std::string::npos)
+        << c.problems[0];
+  }
+  Config unreadable;
+  apply_limits_file(unreadable, "/run/l.json", nullptr, "cannot open: Permission denied");
+  EXPECT_TRUE(unreadable.limits_unusable);
+  EXPECT_NE(unreadable.problems.at(0).find("Permission denied"), std::string::npos);
+}
+
+TEST(LimitsFile, TheFixedDirectoryWinsOverTheEnvironment) {
+  char dir[] = "/tmp/tessera-limits-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Env env{{"TESSERA_LIMITS", "/somewhere/else.json"}};
+  EXPECT_EQ(resolve_limits_path(&lookup, &env, dir), std::string(dir) + "/limits.json");
+  EXPECT_EQ(resolve_limits_path(&lookup, &env, "/nonexistent-tessera-dir"), "/somewhere/else.json");
+  Env none;
+  EXPECT_EQ(resolve_limits_path(&lookup, &none, "/nonexistent-tessera-dir"), "");
+  rmdir(dir);
 }
 
 }  // namespace

@@ -195,6 +195,9 @@ TESSERA_EXPORT CUresult cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (limit == 0) return rc;
   rt.region.reclaim_dead_throttled(100'000'000);  // a dead neighbour's memory shows up as free within 100 ms
   rt.reconcile_pools();                           // trimmed pools' memory shows up as free
+  rt.refresh_limits();
+  rt.region.verify(dev);  // a region changed from outside shows as it should be
+  limit = rt.region.memory_limit(dev);
   rt.oom_check(dev);
   uint64_t used = rt.region.memory_used(dev);
   uint64_t headroom = used < limit ? limit - used : 0;

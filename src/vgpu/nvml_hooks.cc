@@ -32,6 +32,9 @@ bool slice_memory(Runtime& rt, nvmlDevice_t device, unsigned long long* total, u
   if (limit == 0) return false;
   rt.region.reclaim_dead_throttled(100'000'000);
   rt.reconcile_pools();
+  rt.refresh_limits();
+  rt.region.verify(dev);
+  limit = rt.region.memory_limit(dev);
   uint64_t in_use = rt.region.memory_used(dev);
   uint64_t headroom = in_use < limit ? limit - in_use : 0;
   uint64_t f = (headroom < *free || rt.config.oversubscribe) ? headroom : *free;

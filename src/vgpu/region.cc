@@ -318,6 +318,87 @@ int SharedRegion::find_or_add_device(const char* uuid, uint64_t limit, uint64_t*
   return static_cast<int>(count);
 }
 
+void SharedRegion::set_authoritative_limit(int device, uint64_t limit, bool apply) {
+  if (device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return;
+  if (apply && region_ != nullptr && lock()) {
+    authority_[device].store(limit, std::memory_order_relaxed);
+    authority_set_.fetch_or(1u << device, std::memory_order_release);
+    region_->devices[device].memory_limit.store(limit, std::memory_order_relaxed);
+    region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+    unlock();
+    return;
+  }
+  authority_[device].store(limit, std::memory_order_relaxed);
+  authority_set_.fetch_or(1u << device, std::memory_order_release);
+}
+
+uint32_t SharedRegion::verify_locked(int device) {
+  uint32_t repaired = 0;
+  DeviceEntry& e = region_->devices[device];
+  if ((authority_set_.load(std::memory_order_acquire) & (1u << device)) != 0) {
+    const uint64_t want = authority_[device].load(std::memory_order_relaxed);
+    const uint64_t have = e.memory_limit.load(std::memory_order_relaxed);
+    if (have != want) {
+      e.memory_limit.store(want, std::memory_order_relaxed);
+      repaired |= kRepairedLimit;
+      log_event(LogLevel::kError,
+                "region %s: the memory limit of %s was changed from outside libvgpu (%llu bytes, this "
+                "process's limit is %llu); restored",
+                path_, e.uuid, static_cast<unsigned long long>(have), static_cast<unsigned long long>(want));
+    }
+  }
+  const int own = slot_.load(std::memory_order_relaxed);
+  if (own >= 0) {
+    std::atomic<uint64_t>& mine = region_->processes[own].memory_used[device];
+    const uint64_t have = mine.load(std::memory_order_relaxed);
+    const uint64_t want = own_used_[device].load(std::memory_order_relaxed);
+    if (have != want) {
+      mine.store(want, std::memory_order_relaxed);
+      repaired |= kRepairedOwnSlot;
+      log_event(LogLevel::kError,
+                "region %s: this process's usage of %s was changed from outside libvgpu (%llu bytes, it "
+                "reserved %llu); restored",
+                path_, e.uuid, static_cast<unsigned long long>(have), static_cast<unsigned long long>(want));
+    }
+  }
+  uint64_t slots = 0;
+  for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+    const ProcessSlot& p = region_->processes[i];
+    if (p.state.load(std::memory_order_relaxed) == kSlotActive)
+      slots += p.memory_used[device].load(std::memory_order_relaxed);
+  }
+  const uint64_t sum = e.memory_used.load(std::memory_order_relaxed);
+  if (sum != slots) {
+    e.memory_used.store(slots, std::memory_order_relaxed);
+    repaired |= kRepairedSum;
+    log_event(LogLevel::kError,
+              "region %s: the usage sum of %s was changed from outside libvgpu (%llu bytes, its processes "
+              "hold %llu); recomputed",
+              path_, e.uuid, static_cast<unsigned long long>(sum), static_cast<unsigned long long>(slots));
+  }
+  if (repaired != 0) region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+  return repaired;
+}
+
+uint32_t SharedRegion::verify(int device) {
+  if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return 0;
+  if (!lock()) return 0;
+  const uint32_t repaired = verify_locked(device);
+  unlock();
+  return repaired;
+}
+
+bool SharedRegion::others_active() const {
+  if (region_ == nullptr) return false;
+  const int own = slot_.load(std::memory_order_relaxed);
+  for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+    if (static_cast<int>(i) != own &&
+        region_->processes[i].state.load(std::memory_order_relaxed) == kSlotActive)
+      return true;
+  }
+  return false;
+}
+
 ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
   ReserveOutcome out;
   if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) {
@@ -332,6 +413,7 @@ ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
   ProcessSlot& s = region_->processes[slot_.load(std::memory_order_relaxed)];
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (!lock()) return out;
+    out.repaired |= verify_locked(device);
     uint64_t used = e.memory_used.load(std::memory_order_relaxed);
     uint64_t limit = e.memory_limit.load(std::memory_order_relaxed);
     out.used = used;
@@ -340,6 +422,7 @@ ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
     if (fits) {
       // Slot first, then the sum: repair_sums_locked() rebuilds the sum from
       // the slots if we die between the two.
+      own_used_[device].fetch_add(bytes, std::memory_order_relaxed);
       s.memory_used[device].fetch_add(bytes, std::memory_order_relaxed);
       uint64_t now_used = used + bytes;
       e.memory_used.store(now_used, std::memory_order_relaxed);
@@ -362,8 +445,10 @@ void SharedRegion::release(int device, uint64_t bytes) {
   DeviceEntry& e = region_->devices[device];
   ProcessSlot& s = region_->processes[slot_];
   if (!lock()) return;
-  uint64_t mine = s.memory_used[device].load(std::memory_order_relaxed);
+  // This process's own record, not its slot in the file, says what it holds.
+  uint64_t mine = own_used_[device].load(std::memory_order_relaxed);
   uint64_t give = bytes < mine ? bytes : mine;
+  own_used_[device].store(mine - give, std::memory_order_relaxed);
   s.memory_used[device].store(mine - give, std::memory_order_relaxed);
   sub_saturating(e.memory_used, give);
   region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
@@ -419,6 +504,8 @@ bool SharedRegion::slot_owner_alive(uint32_t index) {
 
 uint64_t SharedRegion::memory_limit(int device) const {
   if (region_ == nullptr || device < 0 || device >= static_cast<int>(kRegionMaxDevices)) return 0;
+  if ((authority_set_.load(std::memory_order_acquire) & (1u << device)) != 0)
+    return authority_[device].load(std::memory_order_relaxed);
   return region_->devices[device].memory_limit.load(std::memory_order_relaxed);
 }
 
@@ -430,7 +517,7 @@ uint64_t SharedRegion::memory_used(int device) const {
 uint64_t SharedRegion::process_memory_used(int device) const {
   if (region_ == nullptr || slot_ < 0 || device < 0 || device >= static_cast<int>(kRegionMaxDevices))
     return 0;
-  return region_->processes[slot_].memory_used[device].load(std::memory_order_relaxed);
+  return own_used_[device].load(std::memory_order_relaxed);
 }
 
 int SharedRegion::reclaim_dead() {
@@ -479,6 +566,7 @@ void SharedRegion::after_fork_child() {
   slot_.store(-1, std::memory_order_relaxed);
   new (&claim_mu_) std::mutex();  // a thread of the parent may have held it at fork
   last_reclaim_ns_.store(0, std::memory_order_relaxed);
+  for (auto& used : own_used_) used.store(0, std::memory_order_relaxed);
 }
 
 }  // namespace tessera::vgpu

@@ -25,10 +25,20 @@
 
 namespace tessera::vgpu {
 
+// What a check of the shared file found changed from outside libvgpu's code
+// and put right (ReserveOutcome::repaired, SharedRegion::verify). The file is
+// writable by every process of the container, a hostile one included
+// (docs/security.md); each check logs what it repaired.
+inline constexpr uint32_t kRepairedLimit =
+    1;  // memory_limit differed from this process's authoritative limit
+inline constexpr uint32_t kRepairedOwnSlot = 2;  // this process's slot differed from its own record
+inline constexpr uint32_t kRepairedSum = 4;      // the device's sum differed from the sum of the live slots
+
 struct ReserveOutcome {
   bool ok = false;
-  uint64_t limit = 0;  // the device's limit at the time of the decision (0 = unlimited)
-  uint64_t used = 0;   // container-wide usage before the request
+  uint64_t limit = 0;     // the device's limit at the time of the decision (0 = unlimited)
+  uint64_t used = 0;      // container-wide usage before the request
+  uint32_t repaired = 0;  // kRepaired* bits: found tampered with, and restored, before deciding
 };
 
 class SharedRegion {
@@ -64,10 +74,27 @@ class SharedRegion {
   // *existing_limit reports it. Returns -1 when the device table is full.
   int find_or_add_device(const char* uuid, uint64_t limit, uint64_t* existing_limit = nullptr);
 
+  // The limit this process holds `device` to, from a source the other
+  // processes cannot write (the limits file, or this process's own
+  // configuration). Once set, memory_limit() answers it, and every reserve()
+  // and verify() restores the region's memory_limit to it when they differ.
+  // With `apply`, the region's memory_limit is set to it at once (a limit
+  // this process was given anew, not a repair).
+  void set_authoritative_limit(int device, uint64_t limit, bool apply = false);
+
   // Reserves `bytes` on device `device` for this process. With `force`, the
   // limit is not checked (used for memory the driver already handed out).
   // Retries once after reclaiming dead processes when the request does not fit.
+  // Before deciding, checks the device's entry as verify() does.
   ReserveOutcome reserve(int device, uint64_t bytes, bool force = false);
+  // Checks, under the region lock, what a process writing the file directly
+  // could have changed: the device's memory_limit against the authoritative
+  // limit, this process's slot against its private record of what it
+  // reserved, and the device's sum against the sum of the live slots; puts
+  // each right and logs it. Returns the kRepaired* bits.
+  uint32_t verify(int device);
+  // Whether an active slot other than this process's exists.
+  bool others_active() const;
   // Returns bytes reserved by this process. Never underflows.
   void release(int device, uint64_t bytes);
   // Marks `bytes` of this process's usage as context overhead / spilled
@@ -108,6 +135,7 @@ class SharedRegion {
   bool lock();
   void unlock();
   void repair_sums_locked();
+  uint32_t verify_locked(int device);
   bool slot_owner_alive_locked(uint32_t index);
   void free_slot_locked(uint32_t index);
   bool ensure_lock_fd();
@@ -119,6 +147,12 @@ class SharedRegion {
   std::mutex claim_mu_;
   char path_[512] = {};
   std::atomic<uint64_t> last_reclaim_ns_{0};
+  // This process's own record of what it reserved per device: its slot in the
+  // file should say the same (verify_locked). Written under the region lock.
+  std::atomic<uint64_t> own_used_[kRegionMaxDevices] = {};
+  // set_authoritative_limit(); authority_set_ bit d says whether device d has one.
+  std::atomic<uint64_t> authority_[kRegionMaxDevices] = {};
+  std::atomic<uint32_t> authority_set_{0};
 };
 
 // Initialises a zeroed Region in place (header, robust mutex). Exposed for the

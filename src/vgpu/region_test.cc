@@ -104,6 +104,57 @@ TEST_F(RegionTest, ReserveRespectsLimitAndReleaseReturns) {
   EXPECT_EQ(r.raw()->devices[d].oom_refusals.load(), 2u);
 }
 
+// A process of the container writing the file directly (docs/security.md):
+// each change is found before the next decision, put right and reported.
+TEST_F(RegionTest, ChangesFromOutsideAreRepairedBeforeTheNextReservation) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  r.set_authoritative_limit(d, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 90 * kMiB).ok);
+  DeviceEntry& e = r.raw()->devices[d];
+  ProcessSlot& mine = r.raw()->processes[r.slot_index()];
+
+  e.memory_limit.store(80ull << 30);
+  e.memory_used.store(0);
+  ReserveOutcome out = r.reserve(d, 20 * kMiB);
+  EXPECT_FALSE(out.ok);
+  EXPECT_EQ(out.repaired, kRepairedLimit | kRepairedSum);
+  EXPECT_EQ(out.limit, 100 * kMiB);
+  EXPECT_EQ(out.used, 90 * kMiB);
+  EXPECT_EQ(e.memory_limit.load(), 100 * kMiB);
+  EXPECT_EQ(r.memory_limit(d), 100 * kMiB);
+
+  mine.memory_used[d].store(0);
+  e.memory_used.store(0);
+  EXPECT_EQ(r.verify(d), kRepairedOwnSlot | kRepairedSum);
+  EXPECT_EQ(mine.memory_used[d].load(), 90 * kMiB);
+  EXPECT_EQ(e.memory_used.load(), 90 * kMiB);
+  EXPECT_EQ(r.verify(d), 0u);  // nothing left to repair
+
+  // The process's own record also decides what a release gives back.
+  mine.memory_used[d].store(0);
+  r.release(d, 50 * kMiB);
+  EXPECT_EQ(r.process_memory_used(d), 40 * kMiB);
+  EXPECT_EQ(mine.memory_used[d].load(), 40 * kMiB);
+  EXPECT_EQ(r.verify(d), 0u);
+  EXPECT_EQ(e.memory_used.load(), 40 * kMiB);
+}
+
+// Without an authoritative limit the region's limit is what holds (a reader
+// such as the node agent, or the first process of a container).
+TEST_F(RegionTest, WithoutAnAuthoritativeLimitTheRegionsLimitHolds) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  r.raw()->devices[d].memory_limit.store(200 * kMiB);
+  EXPECT_EQ(r.verify(d), 0u);
+  EXPECT_EQ(r.memory_limit(d), 200 * kMiB);
+  r.set_authoritative_limit(d, 50 * kMiB, /*apply=*/true);
+  EXPECT_EQ(r.raw()->devices[d].memory_limit.load(), 50 * kMiB);
+  EXPECT_EQ(r.verify(d), 0u);  // applied, not a repair
+}
+
 TEST_F(RegionTest, HugeRequestDoesNotOverflow) {
   SharedRegion r;
   open(r);

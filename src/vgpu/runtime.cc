@@ -5,6 +5,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <strings.h>
@@ -62,6 +64,7 @@ void atfork_child() {
     rt.contexts_on_device[i] = 0;
     rt.context_charge[i] = 0;
     rt.primary_refs[i].store(0);
+    rt.reserved_before_[i].store(false);
   }
   rt.region.after_fork_child();
 }
@@ -168,12 +171,22 @@ void Runtime::setup_region_device(DeviceView* view, int ordinal) {
     log_event(LogLevel::kError, "region device table full; %s is not accounted", view->uuid);
     return;
   }
-  if (existing != limit) {
+  // The limit this process holds the device to, whatever the region says
+  // later (a process of the container can write the region): the limits
+  // file's, else the stricter of this process's own configuration and what
+  // the container's first process recorded (0 = none).
+  uint64_t enforced = limit;
+  if (!config.limits_from_file && existing != limit) {
+    enforced = limit == 0 ? existing : existing == 0 ? limit : (existing < limit ? existing : limit);
     log_event(LogLevel::kWarn,
-              "%s: region holds limit %llu bytes, this process was configured with %llu; using %llu",
+              "%s: region holds limit %llu bytes, this process was configured with %llu; holding it to %llu",
               view->uuid, static_cast<unsigned long long>(existing), static_cast<unsigned long long>(limit),
-              static_cast<unsigned long long>(existing));
+              static_cast<unsigned long long>(enforced));
   }
+  region.set_authoritative_limit(view->region_index, enforced);
+  used_devices_.fetch_or(1u << view->region_index, std::memory_order_relaxed);
+  region.verify(view->region_index);
+  existing = enforced;
   int cores = config.cores_for(view->uuid, ordinal);
   if (cores > 0 && cores < 100)
     region.raw()->devices[view->region_index].core_quota_percent.store(static_cast<uint32_t>(cores),
@@ -283,9 +296,30 @@ int Runtime::nvml_entry(nvmlDevice_t handle) {
 
 bool Runtime::reserve(int device, uint64_t bytes, const char* what) {
   if (!accounting || device < 0) return true;
+  refresh_limits();
+  const bool first = device < kMaxDevices && !reserved_before_[device].exchange(true);
   ReserveOutcome out = region.reserve(device, bytes);
   if (!out.ok && reconcile_pools())
     out = region.reserve(device, bytes);  // a trimmed pool may have given memory back
+  // On doubt, the driver's figures decide: when the region was found changed
+  // from outside libvgpu, and at a process's first reservation on a device
+  // while other processes of the container are alive (they may have emptied
+  // their records before it started).
+  if (out.ok && out.limit != 0 && (out.repaired != 0 || (first && region.others_active()))) {
+    const uint64_t hidden = hidden_usage(device);
+    if (hidden > 0 && (out.used + bytes > out.limit || hidden > out.limit - out.used - bytes)) {
+      region.release(device, bytes);
+      region.raw()->devices[device].oom_refusals.fetch_add(1, std::memory_order_relaxed);
+      log_event(LogLevel::kWarn,
+                "%s refused: out of memory on %s: the driver shows this container's processes holding %llu "
+                "bytes more than the region records (changed from outside libvgpu?): limit %llu bytes, "
+                "recorded %llu, requested %llu",
+                what, region.raw()->devices[device].uuid, static_cast<unsigned long long>(hidden),
+                static_cast<unsigned long long>(out.limit), static_cast<unsigned long long>(out.used),
+                static_cast<unsigned long long>(bytes));
+      return false;
+    }
+  }
   if (out.ok) return true;
   log_event(LogLevel::kWarn, "%s refused: out of memory on %s: limit %llu bytes, used %llu, requested %llu",
             what, region.raw()->devices[device].uuid, static_cast<unsigned long long>(out.limit),
@@ -405,6 +439,89 @@ void Runtime::uncharge_context(int device) {
   region.release(device, context_charge[device]);
   region.note_context_bytes(device, -static_cast<int64_t>(context_charge[device]));
   context_charge[device] = 0;
+}
+
+uint64_t Runtime::hidden_usage(int device) {
+  // Per process of the container NVML lists: what the driver says it holds
+  // beyond its slot's record (plus a slack for the driver's rounding). A
+  // process whose slot was emptied from outside has all of it hidden.
+  constexpr uint64_t kSlackBytes = 64ull << 20;
+  if (!load_nvml() || nvml.nvmlDeviceGetHandleByUUID == nullptr ||
+      nvml.nvmlDeviceGetComputeRunningProcesses_v3 == nullptr || nvml.nvmlInit_v2() != NVML_SUCCESS)
+    return 0;
+  uint64_t hidden = 0;
+  const Region* r = region.raw();
+  nvmlDevice_t handle = nullptr;
+  if (nvml.nvmlDeviceGetHandleByUUID(r->devices[device].uuid, &handle) == NVML_SUCCESS) {
+    nvmlProcessInfo_t infos[256];
+    unsigned int count = 256;
+    if (nvml.nvmlDeviceGetComputeRunningProcesses_v3(handle, &count, infos) == NVML_SUCCESS) {
+      for (unsigned int i = 0; i < count && i < 256; ++i) {
+        if (infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) continue;
+        const int slot = region.slot_for_driver_pid(infos[i].pid);
+        if (slot < 0) continue;
+        const uint64_t recorded =
+            slot == region.slot_index()
+                ? region.process_memory_used(device)
+                : r->processes[slot].memory_used[device].load(std::memory_order_relaxed);
+        if (infos[i].usedGpuMemory > recorded + kSlackBytes) hidden += infos[i].usedGpuMemory - recorded;
+      }
+    }
+  }
+  if (nvml.nvmlShutdown != nullptr) nvml.nvmlShutdown();
+  return hidden;
+}
+
+void Runtime::refresh_limits() {
+  if (config.limits_path.empty() || config.limits_unusable) return;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  const uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  uint64_t last = limits_checked_ns_.load(std::memory_order_relaxed);
+  if (last != 0 && now - last < 100'000'000ull) return;
+  if (!limits_checked_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> guard(limits_mu_);
+  struct stat st {};
+  if (stat(config.limits_path.c_str(), &st) != 0) return;  // not there (yet): what holds now stays
+  if (st.st_ino == limits_ino_ && st.st_size == limits_size_ && st.st_mtim.tv_sec == limits_mtime_.tv_sec &&
+      st.st_mtim.tv_nsec == limits_mtime_.tv_nsec)
+    return;
+  limits_ino_ = st.st_ino;
+  limits_size_ = st.st_size;
+  limits_mtime_ = st.st_mtim;
+  std::string text, error;
+  bool missing = false;
+  std::vector<DeviceGrant> grants;
+  if (!read_small_file(config.limits_path, &text, &error, &missing)) {
+    if (!missing)
+      log_event(LogLevel::kError, "limits file %s: %s; the limits held so far stay",
+                config.limits_path.c_str(), error.c_str());
+    return;
+  }
+  if (!parse_limits(text.c_str(), &grants, &error)) {
+    log_event(LogLevel::kError, "limits file %s is invalid (%s); the limits held so far stay",
+              config.limits_path.c_str(), error.c_str());
+    return;
+  }
+  if (config.limits_pending) {
+    log_event(LogLevel::kWarn, "limits file %s appeared; its limits apply from now on",
+              config.limits_path.c_str());
+    config.limits_pending = false;
+  }
+  // Per device this process accounts: the file's limit; a device the file no
+  // longer grants is held to nothing more than it holds now.
+  const Region* r = region.raw();
+  const uint32_t count = r->header.device_count.load(std::memory_order_acquire);
+  for (uint32_t d = 0; d < count && d < kRegionMaxDevices; ++d) {
+    if ((used_devices_.load(std::memory_order_relaxed) & (1u << d)) == 0) continue;
+    uint64_t limit = 1;  // not granted: nothing fits
+    for (const auto& g : grants)
+      if (strcasecmp(g.uuid.c_str(), r->devices[d].uuid) == 0) limit = g.memory_bytes;
+    if (limit != region.memory_limit(static_cast<int>(d)))
+      log_event(LogLevel::kInfo, "%s: limit %llu bytes from limits file %s", r->devices[d].uuid,
+                static_cast<unsigned long long>(limit), config.limits_path.c_str());
+    region.set_authoritative_limit(static_cast<int>(d), limit, /*apply=*/true);
+  }
 }
 
 void Runtime::oom_check(int device) {

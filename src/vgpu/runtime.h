@@ -10,6 +10,9 @@
 #define NVML_NO_UNVERSIONED_FUNC_DEFS 1
 #include <nvml.h>
 
+#include <sys/types.h>
+#include <time.h>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -129,6 +132,14 @@ class Runtime {
 
   int cuda_entry(CUdevice dev) const;
 
+  // The limits file (config.limits_path): at most every 100 ms, when it
+  // changed (or appeared), re-read it and hold every accounted device to its
+  // limits from then on. Called from reserve().
+  void refresh_limits();
+  // What NVML says the container's processes (the region's live slots) hold on
+  // `device` beyond what their slots record; 0 when NVML cannot tell.
+  uint64_t hidden_usage(int device);
+
   // ACTIVE_OOM_KILLER: when the container's real usage of `device` (NVML,
   // summed over the region's live processes) passes its limit and this
   // process holds memory the library did not account (a path it cannot see),
@@ -170,7 +181,19 @@ class Runtime {
   std::atomic<bool> have_pools_{false};
   PoolCharge* find_pool_locked(uint64_t pool, int device);
   bool reconcile_pool_locked(PoolCharge& pc);
-  bool region_attempted_ = false;  // guarded by init_mu_
+  bool region_attempted_ = false;          // guarded by init_mu_
+  std::atomic<uint32_t> used_devices_{0};  // bit per region index set up by this process
+
+ public:
+  // By region index: whether this process reserved there yet (reset in a fork child).
+  std::atomic<bool> reserved_before_[kMaxDevices] = {};
+
+ private:
+  std::atomic<uint64_t> limits_checked_ns_{0};
+  std::mutex limits_mu_;
+  ino_t limits_ino_ = 0;     // guarded by limits_mu_: the limits file as last read
+  off_t limits_size_ = -1;   // guarded by limits_mu_
+  timespec limits_mtime_{};  // guarded by limits_mu_
   void ensure_region_locked();
   // The context overhead on `device` by NVML's per-process figure for this
   // process: a kContextOverhead* state and, when measured, the bytes.

@@ -255,6 +255,12 @@ std::string MpsDaemons::PipeDirectory(const std::string& uuid) const {
   return daemons_.count(uuid) ? PipeDirectoryOf(options_.root, uuid) : "";
 }
 
+bool MpsDaemons::Ready(const std::string& uuid) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = daemons_.find(uuid);
+  return it != daemons_.end() && it->second.pid != 0 && it->second.configured && it->second.error.empty();
+}
+
 std::vector<MpsDaemons::DaemonStatus> MpsDaemons::Daemons() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<DaemonStatus> out;

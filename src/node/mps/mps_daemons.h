@@ -122,6 +122,8 @@ class MpsDaemons {
 
   // The host pipe directory of `uuid`'s daemon; "" when the GPU is not in mps mode.
   std::string PipeDirectory(const std::string& uuid) const;
+  // Whether `uuid`'s daemon runs with its defaults set (as of the last Apply/Check).
+  bool Ready(const std::string& uuid) const;
 
   struct DaemonStatus {
     MpsGpu gpu;

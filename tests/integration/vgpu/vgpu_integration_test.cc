@@ -1214,4 +1214,140 @@ TEST_F(VgpuTest, EveryAllocationPathIsCountedAndReleased) {
   }
 }
 
+// ---------------------------------------------------------------- a hostile tenant
+//
+// A process of the container can write the region file and set its own
+// children's environment. docs/security.md lists what libvgpu holds against
+// that, and these tests back each line.
+
+// The allocation payload granting `mib` of GPU `gpu_uuid` to container "app".
+std::string Payload(const std::string& gpu_uuid, int mib) {
+  return R"({"version":1,"node":"n","containers":[{"name":"app","devices":[{"uuid":")" + gpu_uuid +
+         R"(","memoryMiB":)" + std::to_string(mib) + R"(,"cores":0}]}]})";
+}
+
+class HostileTenantTest : public VgpuTest {
+ protected:
+  // A limits file granting `mib` on GPU 0, read-only as tessera run leaves it.
+  std::string write_limits(int mib, const std::string& name = "limits.json") {
+    const std::string path = dir_ + "/" + name;
+    tmp_.Write(name, Payload(uuid(0), mib));
+    chmod(path.c_str(), 0444);
+    return path;
+  }
+};
+
+// The attack of issue 19: fill the slice, raise the region's limit, zero its
+// sums, allocate again. Without a limits file the process's own configuration
+// (its environment at start) is the authority.
+TEST_F(HostileTenantTest, ARewrittenRegionLimitAndZeroedSumsAreRestoredAndRefused) {
+  // 1000 MiB: 300 MiB context + 700 fills it.
+  ProbeRun r = run({"init", "ctx:0", "alloc:700", "tamper:81920", "alloc:1000", "meminfo", "allocb:1"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.rc("tamper"), 0) << r.out;
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out << r.err;
+  EXPECT_EQ(r.rc("allocb"), CUDA_ERROR_OUT_OF_MEMORY) << r.out;
+  EXPECT_EQ(r.value("meminfo", 3), 1000 * kMiB) << r.out;  // the view shows the real limit
+  EXPECT_EQ(r.value("meminfo", 2), 0u) << r.out;           // and no free memory
+  EXPECT_NE(r.err.find("the memory limit of " + uuid(0) + " was changed from outside libvgpu"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the usage sum of " + uuid(0) + " was changed from outside libvgpu"),
+            std::string::npos)
+      << r.err;
+  // The region says what is true again (read while a process holds the same).
+  start_holding({"init", "ctx:0", "alloc:700", "tamper:81920", "alloc:1000"},
+                {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  EXPECT_EQ(region_usage(uuid(0)).first, 1000 * kMiB);
+}
+
+// Zeroing the slots as well: the process's own record of what it reserved
+// says otherwise.
+TEST_F(HostileTenantTest, ZeroedSlotsOfTheAllocatingProcessAreRestoredFromItsOwnRecord) {
+  ProbeRun r = run({"init", "ctx:0", "alloc:700", "tamper:1000:slots", "alloc:500"},
+                   {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out << r.err;
+  EXPECT_NE(r.err.find("this process's usage of " + uuid(0) + " was changed from outside libvgpu"),
+            std::string::npos)
+      << r.err;
+}
+
+// Another process empties every record while the holder keeps its memory, then
+// starts a new process: the new one's first reservation consults NVML, which
+// shows the holder's memory.
+TEST_F(HostileTenantTest, ANewProcessAfterEveryRecordWasEmptiedIsRefusedOnTheDriversFigures) {
+  const Env env{{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}};
+  start_holding({"init", "ctx:0", "alloc:700"}, env);
+  ASSERT_EQ(run({"tamper:1000:slots"}, env).rc("tamper"), 0);
+  ASSERT_EQ(region_usage(uuid(0)).first, 0u);
+  ProbeRun r = run({"init", "ctx:0", "alloc:500"}, env);
+  EXPECT_NE(r.rc("ctx"), CUDA_SUCCESS) << r.out << r.err;  // even its context does not fit
+  EXPECT_NE(r.rc("alloc"), CUDA_SUCCESS) << r.out;
+  EXPECT_NE(r.err.find("the driver shows this container's processes holding"), std::string::npos) << r.err;
+}
+
+// The tenant starts a process with a larger limit in its environment: without
+// a limits file, the stricter of its own and the container's first process's
+// holds.
+TEST_F(HostileTenantTest, AChildWithALargerLimitInItsEnvironmentGetsTheContainersLimit) {
+  start_holding({"init", "ctx:0", "alloc:100"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  ProbeRun r = run({"init", "ctx:0", "alloc:2000", "totalmem:0"}, {{"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  EXPECT_EQ(r.rc("alloc"), CUDA_ERROR_OUT_OF_MEMORY) << r.out << r.err;
+  EXPECT_EQ(r.value("totalmem", 2), 1000 * kMiB) << r.out;
+}
+
+// With a limits file, the environment does not count at all: not a larger
+// TESSERA_ALLOCATION, not HAMi's variables, not CUDA_DISABLE_CONTROL, not a
+// region rewritten to agree with them.
+TEST_F(HostileTenantTest, ALimitsFileOutranksTheEnvironmentAndTheRegion) {
+  const std::string limits = write_limits(1000);
+  for (const Env& env : std::vector<Env>{
+           {{"TESSERA_ALLOCATION", Payload(uuid(0), 81920)}},
+           {{"CUDA_DEVICE_MEMORY_LIMIT", "80g"}},
+           {{"CUDA_DISABLE_CONTROL", "true"}},
+       }) {
+    Env e = env;
+    e["TESSERA_LIMITS"] = limits;
+    SCOPED_TRACE(e.begin()->first);
+    ProbeRun r = run({"init", "tamper:81920", "ctx:0", "alloc:2000", "totalmem:0", "count"}, e);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.rc("alloc"), CUDA_ERROR_OUT_OF_MEMORY) << r.out << r.err;
+    EXPECT_EQ(r.value("totalmem", 2), 1000 * kMiB) << r.out;
+    EXPECT_EQ(r.value("count", 2), 1u) << r.out;                // only the file's GPU
+    EXPECT_NE(r.err.find(limits), std::string::npos) << r.err;  // a line says why
+  }
+}
+
+// The limits file may appear after the process started (tessera-node writes it
+// once it knows the pod): from then on it holds.
+TEST_F(HostileTenantTest, ALimitsFileThatAppearsLaterAppliesFromThen) {
+  const std::string limits = dir_ + "/later.json";
+  const std::string go = dir_ + "/go";
+  size_t h =
+      spawn_holding({"init", "ctx:0", "alloc:2000", "ready", "waitfile:" + go, "sleep:150", "alloc:1000"},
+                    {{"TESSERA_LIMITS", limits}});
+  ASSERT_NE(wait_for(h, "ready").out.find("alloc 0\nready"), std::string::npos)  // before: no limit
+      << held_[h].out << held_err();
+  write_limits(1000, "later.json");
+  tmp_.Write("go", "");
+  Held& held = wait_for(h);
+  EXPECT_NE(held.out.find("alloc 2\nholding"), std::string::npos)
+      << held.out << held_err();  // after: refused
+  EXPECT_NE(held_err().find("limits file " + limits + " appeared"), std::string::npos) << held_err();
+  EXPECT_EQ(held_err().find("changed from outside libvgpu"), std::string::npos) << held_err();
+}
+
+// A limits file that is there but cannot be used: nothing is visible.
+TEST_F(HostileTenantTest, AnInvalidLimitsFileLeavesNoGpuVisible) {
+  tmp_.Write("bad.json", "{\"version\":1,");
+  ProbeRun r = run({"init", "count", "ctx:0"},
+                   {{"TESSERA_LIMITS", dir_ + "/bad.json"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1000m"}});
+  EXPECT_EQ(r.value("count", 2), 0u) << r.out;
+  EXPECT_NE(r.rc("ctx"), CUDA_SUCCESS) << r.out;
+  EXPECT_NE(r.err.find("limits file " + dir_ + "/bad.json cannot be used"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -7,7 +7,9 @@
 //   vgpu_probe init ctx:0 alloc:100 meminfo free ...
 #include <cuda.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <nvml.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +22,8 @@
 #include <thread>
 #include <type_traits>
 #include <vector>
+
+#include "vgpu/region_layout.h"
 
 // Entry points of ABIs older than cuda.h's current names, which drivers still
 // export for programs built against older CUDA versions. Declared weak: a
@@ -863,6 +867,34 @@ int run(const std::string& op_text) {
     printf("holding\n");
     fflush(stdout);
     for (;;) pause();
+  } else if (op == "tamper") {
+    // tamper:<limitMiB>[:slots]: what a hostile process of the container can
+    // do without libvgpu's code: map the region file (writable by the
+    // container) and write a larger memory_limit into every device entry and
+    // zero the usage sums; with "slots", every process's usage too.
+    const char* path = getenv("TESSERA_REGION");
+    if (path == nullptr) path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    int fd = path != nullptr ? open(path, O_RDWR) : -1;
+    void* p = fd < 0
+                  ? MAP_FAILED
+                  : mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      printf("tamper -1\n");
+    } else {
+      auto* region = static_cast<tessera::vgpu::Region*>(p);
+      for (auto& d : region->devices) {
+        if (d.uuid[0] == '\0') continue;
+        d.memory_limit.store(num(a, 1) * kMiB);
+        d.memory_used.store(0);
+      }
+      if (a[2] == "slots") {
+        for (auto& slot : region->processes)
+          for (auto& used : slot.memory_used) used.store(0);
+      }
+      munmap(p, sizeof(tessera::vgpu::Region));
+      printf("tamper 0\n");
+    }
+    if (fd >= 0) close(fd);
   } else if (op == "sleep") {
     usleep(static_cast<useconds_t>(num(a, 1) * 1000));
   } else {
