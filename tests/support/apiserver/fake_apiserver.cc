@@ -175,7 +175,7 @@ struct FakeApiServer::WatchState {
 };
 
 FakeApiServer::FakeApiServer(FakeApiServerOptions options)
-    : options_(std::move(options)), port_(options_.port) {}
+    : options_(std::move(options)), port_(options_.port), fault_rng_(options_.fault_seed) {}
 
 FakeApiServer::~FakeApiServer() {
   Stop();
@@ -269,6 +269,11 @@ void FakeApiServer::AddFault(Fault fault) {
 void FakeApiServer::ClearFaults() {
   std::lock_guard<std::mutex> lock(mu_);
   faults_.clear();
+}
+
+uint64_t FakeApiServer::FaultsInjected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return faults_injected_;
 }
 
 void FakeApiServer::DropWatches() {
@@ -467,7 +472,12 @@ void FakeApiServer::Handle(const httplib::Request& req, httplib::Response& res) 
       if (!it->path_contains.empty() && req.target.find(it->path_contains) == std::string::npos) continue;
       if (it->applies_to == Fault::Applies::kWatchOnly && !record.watch) continue;
       if (it->applies_to == Fault::Applies::kNonWatch && record.watch) continue;
+      if (it->probability < 1.0 &&
+          std::uniform_real_distribution<double>(0.0, 1.0)(fault_rng_) >= it->probability) {
+        continue;
+      }
       fault = *it;
+      ++faults_injected_;
       if (it->times > 0 && --it->times == 0) faults_.erase(it);
       break;
     }

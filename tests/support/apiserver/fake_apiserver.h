@@ -28,7 +28,8 @@
 // are immediate), strategic-merge and JSON patch (415), admission, defaulting
 // beyond pod phase, validation beyond names and namespaces.
 //
-// Test hooks: fault injection (status codes, garbage bodies, delays), dropping
+// Test hooks: fault injection (status codes, garbage bodies, delays; on every
+// matching request or on a seeded random share of them, counted), dropping
 // all watch streams, compacting the history (forcing 410), bookmarks on
 // demand, a request log, and an optional bearer-token check.
 //
@@ -43,6 +44,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -75,6 +77,7 @@ struct FakeApiServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string client_ca_file;  // when set, clients must present a certificate signed by it
+  uint64_t fault_seed = 1;      // seeds the draws of faults with a probability below 1
 };
 
 struct Fault {
@@ -91,6 +94,11 @@ struct Fault {
   int status = 500;
   std::chrono::milliseconds delay{0};
   int times = -1;  // how many requests it hits; -1 = until ClearFaults()
+  // The chance that a matching request is hit, drawn from a generator seeded
+  // with FakeApiServerOptions::fault_seed (one draw per matching request); a
+  // request it spares does not count against `times` and may meet the next
+  // fault in the list.
+  double probability = 1.0;
 };
 
 struct RequestRecord {
@@ -135,6 +143,8 @@ class FakeApiServer {
   // Fault injection.
   void AddFault(Fault fault);
   void ClearFaults();
+  // Requests answered by a fault so far (a delay counts), since Start or construction.
+  uint64_t FaultsInjected() const;
   void DropWatches();                   // abruptly ends every open watch stream
   void CompactHistory();                // forgets every event so far: older watches get 410
   void SetGoneAsHttpStatus(bool http);  // 410 as HTTP status instead of an ERROR event
@@ -197,6 +207,8 @@ class FakeApiServer {
   bool stopping_ = false;               // guarded by mu_
   size_t active_watches_ = 0;           // guarded by mu_
   std::vector<Fault> faults_;           // guarded by mu_
+  std::mt19937_64 fault_rng_;           // guarded by mu_
+  uint64_t faults_injected_ = 0;        // guarded by mu_
   std::deque<RequestRecord> requests_;  // guarded by mu_
   uint64_t uid_counter_ = 0;            // guarded by mu_
 };
