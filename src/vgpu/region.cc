@@ -361,23 +361,46 @@ uint32_t SharedRegion::verify_locked(int device) {
                 path_, e.uuid, static_cast<unsigned long long>(have), static_cast<unsigned long long>(want));
     }
   }
-  uint64_t slots = 0;
-  for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
-    const ProcessSlot& p = region_->processes[i];
-    if (p.state.load(std::memory_order_relaxed) == kSlotActive)
-      slots += p.memory_used[device].load(std::memory_order_relaxed);
-  }
+  // The sum against the live slots. The scan (every slot) is skipped when
+  // nothing moved since this process's own last operation: the same change
+  // counter and the same sum it left. Anything written from outside changes
+  // one of the two (or else it did not touch the sum).
   const uint64_t sum = e.memory_used.load(std::memory_order_relaxed);
-  if (sum != slots) {
-    e.memory_used.store(slots, std::memory_order_relaxed);
-    repaired |= kRepairedSum;
-    log_event(LogLevel::kError,
-              "region %s: the usage sum of %s was changed from outside libvgpu (%llu bytes, its processes "
-              "hold %llu); recomputed",
-              path_, e.uuid, static_cast<unsigned long long>(sum), static_cast<unsigned long long>(slots));
+  if (region_->header.change_seq.load(std::memory_order_relaxed) !=
+          seen_seq_.load(std::memory_order_relaxed) ||
+      sum != seen_sum_[device].load(std::memory_order_relaxed)) {
+    uint64_t slots = 0;
+    for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
+      const ProcessSlot& p = region_->processes[i];
+      if (p.state.load(std::memory_order_relaxed) == kSlotActive)
+        slots += p.memory_used[device].load(std::memory_order_relaxed);
+    }
+    if (slots > sum) {
+      e.memory_used.store(slots, std::memory_order_relaxed);
+      repaired |= kRepairedSum;
+      log_event(LogLevel::kError,
+                "region %s: the usage sum of %s was changed from outside libvgpu (%llu bytes, its processes "
+                "hold %llu); recomputed",
+                path_, e.uuid, static_cast<unsigned long long>(sum), static_cast<unsigned long long>(slots));
+    } else if (slots < sum) {
+      // Lowered records: the sum, the larger figure, stands (the driver's
+      // figures are consulted on this doubt).
+      repaired |= kRepairedSum;
+      log_event(LogLevel::kError,
+                "region %s: the usage records of %s's processes were changed from outside libvgpu (they say "
+                "%llu bytes, the sum %llu); the sum stands",
+                path_, e.uuid, static_cast<unsigned long long>(slots), static_cast<unsigned long long>(sum));
+    }
   }
   if (repaired != 0) region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+  note_seen_locked(device);
   return repaired;
+}
+
+void SharedRegion::note_seen_locked(int device) {
+  seen_seq_.store(region_->header.change_seq.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  seen_sum_[device].store(region_->devices[device].memory_used.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
 }
 
 uint32_t SharedRegion::verify(int device) {
@@ -429,6 +452,7 @@ ReserveOutcome SharedRegion::reserve(int device, uint64_t bytes, bool force) {
       if (now_used > e.memory_peak.load(std::memory_order_relaxed))
         e.memory_peak.store(now_used, std::memory_order_relaxed);
       region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+      note_seen_locked(device);
       unlock();
       out.ok = true;
       return out;
@@ -452,6 +476,7 @@ void SharedRegion::release(int device, uint64_t bytes) {
   s.memory_used[device].store(mine - give, std::memory_order_relaxed);
   sub_saturating(e.memory_used, give);
   region_->header.change_seq.fetch_add(1, std::memory_order_relaxed);
+  note_seen_locked(device);
   unlock();
 }
 
@@ -567,6 +592,7 @@ void SharedRegion::after_fork_child() {
   new (&claim_mu_) std::mutex();  // a thread of the parent may have held it at fork
   last_reclaim_ns_.store(0, std::memory_order_relaxed);
   for (auto& used : own_used_) used.store(0, std::memory_order_relaxed);
+  seen_seq_.store(~0ull, std::memory_order_relaxed);
 }
 
 }  // namespace tessera::vgpu

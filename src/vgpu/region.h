@@ -32,7 +32,9 @@ namespace tessera::vgpu {
 inline constexpr uint32_t kRepairedLimit =
     1;  // memory_limit differed from this process's authoritative limit
 inline constexpr uint32_t kRepairedOwnSlot = 2;  // this process's slot differed from its own record
-inline constexpr uint32_t kRepairedSum = 4;      // the device's sum differed from the sum of the live slots
+// The device's sum differed from the sum of the live slots: raised to it when
+// lower; left when higher (the slots were lowered), which is reported too.
+inline constexpr uint32_t kRepairedSum = 4;
 
 struct ReserveOutcome {
   bool ok = false;
@@ -136,6 +138,7 @@ class SharedRegion {
   void unlock();
   void repair_sums_locked();
   uint32_t verify_locked(int device);
+  void note_seen_locked(int device);
   bool slot_owner_alive_locked(uint32_t index);
   void free_slot_locked(uint32_t index);
   bool ensure_lock_fd();
@@ -153,6 +156,11 @@ class SharedRegion {
   // set_authoritative_limit(); authority_set_ bit d says whether device d has one.
   std::atomic<uint64_t> authority_[kRegionMaxDevices] = {};
   std::atomic<uint32_t> authority_set_{0};
+  // The change counter and the per-device sums as this process's own last
+  // locked operation left them: verify_locked() scans the slots only when
+  // they moved. ~0 = not seen yet.
+  std::atomic<uint64_t> seen_seq_{~0ull};
+  std::atomic<uint64_t> seen_sum_[kRegionMaxDevices] = {};
 };
 
 // Initialises a zeroed Region in place (header, robust mutex). Exposed for the

@@ -141,6 +141,29 @@ TEST_F(RegionTest, ChangesFromOutsideAreRepairedBeforeTheNextReservation) {
   EXPECT_EQ(e.memory_used.load(), 40 * kMiB);
 }
 
+// Another process's record lowered from outside: the sum, the larger figure,
+// stands, and the doubt is reported.
+TEST_F(RegionTest, LoweredRecordsOfOtherProcessesLeaveTheSumStanding) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 200 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 90 * kMiB).ok);
+  Region* raw = r.raw();
+  ProcessSlot& other = raw->processes[r.slot_index() + 1];  // as another live process would hold it
+  other.state.store(kSlotActive);
+  other.memory_used[d].store(30 * kMiB);
+  raw->devices[d].memory_used.fetch_add(30 * kMiB);
+  raw->header.change_seq.fetch_add(1);
+  EXPECT_EQ(r.verify(d), 0u);
+
+  other.memory_used[d].store(0);
+  raw->header.change_seq.fetch_add(1);
+  EXPECT_EQ(r.verify(d), kRepairedSum);
+  EXPECT_EQ(r.memory_used(d), 120 * kMiB);
+  EXPECT_FALSE(r.reserve(d, 81 * kMiB).ok);
+  other.state.store(kSlotFree);
+}
+
 // Without an authoritative limit the region's limit is what holds (a reader
 // such as the node agent, or the first process of a container).
 TEST_F(RegionTest, WithoutAnAuthoritativeLimitTheRegionsLimitHolds) {
