@@ -17,6 +17,7 @@
 #include "core/policy.h"
 #include "core/policy_placer.h"
 #include "host/paths.h"
+#include "runner/mps_job.h"
 
 namespace tessera::runner {
 namespace {
@@ -325,7 +326,13 @@ int RunAndExit(const RunOptions& options) {
     std::cerr << "tessera run: no command given; usage: tessera run [options] -- CMD [ARGS...]\n";
     return kExitDoesNotFit;
   }
-  if (auto st = options.mig ? CheckMigFlags(options.slice) : Validate(options.slice); !st.ok()) {
+  if (options.mig && options.mps) {
+    std::cerr << "tessera run: --mig and --mps cannot be combined: MPS on MIG devices is not supported\n";
+    return kExitDoesNotFit;
+  }
+  Status flags = options.mig ? CheckMigFlags(options.slice) : Validate(options.slice);
+  if (flags.ok() && options.mps) flags = CheckMpsFlags(options.slice);
+  if (auto st = flags; !st.ok()) {
     std::cerr << "tessera run: " << st.error().message << "\n";
     return kExitDoesNotFit;
   }
@@ -365,13 +372,14 @@ int RunAndExit(const RunOptions& options) {
     release();
     return 1;
   }
-  auto spec = BuildJobSpec(*slice, paths, *local, options.command);
+  auto spec = options.mps ? PrepareMpsJob(*slice, paths, *local, options.command, options.quiet)
+                          : BuildJobSpec(*slice, paths, *local, options.command);
   if (!spec.ok()) {
     std::cerr << "tessera run: " << spec.error().message << "\n";
     release();
     return 1;
   }
-  if (!options.quiet) {
+  if (!options.quiet && !options.mps) {
     std::cerr << "tessera run: " << slice->entry.job_id << " on";
     for (const auto& d : slice->entry.slices.devices) {
       std::cerr << " " << d.uuid << " (" << d.memory_mib << " MiB, ";

@@ -54,6 +54,7 @@ Status CheckMigFlags(const SliceRequest& slice);
 struct RunOptions {
   SliceRequest slice;
   std::optional<MigRequest> mig;  // --mig: run in a MIG instance instead of a slice (mig_job.h)
+  bool mps = false;               // --mps: the slice held by MPS instead of libvgpu (mps_job.h)
   std::vector<std::string> command;
   std::optional<std::string> sim_spec;
   std::string ledger_dir;  // empty = host::DefaultRunStateDir()

@@ -42,6 +42,7 @@ const CommandRegistration kRun{
            "  tessera run --gpus 2 --gpumem 50% --gpu-type A100 -- ./multi_gpu_job\n"
            "  tessera run --sim 2xH100-80GB --gpumem 8Gi -- ./my_cuda_program\n"
            "  tessera run --mig 1g.10gb -- python infer.py\n"
+           "  tessera run --mps --gpumem 8Gi --gpucores 30 -- python infer.py\n"
            "\n"
            "MIG: --mig PROFILE (1g.10gb, 3g.40gb, ... as nvidia-smi names them) runs the command in a MIG\n"
            "instance created for it on a GPU in MIG mode (--gpu N to choose the GPU), beside the instances\n"
@@ -51,6 +52,12 @@ const CommandRegistration kRun{
            "on for you: `sudo nvidia-smi -i N -mig 1` (A100/A30: then reset the GPU), or on the simulated\n"
            "GPU `tessera sim mig --gpu N on`. An instance a killed `tessera run` left is removed by the\n"
            "next `tessera run`.\n"
+           "\n"
+           "MPS: --mps runs the command as an MPS client of its GPU instead of under libvgpu: --gpucores is\n"
+           "its active thread percentage (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; 0 = 100), --gpumem its pinned\n"
+           "memory limit (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT; default the whole GPU). The slice is placed and\n"
+           "recorded like any other; the GPU's MPS control daemon is started if none runs and left for the\n"
+           "next client (simulated GPU: `tessera sim mps status|stop --gpu N`). One GPU, no --core-policy.\n"
            "\n"
            "Exit status: the command's own. When the command is killed by signal N, `tessera run` ends\n"
            "by the same signal N (as `timeout` does), so a shell reports 128+N and Python's returncode is "
@@ -88,6 +95,9 @@ const CommandRegistration kRun{
        cmd->add_option("--mig", flags->mig,
                        "Run in a MIG instance of this profile (e.g. 1g.10gb), created for the job and "
                        "removed after it");
+       cmd->add_flag("--mps", flags->options.mps,
+                     "Run as an MPS client of the GPU, limited by MPS (--gpucores, --gpumem) instead of "
+                     "libvgpu");
        flags->gpu_option =
            cmd->add_option("--gpu", flags->gpu, "With --mig: the GPU (NVML index) to create the instance on");
        cmd->add_flag("-q,--quiet", flags->options.quiet, "Print nothing but errors");
