@@ -4,6 +4,7 @@
 #include "contract/container_contract.h"
 
 #include "node/device_state.h"
+#include "node/limits_file.h"
 #include "node/region_catalog.h"
 
 #include <sys/stat.h>
@@ -116,6 +117,13 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   // The record ties the directory to the kubelet's device IDs, which its
   // PodResources API later ties to a pod (region_catalog.h). Without it the
   // directory could never be attributed or cleaned up: fail instead.
+  // Beside it, out of the container's reach, the directory of its limits
+  // file, mounted read-only (limits_file.h); the monitor writes the file.
+  std::string limits_host_path;
+  if (auto s = MakeLimitsDirectory(config.region_host_dir, region_name, limits_host_path); !s.ok()) {
+    ::rmdir(region_host_path.c_str());
+    return s.error();
+  }
   RegionRecord record;
   record.resource_name = config.resource_name;
   record.device_ids.assign(request.devices_ids().begin(), request.devices_ids().end());
@@ -124,6 +132,7 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
           .count();
   if (auto s = WriteRegionRecord(config.region_host_dir, region_name, record); !s.ok()) {
     ::rmdir(region_host_path.c_str());
+    ::rmdir(limits_host_path.c_str());
     return s.error();
   }
 
@@ -137,6 +146,7 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   add_mount(config.libvgpu_container_path, config.libvgpu_host_path, true);
   if (config.ld_so_preload) add_mount(kPreloadContainerPath, config.PreloadFileHostPath(), true);
   add_mount(config.region_container_dir, region_host_path, false);
+  add_mount(contract::kLimitsContainerDir, limits_host_path, true);
 
   auto& envs = *response.mutable_envs();
   envs[contract::kSharedCacheEnv] = config.RegionFileContainerPath();

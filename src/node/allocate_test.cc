@@ -55,7 +55,7 @@ TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   auto response = Allocate({"GPU-1::2"});
   ASSERT_TRUE(response.ok()) << response.error().message;
 
-  ASSERT_EQ(response->mounts_size(), 3);
+  ASSERT_EQ(response->mounts_size(), 4);
   EXPECT_EQ(response->mounts(0).container_path(), "/usr/local/tessera/libvgpu.so");
   EXPECT_EQ(response->mounts(0).host_path(), config_.libvgpu_host_path);
   EXPECT_TRUE(response->mounts(0).read_only());
@@ -65,6 +65,15 @@ TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   EXPECT_EQ(response->mounts(2).container_path(), "/tmp/tessera");
   EXPECT_EQ(response->mounts(2).host_path(), root_ + "/regions/region-1");
   EXPECT_FALSE(response->mounts(2).read_only());
+  // Beside the region directory, not in it: the limits file's, read-only
+  // (limits_file.h), empty until the monitor knows the pod.
+  EXPECT_EQ(response->mounts(3).container_path(), "/run/tessera/limits");
+  EXPECT_EQ(response->mounts(3).host_path(), root_ + "/regions/region-1.limits");
+  EXPECT_TRUE(response->mounts(3).read_only());
+  struct stat limits {};
+  ASSERT_EQ(::stat((root_ + "/regions/region-1.limits").c_str(), &limits), 0);
+  EXPECT_EQ(limits.st_mode & 0777, 0755u);
+  EXPECT_TRUE(fs::is_empty(root_ + "/regions/region-1.limits"));
 
   // The region directory exists and any container user can write into it.
   struct stat st {};
@@ -105,6 +114,7 @@ TEST_F(AllocateTest, AFailedRecordLeavesNoDirectoryBehind) {
   ASSERT_FALSE(response.ok());
   EXPECT_NE(response.error().message.find("region record"), std::string::npos) << response.error().message;
   EXPECT_FALSE(fs::exists(root_ + "/regions/region-1"));
+  EXPECT_FALSE(fs::exists(root_ + "/regions/region-1.limits"));
 }
 
 TEST_F(AllocateTest, EachContainerGetsItsOwnRegion) {
@@ -124,7 +134,7 @@ TEST_F(AllocateTest, EnvironmentFollowsTheNodeConfiguration) {
   config_.visible_devices = VisibleDevicesMode::kDeviceIds;
   auto response = Allocate({"GPU-1::0", "GPU-0::3", "GPU-1::1"});
   ASSERT_TRUE(response.ok()) << response.error().message;
-  ASSERT_EQ(response->mounts_size(), 2);  // no preload file
+  ASSERT_EQ(response->mounts_size(), 3);  // no preload file (libvgpu, region, limits)
   EXPECT_EQ(response->mounts(1).container_path(), "/var/run/vgpu");
   EXPECT_EQ(response->envs().at("LD_PRELOAD"), "/usr/local/tessera/libvgpu.so");
   EXPECT_EQ(response->envs().at("CUDA_OVERSUBSCRIBE"), "true");

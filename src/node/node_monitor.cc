@@ -1,6 +1,7 @@
 #include "node/node_monitor.h"
 
 #include "base/log.h"
+#include "node/limits_file.h"
 
 #include <map>
 #include <set>
@@ -185,6 +186,12 @@ void NodeMonitor::PassOnce() {
     }
   }
 
+  // 3b. The limits files of the containers whose pod is now known (limits_file.h).
+  if (pods_ != nullptr && pods_->synced()) {
+    delta.limits_files_written +=
+        WriteContainerLimits(catalog_->root(), regions, VgpuAllocations(pods_->Allocations()));
+  }
+
   // 4. Processes: host pids, enforcement.
   std::vector<AttributedProcess> processes;
   if (samples.ok() && inspector_ != nullptr) {
@@ -275,6 +282,7 @@ void NodeMonitor::PassOnce() {
   counters_.kill_failures += delta.kill_failures;
   counters_.host_pids_recorded += delta.host_pids_recorded;
   counters_.overcommits += delta.overcommits;
+  counters_.limits_files_written += delta.limits_files_written;
 }
 
 void NodeMonitor::HandleUnplaced(const std::vector<UnplacedPod>& unplaced,

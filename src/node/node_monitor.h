@@ -8,6 +8,9 @@
 //      so which container owns each region; removes the regions of containers
 //      that are gone (region_catalog.h has the rules); without an answer from
 //      the kubelet nothing is removed;
+//   3b. writes each owned container's limits file from its pod's allocation
+//      annotation (limits_file.h), so libvgpu holds it to limits it cannot
+//      rewrite;
 //   4. ties every process the driver reports to its container (by the region
 //      directory its mount namespace shows), writes the host pid of those
 //      libvgpu could not learn by itself into their region slots
@@ -95,6 +98,7 @@ struct MonitorCounters {
   uint64_t kill_failures = 0;
   uint64_t host_pids_recorded = 0;  // region slots given their host pid
   uint64_t overcommits = 0;         // GPUs found holding more than they offer (once per episode)
+  uint64_t limits_files_written = 0;  // limits files written or rewritten (limits_file.h)
 };
 
 // Pure: `allocations` without their MIG devices (a device slice carrying a

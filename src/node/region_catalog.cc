@@ -144,6 +144,8 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
                 {{"path", dir.path}, {"error", ec.message()}});
       continue;
     }
+    // The limits directory beside it (limits_file.h), when Allocate made one.
+    fs::remove_all(files::Join(root_, dir.name + ".limits"), ec);
     const std::string record_path = files::Join(root_, dir.name + ".json");
     if (::unlink(record_path.c_str()) != 0 && errno != ENOENT) {
       log::Warn("cannot remove a region record", {{"path", record_path}, {"error", std::strerror(errno)}});
