@@ -117,4 +117,10 @@ struct ModeAssignment {
 Result<ModeAssignment> AssignModes(const NodeConfig& config, const std::vector<core::Gpu>& gpus,
                                    const NvidiaConfig* nvidia);
 
+// The resource-name part of AssignModes' checks, alone: for an assignment
+// put together from two (a reload that keeps some GPUs in their old mode).
+// `modes.gpus` and `gpus` are parallel.
+Status CheckResourceNames(const NodeConfig& config, const std::vector<core::Gpu>& gpus,
+                          const ModeAssignment& modes);
+
 }  // namespace tessera::node::sharing
