@@ -5,6 +5,7 @@
 #include "base/yaml_config.h"
 #include "contract/container_contract.h"
 #include "node/mig/mig_settings.h"
+#include "node/sharing/gpu_modes.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -345,6 +346,14 @@ const std::vector<Key>& Keys() {
       Option("mig_dynamic_gpus", &NodeConfig::mig_dynamic_gpus, nullptr, kPerNode,
              "GPUs in mig-dynamic mode: indices (\"0,2\"), all (every GPU with MIG) or none; tessera-node "
              "creates their MIG instances at Allocate where tessera-scheduler placed them"),
+      // The sharing keys' checks are sharing::ValidateSharingSettings, called from Validate.
+      Option("sharing", &NodeConfig::sharing, nullptr, kPerNode,
+             "sharing mode per GPU: a YAML list of {gpus: all | \"0,2\" | <UUID> | <model>, mode: vgpu | "
+             "exclusive | timeslice | mps | mig | mig-dynamic, replicas: N, ...} (docs/sharing.md); GPUs no "
+             "rule names are vgpu"),
+      Option("nvidia_config_file", &NodeConfig::nvidia_config_file, nullptr, kPerNode,
+             "NVIDIA device-plugin config file (version: v1) whose sharing.timeSlicing or sharing.mps "
+             "section puts the GPUs it selects in that mode; re-read when it changes"),
       Option("node_name", &NodeConfig::node_name, nullptr, kWholeNode,
              "this node's name (default: $NODE_NAME)"),
       OneOf("log_level", &NodeConfig::log_level, {"trace", "debug", "info", "warn", "error"}, CheckLogLevel,
@@ -416,11 +425,37 @@ Status Validate(const NodeConfig& c) {
                  std::to_string(kMaxUnixSocketPath) + " bytes"};
   }
   if (c.metrics_port > 0 && c.metrics_address.empty()) return Error{"metrics_address must not be empty"};
-  return mig::ValidateMigSettings(c);
+  TESSERA_RETURN_IF_ERROR(mig::ValidateMigSettings(c));
+  return sharing::ValidateSharingSettings(c);
 }
 
+namespace {
+
+// `sharing` may be written as a YAML list; the key table holds strings, so
+// the list is kept as its (flow-style) text, which gpu_modes parses.
+void InlineSharingList(YAML::Node mapping) {
+  if (!mapping.IsMap()) return;
+  YAML::Node list = mapping["sharing"];
+  if (!list || !(list.IsSequence() || list.IsMap())) return;
+  list.SetStyle(YAML::EmitterStyle::Flow);
+  mapping["sharing"] = YAML::Dump(list);
+}
+
+std::string InlineSharingList(const std::string& yaml_text) {
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsMap() || !root["sharing"] || root["sharing"].IsScalar()) return yaml_text;
+    InlineSharingList(root);
+    return YAML::Dump(root);
+  } catch (const YAML::Exception&) {
+    return yaml_text;  // Apply reports it
+  }
+}
+
+}  // namespace
+
 Status ApplyYaml(const std::string& yaml_text, const std::string& source_name, NodeConfig& config) {
-  return YamlKeys(config).Apply(yaml_text, source_name);
+  return YamlKeys(config).Apply(InlineSharingList(yaml_text), source_name);
 }
 
 Status ApplyYamlFile(const std::string& path, NodeConfig& config) {
@@ -448,6 +483,7 @@ Status ApplyNodeOverrides(NodeConfig& config) {
     for (const auto& entry : nodes) {
       NodeConfig scratch = config;
       std::string name = entry.first.as<std::string>();
+      InlineSharingList(entry.second);
       TESSERA_RETURN_IF_ERROR(
           YamlKeys(scratch).Apply(entry.second, source + ": node '" + name + "'", AllowPerNode));
       TESSERA_RETURN_IF_ERROR_WRAP(Validate(scratch), source + ": node '" + name + "'");
@@ -526,6 +562,9 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   }
   if (auto s = Validate(config); !s.ok()) return fail(s.error());
   if (auto s = ApplyNodeOverrides(config); !s.ok()) return fail(s.error());
+  if (auto s = Validate(config); !s.ok()) return fail(s.error());
+  // mig / mig-dynamic rules of 'sharing' become the MIG keys MigManager and DynamicMig read.
+  if (auto s = sharing::FoldMigRules(config); !s.ok()) return fail(s.error());
   if (auto s = Validate(config); !s.ok()) return fail(s.error());
   result.config = std::move(config);
   return result;

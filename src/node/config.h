@@ -96,6 +96,14 @@ struct NodeConfig {
   // instances are created at Allocate where tessera-scheduler placed them (node/mig/dynamic_mig.h)
   std::string mig_dynamic_gpus = "none";
 
+  // --- sharing modes per GPU (docs/sharing.md; node/sharing/gpu_modes.h) ----
+  // YAML text of a list of rules {gpus, mode, replicas?, ...}; in a YAML file
+  // the key may be written as a list, which is kept here as its text. "" = none.
+  std::string sharing;
+  // NVIDIA's device-plugin config file (version: v1); its sharing.timeSlicing
+  // or sharing.mps section puts the GPUs it selects in that mode. "" = none.
+  std::string nvidia_config_file;
+
   // --- per-node overrides -------------------------------------------------
   std::string node_name;         // from NODE_NAME unless given
   std::string node_config_file;  // YAML: nodes: {<node name>: {split_count: .., ...}}

@@ -110,7 +110,7 @@ TEST_F(ConfigTest, EveryKindOfFlagReachesItsField) {
 TEST_F(ConfigTest, TheOverridesFileHelpAndErrorNameTheSameKeys) {
   const std::string keys =
       "split_count, memory_scaling, core_scaling, disable_core_limit, ld_so_preload, active_oom_killer, "
-      "memory_tolerance_mib, mig_dynamic_gpus";
+      "memory_tolerance_mib, mig_dynamic_gpus, sharing, nvidia_config_file";
   auto parsed =
       Parse({"--node-config-file", Write("nodes.yaml", "nodes:\n  gpu-1:\n    kubernetes: false\n")});
   ASSERT_TRUE(parsed.exit_now);
@@ -243,6 +243,55 @@ TEST(DeployedConfigTest, TheShippedConfigMapIsValid) {
   std::ofstream(config.node_config_file) << config_map["data"]["nodes.yaml"].as<std::string>();
   auto overrides = ApplyNodeOverrides(config);
   EXPECT_TRUE(overrides.ok()) << overrides.error().message;
+}
+
+}  // namespace
+}  // namespace tessera::node
+
+namespace tessera::node {
+namespace {
+
+// 'sharing' may be written as a YAML list in a file and per node, or as flow
+// text on the command line; mig rules land in the MIG keys.
+TEST(SharingConfigTest, ListInFileFlagAndNodeEntry) {
+  ::tessera::testing::TempDir tmp{"tn-sharing"};
+  const std::string file = tmp.Path("config.yaml");
+  std::ofstream(file)
+      << "resource_name: tessera.io/vgpu\nsharing:\n- gpus: \"1\"\n  mode: timeslice\n  replicas: 4\n"
+         "- {gpus: [0], mode: mig}\nmig_layout_file: /etc/mig.yaml\n";
+  const std::string nodes = tmp.Path("nodes.yaml");
+  std::ofstream(nodes) << "nodes:\n  gpu-9:\n    sharing:\n    - {gpus: all, mode: exclusive}\n";
+  auto parse = [](std::vector<std::string> args, const std::string& node) {
+    std::vector<const char*> argv = {"tessera-node"};
+    for (auto& a : args) argv.push_back(a.c_str());
+    return ParseCommandLine(static_cast<int>(argv.size()), argv.data(), node);
+  };
+  auto parsed = parse({"--config", file}, "gpu-1");
+  ASSERT_FALSE(parsed.exit_now) << parsed.output;
+  EXPECT_NE(parsed.config.sharing.find("timeslice"), std::string::npos) << parsed.config.sharing;
+  EXPECT_EQ(parsed.config.mig_gpus, "0");  // the mig rule, folded
+
+  auto node = parse({"--config", file, "--node-config-file", nodes}, "gpu-9");
+  ASSERT_FALSE(node.exit_now) << node.output;
+  EXPECT_NE(node.config.sharing.find("exclusive"), std::string::npos) << node.config.sharing;
+
+  auto flag =
+      parse({"--sharing", "[{gpus: \"0\", mode: timeslice, replicas: 2, rename_by_default: true}]"}, "");
+  ASSERT_FALSE(flag.exit_now) << flag.output;
+
+  auto bad = parse({"--sharing", "[{gpus: all, mode: timeslice, replicas: 0}]"}, "");
+  ASSERT_TRUE(bad.exit_now);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("sharing[0].replicas must be at least 1"), std::string::npos) << bad.output;
+
+  auto relative = parse({"--nvidia-config-file", "nvidia.yaml"}, "");
+  ASSERT_TRUE(relative.exit_now);
+  EXPECT_NE(relative.output.find("nvidia_config_file must be an absolute path"), std::string::npos);
+
+  auto twice = parse(
+      {"--mig-layout-file", "/m.yaml", "--mig-gpus", "1", "--sharing", "[{gpus: \"0\", mode: mig}]"}, "");
+  ASSERT_TRUE(twice.exit_now);
+  EXPECT_NE(twice.output.find("mig_gpus is '1'"), std::string::npos) << twice.output;
 }
 
 }  // namespace

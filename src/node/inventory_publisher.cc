@@ -105,6 +105,7 @@ Status InventoryPublisher::PublishOnce() {
       result = Error{message};
     } else {
       auto labels = NodeLabels(snapshot.gpus);
+      if (extra_labels_) labels.merge(extra_labels_());
       bool labels_current;
       {
         std::lock_guard lock(mu_);

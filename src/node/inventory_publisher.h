@@ -68,6 +68,10 @@ class InventoryPublisher {
   // is published like a change of the vGPU list. Set before Start.
   using ExtraGpus = std::function<std::vector<core::Gpu>()>;
   void SetExtraGpus(ExtraGpus extra) { extra_gpus_ = std::move(extra); }
+  // Labels written beside NodeLabels' (the sharing modes' GFD-style labels,
+  // node/sharing/labels.h), read at each publish. Set before Start.
+  using ExtraLabels = std::function<std::map<std::string, std::optional<std::string>>()>;
+  void SetExtraLabels(ExtraLabels extra) { extra_labels_ = std::move(extra); }
 
   void Start();
   void Stop();
@@ -88,6 +92,7 @@ class InventoryPublisher {
   const std::chrono::seconds heartbeat_;
   Clock* const clock_;
   ExtraGpus extra_gpus_;
+  ExtraLabels extra_labels_;
 
   mutable std::mutex mu_;
   PublisherStats stats_;                                          // guarded by mu_

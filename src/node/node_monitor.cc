@@ -164,7 +164,9 @@ void NodeMonitor::PassOnce() {
       if (pod_resources_failing_) log::Info("the kubelet's PodResources API answers again");
       pod_resources_failing_ = false;
       snapshot->pod_resources_ok = true;
-      AssignOwners(regions, *listed, options_.resource_name);
+      std::set<std::string> names{options_.resource_name};
+      if (options_.more_resource_names) names.merge(options_.more_resource_names());
+      AssignOwners(regions, *listed, names);
       auto removed = catalog_->CleanUp(regions, options_.region_grace_seconds);
       if (!removed.empty()) {
         std::set<std::string> gone(removed.begin(), removed.end());

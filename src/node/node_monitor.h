@@ -116,6 +116,9 @@ struct MonitorOptions {
   std::chrono::milliseconds interval{1000};
   int64_t region_grace_seconds = 300;
   std::string resource_name = std::string(contract::kDefaultGpuResource);
+  // Further resources whose containers have regions too (time-sliced
+  // replicas, node/sharing): their regions are tied to pods the same way.
+  std::function<std::set<std::string>()> more_resource_names;
   UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
 };
 

@@ -157,12 +157,17 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
 
 void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,
                   const std::string& resource_name) {
-  // Newest record per device-ID set.
-  std::map<std::vector<std::string>, RegionDir*> newest;
+  AssignOwners(dirs, containers, std::set<std::string>{resource_name});
+}
+
+void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,
+                  const std::set<std::string>& resource_names) {
+  // Newest record per resource and device-ID set.
+  std::map<std::pair<std::string, std::vector<std::string>>, RegionDir*> newest;
   for (auto& dir : dirs) {
     dir.owner.reset();
-    if (!dir.record || dir.record->resource_name != resource_name) continue;
-    auto key = Sorted(dir.record->device_ids);
+    if (!dir.record || resource_names.count(dir.record->resource_name) == 0) continue;
+    auto key = std::pair{dir.record->resource_name, Sorted(dir.record->device_ids)};
     RegionDir*& slot = newest[key];
     if (slot == nullptr || dir.record->created_unix > slot->record->created_unix ||
         (dir.record->created_unix == slot->record->created_unix && dir.name > slot->name)) {
@@ -170,8 +175,8 @@ void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevic
     }
   }
   for (const auto& c : containers) {
-    if (c.resource_name != resource_name) continue;
-    auto it = newest.find(Sorted(c.device_ids));
+    if (resource_names.count(c.resource_name) == 0) continue;
+    auto it = newest.find(std::pair{c.resource_name, Sorted(c.device_ids)});
     if (it == newest.end()) continue;
     it->second->owner = ContainerRef{c.pod_namespace, c.pod_name, c.container_name};
   }

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,10 @@ class RegionCatalog {
 // device IDs are exactly the container's.
 void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,
                   const std::string& resource_name);
+// The same for regions of several resources (vGPU slices and time-sliced
+// replicas): a region is matched within its own resource's containers.
+void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,
+                  const std::set<std::string>& resource_names);
 
 // True for names Allocate gives region directories (RFC 4122 text form).
 bool IsRegionDirName(const std::string& name);
