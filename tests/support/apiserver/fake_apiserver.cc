@@ -648,14 +648,57 @@ void FakeApiServer::ServeList(const Route& route, const httplib::Request& req, h
   WatchState filter;
   if (!ParseSelectors(kind, req, res, filter)) return;
   filter.ns = route.ns;
+  // Pagination: `limit` items per page in key order; `continue` is
+  // "<list rv>/<last key served>". Unlike etcd, later pages are read from
+  // the current objects, not a snapshot at the first page's version (an
+  // object created meanwhile under a later key shows up; the list's
+  // resourceVersion stays the first page's). A token older than the
+  // history answers 410 Expired, as the real server's does after compaction.
+  int64_t limit = 0;
+  if (req.has_param("limit")) {
+    try {
+      limit = std::stoll(req.get_param_value("limit"));
+    } catch (...) {
+      return ReplyStatus(res, 400, "BadRequest", "limit must be an integer");
+    }
+  }
+  uint64_t list_rv = 0;
+  std::string after;
+  const bool continued = req.has_param("continue");
+  if (continued) {
+    const std::string token = req.get_param_value("continue");
+    const size_t slash = token.find('/');
+    if (slash == std::string::npos || !ParseRv(token.substr(0, slash), &list_rv) ||
+        slash + 1 >= token.size()) {
+      return ReplyStatus(res, 400, "BadRequest", "continue key is not valid: \"" + token + "\"");
+    }
+    after = token.substr(slash + 1);
+  }
   Json list = {{"kind", kind.kind + "List"}, {"apiVersion", kind.api_version}};
   Json items = Json::array();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, obj] : objects_[kind.plural]) {
-      if (filter.Passes(obj)) items.push_back(WithoutTypeMeta(obj));
+    if (continued && list_rv < compacted_rv_) {
+      return ReplyStatus(res, 410, "Expired",
+                         "The provided continue parameter is too old to display a consistent list result. "
+                         "You can start a new list without the continue parameter.");
     }
-    list["metadata"] = {{"resourceVersion", std::to_string(rv_)}};
+    if (!continued) list_rv = rv_;
+    const auto& objects = objects_[kind.plural];
+    auto it = continued ? objects.upper_bound(after) : objects.begin();
+    std::string last;
+    bool more = false;  // (remainingItemCount, optional, is not sent: counting would read the rest)
+    for (; it != objects.end(); ++it) {
+      if (!filter.Passes(it->second)) continue;
+      if (limit > 0 && static_cast<int64_t>(items.size()) >= limit) {
+        more = true;
+        break;
+      }
+      items.push_back(WithoutTypeMeta(it->second));
+      last = it->first;
+    }
+    list["metadata"] = {{"resourceVersion", std::to_string(list_rv)}};
+    if (more) list["metadata"]["continue"] = std::to_string(list_rv) + "/" + last;
   }
   list["items"] = std::move(items);
   Reply(res, 200, list);
@@ -670,6 +713,35 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
   state->garbage = garbage;
   if (!ParseSelectors(kind, req, res, *state)) return;
   state->bookmarks = req.get_param_value("allowWatchBookmarks") == "true";
+  // A streaming list (KEP-3157): the current objects as ADDED, then a
+  // BOOKMARK annotated k8s.io/initial-events-end. The real server requires
+  // resourceVersionMatch=NotOlderThan with it, and refuses
+  // resourceVersionMatch on a watch without it; one that predates streaming
+  // lists (options.streaming_lists = false) refuses both.
+  const bool initial_events = req.get_param_value("sendInitialEvents") == "true";
+  const std::string rv_match = req.get_param_value("resourceVersionMatch");
+  if (req.has_param("sendInitialEvents") || !rv_match.empty()) {
+    if (!options_.streaming_lists) {
+      return ReplyStatus(res, 422, "Invalid",
+                         "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch");
+    }
+    if (initial_events && rv_match != "NotOlderThan") {
+      return ReplyStatus(res, 422, "Invalid",
+                         "resourceVersionMatch: Forbidden: sendInitialEvents requires setting "
+                         "resourceVersionMatch to NotOlderThan");
+    }
+    if (initial_events && !state->bookmarks) {
+      return ReplyStatus(
+          res, 422, "Invalid",
+          "allowWatchBookmarks: Forbidden: sendInitialEvents requires allowWatchBookmarks=true");
+    }
+    if (!initial_events) {
+      return ReplyStatus(
+          res, 422, "Invalid",
+          "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+          "sendInitialEvents is provided");
+    }
+  }
   int timeout = options_.default_watch_timeout_seconds;
   if (req.has_param("timeoutSeconds")) {
     try {
@@ -687,12 +759,24 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
     state->drop_generation = drop_generation_;
     state->bookmark_generation = bookmark_generation_;
     uint64_t start = 0;
-    if (rv_param.empty() || rv_param == "0") {
+    if (rv_param.empty() || rv_param == "0" || initial_events) {
       // "Start at most recent": the current state as ADDED events, then changes.
+      // (A streaming list from a given version: this store has only the
+      // present, which is never older than asked.)
       for (const auto& [key, obj] : objects_[kind.plural]) {
         if (state->Passes(obj)) state->initial.push_back(Json({{"type", "ADDED"}, {"object", obj}}).dump());
       }
       state->last_rv = rv_;
+      if (initial_events) {
+        state->initial.push_back(Json({{"type", "BOOKMARK"},
+                                       {"object",
+                                        {{"kind", kind.kind},
+                                         {"apiVersion", kind.api_version},
+                                         {"metadata",
+                                          {{"resourceVersion", std::to_string(rv_)},
+                                           {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}}}})
+                                     .dump());
+      }
     } else if (!ParseRv(rv_param, &start)) {
       return ReplyStatus(res, 400, "BadRequest", "invalid resource version: \"" + rv_param + "\"");
     } else if (start < compacted_rv_) {

@@ -24,7 +24,11 @@
 //    the Binding's metadata.annotations into the pod, 409 if already bound;
 //  - label selectors (=, ==, !=, exists, !exists, in, notin) and the field
 //    selectors the real server supports for these kinds.
-// Not implemented: pagination (limit/continue), graceful pod deletion (deletes
+//  - paginated lists (limit/continue; later pages read the current objects,
+//    not a snapshot) and streaming lists (a watch with sendInitialEvents=true
+//    and resourceVersionMatch=NotOlderThan ends its initial ADDED events with
+//    a BOOKMARK annotated k8s.io/initial-events-end: "true"), as KEP-3157.
+// Not implemented: graceful pod deletion (deletes
 // are immediate), strategic-merge and JSON patch (415), admission, defaulting
 // beyond pod phase, validation beyond names and namespaces.
 //
@@ -78,6 +82,9 @@ struct FakeApiServerOptions {
   std::string tls_key_file;
   std::string client_ca_file;  // when set, clients must present a certificate signed by it
   uint64_t fault_seed = 1;      // seeds the draws of faults with a probability below 1
+  // false: a server from before streaming lists, refusing sendInitialEvents
+  // and resourceVersionMatch on watches (422), as Kubernetes < 1.27 does.
+  bool streaming_lists = true;
 };
 
 struct Fault {
