@@ -7,11 +7,14 @@
 #   make image   install deps, build, write the container image: $(BUILD_DIR)/image/oci (docs/install.md)
 #   make fuzz    install deps, build the libFuzzer targets with clang in $(FUZZ_BUILD_DIR) and run each
 #                for FUZZ_SECONDS (docs/fuzzing.md); `make test` replays their corpora and regressions
+#   make chaos   install deps, build, run the chaos test long: CHAOS_PODS GPU pods through faults and
+#                kills, seed CHAOS_SEED (docs/testing.md); `make test` runs it short (1000 pods)
 #
 # Variables: BUILD_DIR (default build), JOBS (default: nproc), SANITIZE (address|thread),
 # IMAGE_FLAGS (image/build.sh options, e.g. --refresh-base to take Debian's latest updates),
 # FUZZ_BUILD_DIR (default build-fuzz), FUZZ_SECONDS (per target, default 60), FUZZ_TARGETS (default: all),
-# FUZZ_FLAGS (fuzz/run.sh options, e.g. --merge to keep inputs that reached new coverage).
+# FUZZ_FLAGS (fuzz/run.sh options, e.g. --merge to keep inputs that reached new coverage),
+# CHAOS_PODS (default 10000), CHAOS_SEED (default 19), CHAOS_NODES (default 3).
 
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -23,8 +26,11 @@ FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 FUZZ_FLAGS ?=
+CHAOS_PODS ?= 10000
+CHAOS_SEED ?= 19
+CHAOS_NODES ?= 3
 
-.PHONY: all deps configure build test demo bench image fuzz fuzz-deps format clean
+.PHONY: all deps configure build test demo bench image fuzz fuzz-deps chaos format clean
 
 all: build
 
@@ -64,6 +70,12 @@ $(FUZZ_BUILD_DIR)/build.ninja: | fuzz-deps
 fuzz: fuzz-deps $(FUZZ_BUILD_DIR)/build.ninja
 	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzz_targets
 	./fuzz/run.sh --build-dir $(FUZZ_BUILD_DIR) --seconds $(FUZZ_SECONDS) $(FUZZ_FLAGS) $(FUZZ_TARGETS)
+
+# The chaos test alone, long; it prints its throughput and what it injected.
+chaos: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target chaos_test
+	TESSERA_CHAOS_PODS=$(CHAOS_PODS) TESSERA_CHAOS_SEED=$(CHAOS_SEED) TESSERA_CHAOS_NODES=$(CHAOS_NODES) \
+	  $(BUILD_DIR)/bin/chaos_test --gtest_filter='ChaosTest.*'
 
 format:
 	git ls-files '*.cc' '*.h' '*.c' | xargs clang-format -i

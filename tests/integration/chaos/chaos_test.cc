@@ -34,7 +34,7 @@
 // The throughput achieved is printed (and written to TESSERA_CHAOS_REPORT).
 //
 // Size and seed (environment; defaults are the short run `make test` does):
-// TESSERA_CHAOS_PODS (400), TESSERA_CHAOS_SEED (19), TESSERA_CHAOS_NODES (3),
+// TESSERA_CHAOS_PODS (1000), TESSERA_CHAOS_SEED (19), TESSERA_CHAOS_NODES (3),
 // TESSERA_CHAOS_WORKERS (12), TESSERA_CHAOS_LIFETIME_MS (100). `make chaos`
 // runs the long version (docs/testing.md).
 #include <gtest/gtest.h>
@@ -79,7 +79,7 @@ constexpr const char* kNamespace = "chaos";
 // ---- settings ---------------------------------------------------------------
 
 struct Settings {
-  int pods = 400;
+  int pods = 1000;
   uint64_t seed = 19;
   int nodes = 3;
   int workers = 12;
@@ -623,22 +623,58 @@ class ChaosRun {
 
 // ---- the tests --------------------------------------------------------------
 
+// Sets variables for one test and puts the previous values back (a long run
+// gives its own TESSERA_CHAOS_* to the same binary).
+class ScopedEnvironment {
+ public:
+  ~ScopedEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        ::setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        ::unsetenv(name.c_str());
+      }
+    }
+  }
+  void Set(const std::string& name, const char* value) {
+    if (!saved_.count(name)) {
+      const char* old = std::getenv(name.c_str());
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value) {
+      ::setenv(name.c_str(), value, 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
 TEST(ChaosSettingsTest, AMalformedOrOutOfRangeSettingIsRefusedByName) {
-  ::setenv("TESSERA_CHAOS_PODS", "many", 1);
+  ScopedEnvironment env;
+  for (const char* name : {"TESSERA_CHAOS_SEED", "TESSERA_CHAOS_WORKERS", "TESSERA_CHAOS_LIFETIME_MS"}) {
+    env.Set(name, nullptr);
+  }
+  env.Set("TESSERA_CHAOS_PODS", "many");
   auto settings = SettingsFromEnvironment();
   ASSERT_FALSE(settings.ok());
   EXPECT_EQ(settings.error().message, "TESSERA_CHAOS_PODS=many is not a whole number from 1 to 10000000");
-  ::setenv("TESSERA_CHAOS_PODS", "50", 1);
-  ::setenv("TESSERA_CHAOS_NODES", "0", 1);
+  env.Set("TESSERA_CHAOS_PODS", "50");
+  env.Set("TESSERA_CHAOS_NODES", "0");
   settings = SettingsFromEnvironment();
   ASSERT_FALSE(settings.ok());
   EXPECT_EQ(settings.error().message, "TESSERA_CHAOS_NODES=0 is not a whole number from 1 to 16");
-  ::unsetenv("TESSERA_CHAOS_NODES");
+  env.Set("TESSERA_CHAOS_NODES", "2x");
+  settings = SettingsFromEnvironment();
+  ASSERT_FALSE(settings.ok());
+  EXPECT_EQ(settings.error().message, "TESSERA_CHAOS_NODES=2x is not a whole number from 1 to 16");
+  env.Set("TESSERA_CHAOS_NODES", nullptr);
   settings = SettingsFromEnvironment();
   ASSERT_TRUE(settings.ok());
   EXPECT_EQ(settings->pods, 50);
-  EXPECT_EQ(settings->nodes, 3);
-  ::unsetenv("TESSERA_CHAOS_PODS");
+  EXPECT_EQ(settings->nodes, 3) << "unset: the default";
 }
 
 TEST(ChaosTest, PodsGetThroughFaultsAndKillsWithoutOvercommitOrLeaks) {
