@@ -1,6 +1,7 @@
 #include "runner/run_job.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <iostream>
 
+#include "base/files.h"
 #include "contract/container_contract.h"
 #include "core/allocation_codec.h"
 #include "core/fit.h"
@@ -162,6 +164,16 @@ Result<JobSpec> BuildJobSpec(const ReservedSlice& slice, const InstallPaths& pat
   spec.set_env[contract::kContainerNameEnv] = kJobContainer;
   spec.set_env[contract::kSharedCacheEnv] = slice.entry.region_path;
   spec.set_env[contract::kJobIdEnv] = slice.entry.job_id;
+  // The limits libvgpu believes over the environment and the region, both of
+  // which the job can change (docs/security.md): a read-only file beside the
+  // region, named by TESSERA_LIMITS. The job's user owns it, as it owns the
+  // ledger; what stops that user is the machine's business, not tessera's.
+  const std::string limits =
+      (fs::path(slice.entry.region_path).parent_path() / contract::kLimitsFileName).string();
+  if (auto written = files::ReplaceAtomically(limits, encoded); !written.ok())
+    return written.error().Wrap("the job's limits file");
+  ::chmod(limits.c_str(), 0444);
+  spec.set_env[contract::kLimitsEnv] = limits;
   // Always set, so a GPU_CORE_UTILIZATION_POLICY inherited from the caller's
   // environment cannot silently change what --core-policy promised.
   spec.set_env[contract::kCorePolicyEnv] =

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -861,6 +862,11 @@ int run(const std::string& op_text) {
     printf("\n");
   } else if (op == "pid") {
     printf("pid %d\n", static_cast<int>(getpid()));
+  } else if (op == "clock") {
+    // The wall clock, in ns since the epoch (a test times what follows from it).
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    printf("clock %lld\n", static_cast<long long>(ts.tv_sec) * 1000000000ll + ts.tv_nsec);
   } else if (op == "ready") {
     printf("ready\n");
   } else if (op == "hold") {
