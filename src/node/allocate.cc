@@ -5,6 +5,7 @@
 
 #include "node/device_state.h"
 #include "node/limits_file.h"
+#include "node/mps/mps_container.h"
 #include "node/region_catalog.h"
 
 #include <sys/stat.h>
@@ -85,6 +86,17 @@ Result<std::vector<std::string>> CheckRequest(const AllocateContext& context,
       gpu_uuids.push_back(gpu->uuid);
   }
 
+  // A GPU in mps mode sized per request (docs/sharing.md#mps): the container
+  // is one client of its daemon, which must be running.
+  for (const auto& uuid : gpu_uuids) {
+    if (FindGpu(*context.gpus, uuid)->mode != core::SharingMode::kMps) continue;
+    if (gpu_uuids.size() > 1) {
+      return Error{"a container gets one MPS GPU only (it asked for " + std::to_string(gpu_uuids.size()) +
+                   " GPUs): each GPU has its own MPS control daemon and a client reaches one"};
+    }
+    TESSERA_RETURN_IF_ERROR(mps::PipeDirectoryEdits(config.mps_root, config.mps_control_binary, uuid));
+  }
+
   // Without libvgpu in place the container would run with no limits at all:
   // refuse rather than start it unenforced.
   if (!IsRegularFile(config.libvgpu_host_path)) {
@@ -111,28 +123,34 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   const NodeConfig& config = *context.config;
   TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string> gpu_uuids, CheckRequest(context, request));
 
-  std::string region_host_path;
   const std::string region_name = context.new_region_name();
-  TESSERA_RETURN_IF_ERROR(MakeRegionDirectory(config.region_host_dir, region_name, region_host_path));
   // The record ties the directory to the kubelet's device IDs, which its
   // PodResources API later ties to a pod (region_catalog.h). Without it the
-  // directory could never be attributed or cleaned up: fail instead.
-  // Beside it, out of the container's reach, the directory of its limits
-  // file, mounted read-only (limits_file.h); the monitor writes the file.
-  std::string limits_host_path;
-  if (auto s = MakeLimitsDirectory(config.region_host_dir, region_name, limits_host_path); !s.ok()) {
-    ::rmdir(region_host_path.c_str());
-    return s.error();
-  }
+  // directory could never be attributed or cleaned up: fail instead. It is
+  // written first, before the directories it names: an Allocate killed
+  // part-way (tessera-node's SIGKILL) then leaves a record without a
+  // directory, which the monitor's clean-up removes, never a directory
+  // without a record, which nothing may remove.
   RegionRecord record;
   record.resource_name = config.resource_name;
   record.device_ids.assign(request.devices_ids().begin(), request.devices_ids().end());
   record.created_unix =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
           .count();
-  if (auto s = WriteRegionRecord(config.region_host_dir, region_name, record); !s.ok()) {
+  TESSERA_RETURN_IF_ERROR(files::MakeDirs(config.region_host_dir, 0755));
+  TESSERA_RETURN_IF_ERROR(WriteRegionRecord(config.region_host_dir, region_name, record));
+  const std::string record_path = files::Join(config.region_host_dir, region_name + ".json");
+  std::string region_host_path;
+  if (auto s = MakeRegionDirectory(config.region_host_dir, region_name, region_host_path); !s.ok()) {
+    ::unlink(record_path.c_str());
+    return s.error();
+  }
+  // Beside it, out of the container's reach, the directory of its limits
+  // file, mounted read-only (limits_file.h); the monitor writes the file.
+  std::string limits_host_path;
+  if (auto s = MakeLimitsDirectory(config.region_host_dir, region_name, limits_host_path); !s.ok()) {
     ::rmdir(region_host_path.c_str());
-    ::rmdir(limits_host_path.c_str());
+    ::unlink(record_path.c_str());
     return s.error();
   }
 
@@ -146,6 +164,15 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   add_mount(config.libvgpu_container_path, config.libvgpu_host_path, true);
   if (config.ld_so_preload) add_mount(kPreloadContainerPath, config.PreloadFileHostPath(), true);
   add_mount(config.region_container_dir, region_host_path, false);
+  // An MPS client sized per request: its GPU's pipe directory besides libvgpu
+  // (which holds the allocation's limits as for any vGPU container).
+  for (const auto& uuid : gpu_uuids) {
+    if (FindGpu(*context.gpus, uuid)->mode != core::SharingMode::kMps) continue;
+    auto mps = mps::PipeDirectoryEdits(config.mps_root, config.mps_control_binary, uuid);
+    if (!mps.ok()) return mps.error();
+    for (const auto& m : mps->mounts) add_mount(m.container_path, m.host_path, m.read_only);
+    for (const auto& [name, value] : mps->env) (*response.mutable_envs())[name] = value;
+  }
   add_mount(contract::kLimitsContainerDir, limits_host_path, true);
 
   auto& envs = *response.mutable_envs();

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -117,6 +118,20 @@ TEST_F(AllocateTest, AFailedRecordLeavesNoDirectoryBehind) {
   EXPECT_FALSE(fs::exists(root_ + "/regions/region-1.limits"));
 }
 
+TEST_F(AllocateTest, ARegionDirectoryThatCannotBeMadeTakesItsRecordBack) {
+  // The record is written before the directories it names (region_catalog.h:
+  // a kill in between leaves a record the clean-up removes); when a directory
+  // then fails, the record goes too.
+  fs::create_directories(root_ + "/regions");
+  std::ofstream(root_ + "/regions/region-1") << "a file where the directory goes";
+  auto response = Allocate({"GPU-0::0"});
+  ASSERT_FALSE(response.ok());
+  EXPECT_NE(response.error().message.find("cannot create region directory"), std::string::npos)
+      << response.error().message;
+  EXPECT_FALSE(fs::exists(root_ + "/regions/region-1.json"));
+  EXPECT_FALSE(fs::exists(root_ + "/regions/region-1.limits"));
+}
+
 TEST_F(AllocateTest, EachContainerGetsItsOwnRegion) {
   auto first = Allocate({"GPU-0::0"});
   auto second = Allocate({"GPU-0::0"});
@@ -204,6 +219,43 @@ TEST_F(AllocateTest, PreferredAllocationPrefersTheLeastUsedGpuAndKeepsMustInclud
   EXPECT_THAT(*chosen, UnorderedElementsAre("GPU-0::0", "GPU-1::0", "GPU-1::1"));
 
   EXPECT_FALSE(PreferredDevices(gpus_, PreferredRequest({"GPU-0::0"}, {}, 2)).ok());
+}
+
+TEST_F(AllocateTest, AnMpsGpuSizedPerRequestAddsItsDaemonsPipeDirectory) {
+  gpus_[1].mode = core::SharingMode::kMps;
+  config_.mps_root = root_ + "/mps";
+  // The daemon: a live process of the control program's name. This test's own
+  // process stands in (its comm is the program's name, as the kernel keeps it).
+  std::ifstream comm_file("/proc/self/comm");
+  std::string comm;
+  std::getline(comm_file, comm);
+  config_.mps_control_binary = "/usr/bin/" + comm;
+  const std::string pipe = root_ + "/mps/GPU-1/pipe";
+
+  auto down = Allocate({"GPU-1::0"});  // no daemon yet
+  ASSERT_FALSE(down.ok());
+  EXPECT_NE(down.error().message.find("MPS control daemon of GPU GPU-1 is not running"), std::string::npos);
+  EXPECT_FALSE(fs::exists(root_ + "/regions")) << "a refused request must create nothing";
+
+  fs::create_directories(pipe);
+  std::ofstream(pipe + "/nvidia-cuda-mps-control.pid") << ::getpid() << "\n";
+  auto response = Allocate({"GPU-1::0"});
+  ASSERT_TRUE(response.ok()) << response.error().message;
+  EXPECT_EQ(response->envs().at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
+  bool mounted = false;
+  for (const auto& m : response->mounts())
+    mounted |= m.host_path() == pipe && m.container_path() == "/run/tessera/mps";
+  EXPECT_TRUE(mounted);
+  // libvgpu stays: it holds the allocation's limits as in any vGPU container.
+  EXPECT_EQ(response->mounts(0).host_path(), config_.libvgpu_host_path);
+
+  auto two = Allocate({"GPU-0::0", "GPU-1::1"});
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.error().message.find("one MPS GPU only"), std::string::npos);
+  // A vGPU GPU's container gets nothing of MPS.
+  auto plain = Allocate({"GPU-0::0"});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->envs().count("CUDA_MPS_PIPE_DIRECTORY"), 0u);
 }
 
 }  // namespace

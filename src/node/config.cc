@@ -354,6 +354,10 @@ const std::vector<Key>& Keys() {
       Option("nvidia_config_file", &NodeConfig::nvidia_config_file, nullptr, kPerNode,
              "NVIDIA device-plugin config file (version: v1) whose sharing.timeSlicing or sharing.mps "
              "section puts the GPUs it selects in that mode; re-read when it changes"),
+      Option("mps_root", &NodeConfig::mps_root, AbsolutePath, kWholeNode,
+             "where each mps GPU's MPS control daemon lives: <mps_root>/<GPU uuid>/pipe and .../log"),
+      Option("mps_control_binary", &NodeConfig::mps_control_binary, nullptr, kWholeNode,
+             "the MPS control program run (-d) for each mps GPU: a path, or a name looked up in PATH"),
       Option("node_name", &NodeConfig::node_name, nullptr, kWholeNode,
              "this node's name (default: $NODE_NAME)"),
       OneOf("log_level", &NodeConfig::log_level, {"trace", "debug", "info", "warn", "error"}, CheckLogLevel,

@@ -103,6 +103,10 @@ struct NodeConfig {
   // NVIDIA's device-plugin config file (version: v1); its sharing.timeSlicing
   // or sharing.mps section puts the GPUs it selects in that mode. "" = none.
   std::string nvidia_config_file;
+  // MPS (docs/sharing.md#mps; node/mps): each mps GPU's control daemon lives
+  // in <mps_root>/<GPU uuid>/pipe and .../log; mps_control_binary is run for it.
+  std::string mps_root = "/run/tessera/mps";
+  std::string mps_control_binary = "nvidia-cuda-mps-control";
 
   // --- per-node overrides -------------------------------------------------
   std::string node_name;         // from NODE_NAME unless given

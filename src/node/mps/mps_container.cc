@@ -1,5 +1,7 @@
 #include "node/mps/mps_container.h"
 
+#include <chrono>
+
 namespace tessera::node::mps {
 namespace {
 
@@ -40,8 +42,8 @@ Result<std::map<std::string, std::string>> ClientEnv(int ordinal, int percentage
   return env;
 }
 
-sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons) {
-  return [daemons](const sharing::ShareRequest& request) -> Result<sharing::ContainerEdits> {
+sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons, sharing::ContainerSetup with_libvgpu) {
+  return [daemons, with_libvgpu](const sharing::ShareRequest& request) -> Result<sharing::ContainerEdits> {
     if (request.gpus.empty()) return Error{"the request names no MPS GPU"};
     if (request.gpus.size() > 1) {
       return Error{"a container gets replicas of one MPS GPU only (it asked for " +
@@ -53,7 +55,10 @@ sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons) {
     TESSERA_ASSIGN_OR_RETURN(auto env, ClientEnv(gpu.container_ordinal, gpu.active_thread_percentage,
                                                  gpu.memory_limit_mib, gpu.memory_mib));
     sharing::ContainerEdits edits;
-    edits.env = std::move(env);
+    if (with_libvgpu) {
+      TESSERA_ASSIGN_OR_RETURN(edits, with_libvgpu(request));
+    }
+    for (auto& [name, value] : env) edits.env[name] = std::move(value);
     AddPipe(edits, pipe);
     return edits;
   };
@@ -61,6 +66,19 @@ sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons) {
 
 Result<sharing::ContainerEdits> PipeDirectoryEdits(const MpsDaemons& daemons, const std::string& gpu_uuid) {
   TESSERA_ASSIGN_OR_RETURN(const std::string pipe, PipeOf(daemons, gpu_uuid));
+  sharing::ContainerEdits edits;
+  AddPipe(edits, pipe);
+  return edits;
+}
+
+Result<sharing::ContainerEdits> PipeDirectoryEdits(const std::string& root, const std::string& control_binary,
+                                                   const std::string& gpu_uuid) {
+  const std::string pipe = PipeDirectoryOf(root, gpu_uuid);
+  if (SystemControlProgram(control_binary, std::chrono::seconds(1))->LiveDaemonPid(pipe) == 0) {
+    return Error{
+        "the MPS control daemon of GPU " + gpu_uuid + " is not running in " + pipe +
+        " (tessera-node restarts it; see its events): a container started now would run without MPS"};
+  }
   sharing::ContainerEdits edits;
   AddPipe(edits, pipe);
   return edits;

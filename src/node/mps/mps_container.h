@@ -14,8 +14,10 @@
 // the GPU's daemon is not running: without one, CUDA would run the container
 // as an ordinary process, with no limits at all.
 //
-// libvgpu is not preloaded into MPS containers (docs/decisions.md): MPS holds
-// the limits, and a second compute limiter would compound MPS's.
+// libvgpu stays (docs/decisions.md): replica containers get it through the
+// `with_libvgpu` hook (the timeslice mode's: per-container metrics, the pinned
+// memory enforced a second time, compute left to MPS); sized containers are
+// vGPU-plugin containers and keep it with their allocation.
 //
 // Thread-safety: the hook is a pure function of its argument and of
 // MpsDaemons (itself thread-safe).
@@ -44,13 +46,21 @@ inline constexpr const char* kPinnedMemoryLimitEnv = "CUDA_MPS_PINNED_DEVICE_MEM
 Result<std::map<std::string, std::string>> ClientEnv(int ordinal, int percentage, int64_t memory_mib,
                                                      int64_t gpu_memory_mib);
 
-// The hook for mode mps of the replica plugin (node/sharing/container_setup.h).
+// The hook for mode mps of the replica plugin (node/sharing/container_setup.h):
+// `with_libvgpu`'s edits (null: none) and then the MPS ones over them.
 // `daemons` must outlive it.
-sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons);
+sharing::ContainerSetup MpsContainerSetup(const MpsDaemons* daemons,
+                                          sharing::ContainerSetup with_libvgpu = nullptr);
 
-// The pipe directory of a sized client's GPU, for Allocate of the vGPU
-// plugin (node/allocate.h): the mount and CUDA_MPS_PIPE_DIRECTORY; the limits
-// come with the pod (docs/sharing.md#mps). Refused while the daemon is down.
+// The pipe directory of a sized client's GPU: the mount and
+// CUDA_MPS_PIPE_DIRECTORY; the limits come with the pod (docs/sharing.md#mps).
+// Refused while the daemon is down.
 Result<sharing::ContainerEdits> PipeDirectoryEdits(const MpsDaemons& daemons, const std::string& gpu_uuid);
+
+// The same for the vGPU plugin's Allocate (node/allocate.h), which has only
+// the configuration: the daemon of `gpu_uuid` under `root`, alive as
+// `control_binary` says (its pid file and /proc).
+Result<sharing::ContainerEdits> PipeDirectoryEdits(const std::string& root, const std::string& control_binary,
+                                                   const std::string& gpu_uuid);
 
 }  // namespace tessera::node::mps

@@ -58,9 +58,8 @@ TEST_F(MpsContainerTest, AReplicaGetsThePipeDirectoryAndItsShareByContainerOrdin
   EXPECT_EQ(edits->mounts[0].host_path, PipeDirectoryOf(root_.string(), "GPU-a"));
   EXPECT_EQ(edits->mounts[0].container_path, "/run/tessera/mps");
   EXPECT_FALSE(edits->mounts[0].read_only);
-  // Not libvgpu: no preload, no vGPU limits.
+  // No libvgpu hook given: nothing of libvgpu.
   EXPECT_EQ(edits->env.count("LD_PRELOAD"), 0u);
-  EXPECT_EQ(edits->env.count("CUDA_DEVICE_MEMORY_LIMIT"), 0u);
 }
 
 TEST_F(MpsContainerTest, RefusesTwoGpusAGpuNotInMpsModeAndADaemonThatIsDown) {
@@ -108,6 +107,29 @@ TEST_F(MpsContainerTest, ASizedClientGetsThePipeDirectory) {
   ASSERT_TRUE(edits.ok());
   EXPECT_EQ(edits->env.at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
   EXPECT_EQ(edits->mounts.at(0).host_path, PipeDirectoryOf(root_.string(), "GPU-a"));
+}
+
+TEST_F(MpsContainerTest, WithLibvgpuItsEditsComeFirstAndMpsOnesOverThem) {
+  sharing::ContainerSetup libvgpu = [](const sharing::ShareRequest&) -> Result<sharing::ContainerEdits> {
+    sharing::ContainerEdits edits;
+    edits.env["LD_PRELOAD"] = "/usr/local/tessera/libvgpu.so";
+    edits.env["CUDA_MPS_PIPE_DIRECTORY"] = "/elsewhere";
+    edits.mounts.push_back(
+        sharing::ContainerMount{"/usr/local/tessera/libvgpu.so", "/host/libvgpu.so", true});
+    return edits;
+  };
+  auto edits = MpsContainerSetup(daemons_.get(), libvgpu)(Share(0, 25, 20480));
+  ASSERT_TRUE(edits.ok());
+  EXPECT_EQ(edits->env.at("LD_PRELOAD"), "/usr/local/tessera/libvgpu.so");
+  EXPECT_EQ(edits->env.at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
+  EXPECT_EQ(edits->env.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25");
+  ASSERT_EQ(edits->mounts.size(), 2u);
+  sharing::ContainerSetup failing = [](const sharing::ShareRequest&) -> Result<sharing::ContainerEdits> {
+    return Error{"libvgpu is not installed on this node"};
+  };
+  auto refused = MpsContainerSetup(daemons_.get(), failing)(Share(0, 25, 20480));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("libvgpu is not installed"), std::string::npos);
 }
 
 }  // namespace
