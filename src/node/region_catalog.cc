@@ -152,7 +152,43 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
     }
     removed.push_back(dir.name);
   }
+  RemoveInterruptedAllocations(grace_seconds);
   return removed;
+}
+
+void RegionCatalog::RemoveInterruptedAllocations(int64_t grace_seconds) const {
+  const int64_t now = clock_->WallUnixSeconds();
+  const std::string own_temp_suffix = ".json.tmp." + std::to_string(::getpid());
+  std::error_code ec;
+  fs::directory_iterator it(root_, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const size_t dot = name.find('.');
+    if (dot == std::string::npos || !IsRegionDirName(name.substr(0, dot))) continue;
+    const std::string region = name.substr(0, dot);
+    const std::string rest = name.substr(dot);
+    if (rest.rfind(".json.tmp.", 0) == 0) {
+      // files::ReplaceAtomically's temp file, named after its writer's pid.
+      if (rest == own_temp_suffix) continue;
+      if (::unlink(it->path().c_str()) == 0) {
+        log::Info("removed the temp file of a region record an earlier process did not finish",
+                  {{"path", it->path().string()}});
+      }
+      continue;
+    }
+    if (rest != ".json") continue;
+    struct stat st {};
+    if (::lstat(files::Join(root_, region).c_str(), &st) == 0 || errno != ENOENT) continue;
+    auto text = files::Read(it->path().string());
+    auto record = text.ok() ? DecodeRegionRecord(*text) : Result<RegionRecord>(Error{"unreadable"});
+    if (!record.ok() || now - record->created_unix < grace_seconds) continue;
+    std::error_code remove_error;
+    fs::remove_all(files::Join(root_, region + ".limits"), remove_error);
+    if (::unlink(it->path().c_str()) == 0) {
+      log::Info("removed the record of an Allocate that did not finish: its region was never made",
+                {{"path", it->path().string()}});
+    }
+  }
 }
 
 void AssignOwners(std::vector<RegionDir>& dirs, const std::vector<ContainerDevices>& containers,

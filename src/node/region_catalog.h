@@ -17,6 +17,11 @@
 // (Allocate runs before the container exists, and a kubelet may list a new
 // pod's devices a moment later). A directory without a readable record is
 // never removed: what cannot be attributed is reported, not guessed at.
+// Allocate writes the record before the directories, so what an Allocate
+// killed part-way leaves is a record whose directory does not exist (removed
+// past the grace period, with its limits directory) or the temp file of a
+// record never renamed into place by an earlier process (removed): the
+// kubelet never got an answer naming either, so no container holds them.
 //
 // Thread-safety: Scan and CleanUp touch only the file system and may run on
 // any one thread at a time; the free functions are pure.
@@ -93,9 +98,13 @@ class RegionCatalog {
   // is older than `grace_seconds`, with their records. Call only with owners
   // assigned from a successful PodResources list. Returns the removed names;
   // a failure to remove one is logged and the others proceed.
+  // Also removes (and logs) what Allocates killed part-way left (above),
+  // which is not in the names returned.
   std::vector<std::string> CleanUp(const std::vector<RegionDir>& dirs, int64_t grace_seconds) const;
 
  private:
+  void RemoveInterruptedAllocations(int64_t grace_seconds) const;
+
   const std::string root_;
   const std::string region_file_name_;
   Clock* const clock_;

@@ -172,5 +172,39 @@ TEST_F(RegionCatalogTest, CleanUpRemovesOnlyUnownedRecordedRegionsPastTheGrace) 
   EXPECT_THAT(catalog.CleanUp(*dirs, 300), ElementsAre(kC));
 }
 
+TEST_F(RegionCatalogTest, CleanUpRemovesWhatAnAllocateKilledPartWayLeft) {
+  // Allocate writes the record, then the directories. Killed in between: a
+  // record whose directory was never made (the limits directory maybe made).
+  ASSERT_TRUE(WriteRegionRecord(root_, kA, Record({"GPU-1::0"}, now_ - 1000)).ok());
+  fs::create_directories(root_ + "/" + std::string(kA) + ".limits");
+  // The same, too young to judge: an Allocate may be making it right now.
+  ASSERT_TRUE(WriteRegionRecord(root_, kB, Record({"GPU-1::1"}, now_ - 10)).ok());
+  // Killed while writing the record: the temp file of an earlier process.
+  // This process's own is a write under way.
+  const std::string dead_temp = root_ + "/" + std::string(kC) + ".json.tmp.999999999";
+  const std::string own_temp = root_ + "/" + std::string(kC) + ".json.tmp." + std::to_string(::getpid());
+  std::ofstream(dead_temp) << "{\"version\":";
+  std::ofstream(own_temp) << "{\"version\":";
+  MakeDir(kD, std::nullopt);  // a directory without a record cannot be attributed: kept
+
+  RegionCatalog catalog(root_, "vgpu.region", &clock_);
+  auto dirs = catalog.Scan();
+  ASSERT_TRUE(dirs.ok());
+  AssignOwners(*dirs, {}, "nvidia.com/gpu");
+  EXPECT_TRUE(catalog.CleanUp(*dirs, 300).empty()) << "no region directory went";
+  EXPECT_FALSE(fs::exists(root_ + "/" + std::string(kA) + ".json"));
+  EXPECT_FALSE(fs::exists(root_ + "/" + std::string(kA) + ".limits"));
+  EXPECT_TRUE(fs::exists(root_ + "/" + std::string(kB) + ".json"));
+  EXPECT_FALSE(fs::exists(dead_temp));
+  EXPECT_TRUE(fs::exists(own_temp));
+  EXPECT_TRUE(fs::exists(root_ + "/" + std::string(kD)));
+
+  clock_.Advance(std::chrono::seconds(1000));
+  dirs = catalog.Scan();
+  ASSERT_TRUE(dirs.ok());
+  catalog.CleanUp(*dirs, 300);
+  EXPECT_FALSE(fs::exists(root_ + "/" + std::string(kB) + ".json")) << "past the grace period";
+}
+
 }  // namespace
 }  // namespace tessera::node
