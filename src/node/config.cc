@@ -353,7 +353,11 @@ const std::vector<Key>& Keys() {
              "rule names are vgpu"),
       Option("nvidia_config_file", &NodeConfig::nvidia_config_file, nullptr, kPerNode,
              "NVIDIA device-plugin config file (version: v1) whose sharing.timeSlicing or sharing.mps "
-             "section puts the GPUs it selects in that mode; re-read when it changes"),
+             "section puts the GPUs it selects in that mode; re-read when it changes. A directory: the "
+             "Node label nvidia.com/device-plugin.config names the file, as NVIDIA's config-manager"),
+      Option("nvidia_config_default", &NodeConfig::nvidia_config_default, nullptr, kPerNode,
+             "with nvidia_config_file a directory: the file used while the Node has no "
+             "nvidia.com/device-plugin.config label (\"\" = the directory's only file)"),
       Option("mps_root", &NodeConfig::mps_root, AbsolutePath, kWholeNode,
              "where each mps GPU's MPS control daemon lives: <mps_root>/<GPU uuid>/pipe and .../log"),
       Option("mps_control_binary", &NodeConfig::mps_control_binary, nullptr, kWholeNode,

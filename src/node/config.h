@@ -103,6 +103,9 @@ struct NodeConfig {
   // NVIDIA's device-plugin config file (version: v1); its sharing.timeSlicing
   // or sharing.mps section puts the GPUs it selects in that mode. "" = none.
   std::string nvidia_config_file;
+  // With nvidia_config_file a directory: the file used while the Node has no
+  // nvidia.com/device-plugin.config label. "" = the directory's only file.
+  std::string nvidia_config_default;
   // MPS (docs/sharing.md#mps; node/mps): each mps GPU's control daemon lives
   // in <mps_root>/<GPU uuid>/pipe and .../log; mps_control_binary is run for it.
   std::string mps_root = "/run/tessera/mps";

@@ -110,7 +110,7 @@ TEST_F(ConfigTest, EveryKindOfFlagReachesItsField) {
 TEST_F(ConfigTest, TheOverridesFileHelpAndErrorNameTheSameKeys) {
   const std::string keys =
       "split_count, memory_scaling, core_scaling, disable_core_limit, ld_so_preload, active_oom_killer, "
-      "memory_tolerance_mib, mig_dynamic_gpus, sharing, nvidia_config_file";
+      "memory_tolerance_mib, mig_dynamic_gpus, sharing, nvidia_config_file, nvidia_config_default";
   auto parsed =
       Parse({"--node-config-file", Write("nodes.yaml", "nodes:\n  gpu-1:\n    kubernetes: false\n")});
   ASSERT_TRUE(parsed.exit_now);

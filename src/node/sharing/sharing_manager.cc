@@ -1,6 +1,11 @@
 #include "node/sharing/sharing_manager.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
+
 #include "base/log.h"
+#include "kube/typed_api.h"
 #include "node/mig/node_events.h"
 #include "node/sharing/labels.h"
 #include "node/sharing/timeslice_setup.h"
@@ -15,12 +20,69 @@ bool IsReplicated(const GpuMode& mode) {
          (mode.mode == core::SharingMode::kTimeslice || mode.mode == core::SharingMode::kMps);
 }
 
-Result<NvidiaConfig> ReadFile(const NodeConfig& config) {
-  if (config.nvidia_config_file.empty()) return NvidiaConfig{};
-  return ReadNvidiaConfigFile(config.nvidia_config_file);
+bool IsDirectory(const std::string& path) {
+  struct stat st {};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::optional<std::string> LabelOf(const kube::Json& node) {
+  const auto& labels = node["metadata"]["labels"];
+  if (labels.is_object() && labels.contains(kDevicePluginConfigLabel) &&
+      labels[kDevicePluginConfigLabel].is_string()) {
+    return labels[kDevicePluginConfigLabel].get<std::string>();
+  }
+  return std::nullopt;
 }
 
 }  // namespace
+
+Result<std::string> NvidiaConfigPath(const NodeConfig& config, const std::optional<std::string>& label) {
+  const std::string& dir = config.nvidia_config_file;
+  if (!IsDirectory(dir)) return dir;
+  std::string name;
+  std::string named_by;
+  if (label) {
+    name = *label;
+    named_by = std::string("the Node label ") + kDevicePluginConfigLabel;
+  } else if (!config.nvidia_config_default.empty()) {
+    name = config.nvidia_config_default;
+    named_by = "nvidia_config_default";
+  } else {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string file = entry.path().filename().string();
+      if (entry.is_regular_file(ec) && !file.starts_with(".")) files.push_back(file);
+    }
+    if (files.size() != 1) return std::string();  // no label, no default, several files: none
+    name = files[0];
+    named_by = "the only file of nvidia_config_file";
+  }
+  if (name.empty() || name.find('/') != std::string::npos || name.starts_with(".")) {
+    return Error{named_by + " '" + name + "' is not a file name in nvidia_config_file '" + dir + "'"};
+  }
+  const std::string path = dir + "/" + name;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return Error{named_by + " names '" + name + "', which is not a file in nvidia_config_file '" + dir + "'"};
+  }
+  return path;
+}
+
+std::optional<std::string> SharingManager::ConfigLabel() {
+  if (!node_ || !node_->HasSynced()) return label_;
+  auto node = node_->Get(config_.node_name);
+  return node ? LabelOf(*node) : std::nullopt;
+}
+
+Result<NvidiaConfig> SharingManager::ReadNvidia(const std::optional<std::string>& label) {
+  path_.clear();
+  file_identity_.reset();
+  TESSERA_ASSIGN_OR_RETURN(path_, NvidiaConfigPath(config_, label));
+  if (path_.empty()) return NvidiaConfig{};
+  file_identity_ = IdentifyFile(path_);
+  return ReadNvidiaConfigFile(path_);
+}
 
 SharingManager::SharingManager(const NodeConfig& config, kube::Client* client, InUseSource in_use)
     : config_(config), client_(client), in_use_(std::move(in_use)), thread_(kTick, [this] { Tick(); }) {}
@@ -35,9 +97,22 @@ Status SharingManager::Prepare(const std::vector<core::Gpu>& gpus,
   if (setups_.count(core::SharingMode::kTimeslice) == 0) {
     setups_[core::SharingMode::kTimeslice] = TimesliceContainerSetup(config_, std::move(new_region_name));
   }
-  file_identity_ =
-      config_.nvidia_config_file.empty() ? std::nullopt : IdentifyFile(config_.nvidia_config_file);
-  TESSERA_ASSIGN_OR_RETURN(const NvidiaConfig nvidia, ReadFile(config_));
+  if (client_ != nullptr && IsDirectory(config_.nvidia_config_file)) {
+    // The label decides at start too: the Node read once (the watch follows it later).
+    kube::NodesApi nodes(client_);
+    if (auto node = nodes.Get(config_.node_name); node.ok()) {
+      label_ = LabelOf(*node);
+    } else {
+      log::Warn("cannot read the Node for its nvidia.com/device-plugin.config label; using the default",
+                {{"error", node.error().message}});
+    }
+    kube::InformerOptions options;
+    options.type = kube::resources::kNodes;
+    options.field_selector = "metadata.name=" + config_.node_name;
+    node_ = std::make_unique<kube::Informer>(client_, options);
+  }
+  TESSERA_ASSIGN_OR_RETURN(const NvidiaConfig nvidia, ReadNvidia(label_));
+  if (!path_.empty()) log::Info("NVIDIA config file", {{"file", path_}, {"label", label_.value_or("")}});
   TESSERA_ASSIGN_OR_RETURN(ModeAssignment modes, AssignModes(config_, discovered_, &nvidia));
   for (const auto& note : modes.notes) log::Info("sharing: " + note);
   for (const auto& gpu : modes.gpus) {
@@ -120,12 +195,14 @@ bool SharingManager::SetHealth(const std::string& uuid, bool healthy) {
 
 Status SharingManager::Start() {
   for (const auto& [resource, gpus] : modes().ReplicaResources()) EnsurePlugin(resource);
+  if (node_) node_->Start();
   if (!config_.nvidia_config_file.empty()) thread_.Start();
   return Status::Ok();
 }
 
 void SharingManager::Stop() {
   thread_.Stop();
+  if (node_) node_->Stop();
   for (auto& [resource, plugin] : plugins_) {
     plugin.registrar->Stop();
     plugin.server->Stop();
@@ -182,10 +259,13 @@ void SharingManager::Apply(ModeAssignment modes) {
 }
 
 void SharingManager::Tick() {
-  const std::optional<FileIdentity> identity = IdentifyFile(config_.nvidia_config_file);
-  if (identity != file_identity_) {
-    file_identity_ = identity;
-    auto nvidia = ReadFile(config_);
+  // The file in force changed (the label names another), or its contents did.
+  const std::optional<std::string> label = ConfigLabel();
+  const auto path = NvidiaConfigPath(config_, label);
+  const bool other_file = label != label_ || !path.ok() || *path != path_;
+  if (other_file || (!path_.empty() && IdentifyFile(path_) != file_identity_)) {
+    label_ = label;
+    auto nvidia = ReadNvidia(label);
     Result<ModeAssignment> wanted =
         nvidia.ok() ? AssignModes(config_, discovered_, &*nvidia) : Result<ModeAssignment>(nvidia.error());
     if (!wanted.ok()) {

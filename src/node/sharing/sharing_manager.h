@@ -4,8 +4,15 @@
 // registration), lists the replica GPUs for the inventory and computes the
 // GFD-style labels (labels.h).
 //
+// `nvidia_config_file` may be a directory of NVIDIA config files (NVIDIA's
+// ConfigMap with several keys, mounted): the Node's label
+// `nvidia.com/device-plugin.config` names the file to use, as NVIDIA's
+// config-manager does; without the label, `nvidia_config_default`, else the
+// directory's only file, else no NVIDIA sharing.
+//
 // At runtime it follows `nvidia_config_file` (re-read when its size, inode or
-// modification time changes, checked once a second). A GPU moves to the mode
+// modification time changes, or the label names another file, checked once a
+// second). A GPU moves to the mode
 // the file now gives it only while no container uses it (the kubelet's
 // PodResources); otherwise it keeps its mode, and the manager says so in the
 // log and in an Event on the Node (reason SharingModeKept), and moves it once
@@ -28,6 +35,7 @@
 
 #include "base/periodic_thread.h"
 #include "kube/client.h"
+#include "kube/informer.h"
 #include "node/config.h"
 #include "node/file_identity.h"
 #include "node/plugin_server.h"
@@ -37,6 +45,14 @@
 #include "node/sharing/replica_service.h"
 
 namespace tessera::node::sharing {
+
+// The Node label naming the NVIDIA config file (NVIDIA's config-manager's).
+inline constexpr const char* kDevicePluginConfigLabel = "nvidia.com/device-plugin.config";
+
+// The NVIDIA file in force: `config.nvidia_config_file` itself, or with a
+// directory the file the label (nullopt: none) or the default names; "" = none.
+// Errors name the label or key and the directory.
+Result<std::string> NvidiaConfigPath(const NodeConfig& config, const std::optional<std::string>& label);
 
 class SharingManager {
  public:
@@ -95,6 +111,9 @@ class SharingManager {
   void Apply(ModeAssignment modes);
   void EnsurePlugin(const std::string& resource);
   void RecordEvent(const std::string& type, const std::string& reason, const std::string& message);
+  // The Node's nvidia.com/device-plugin.config label, as last seen.
+  std::optional<std::string> ConfigLabel();
+  Result<NvidiaConfig> ReadNvidia(const std::optional<std::string>& label);
 
   const NodeConfig& config_;
   kube::Client* const client_;
@@ -107,7 +126,11 @@ class SharingManager {
   mutable std::mutex mu_;
   ModeAssignment modes_;  // guarded by mu_
 
-  // Thread only:
+  std::unique_ptr<kube::Informer> node_;  // this Node, for its label (directory mode with Kubernetes)
+
+  // Thread only (and Prepare):
+  std::optional<std::string> label_;
+  std::string path_;  // the file read last
   std::optional<FileIdentity> file_identity_;
   std::optional<ModeAssignment> wanted_;  // the file's modes not applied yet (a GPU in use)
   std::string last_report_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -150,6 +151,31 @@ TEST_F(SharingManagerTest, RejectedFileChangesNothing) {
   manager_->Tick();
   EXPECT_EQ(Replicas(gpus_[0].uuid), 4);
   EXPECT_EQ(changes_, 0);
+}
+
+// nvidia_config_file as a directory: the label picks the file, as NVIDIA's config-manager does.
+TEST(NvidiaConfigPathTest, DirectoryLabelDefaultAndOnlyFile) {
+  ::tessera::testing::TempDir tmp{"tn-share-dir"};
+  NodeConfig config;
+  config.nvidia_config_file = tmp.Path("configs");
+  std::filesystem::create_directories(config.nvidia_config_file);
+  std::ofstream(config.nvidia_config_file + "/a100-shared") << TimeSlicing(4);
+  EXPECT_EQ(*NvidiaConfigPath(config, std::nullopt),
+            config.nvidia_config_file + "/a100-shared");  // the only file
+  std::ofstream(config.nvidia_config_file + "/t4-mps") << TimeSlicing(2);
+  EXPECT_EQ(*NvidiaConfigPath(config, std::nullopt), "") << "several files, no label, no default: none";
+  EXPECT_EQ(*NvidiaConfigPath(config, std::string("t4-mps")), config.nvidia_config_file + "/t4-mps");
+  config.nvidia_config_default = "a100-shared";
+  EXPECT_EQ(*NvidiaConfigPath(config, std::nullopt), config.nvidia_config_file + "/a100-shared");
+  for (const std::string bad : {"missing", "../etc", ".hidden", ""}) {
+    auto path = NvidiaConfigPath(config, bad);
+    ASSERT_FALSE(path.ok()) << bad;
+    EXPECT_NE(path.error().message.find("nvidia.com/device-plugin.config"), std::string::npos)
+        << path.error().message;
+  }
+  NodeConfig file;
+  file.nvidia_config_file = config.nvidia_config_file + "/t4-mps";
+  EXPECT_EQ(*NvidiaConfigPath(file, std::string("ignored")), file.nvidia_config_file);
 }
 
 }  // namespace
