@@ -218,17 +218,23 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
   if (!options.label_selector.empty()) AddQuery(&req.path, "labelSelector", options.label_selector);
   if (!options.field_selector.empty()) AddQuery(&req.path, "fieldSelector", options.field_selector);
   if (!options.resource_version.empty()) AddQuery(&req.path, "resourceVersion", options.resource_version);
+  if (options.limit > 0) AddQuery(&req.path, "limit", std::to_string(options.limit));
+  if (!options.continue_token.empty()) AddQuery(&req.path, "continue", options.continue_token);
   const std::string what = "GET " + req.path;
-  TESSERA_ASSIGN_OR_RETURN(const Json j, Call(std::move(req)));
+  TESSERA_ASSIGN_OR_RETURN(Json j, Call(std::move(req)));
   ObjectList list;
   if (!j.contains("items") || !(j["items"].is_array() || j["items"].is_null())) {
     return ApiError{200, "InvalidResponse", what + ": the list answer has no \"items\" array"};
   }
   list.resource_version = ResourceVersionOf(j);
+  if (auto meta = j.find("metadata"); meta != j.end() && meta->is_object()) {
+    if (auto c = meta->find("continue"); c != meta->end() && c->is_string()) list.continue_token = *c;
+  }
   if (j["items"].is_array()) {
-    for (const Json& item : j["items"]) {
+    list.items.reserve(j["items"].size());
+    for (Json& item : j["items"]) {
       if (!item.is_object()) return ApiError{200, "InvalidResponse", what + ": a list item is not an object"};
-      Json copy = item;
+      Json copy = std::move(item);
       // List items come without kind/apiVersion on the wire; restore them.
       if (!copy.contains("kind")) copy["kind"] = type.kind;
       if (!copy.contains("apiVersion")) copy["apiVersion"] = type.api_version;
@@ -319,7 +325,12 @@ ApiStatus Client::Watch(const ResourceType& type, const std::string& ns, const W
   if (!options.label_selector.empty()) AddQuery(&req.path, "labelSelector", options.label_selector);
   if (!options.field_selector.empty()) AddQuery(&req.path, "fieldSelector", options.field_selector);
   if (!options.resource_version.empty()) AddQuery(&req.path, "resourceVersion", options.resource_version);
-  if (options.allow_bookmarks) AddQuery(&req.path, "allowWatchBookmarks", "true");
+  if (options.allow_bookmarks || options.send_initial_events)
+    AddQuery(&req.path, "allowWatchBookmarks", "true");
+  if (options.send_initial_events) {
+    AddQuery(&req.path, "sendInitialEvents", "true");
+    AddQuery(&req.path, "resourceVersionMatch", "NotOlderThan");
+  }
   if (options.timeout_seconds > 0)
     AddQuery(&req.path, "timeoutSeconds", std::to_string(options.timeout_seconds));
   // The server ends the watch after timeoutSeconds; allow it a margin before

@@ -52,10 +52,16 @@ struct ListOptions {
   std::string label_selector;
   std::string field_selector;
   std::string resource_version;  // "" = most recent (a quorum read)
+  // Pagination: at most `limit` items per answer (0 = all at once); a next
+  // page passes the previous answer's continue_token. An expired token is a
+  // 410 (IsGone()): list again from the start.
+  int64_t limit = 0;
+  std::string continue_token{};
 };
 
 struct ObjectList {
   std::string resource_version;  // the list's metadata.resourceVersion
+  std::string continue_token{};  // metadata.continue: "" on the last page
   std::vector<Json> items;
 };
 
@@ -65,7 +71,16 @@ struct WatchOptions {
   std::string resource_version;  // start after this version
   bool allow_bookmarks = true;
   int timeout_seconds = 300;  // server-side end of the watch; 0 = server default
+  // A streaming list (KEP-3157): the server first sends every current object
+  // as ADDED, then a BOOKMARK annotated k8s.io/initial-events-end: "true",
+  // then the changes. Sent with resourceVersionMatch=NotOlderThan (and
+  // allowWatchBookmarks=true, which it requires); a server that does not
+  // offer it refuses the request (4xx).
+  bool send_initial_events = false;
 };
+
+// The annotation on the BOOKMARK that ends a streaming list's initial events.
+inline constexpr std::string_view kInitialEventsEndAnnotation = "k8s.io/initial-events-end";
 
 struct WatchEvent {
   enum class Type { kAdded, kModified, kDeleted, kBookmark };

@@ -50,6 +50,7 @@ struct CurlTransport::Call {
   HttpResponse response;
   std::string pending;  // partial line of a stream
   bool stopped_by_callback = false;
+  bool line_too_long = false;  // a stream line grew past kMaxStreamLineBytes
   bool cancelled = false;
 
   bool Streaming() {
@@ -84,6 +85,10 @@ struct CurlTransport::Call {
       }
     }
     call->pending.erase(0, start);
+    if (call->pending.size() > kMaxStreamLineBytes) {
+      call->line_too_long = true;
+      return 0;
+    }
     return n;
   }
 
@@ -242,6 +247,11 @@ ApiResult<HttpResponse> CurlTransport::Perform(const HttpRequest& request,
   ReleaseHandle(curl);
 
   if (call.cancelled) return ApiError{0, "Cancelled", what + ": cancelled"};
+  if (call.line_too_long) {
+    return ApiError{static_cast<int>(code), "InvalidResponse",
+                    what + ": a line of the stream is longer than " + std::to_string(kMaxStreamLineBytes) +
+                        " bytes (no watch event is that large); the stream was dropped"};
+  }
   if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && call.stopped_by_callback)) {
     std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
     std::string reason = rc == CURLE_OPERATION_TIMEDOUT ? "Timeout" : "TransportError";

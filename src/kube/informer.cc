@@ -40,15 +40,20 @@ std::vector<Json> Informer::List() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Json> out;
   out.reserve(store_.size());
-  for (const auto& [key, obj] : store_) out.push_back(obj);
+  for (const auto& [key, entry] : store_) out.push_back(Unpack(entry));
   return out;
+}
+
+void Informer::ForEach(const std::function<void(const Json& object)>& visit) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, entry] : store_) visit(Unpack(entry));
 }
 
 std::optional<Json> Informer::Get(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = store_.find(key);
   if (it == store_.end()) return std::nullopt;
-  return it->second;
+  return Unpack(it->second);
 }
 
 size_t Informer::Size() const {
@@ -110,6 +115,34 @@ void Informer::SleepBackoff() {
 void Informer::Run() {
   bool need_list = true;
   while (!stop_) {
+    const auto started = std::chrono::steady_clock::now();
+    events_in_watch_ = 0;
+    std::optional<ApiStatus> watched;  // how the last watch ended, when one ran
+    if (need_list && options_.streaming_list && !streaming_refused_) {
+      bool listed = false;
+      ApiStatus st = StreamingListAndWatch(&listed);
+      if (stop_) break;
+      if (listed) {
+        need_list = false;
+        backoff_ = std::chrono::milliseconds(0);
+        watched = std::move(st);
+      } else if (!st.ok() && st.error().http_status >= 400 && st.error().http_status < 500 &&
+                 !st.error().IsGone() && st.error().http_status != 429) {
+        // The server does not offer streaming lists (an older Kubernetes, or
+        // the WatchList feature off): paginated lists from now on.
+        streaming_refused_ = true;
+        log::Info("the API server refuses streaming lists; reading paginated lists instead",
+                  {{"resource", Described()}, {"error", st.error().message}});
+      } else if (!st.ok()) {
+        RecordFailure("streaming list", st.error());
+      } else {
+        streaming_refused_ = true;
+        log::Info(
+            "the API server ended a streaming list without its initial-events-end bookmark; reading "
+            "paginated lists instead",
+            {{"resource", Described()}});
+      }
+    }
     if (need_list) {
       if (!ListAndReplace()) {
         SleepBackoff();
@@ -118,10 +151,12 @@ void Informer::Run() {
       need_list = false;
       backoff_ = std::chrono::milliseconds(0);
     }
-    const auto started = std::chrono::steady_clock::now();
-    events_in_watch_ = 0;
-    ApiStatus st = WatchOnce();
+    if (!watched) {
+      events_in_watch_ = 0;
+      watched = WatchOnce();
+    }
     if (stop_) break;
+    const ApiStatus& st = *watched;
     if (st.ok()) {
       consecutive_gone_ = 0;
       // The server ended the watch (timeoutSeconds): resume from the last
@@ -145,6 +180,10 @@ void Informer::Run() {
       continue;
     }
     consecutive_gone_ = 0;
+    // A stream that sent something unreadable (garbage, a line too long to
+    // be an object) would send it again from the same version: read the
+    // state anew instead, after the backoff.
+    if (st.error().reason == "InvalidResponse") need_list = true;
     SleepBackoff();
   }
 }
@@ -153,59 +192,185 @@ bool Informer::ListAndReplace() {
   ListOptions lo;
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
-  auto list = client_->List(options_.type, options_.ns, lo, &stop_);
-  if (!list.ok()) {
-    RecordFailure("list", list.error());
-    return false;
-  }
-  std::map<std::string, Json> fresh;
-  for (Json& item : list->items) {
-    std::string key = KeyOf(item);
-    if (NameOf(item).empty()) {
-      RecordFailure(
-          "list", ApiError{200, "InvalidResponse", "list " + options_.type.plural + ": an item has no name"});
+  lo.limit = options_.page_size;
+  std::map<std::string, Entry> fresh;
+  std::string resource_version;
+  bool restarted = false;
+  for (;;) {
+    auto page = client_->List(options_.type, options_.ns, lo, &stop_);
+    if (!page.ok()) {
+      if (page.error().IsGone() && !lo.continue_token.empty() && !restarted) {
+        // The continue token expired between pages: the list starts over.
+        log::Debug("list: continue token expired; listing again from the start",
+                   {{"resource", Described()}, {"objects_so_far", fresh.size()}});
+        restarted = true;
+        KeepTold(fresh);
+        fresh.clear();
+        resource_version.clear();
+        lo.continue_token.clear();
+        continue;
+      }
+      RecordFailure("list", page.error());
+      KeepTold(fresh);
       return false;
     }
-    fresh.emplace(std::move(key), std::move(item));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.pages;
+    }
+    // The list is at the first page's version: later pages continue it.
+    if (resource_version.empty()) resource_version = page->resource_version;
+    for (Json& item : page->items) {
+      if (NameOf(item).empty()) {
+        RecordFailure("list", ApiError{200, "InvalidResponse",
+                                       "list " + options_.type.plural + ": an item has no name"});
+        KeepTold(fresh);
+        return false;
+      }
+      Collect(std::move(item), fresh);
+    }
+    if (page->continue_token.empty()) break;
+    lo.continue_token = std::move(page->continue_token);
   }
-  std::vector<Json> added;
-  std::vector<std::pair<Json, Json>> updated;
-  std::vector<Json> deleted;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [key, obj] : fresh) {
-      auto it = store_.find(key);
-      if (it == store_.end()) {
-        added.push_back(obj);
-      } else if (ResourceVersionOf(it->second) != ResourceVersionOf(obj)) {
-        updated.emplace_back(it->second, obj);
+  Replace(std::move(fresh), resource_version);
+  RecordSuccess();
+  return true;
+}
+
+Informer::Entry Informer::Pack(const Json& object) {
+  Entry e;
+  e.resource_version = ResourceVersionOf(object);
+  e.packed = Json::to_msgpack(object);
+  e.packed.shrink_to_fit();
+  return e;
+}
+
+Json Informer::Unpack(const Entry& entry) {
+  return Json::from_msgpack(entry.packed, /*strict=*/true, /*allow_exceptions=*/false);
+}
+
+void Informer::Collect(Json&& object, std::map<std::string, Entry>& fresh) {
+  if (options_.transform) options_.transform(object);
+  std::string key = KeyOf(object);
+  Entry entry = Pack(object);
+  // The first list: nothing to diff against, so each object is told as it
+  // arrives and its tree freed. (store_ is only written by this thread.)
+  if (!synced_.load() && store_.empty()) {
+    auto it = fresh.find(key);
+    if (it == fresh.end()) {
+      for (const auto& h : handlers_) {
+        if (h.on_add) h.on_add(object);
+      }
+    } else {
+      const Json old = Unpack(it->second);
+      for (const auto& h : handlers_) {
+        if (h.on_update) h.on_update(old, object);
       }
     }
-    for (const auto& [key, obj] : store_) {
-      if (!fresh.count(key)) deleted.push_back(obj);
-    }
+  }
+  fresh.insert_or_assign(std::move(key), std::move(entry));
+}
+
+void Informer::KeepTold(std::map<std::string, Entry>& fresh) {
+  if (synced_.load() || !store_.empty() || fresh.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  store_ = std::move(fresh);
+  fresh.clear();
+}
+
+void Informer::Replace(std::map<std::string, Entry>&& fresh, const std::string& resource_version) {
+  const bool told = !synced_.load() && store_.empty();  // Collect told the handlers already
+  std::map<std::string, Entry> previous;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    previous.swap(store_);
     store_ = std::move(fresh);
-    resource_version_ = list->resource_version;
+    resource_version_ = resource_version;
     if (stats_.lists > 0) ++stats_.relists;
     ++stats_.lists;
   }
-  RecordSuccess();
-  for (const auto& h : handlers_) {
-    if (h.on_delete) {
-      for (const Json& o : deleted) h.on_delete(o);
+  if (!told) {
+    // A relist: the difference, one object unpacked at a time.
+    for (const auto& [key, entry] : previous) {
+      if (store_.count(key)) continue;
+      const Json gone = Unpack(entry);
+      for (const auto& h : handlers_) {
+        if (h.on_delete) h.on_delete(gone);
+      }
     }
-    if (h.on_add) {
-      for (const Json& o : added) h.on_add(o);
-    }
-    if (h.on_update) {
-      for (const auto& [o, n] : updated) h.on_update(o, n);
+    for (const auto& [key, entry] : store_) {
+      auto it = previous.find(key);
+      if (it != previous.end() && it->second.resource_version == entry.resource_version) continue;
+      const Json now = Unpack(entry);
+      if (it == previous.end()) {
+        for (const auto& h : handlers_) {
+          if (h.on_add) h.on_add(now);
+        }
+      } else {
+        const Json old = Unpack(it->second);
+        for (const auto& h : handlers_) {
+          if (h.on_update) h.on_update(old, now);
+        }
+      }
     }
   }
   if (!synced_.exchange(true)) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
-  return true;
+}
+
+ApiStatus Informer::StreamingListAndWatch(bool* listed) {
+  WatchOptions wo;
+  wo.label_selector = options_.label_selector;
+  wo.field_selector = options_.field_selector;
+  wo.allow_bookmarks = true;
+  wo.send_initial_events = true;
+  wo.timeout_seconds = options_.watch_timeout_seconds;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.watches;
+  }
+  std::map<std::string, Entry> fresh;  // the initial events so far
+  ApiStatus st = client_->Watch(
+      options_.type, options_.ns, wo,
+      [this, listed, &fresh](WatchEvent&& ev) {
+        if (*listed) {
+          Apply(std::move(ev));
+          ++events_in_watch_;
+          backoff_ = std::chrono::milliseconds(0);
+          RecordSuccess();
+          return !stop_.load();
+        }
+        if (ev.type == WatchEvent::Type::kBookmark) {
+          if (AnnotationOf(ev.object, kInitialEventsEndAnnotation) == "true") {
+            {
+              std::lock_guard<std::mutex> lock(mu_);
+              ++stats_.streaming_lists;
+            }
+            Replace(std::move(fresh), ResourceVersionOf(ev.object));
+            fresh.clear();
+            *listed = true;
+            RecordSuccess();
+          }
+          return !stop_.load();
+        }
+        if (ev.type == WatchEvent::Type::kDeleted) {
+          // Not sent before the bookmark by a real server; taken as a correction.
+          if (options_.transform) options_.transform(ev.object);
+          if (fresh.erase(KeyOf(ev.object)) > 0 && !synced_.load() && store_.empty()) {
+            for (const auto& h : handlers_) {
+              if (h.on_delete) h.on_delete(ev.object);
+            }
+          }
+        } else {
+          Collect(std::move(ev.object), fresh);
+        }
+        return !stop_.load();
+      },
+      &stop_);
+  if (!*listed) KeepTold(fresh);
+  return st;
 }
 
 ApiStatus Informer::WatchOnce() {
@@ -238,16 +403,20 @@ void Informer::Apply(WatchEvent&& event) {
     if (!rv.empty()) resource_version_ = rv;
     return;
   }
+  if (options_.transform) options_.transform(event.object);
   const std::string key = KeyOf(event.object);
   std::optional<Json> old;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    // store_ is written by this thread only: read without the lock.
     auto it = store_.find(key);
-    if (it != store_.end()) old = it->second;
+    if (it != store_.end() && event.type != WatchEvent::Type::kDeleted) old = Unpack(it->second);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     if (event.type == WatchEvent::Type::kDeleted) {
-      if (it != store_.end()) store_.erase(it);
+      store_.erase(key);
     } else {
-      store_[key] = event.object;
+      store_.insert_or_assign(key, Pack(event.object));
     }
     if (!rv.empty()) resource_version_ = rv;
   }

@@ -1,6 +1,20 @@
 // Informer: a list+watch cache of one kind of object, with event handlers.
 //
 // Behaviour (the same contract as client-go's reflector):
+//  - Starts with a streaming list where the server offers it (a watch with
+//    sendInitialEvents=true, KEP-3157: objects arrive one event at a time and
+//    the BOOKMARK annotated k8s.io/initial-events-end completes the list),
+//    else with a list read `page_size` objects per request (limit/continue),
+//    so neither the whole list's bytes nor its JSON tree are ever held. A
+//    server that refuses streaming lists (4xx) is not asked again; any other
+//    failure of one falls back to a paginated list for that attempt.
+//  - `transform`, when set, projects each object as it arrives (list item or
+//    watch event) before it is stored or handed to a handler: the store keeps
+//    only what the informer's readers use (client-go's TransformFunc).
+//  - The store keeps each object packed (MessagePack, a fifth of a JSON
+//    tree's size); List/Get/ForEach unpack what they return. On the first
+//    list the handlers' on_add runs as each object arrives, so no tree of the
+//    whole list is ever held; a relist (after 410) diffs against the store.
 //  - Lists, then watches from the list's resourceVersion with
 //    allowWatchBookmarks=true; every event and BOOKMARK advances the tracked
 //    resourceVersion, so a reconnect resumes exactly where the stream ended.
@@ -10,7 +24,9 @@
 //    resourceVersion changed) and deletes (objects no longer listed).
 //  - Any other failure (connection refused, 5xx, garbage on the stream) is
 //    retried with exponential backoff and jitter; a failed list keeps the old
-//    cache; a garbage line on a watch stream is never applied.
+//    cache; a garbage line on a watch stream (or one longer than
+//    kMaxStreamLineBytes) is never applied, and the state is listed again
+//    rather than watched again from the same version.
 //  - Logs (base/log.h) the first failure of an outage at warn, the retries at
 //    debug, and the recovery (a list that succeeds, or a watch that delivers)
 //    at info with the number of failed attempts; relists after 410 Gone are
@@ -51,15 +67,24 @@ struct InformerOptions {
   std::chrono::milliseconds max_backoff{30000};
   double jitter = 0.5;  // each backoff is multiplied by a random factor in [1, 1 + jitter]
   int watch_timeout_seconds = 300;
+  // Objects per list request (limit); 0 = the whole list in one answer.
+  int64_t page_size = 500;
+  // Try a streaming list (sendInitialEvents) before paginated lists.
+  bool streaming_list = true;
+  // Projects an object in place as it arrives (see above). It must keep the
+  // name, namespace and resourceVersion; it runs on the informer's thread.
+  std::function<void(Json& object)> transform{};
 };
 
 // Counters for observability and tests.
 struct InformerStats {
-  uint64_t lists = 0;      // successful lists (the first one included)
-  uint64_t relists = 0;    // lists after the first, because of 410 Gone
-  uint64_t watches = 0;    // watch requests started
-  uint64_t failures = 0;   // failed list/watch attempts
-  std::string last_error;  // message of the latest failure
+  uint64_t lists = 0;            // successful lists (the first one included)
+  uint64_t relists = 0;          // lists after the first, because of 410 Gone
+  uint64_t watches = 0;          // watch requests started
+  uint64_t failures = 0;         // failed list/watch attempts
+  uint64_t streaming_lists = 0;  // initial states received as a streaming list
+  uint64_t pages = 0;            // list answers read (one per page)
+  std::string last_error;        // message of the latest failure
 };
 
 class Informer {
@@ -78,8 +103,11 @@ class Informer {
   // Waits (real time) until the first list has been applied.
   bool WaitForSync(std::chrono::milliseconds timeout) const;
 
-  // Thread-safe reads of the cache.
+  // Thread-safe reads of the cache. List() copies every object; ForEach
+  // visits them in place under the informer's lock (`visit` must be quick and
+  // must not call back into the informer).
   std::vector<Json> List() const;
+  void ForEach(const std::function<void(const Json& object)>& visit) const;
   std::optional<Json> Get(const std::string& key) const;  // "ns/name" or "name"
   size_t Size() const;
   std::string LastResourceVersion() const;
@@ -88,6 +116,26 @@ class Informer {
  private:
   void Run();
   bool ListAndReplace();  // false on failure
+  // A streaming list, then the watch that follows it, until it ends. Sets
+  // *listed once the initial state has replaced the store.
+  ApiStatus StreamingListAndWatch(bool* listed);
+  // An object as the store keeps it.
+  struct Entry {
+    std::string resource_version;
+    std::vector<uint8_t> packed;  // MessagePack of the (transformed) object
+  };
+  static Entry Pack(const Json& object);
+  static Json Unpack(const Entry& entry);
+  // One object of the initial state (a list item or a streaming list's
+  // event) into `fresh`; on the first list, on_add at once.
+  void Collect(Json&& object, std::map<std::string, Entry>& fresh);
+  // A first list failed after Collect told the handlers about `fresh`: keep
+  // those in the store (not synced yet), so that the next attempt tells the
+  // difference from them, deletions included.
+  void KeepTold(std::map<std::string, Entry>& fresh);
+  // Makes `fresh` the store and tells the handlers the difference (on the
+  // first list only the adds Collect has not told).
+  void Replace(std::map<std::string, Entry>&& fresh, const std::string& resource_version);
   ApiStatus WatchOnce();
   void Apply(WatchEvent&& event);
   void SleepBackoff();
@@ -104,14 +152,17 @@ class Informer {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  std::map<std::string, Json> store_;  // guarded by mu_
-  std::string resource_version_;       // guarded by mu_
-  InformerStats stats_;                // guarded by mu_
+  // Written by the informer's thread only (under mu_), so that thread reads
+  // it without the lock.
+  std::map<std::string, Entry> store_;  // guarded by mu_
+  std::string resource_version_;        // guarded by mu_
+  InformerStats stats_;                 // guarded by mu_
   std::atomic<bool> synced_{false};
   std::atomic<bool> stop_{false};
   std::chrono::milliseconds backoff_{0};  // informer thread only
   uint64_t events_in_watch_ = 0;          // informer thread only
   int consecutive_gone_ = 0;              // informer thread only
+  bool streaming_refused_ = false;        // informer thread only: the server has no streaming lists
   uint64_t outage_failures_ = 0;          // informer thread only: failed attempts since the last success
   std::mt19937 rng_{std::random_device{}()};
   std::thread thread_;

@@ -42,6 +42,12 @@ struct HttpResponse {
   std::map<std::string, std::string> headers;  // lower-cased names
 };
 
+// The longest line a stream may send: the API server keeps no object over
+// 1.5 MiB (etcd's request limit), so a longer watch event is garbage. A
+// transport drops a stream whose line grows past it, with an error, rather
+// than buffer it without bound.
+inline constexpr size_t kMaxStreamLineBytes = 16u << 20;
+
 class Transport {
  public:
   virtual ~Transport() = default;
