@@ -83,7 +83,15 @@ MpsDaemons::MpsDaemons(MpsDaemonsOptions options, std::unique_ptr<ControlProgram
                        MpsEventSink on_event)
     : options_(std::move(options)), program_(std::move(program)), on_event_(std::move(on_event)) {}
 
-MpsDaemons::~MpsDaemons() = default;
+MpsDaemons::~MpsDaemons() {
+  if (checker_) checker_->Stop();
+}
+
+void MpsDaemons::StartChecking(std::chrono::milliseconds interval) {
+  if (checker_) return;
+  checker_ = std::make_unique<PeriodicThread>(interval, [this] { Check(); });
+  checker_->Start();
+}
 
 std::map<std::string, std::string> MpsDaemons::EnvOf(const MpsGpu& gpu) const {
   return {{"CUDA_MPS_PIPE_DIRECTORY", PipeDirectoryOf(options_.root, gpu.uuid)},
@@ -245,6 +253,10 @@ void MpsDaemons::Check() {
 }
 
 void MpsDaemons::StopAll() {
+  if (checker_) {
+    checker_->Stop();
+    checker_.reset();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [uuid, daemon] : daemons_) QuitLocked(daemon);
   daemons_.clear();

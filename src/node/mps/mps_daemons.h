@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "base/periodic_thread.h"
 #include "base/result.h"
 
 namespace tessera::node::mps {
@@ -102,7 +103,7 @@ class MpsDaemons {
  public:
   MpsDaemons(MpsDaemonsOptions options, std::unique_ptr<ControlProgram> program,
              MpsEventSink on_event = nullptr);
-  ~MpsDaemons();  // does not stop the daemons: StopAll() does
+  ~MpsDaemons();  // stops the checking thread; does not stop the daemons: StopAll() does
   MpsDaemons(const MpsDaemons&) = delete;
   MpsDaemons& operator=(const MpsDaemons&) = delete;
 
@@ -116,8 +117,12 @@ class MpsDaemons {
 
   // Restarts each daemon that is not alive (and one that never started).
   void Check();
+  // Runs Check() every `interval` on a thread of its own (tessera-node: its
+  // monitor interval) until StopAll.
+  void StartChecking(std::chrono::milliseconds interval);
 
-  // Quits every daemon (waiting up to quit_wait for each) and forgets them.
+  // Stops the checking thread, quits every daemon (waiting up to quit_wait
+  // for each) and forgets them.
   void StopAll();
 
   // The host pipe directory of `uuid`'s daemon; "" when the GPU is not in mps mode.
@@ -156,7 +161,8 @@ class MpsDaemons {
   const std::unique_ptr<ControlProgram> program_;
   const MpsEventSink on_event_;
   mutable std::mutex mu_;
-  std::map<std::string, Daemon> daemons_;  // by GPU uuid; guarded by mu_
+  std::map<std::string, Daemon> daemons_;    // by GPU uuid; guarded by mu_
+  std::unique_ptr<PeriodicThread> checker_;  // StartChecking/StopAll, from the controlling thread
 };
 
 }  // namespace tessera::node::mps

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 namespace tessera::node::mps {
 namespace {
@@ -103,6 +104,21 @@ TEST_F(MpsDaemonsTest, RestartsADeadDaemonAndReportsIt) {
   EXPECT_EQ(events_.back(), "Warning MpsDaemonRestarted");
   EXPECT_NE(daemons_->Metrics().find("tessera_mps_daemon_restarts_total{gpu=\"0\",uuid=\"GPU-a\"} 1"),
             std::string::npos);
+}
+
+TEST_F(MpsDaemonsTest, TheCheckingThreadRestartsADeadDaemon) {
+  ASSERT_TRUE(daemons_->Apply({Gpu("GPU-a", 30, 0)}).ok());
+  const int first = fake_->LiveDaemonPid(Pipe("GPU-a"));
+  fake_->Kill(Pipe("GPU-a"));  // before the thread runs: the fake is not thread-safe
+  daemons_->StartChecking(std::chrono::milliseconds(5));
+  for (int i = 0; i < 5000 && daemons_->Daemons()[0].restarts == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  daemons_->StopAll();  // joins the thread before the fake and the events are read
+  EXPECT_NE(std::find(events_.begin(), events_.end(), "Warning MpsDaemonRestarted"), events_.end());
+  EXPECT_EQ(fake_->LiveDaemonPid(Pipe("GPU-a")), 0);  // and quit it
+  EXPECT_NE(std::find(fake_->log.begin(), fake_->log.end(), Pipe("GPU-a") + ": quit"), fake_->log.end());
+  EXPECT_NE(first, 0);
 }
 
 TEST_F(MpsDaemonsTest, AFailedStartIsReportedAndRetriedByCheck) {
