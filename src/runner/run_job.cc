@@ -19,6 +19,7 @@
 #include "core/policy.h"
 #include "core/policy_placer.h"
 #include "host/paths.h"
+#include "runner/job_watch.h"
 #include "runner/mps_job.h"
 
 namespace tessera::runner {
@@ -372,7 +373,9 @@ int RunAndExit(const RunOptions& options) {
     return kExitDoesNotFit;
   }
   const ReservedSlice* slice = &*reservation->slice;
+  std::unique_ptr<RunningJobWatch> watch;  // the enforcement of last resort (job_watch.h)
   auto release = [&] {
+    if (watch) watch->watch->Stop();
     (void)ledger.Remove(slice->entry.job_id);
     std::error_code ec;
     fs::remove_all(fs::path(slice->entry.region_path).parent_path(), ec);
@@ -403,6 +406,7 @@ int RunAndExit(const RunOptions& options) {
     }
     std::cerr << "\n";
   }
+  if (!options.mps) watch = StartJobWatch(*slice, *local);
   return SuperviseAndExit(*spec, release);
 }
 

@@ -12,7 +12,8 @@
 //    TESSERA_CATCH_RUNS runs (3 by default).
 //  - `tessera run` (no node agent) writes the job's limits file beside its
 //    region: a job that rewrites both its region and its environment stays
-//    within its --gpumem.
+//    within its --gpumem; its supervisor puts the file back when the job
+//    changes it, and kills a job process that bypasses libvgpu.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -235,6 +236,45 @@ TEST(HostileTenantRunTest, AJobThatRewritesItsRegionAndEnvironmentStaysWithinIts
   EXPECT_NE(out.find("meminfo 0 0 " + std::to_string(1000 * kMiB)), std::string::npos) << out;
   EXPECT_NE(err.find("TESSERA_ALLOCATION disagrees with limits file"), std::string::npos) << err;
   EXPECT_NE(err.find("was changed from outside libvgpu"), std::string::npos) << err;
+}
+
+// Without a node agent, `tessera run`'s supervisor is the enforcement of last
+// resort (src/runner/job_watch.h).
+class HostileJobTest : public ::testing::Test {
+ protected:
+  int Run(const std::string& script) {
+    pid_t pid = ::tessera::testing::SpawnOnSimGpu(
+        sim_, {.argv = {TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", tmp_.Path("ledger"),
+                        "--gpumem", "1000", "--", "/bin/sh", "-c", script},
+               .stdout_path = tmp_.Path("job.out"),
+               .stderr_path = tmp_.Path("job.err")});
+    EXPECT_GT(pid, 0);
+    return ::tessera::testing::WaitStatus(pid);
+  }
+  ::tessera::testing::TempDir tmp_{"tessera-hostile-job"};
+  const ::tessera::testing::SimGpu sim_{.gpus = "1xA100-40GB", .state_dir = tmp_.Path("sim")};
+};
+
+TEST_F(HostileJobTest, AJobProcessWithoutLibvgpuOverItsSliceIsKilledByTesseraRun) {
+  const int status =
+      Run("exec env -u LD_PRELOAD " + std::string(TESSERA_VGPU_PROBE) + " init ctx:0 alloc:3000 clock hold");
+  const std::string out = tmp_.Read("job.out"), err = tmp_.Read("job.err");
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status << "\n" << out << err;
+  EXPECT_NE(out.find("alloc 0"), std::string::npos) << out;  // the driver gave it
+  EXPECT_NE(err.find("over its slice of 1000 MiB: killed process"), std::string::npos) << err;
+  EXPECT_NE(err.find("0 MiB of it seen by libvgpu"), std::string::npos) << err;
+}
+
+TEST_F(HostileJobTest, ALimitsFileTheJobRewritesIsPutBack) {
+  const int status =
+      Run("chmod 644 \"$TESSERA_LIMITS\" && echo '{}' > \"$TESSERA_LIMITS\" && sleep 2.5 && cat "
+          "\"$TESSERA_LIMITS\" && "
+          "ls -l \"$TESSERA_LIMITS\"");
+  const std::string out = tmp_.Read("job.out"), err = tmp_.Read("job.err");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << "\n" << out << err;
+  EXPECT_NE(out.find("\"memoryMiB\":1000"), std::string::npos) << out;
+  EXPECT_NE(out.find("-r--r--r--"), std::string::npos) << out;
+  EXPECT_NE(err.find("was changed; restored"), std::string::npos) << err;
 }
 
 }  // namespace
