@@ -348,6 +348,29 @@ uint32_t SharedRegion::verify_locked(int device) {
     }
   }
   const int own = slot_.load(std::memory_order_relaxed);
+  if (own >= 0 && !private_) {
+    // Freed from outside (its liveness lock given up, then reclaimed, or its
+    // state cleared): taken back, lock included, unless another process
+    // claimed it meanwhile.
+    ProcessSlot& slot = region_->processes[own];
+    if (slot.state.load(std::memory_order_relaxed) != kSlotActive) {
+      struct flock fl {};
+      fl.l_type = F_WRLCK;
+      fl.l_whence = SEEK_SET;
+      fl.l_start = static_cast<off_t>(region_slot_lock_offset(static_cast<uint32_t>(own)));
+      fl.l_len = 1;
+      if (ensure_lock_fd()) fcntl(lock_fd_, F_OFD_SETLK, &fl);
+      slot.pid = static_cast<uint32_t>(getpid());
+      slot.host_pid.store(host_pid_of_self(), std::memory_order_relaxed);
+      slot.state.store(kSlotActive, std::memory_order_release);
+      repaired |= kRepairedOwnSlot;
+      log_event(LogLevel::kError,
+                "region %s: this process's slot %d was freed from outside libvgpu; taken back", path_, own);
+    } else if (slot.pid != static_cast<uint32_t>(getpid())) {
+      log_event(LogLevel::kError, "region %s: this process's slot %d is held by process %u", path_, own,
+                slot.pid);
+    }
+  }
   if (own >= 0) {
     std::atomic<uint64_t>& mine = region_->processes[own].memory_used[device];
     const uint64_t have = mine.load(std::memory_order_relaxed);

@@ -141,6 +141,24 @@ TEST_F(RegionTest, ChangesFromOutsideAreRepairedBeforeTheNextReservation) {
   EXPECT_EQ(e.memory_used.load(), 40 * kMiB);
 }
 
+// A slot freed from outside (state cleared, usage zeroed): its owner takes it
+// back with its records at its next check.
+TEST_F(RegionTest, AnOwnSlotFreedFromOutsideIsTakenBack) {
+  SharedRegion r;
+  open(r);
+  int d = r.find_or_add_device(kUuid, 100 * kMiB);
+  ASSERT_TRUE(r.reserve(d, 70 * kMiB).ok);
+  ProcessSlot& mine = r.raw()->processes[r.slot_index()];
+  mine.state.store(kSlotFree);
+  mine.memory_used[d].store(0);
+  r.raw()->devices[d].memory_used.store(0);
+  EXPECT_EQ(r.verify(d), kRepairedOwnSlot | kRepairedSum);
+  EXPECT_EQ(mine.state.load(), kSlotActive);
+  EXPECT_EQ(mine.pid, static_cast<uint32_t>(getpid()));
+  EXPECT_EQ(r.memory_used(d), 70 * kMiB);
+  EXPECT_FALSE(r.reserve(d, 31 * kMiB).ok);
+}
+
 // Another process's record lowered from outside: the sum, the larger figure,
 // stands, and the doubt is reported.
 TEST_F(RegionTest, LoweredRecordsOfOtherProcessesLeaveTheSumStanding) {
