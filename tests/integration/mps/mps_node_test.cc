@@ -22,6 +22,11 @@
 #include "base/testing.h"
 #include "node/mps/mps_container.h"
 #include "node/mps/mps_daemons.h"
+#include "node/mps/mps_node.h"
+#include "node/sharing/gpu_modes.h"
+#include "node/sharing/nvidia_config.h"
+#include "node/sharing/replica_service.h"
+#include "node/sharing/timeslice_setup.h"
 #include "testing/process.h"
 
 namespace tessera::node::mps {
@@ -279,6 +284,84 @@ TEST_F(MpsOnSimulatedGpu, BadInputIsRefusedAndTheRunningDaemonKeepsItsDefaults) 
   EXPECT_EQ(Control("get_default_device_pinned_mem_limit 0\\n"), "N/A\n");
   EXPECT_FALSE(ClientEnv(0, 101, 0, 81920).ok());
   EXPECT_FALSE(ClientEnv(0, 30, 81921, 81920).ok());
+}
+
+// NVIDIA's README MPS config taken as it is (10 replicas): the modes, MpsNode's
+// daemon with one replica's defaults, and the replica plugin's answer for one
+// replica (sharing's ShareOf/AllocateShare with the mps hook) make a client
+// that gets 10 % and exactly 8192 MiB.
+TEST_F(MpsOnSimulatedGpu, NvidiasReadmeMpsConfigGivesEachReplicaATenth) {
+  const std::string file = root_ + "-nvidia.yaml";
+  std::ofstream(file) << "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
+                         "      replicas: 10\n";
+  NodeConfig config;
+  config.nvidia_config_file = file;
+  config.mps_root = root_;
+  config.mps_control_binary = TESSERA_SIM_MPS_CONTROL;
+  config.region_host_dir = root_ + "-regions";
+  config.libvgpu_host_path =
+      root_ + "-libvgpu.so";  // the libvgpu edits need the file; the client runs without it
+  config.ld_so_preload = false;
+  std::ofstream(config.libvgpu_host_path) << "not an ELF";
+  core::Gpu gpu;
+  gpu.uuid = uuid_;
+  gpu.model = "NVIDIA A100-SXM4-80GB";
+  gpu.memory_mib = 81920;
+  const std::vector<core::Gpu> discovered{gpu};
+  auto nvidia = sharing::ReadNvidiaConfigFile(file);
+  ASSERT_TRUE(nvidia.ok()) << nvidia.error().message;
+  auto modes = sharing::AssignModes(config, discovered, &*nvidia);
+  ASSERT_TRUE(modes.ok()) << modes.error().message;
+  ASSERT_EQ(modes->gpus.size(), 1u);
+  EXPECT_EQ(modes->gpus[0].mode, core::SharingMode::kMps);
+  EXPECT_EQ(modes->gpus[0].replicas, 10);
+
+  int regions = 0;
+  auto new_region = [&regions] { return "region-" + std::to_string(++regions); };
+  MpsNode node(config, nullptr, new_region);
+  node.Start(*modes, discovered);
+  EXPECT_EQ(Control("get_default_active_thread_percentage\\n"), "10.0\n");
+  EXPECT_EQ(Control("get_default_device_pinned_mem_limit 0\\n"), "8192M\n");
+
+  const std::vector<sharing::ReplicaGpu> replicas{{gpu, modes->gpus[0]}};
+  const sharing::ContainerSetups setups{
+      {core::SharingMode::kMps,
+       MpsContainerSetup(&node.daemons(), sharing::TimesliceContainerSetup(config, new_region))}};
+  v1beta1::ContainerAllocateRequest one;
+  one.add_devices_ids(uuid_ + "::3");
+  auto share = sharing::ShareOf(replicas, "nvidia.com/gpu", one);
+  ASSERT_TRUE(share.ok()) << share.error().message;
+  auto answer = sharing::AllocateShare(*share, setups);
+  ASSERT_TRUE(answer.ok()) << answer.error().message;
+  const auto& envs = answer->envs();
+  EXPECT_EQ(envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "10");
+  EXPECT_EQ(envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=8192M");
+  EXPECT_EQ(envs.at("CUDA_MPS_PIPE_DIRECTORY"), "/run/tessera/mps");
+  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), uuid_);
+  EXPECT_EQ(envs.at("LD_PRELOAD"), config.libvgpu_container_path);  // libvgpu too (metrics, the memory again)
+  std::string pipe_host;
+  for (const auto& m : answer->mounts()) {
+    if (m.container_path() == "/run/tessera/mps") pipe_host = m.host_path();
+  }
+  EXPECT_EQ(pipe_host, Pipe());
+
+  // The container's client, run here with the host path of its pipe directory.
+  Client client = Client::Start(
+      {"fill", "8192"}, {{"CUDA_MPS_PIPE_DIRECTORY", pipe_host},
+                         {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", envs.at("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")},
+                         {"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", envs.at("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")}});
+  EXPECT_EQ(client.ReadLine(), "INIT 0");
+  EXPECT_EQ(client.ReadLine(), "FILL 0 0 " + std::to_string(CUDA_ERROR_OUT_OF_MEMORY));
+  EXPECT_EQ(client.Wait(), 0);
+
+  // Two replicas: NVIDIA's failRequestsGreaterThanOne (true for MPS) refuses them.
+  v1beta1::ContainerAllocateRequest two;
+  two.add_devices_ids(uuid_ + "::3");
+  two.add_devices_ids(uuid_ + "::4");
+  auto refused = sharing::ShareOf(replicas, "nvidia.com/gpu", two);
+  EXPECT_FALSE(refused.ok());
+  node.Stop();
+  EXPECT_EQ(DaemonPid() > 0 && ::kill(DaemonPid(), 0) == 0, false);
 }
 
 // `tessera run --mps` on a simulated GPU of its own (a state of its own).
