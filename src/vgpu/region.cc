@@ -434,13 +434,14 @@ uint32_t SharedRegion::verify(int device) {
   return repaired;
 }
 
-bool SharedRegion::others_active() const {
+bool SharedRegion::others_active() {
   if (region_ == nullptr) return false;
   const int own = slot_.load(std::memory_order_relaxed);
   for (uint32_t i = 0; i < kRegionMaxProcesses; ++i) {
-    if (static_cast<int>(i) != own &&
-        region_->processes[i].state.load(std::memory_order_relaxed) == kSlotActive)
-      return true;
+    if (static_cast<int>(i) == own ||
+        region_->processes[i].state.load(std::memory_order_relaxed) != kSlotActive)
+      continue;
+    if (slot_owner_alive_locked(i)) return true;  // a dead process's slot awaiting reclaim does not count
   }
   return false;
 }

@@ -95,8 +95,8 @@ class SharedRegion {
   // reserved, and the device's sum against the sum of the live slots; puts
   // each right and logs it. Returns the kRepaired* bits.
   uint32_t verify(int device);
-  // Whether an active slot other than this process's exists.
-  bool others_active() const;
+  // Whether another live process holds a slot (its liveness lock taken).
+  bool others_active();
   // Returns bytes reserved by this process. Never underflows.
   void release(int device, uint64_t bytes);
   // Marks `bytes` of this process's usage as context overhead / spilled

@@ -459,7 +459,8 @@ uint64_t Runtime::hidden_usage(int device) {
       for (unsigned int i = 0; i < count && i < 256; ++i) {
         if (infos[i].usedGpuMemory == static_cast<unsigned long long>(NVML_VALUE_NOT_AVAILABLE)) continue;
         const int slot = region.slot_for_driver_pid(infos[i].pid);
-        if (slot < 0) continue;
+        // A dead process's slot (not reclaimed yet) may name a pid reused by another.
+        if (slot < 0 || !region.slot_owner_alive(static_cast<uint32_t>(slot))) continue;
         const uint64_t recorded =
             slot == region.slot_index()
                 ? region.process_memory_used(device)
