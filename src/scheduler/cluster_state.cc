@@ -616,7 +616,21 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
   if (auto p = pods_.find(pod_key); p != pods_.end()) {
     return Error{"pod " + pod_key + " already has an allocation on node " + p->second.allocation.node};
   }
-  ReleaseReservationLocked(pod_key);  // a retried bind replaces its earlier reservation
+  // An earlier bind of this pod whose outcome is unknown (a timeout, a 5xx)
+  // keeps its reservation: its Binding may still land, so its GPUs stay held
+  // until the informer shows the pod, a bind is refused or it expires. Given
+  // back here, a retry's other GPUs and the late Binding's both counted only
+  // once the informer caught up: the chaos test saw GPUs double-booked so. A
+  // retry to the same node makes the same decision again; to another node it
+  // waits.
+  if (auto r = reservations_.find(pod_key); r != reservations_.end()) {
+    if (r->second.allocation.node != node) {
+      return Error{"pod " + pod_key + " has a bind to node " + r->second.allocation.node +
+                   " whose outcome is not known yet (its Binding may still land); retry"};
+    }
+    r->second.deadline = std::max(r->second.deadline, clock_->Now() + ttl);
+    return r->second.allocation;
+  }
   NodeEntry* n = FindLocked(node);
   if (!n) return Error{"node " + node + " is unknown to tessera (no GPU inventory seen)"};
   if (!n->error.empty()) return Error{n->error};

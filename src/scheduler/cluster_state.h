@@ -157,7 +157,10 @@ class ClusterState {
   // Picks GPUs for `pod` on `node` (in `order`) against the current state,
   // including other reservations, and holds them for `pod_key` until the pod
   // is seen bound, Unreserve, or `ttl`. Fails with the fit reason when it no
-  // longer fits, or when the pod is already accounted. kDynamicMig: the
+  // longer fits, or when the pod is already accounted. A pod still holding a
+  // reservation (an earlier bind's outcome unknown) gets that one again on
+  // the same node (its deadline at least `ttl` away), an error on another
+  // node. kDynamicMig: the
   // instances PlaceDynamicMig picks beside the inventory's and every other
   // pod's (ToMigAllocation; `order` is not used).
   Result<core::PodAllocation> Reserve(const std::string& pod_key, const core::PodRequest& pod,

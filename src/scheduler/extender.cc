@@ -444,7 +444,10 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
   kube::ApiStatus bound = deps_.bind(ns, name, node, annotations);
   if (!bound.ok()) {
     const kube::ApiError& e = bound.error();
-    const bool refused = e.http_status >= 400 && e.http_status < 500;
+    // A 409 says the pod is bound already, perhaps by this pod's earlier
+    // Binding whose answer was lost, holding this very reservation: the
+    // informer settles it (or it expires). Other refusals give it back.
+    const bool refused = e.http_status >= 400 && e.http_status < 500 && e.http_status != 409;
     if (gpu_pod && refused) deps_.state->Unreserve(key);
     return fail(200, "bind " + key + " to " + node + ": " + bound.error().message);
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -62,6 +63,7 @@ class ExtenderTest : public ::testing::Test {
                        const std::map<std::string, std::string>& ann) -> kube::ApiStatus {
       std::lock_guard lock(mu_);
       if (fail_binds_) return kube::ApiError{409, "Conflict", "pod is already bound"};
+      if (bind_refusal_) return *bind_refusal_;
       binds_.push_back({ns, name, node, ann});
       return kube::ApiStatus::Ok();
     };
@@ -73,6 +75,7 @@ class ExtenderTest : public ::testing::Test {
   std::map<std::string, Json> pods_;
   std::vector<BindCall> binds_;
   bool fail_binds_ = false;
+  std::optional<kube::ApiError> bind_refusal_;  // the API server's answer to every Binding
   std::atomic<bool> leader_{true};
   std::string holder_ = "other";  // the Lease's holder as the elector last saw it
   std::string not_ready_;         // "" = ready; read on each call
@@ -313,11 +316,36 @@ TEST_F(ExtenderTest, NothingIsDecidedBeforeTheViewIsComplete) {
 }
 
 TEST_F(ExtenderTest, RefusedBindingGivesTheReservationBack) {
-  fail_binds_ = true;
+  bind_refusal_ = kube::ApiError{404, "NotFound", "pods \"p1\" not found"};
   auto [status, result] = extender_->Bind(Json::parse(kBindArgs));
-  EXPECT_NE(result["Error"].get<std::string>().find("already bound"), std::string::npos);
+  EXPECT_NE(result["Error"].get<std::string>().find("not found"), std::string::npos);
   EXPECT_EQ(state_.Stats().reservations, 0u);
   EXPECT_EQ(state_.Node("node-a")->gpus()[0].used.memory_mib, 0);
+}
+
+TEST_F(ExtenderTest, ARetryAfterALostAnswerKeepsTheFirstBindsGpus) {
+  // The first Binding's answer is lost (a timeout): it may still land, so its
+  // reservation stays.
+  bind_refusal_ = kube::ApiError{0, "", "Operation timed out after 2001 milliseconds"};
+  EXPECT_NE(extender_->Bind(Json::parse(kBindArgs)).second["Error"], "");
+  const auto held = state_.Node("node-a")->gpus();
+  ASSERT_EQ(state_.Stats().reservations, 1u);
+  // kube-scheduler retries on another node: refused while the first is unsettled.
+  std::string elsewhere = kBindArgs;
+  elsewhere.replace(elsewhere.find("node-a"), 6, "node-b");
+  auto other = extender_->Bind(Json::parse(elsewhere)).second["Error"].get<std::string>();
+  EXPECT_NE(other.find("whose outcome is not known yet"), std::string::npos) << other;
+  // On the same node: the same GPUs again, and the first Binding had landed
+  // after all (409). Nothing is given back on either: the informer settles it.
+  bind_refusal_ = kube::ApiError{409, "Conflict", "pod p1 is already assigned to node \"node-a\""};
+  auto again = extender_->Bind(Json::parse(kBindArgs)).second["Error"].get<std::string>();
+  EXPECT_NE(again.find("already assigned"), std::string::npos) << again;
+  EXPECT_EQ(state_.Stats().reservations, 1u);
+  ASSERT_EQ(state_.Node("node-a")->gpus().size(), held.size());
+  for (size_t g = 0; g < held.size(); ++g) {
+    EXPECT_EQ(state_.Node("node-a")->gpus()[g].used.memory_mib, held[g].used.memory_mib) << g;
+  }
+  EXPECT_EQ(state_.Node("node-b")->gpus()[0].used.memory_mib, 0);
 }
 
 TEST_F(ExtenderTest, BindChecksUidAndUnknownPods) {
@@ -423,6 +451,36 @@ TEST_F(ExtenderTest, FilterLogsWhyANodeDoesNotFitAtDebugOnly) {
   EXPECT_NE(unfit[0].find("pod=default/p1 node=node-b reason="), std::string::npos) << unfit[0];
   EXPECT_NE(unfit[1].find("pod=default/p1 node=node-c reason="), std::string::npos) << unfit[1];
   EXPECT_EQ(capture.Matching("filter pod=default/p1 feasible=1 failed=2").size(), 1u);
+}
+
+TEST(ClusterStateTest, ARetriedReserveKeepsTheReservationOfAnUnsettledBind) {
+  FakeClock clock(std::chrono::system_clock::now());  // the nodes' heartbeats are the real now
+  ClusterState state(ClusterStateOptions{&clock});
+  state.UpsertNode(NodeWithGpus("n", 1, 1, 8000));
+  state.UpsertNode(NodeWithGpus("m", 2, 1, 8000));
+  auto request = core::DerivePodRequest(GpuPod("d", "a", 1, 6000, 0), {});
+  ASSERT_TRUE(request.ok());
+  auto first = state.Reserve("d/a", *request, "n", core::GpuOrder::kBinpack, std::chrono::seconds(60));
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  clock.Advance(std::chrono::seconds(50));
+  // The same node: the same allocation, held 60 s from now.
+  auto again = state.Reserve("d/a", *request, "n", core::GpuOrder::kBinpack, std::chrono::seconds(60));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(state.Node("n")->gpus()[0].used.memory_mib, 6000);
+  EXPECT_FALSE(state.Reserve("d/b", *request, "n", core::GpuOrder::kBinpack, std::chrono::seconds(60)).ok())
+      << "the GPU stays held";
+  // Another node: refused, and the first stays.
+  auto moved = state.Reserve("d/a", *request, "m", core::GpuOrder::kBinpack, std::chrono::seconds(60));
+  ASSERT_FALSE(moved.ok());
+  EXPECT_NE(moved.error().message.find("whose outcome is not known yet"), std::string::npos)
+      << moved.error().message;
+  EXPECT_EQ(state.Node("m")->gpus()[0].used.memory_mib, 0);
+  clock.Advance(std::chrono::seconds(30));
+  EXPECT_EQ(state.ExpireReservations(), 0u) << "the retry moved the deadline";
+  clock.Advance(std::chrono::seconds(31));
+  EXPECT_EQ(state.ExpireReservations(), 1u);
+  EXPECT_EQ(state.Node("n")->gpus()[0].used.memory_mib, 0);
 }
 
 TEST(ClusterStateTest, ReservationsExpireAndTerminalPodsRelease) {
