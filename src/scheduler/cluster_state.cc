@@ -10,6 +10,7 @@
 #include "core/inventory_codec.h"
 #include "kube/client.h"
 #include "kube/typed_api.h"
+#include "scheduler/projection.h"
 
 namespace tessera::scheduler {
 
@@ -136,12 +137,20 @@ void ClusterState::UpsertNode(const Json& node) {
   const std::string name = kube::NameOf(node);
   if (name.empty()) return;
   std::string text = kube::AnnotationOf(node, core::kInventoryAnnotation);
+  // An inventory too long to be real (ProjectNode leaves its length instead).
+  std::string refused = kube::AnnotationOf(node, kRefusedInventoryAnnotation);
+  if (text.size() > kMaxInventoryBytes) refused = std::to_string(text.size());
+  if (!refused.empty()) text = "refused:" + refused;  // compared below, never decoded
   // Decode outside the lock.
   NodeEntry fresh;
   fresh.present = true;
   fresh.inventory_text = text;
   std::vector<core::Gpu> gpus;
-  if (text.empty()) {
+  if (!refused.empty()) {
+    fresh.error = "node " + name + ": its " + std::string(core::kInventoryAnnotation) + " annotation is " +
+                  refused + " bytes, longer than the " + std::to_string(kMaxInventoryBytes) +
+                  " the scheduler reads: refused";
+  } else if (text.empty()) {
     fresh.error = "node " + name + " publishes no " + std::string(core::kInventoryAnnotation) +
                   " annotation (is the tessera node agent running there?)";
   } else {
@@ -187,6 +196,7 @@ void ClusterState::UpsertNode(const Json& node) {
   } else {
     slot = static_cast<uint32_t>(nodes_.size());
     nodes_.emplace_back();
+    slot_count_.store(nodes_.size(), std::memory_order_relaxed);
     slots_.emplace(name, slot);
     ++slots_generation_;
   }
@@ -336,23 +346,30 @@ void ClusterState::DropScoresOf(std::string_view policy_name, uint64_t keep_epoc
   }
 }
 
+size_t ClusterState::MaxEvaluationCaches(size_t slots) {
+  return std::clamp<size_t>(kMaxCachedEvaluations / std::max<size_t>(slots, 1), kMinEvaluationCaches,
+                            kMaxEvaluationCaches);
+}
+
 std::shared_ptr<ClusterState::EvalCache> ClusterState::CacheFor(const std::string& key) const {
-  // At most this many shapes (and policies) are remembered, each a few
-  // hundred KB over 5,000 nodes. The least recently used one makes room: one
-  // at a time, since dropping all at once cost a request some 20 ms.
-  constexpr size_t kMaxShapes = 256;
-  std::shared_ptr<EvalCache> evicted;  // freed after the lock; requests in flight keep theirs alive
+  // Each cache holds one entry per node slot, so their number is bounded by
+  // entries, not shapes (MaxEvaluationCaches). The least recently used one
+  // makes room: one or two at a time, since dropping all at once cost a
+  // request some 20 ms.
+  const size_t bound = MaxEvaluationCaches(slot_count_.load(std::memory_order_relaxed));
+  std::vector<std::shared_ptr<EvalCache>> evicted;  // freed after the lock; requests in flight keep theirs
   std::lock_guard lock(caches_mu_);
   auto it = caches_.find(key);
   if (it != caches_.end()) {
     it->second->last_used = ++cache_clock_;
     return it->second;
   }
-  if (caches_.size() >= kMaxShapes) {
+  // The cluster may have grown since: two out per new one until under the bound.
+  for (int i = 0; i < 2 && !caches_.empty() && caches_.size() >= bound; ++i) {
     auto oldest = std::min_element(caches_.begin(), caches_.end(), [](const auto& a, const auto& b) {
       return a.second->last_used < b.second->last_used;
     });
-    evicted = std::move(oldest->second);
+    evicted.push_back(std::move(oldest->second));
     caches_.erase(oldest);
   }
   auto cache = std::make_shared<EvalCache>();

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -241,6 +242,19 @@ class ClusterState {
     uint64_t last_used = 0;           // guarded by ClusterState::caches_mu_
   };
   std::shared_ptr<EvalCache> CacheFor(const std::string& key) const;
+
+ public:
+  // Bounds of the evaluation caches (pod shapes × verbs × policy epochs):
+  // at most kMaxCachedEvaluations entries over all of them (~72 bytes each,
+  // plus the reason text of a node that does not fit), and never fewer than
+  // kMinEvaluationCaches caches (filter and prioritize of a few shapes in
+  // flight at once) nor more than kMaxEvaluationCaches.
+  static constexpr size_t kMaxCachedEvaluations = 256 * 1024;
+  static constexpr size_t kMinEvaluationCaches = 8;
+  static constexpr size_t kMaxEvaluationCaches = 256;
+  static size_t MaxEvaluationCaches(size_t node_slots);
+
+ private:
   // Per position of `nodes`, its slot, kNoSlot (unknown name) or kRepeat
   // (the name was listed at an earlier position). Needs mu_ (either mode).
   static constexpr uint32_t kNoSlot = UINT32_MAX;
@@ -301,6 +315,7 @@ class ClusterState {
   std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> slots_;  // guarded by mu_
   std::vector<NodeEntry> nodes_;                                                // guarded by mu_; by slot
   std::vector<uint32_t> free_slots_;                                            // guarded by mu_
+  std::atomic<size_t> slot_count_{0};  // nodes_.size(), read without mu_ by CacheFor
   // Bumped whenever a name gains or loses a slot; 0 is never used.
   uint64_t slots_generation_ = 1;  // guarded by mu_
 

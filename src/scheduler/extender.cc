@@ -201,29 +201,36 @@ bool Extender::Observe(const Json& pod, const core::PodRequest& request) {
 }
 
 size_t Extender::ObserveListedPods(const std::vector<Json>& pods) {
+  return ObserveListedPods([&pods](const std::function<void(const Json&)>& visit) {
+    for (const Json& pod : pods) visit(pod);
+  });
+}
+
+size_t Extender::ObserveListedPods(
+    const std::function<void(const std::function<void(const Json&)>&)>& for_each_pod) {
   struct Listed {
     std::string created;  // RFC 3339 in UTC: sorts as text
     std::string key;      // namespace/name
     WorkloadLearner::Arrival arrival;
   };
   std::vector<Listed> listed;
-  for (const Json& pod : pods) {
-    if (!pod.is_object() || kube::IsPodTerminal(pod)) continue;
+  for_each_pod([&](const Json& pod) {
+    if (!pod.is_object() || kube::IsPodTerminal(pod)) return;
     const bool placed = !kube::AnnotationOf(pod, core::kAllocationAnnotation).empty();
     std::string scheduler;
     if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
       scheduler = spec->value("schedulerName", "");
     }
-    if (!placed && scheduler != deps_.config.scheduler_name) continue;  // never sent to this extender
-    if (WantsDynamicMig(pod)) continue;                                 // not part of the vGPU workload mix
+    if (!placed && scheduler != deps_.config.scheduler_name) return;  // never sent to this extender
+    if (WantsDynamicMig(pod)) return;                                 // not part of the vGPU workload mix
     auto request = core::DerivePodRequest(pod, deps_.config.resources);
-    if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok()) continue;  // filter refuses it
+    if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok()) return;  // filter refuses it
     std::string created;
     if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
       if (auto t = meta->find("creationTimestamp"); t != meta->end() && t->is_string()) created = *t;
     }
     listed.push_back({std::move(created), PodKey(pod), {ArrivalKey(pod), std::move(request).value()}});
-  }
+  });
   std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
     return std::tie(a.created, a.key) < std::tie(b.created, b.key);
   });

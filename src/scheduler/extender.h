@@ -151,6 +151,10 @@ class Extender {
   // annotation) — in creation order (creationTimestamp, then namespace/name),
   // each once. Returns how many were counted (pods already seen are not).
   size_t ObserveListedPods(const std::vector<nlohmann::json>& pods);
+  // The same over the pods `for_each_pod` visits (the informer's cache, in
+  // place: no copy of every pod).
+  size_t ObserveListedPods(
+      const std::function<void(const std::function<void(const nlohmann::json&)>&)>& for_each_pod);
   // The pod will not be scheduled again (deleted, or Succeeded/Failed).
   void ForgetPod(const nlohmann::json& pod);
 

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/prometheus_text.h"
 #include "kube/typed_api.h"
+#include "scheduler/projection.h"
 #include "scheduler/webhook.h"
 
 namespace tessera::scheduler {
@@ -47,12 +48,14 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
       thread_([this] { return Run(); }) {
   kube::InformerOptions node_options;
   node_options.type = kube::resources::kNodes;
+  node_options.transform = ProjectNode;  // projection.h: only what the readers below use
   nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);
   nodes_->AddHandler({[this](const Json& n) { state_.UpsertNode(n); },
                       [this](const Json&, const Json& n) { state_.UpsertNode(n); },
                       [this](const Json& n) { state_.DeleteNode(n); }});
   kube::InformerOptions pod_options;
   pod_options.type = kube::resources::kPods;
+  pod_options.transform = ProjectPod;
   pods_ = std::make_unique<kube::Informer>(client_.get(), pod_options);
   // A pod that finished or is gone will not be asked about again: the
   // workload learner lets go of its UID (its count stays in the mix).
@@ -292,12 +295,13 @@ std::chrono::milliseconds Scheduler::Run() {
   for (kube::Informer* informer : {pods_.get(), nodes_.get()}) {
     if (!informer->WaitForSync(std::chrono::milliseconds(50))) return std::chrono::milliseconds(0);
   }
-  const std::vector<Json> pods = pods_->List();
-  const size_t counted = extender_->ObserveListedPods(pods);
+  // Read in place: a copy of every cached pod would double the cache at start.
+  const size_t counted = extender_->ObserveListedPods(
+      [this](const std::function<void(const Json&)>& visit) { pods_->ForEach(visit); });
   mix_rebuilt_ = true;
   log::Info("view complete: nodes and pods listed, workload mix relearned",
             {{"nodes", nodes_->Size()},
-             {"pods", pods.size()},
+             {"pods", pods_->Size()},
              {"pods_counted", counted},
              {"leader_election", config_.leader_elect}});
   if (elector_) elector_->Start();

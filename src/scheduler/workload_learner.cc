@@ -1,17 +1,29 @@
 #include "scheduler/workload_learner.h"
 
+#include <algorithm>
+
 namespace tessera::scheduler {
 
 WorkloadLearner::WorkloadLearner() : WorkloadLearner(core::FragmentationPolicy::Options{}) {}
 
-WorkloadLearner::WorkloadLearner(core::FragmentationPolicy::Options options)
-    : learning_(options), published_(std::make_shared<const core::FragmentationPolicy>(learning_)) {}
+WorkloadLearner::WorkloadLearner(core::FragmentationPolicy::Options options, size_t max_remembered)
+    : max_remembered_(std::max<size_t>(max_remembered, 1)),
+      learning_(options),
+      published_(std::make_shared<const core::FragmentationPolicy>(learning_)) {}
 
 WorkloadLearner::Observation WorkloadLearner::ObserveLocked(std::string_view uid,
                                                             const core::PodRequest& pod) {
   Observation o;
   if (seen_.find(uid) != seen_.end()) return o;  // a retry, or filter then prioritize
-  seen_.emplace(uid);
+  if (seen_.size() >= max_remembered_) {
+    auto oldest = seen_order_.begin();
+    seen_.erase(seen_.find(oldest->second));
+    seen_order_.erase(oldest);
+    ++evicted_;
+  }
+  const uint64_t order = next_seen_++;
+  auto it = seen_.emplace(std::string(uid), order).first;
+  seen_order_.emplace(order, std::string_view(it->first));
   const uint64_t before = learning_.epoch();
   learning_.Observe(pod);
   ++counted_;
@@ -51,7 +63,10 @@ WorkloadLearner::Observation WorkloadLearner::ObserveAll(std::span<const Arrival
 
 void WorkloadLearner::Forget(std::string_view uid) {
   std::lock_guard lock(mu_);
-  if (auto it = seen_.find(uid); it != seen_.end()) seen_.erase(it);
+  if (auto it = seen_.find(uid); it != seen_.end()) {
+    seen_order_.erase(it->second);
+    seen_.erase(it);
+  }
 }
 
 std::shared_ptr<const core::FragmentationPolicy> WorkloadLearner::Current() const {
@@ -65,6 +80,7 @@ WorkloadLearner::Stats WorkloadLearner::stats() const {
     std::lock_guard lock(mu_);
     s.counted = counted_;
     s.remembered = seen_.size();
+    s.evicted = evicted_;
   }
   auto current = Current();
   s.epoch = current->epoch();

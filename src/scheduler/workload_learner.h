@@ -16,6 +16,10 @@
 //
 // The UIDs are remembered until Forget (the pod was deleted or finished), so
 // the set holds about the live pods; a forgotten pod's count stays in the mix.
+// At most `max_remembered` UIDs are held (a pod asked about that never shows
+// up in the API server is never forgotten): past that the oldest is dropped,
+// and should that pod be asked about again it would count twice, one pod in
+// hundreds of thousands of the mix.
 //
 // Restart: nothing here is persisted. The scheduler rebuilds it from the pods
 // the API server lists (ObserveAll in their creation order) before it reports
@@ -26,12 +30,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_set>
+#include <unordered_map>
 
 #include "core/request.h"
 #include "core/score_fragmentation.h"
@@ -42,8 +47,12 @@ class WorkloadLearner {
  public:
   // core::FragmentationPolicy's defaults: the policy core::MakePolicy("tessera")
   // and the trace benchmark's `tessera-online` build.
+  // Above Kubernetes' 150,000 pods per cluster.
+  static constexpr size_t kDefaultMaxRemembered = 256 * 1024;
+
   WorkloadLearner();
-  explicit WorkloadLearner(core::FragmentationPolicy::Options options);
+  explicit WorkloadLearner(core::FragmentationPolicy::Options options,
+                           size_t max_remembered = kDefaultMaxRemembered);
 
   struct Observation {
     size_t counted = 0;      // pods counted: UIDs not seen before (Observe: 0 or 1)
@@ -70,6 +79,7 @@ class WorkloadLearner {
   struct Stats {
     uint64_t counted = 0;   // pods counted into the mix since start
     size_t remembered = 0;  // UIDs held (observed, not forgotten)
+    uint64_t evicted = 0;   // UIDs dropped, oldest first, to stay within max_remembered
     uint64_t epoch = 0;     // the published policy's epoch: mixes learned
     size_t mix_shapes = 0;  // shapes in the published mix
   };
@@ -84,10 +94,16 @@ class WorkloadLearner {
     size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
 
-  mutable std::mutex mu_;                                        // taken before published_mu_, never after
-  core::FragmentationPolicy learning_;                           // guarded by mu_
-  std::unordered_set<std::string, Hash, std::equal_to<>> seen_;  // guarded by mu_
-  uint64_t counted_ = 0;                                         // guarded by mu_
+  const size_t max_remembered_;
+  mutable std::mutex mu_;               // taken before published_mu_, never after
+  core::FragmentationPolicy learning_;  // guarded by mu_
+  // UID -> when it was first seen; and the other way round, oldest first
+  // (views into seen_'s keys, which stay put).
+  std::unordered_map<std::string, uint64_t, Hash, std::equal_to<>> seen_;  // guarded by mu_
+  std::map<uint64_t, std::string_view> seen_order_;                        // guarded by mu_
+  uint64_t next_seen_ = 0;                                                 // guarded by mu_
+  uint64_t evicted_ = 0;                                                   // guarded by mu_
+  uint64_t counted_ = 0;                                                   // guarded by mu_
   mutable std::mutex published_mu_;
   std::shared_ptr<const core::FragmentationPolicy> published_;  // guarded by published_mu_
 };

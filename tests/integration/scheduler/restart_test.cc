@@ -86,7 +86,8 @@ TEST_F(SchedulerRestartTest, ARestartedSchedulerDecidesNothingBeforeItHasListedI
 
   // Killed: the Lease still names it. Pod lists fail while it comes back.
   KillBinary();
-  server_->AddFault({Fault::Kind::kStatus, "GET", "/api/v1/pods", Fault::Applies::kNonWatch, 500});
+  // (On the watch too: the informer first asks for a streaming list.)
+  server_->AddFault({Fault::Kind::kStatus, "GET", "/api/v1/pods", Fault::Applies::kAll, 500});
   server_->ClearRequests();
   StartBinary();
   // It has listed the nodes and failed to list the pods a few times.
