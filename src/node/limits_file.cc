@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -9,6 +10,7 @@
 #include "base/log.h"
 #include "contract/container_contract.h"
 #include "core/allocation_codec.h"
+#include "node/device_state.h"
 
 namespace tessera::node {
 
@@ -39,8 +41,16 @@ Result<std::string> EncodeContainerLimits(const core::PodAllocation& pod, const 
   return Error{"the allocation has no container '" + container + "'"};
 }
 
+std::string EncodeUnplacedLimits(UnplacedPodsPolicy policy, const std::vector<std::string>& gpu_uuids) {
+  if (policy == UnplacedPodsPolicy::kRefuse) return R"({"version":1,"unplaced":"refuse"})";
+  std::string gpus;
+  for (const auto& uuid : gpu_uuids) gpus += (gpus.empty() ? "\"" : ",\"") + uuid + "\"";
+  return R"({"version":1,"unplaced":"whole-gpu","gpus":[)" + gpus + "]}";
+}
+
 int WriteContainerLimits(const std::string& root, const std::vector<RegionDir>& regions,
-                         const NodeAllocations& allocations) {
+                         const NodeAllocations& allocations, const std::vector<UnplacedPod>& unplaced,
+                         UnplacedPodsPolicy policy) {
   int written = 0;
   for (const auto& region : regions) {
     if (!region.owner) continue;
@@ -51,9 +61,22 @@ int WriteContainerLimits(const std::string& root, const std::vector<RegionDir>& 
     for (const auto& p : allocations.pods) {
       if (p.pod_namespace == region.owner->pod_namespace && p.pod_name == region.owner->pod_name) pod = &p;
     }
-    if (pod == nullptr) continue;
-    auto text = EncodeContainerLimits(pod->allocation, region.owner->container_name);
-    if (!text.ok()) continue;  // e.g. a container of the pod without a slice
+    Result<std::string> text = Error{"no allocation"};
+    if (pod != nullptr) {
+      text = EncodeContainerLimits(pod->allocation, region.owner->container_name);
+    } else {
+      for (const auto& u : unplaced) {
+        if (u.pod_namespace != region.owner->pod_namespace || u.pod_name != region.owner->pod_name) continue;
+        std::vector<std::string> gpus;
+        for (const auto& id : region.record ? region.record->device_ids : std::vector<std::string>{}) {
+          auto parsed = ParseDeviceId(id);
+          if (parsed.ok() && std::find(gpus.begin(), gpus.end(), parsed->gpu_uuid) == gpus.end())
+            gpus.push_back(parsed->gpu_uuid);
+        }
+        text = EncodeUnplacedLimits(policy, gpus);
+      }
+    }
+    if (!text.ok()) continue;  // not known yet, or a container of the pod without a slice
     const std::string path = files::Join(dir, contract::kLimitsFileName);
     if (auto old = files::Read(path); old.ok() && *old == *text) continue;
     if (auto s = files::ReplaceAtomically(path, *text); !s.ok()) {

@@ -28,6 +28,7 @@
 
 #include "base/result.h"
 #include "core/allocation.h"
+#include "node/config.h"
 #include "node/node_pods.h"
 #include "node/region_catalog.h"
 
@@ -46,12 +47,19 @@ Status MakeLimitsDirectory(const std::string& root, const std::string& region_na
 // allocation or has no device that is not a MIG instance.
 Result<std::string> EncodeContainerLimits(const core::PodAllocation& pod, const std::string& container);
 
+// The file for a container of a pod tessera-scheduler did not place: the
+// node's policy for such pods, and under whole-gpu the GPUs behind the
+// kubelet's device IDs (vgpu::parse_limits reads both forms).
+std::string EncodeUnplacedLimits(UnplacedPodsPolicy policy, const std::vector<std::string>& gpu_uuids);
+
 // For each owned region of `regions` whose pod's allocation is in
-// `allocations`: writes `<root>/<name>.limits/limits.json` when its content
-// differs from what is there. A region whose limits directory does not exist
-// (made before limits files, or by hand) is skipped. Returns how many files
-// were written; errors are logged and skipped.
+// `allocations`, or whose pod is among `unplaced` (then with `policy`):
+// writes `<root>/<name>.limits/limits.json` when its content differs from
+// what is there. A region whose limits directory does not exist (made before
+// limits files, or by hand) is skipped. Returns how many files were written;
+// errors are logged and skipped.
 int WriteContainerLimits(const std::string& root, const std::vector<RegionDir>& regions,
-                         const NodeAllocations& allocations);
+                         const NodeAllocations& allocations, const std::vector<UnplacedPod>& unplaced = {},
+                         UnplacedPodsPolicy policy = UnplacedPodsPolicy::kRefuse);
 
 }  // namespace tessera::node

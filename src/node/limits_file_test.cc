@@ -82,6 +82,27 @@ TEST_F(WriteLimitsTest, WritesOnceTheOwnerIsKnownAndAgainOnlyWhenItChanges) {
   EXPECT_EQ(*files::Read(File()), *text);
 }
 
+TEST_F(WriteLimitsTest, APodTesseraDidNotPlaceGetsTheNodesPolicy) {
+  std::string dir;
+  ASSERT_TRUE(MakeLimitsDirectory(root_, kRegion, dir).ok());
+  RegionDir region = Owned("legacy", "main");
+  region.record = RegionRecord{"nvidia.com/gpu", {std::string(kGpu) + "::0", std::string(kGpu) + "::1"}, 1};
+  const std::vector<UnplacedPod> unplaced{{"ml", "legacy", "uid-2"}};
+  EXPECT_EQ(WriteContainerLimits(root_, {region}, Allocations(), unplaced, UnplacedPodsPolicy::kRefuse), 1);
+  EXPECT_EQ(*files::Read(File()), R"({"version":1,"unplaced":"refuse"})");
+  EXPECT_EQ(WriteContainerLimits(root_, {region}, Allocations(), unplaced, UnplacedPodsPolicy::kWholeGpu), 1);
+  const std::string whole = *files::Read(File());
+  EXPECT_EQ(whole, std::string(R"({"version":1,"unplaced":"whole-gpu","gpus":[")") + kGpu + "\"]}");
+  // libvgpu reads it.
+  std::vector<vgpu::DeviceGrant> grants;
+  std::string error;
+  vgpu::UnplacedPolicy policy = vgpu::UnplacedPolicy::kUnset;
+  ASSERT_TRUE(vgpu::parse_limits(whole.c_str(), &grants, &error, &policy)) << error;
+  EXPECT_EQ(policy, vgpu::UnplacedPolicy::kWholeGpu);
+  ASSERT_EQ(grants.size(), 1u);
+  EXPECT_EQ(grants[0].uuid, kGpu);
+}
+
 TEST_F(WriteLimitsTest, ARegionWithoutALimitsDirectoryIsLeftAlone) {
   EXPECT_EQ(WriteContainerLimits(root_, {Owned("train", "main")}, Allocations()), 0);
   EXPECT_FALSE(fs::exists(root_ + "/" + kRegion + ".limits"));

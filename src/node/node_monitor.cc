@@ -191,7 +191,8 @@ void NodeMonitor::PassOnce() {
   // 3b. The limits files of the containers whose pod is now known (limits_file.h).
   if (pods_ != nullptr && pods_->synced()) {
     delta.limits_files_written +=
-        WriteContainerLimits(catalog_->root(), regions, VgpuAllocations(pods_->Allocations()));
+        WriteContainerLimits(catalog_->root(), regions, VgpuAllocations(pods_->Allocations()),
+                             pods_->UnplacedGpuPods(options_.resource_name), options_.unplaced_pods);
   }
 
   // 4. Processes: host pids, enforcement.

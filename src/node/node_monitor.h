@@ -9,8 +9,8 @@
 //      that are gone (region_catalog.h has the rules); without an answer from
 //      the kubelet nothing is removed;
 //   3b. writes each owned container's limits file from its pod's allocation
-//      annotation (limits_file.h), so libvgpu holds it to limits it cannot
-//      rewrite;
+//      annotation, or the unplaced-pod policy for a pod tessera did not place
+//      (limits_file.h), so libvgpu holds it to limits it cannot rewrite;
 //   4. ties every process the driver reports to its container (by the region
 //      directory its mount namespace shows), writes the host pid of those
 //      libvgpu could not learn by itself into their region slots

@@ -418,7 +418,43 @@ std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fix
   return v != nullptr ? std::string(v) : std::string();
 }
 
-bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error) {
+bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error,
+                  UnplacedPolicy* unplaced) {
+  if (unplaced != nullptr) *unplaced = UnplacedPolicy::kUnset;
+  JsonValue root;
+  std::string why;
+  if (parse_json(json, &root, &why)) {
+    const JsonValue* policy = root.kind == JsonValue::Kind::kObject ? root.find("unplaced") : nullptr;
+    if (policy != nullptr) {
+      const JsonValue* version = root.find("version");
+      if (version == nullptr || !version->is_integer || version->integer != contract::kAllocationVersion) {
+        *error = "missing or unsupported \"version\"";
+        return false;
+      }
+      grants->clear();
+      if (policy->kind == JsonValue::Kind::kString && policy->string == contract::kUnplacedRefuse) {
+        if (unplaced != nullptr) *unplaced = UnplacedPolicy::kRefuse;
+        return true;
+      }
+      const JsonValue* gpus = root.find("gpus");
+      if (policy->kind != JsonValue::Kind::kString || policy->string != contract::kUnplacedWholeGpu ||
+          gpus == nullptr || gpus->kind != JsonValue::Kind::kArray ||
+          gpus->array.size() > contract::kMaxDevicesPerContainer) {
+        *error =
+            "\"unplaced\" must be \"refuse\", or \"whole-gpu\" with a \"gpus\" array of at most 16 UUIDs";
+        return false;
+      }
+      for (const auto& g : gpus->array) {
+        if (g.kind != JsonValue::Kind::kString || !contract::IsValidDeviceUuid(g.string)) {
+          *error = "\"gpus\" holds something that is not a GPU UUID";
+          return false;
+        }
+        grants->push_back(DeviceGrant{g.string, 0, 0});
+      }
+      if (unplaced != nullptr) *unplaced = UnplacedPolicy::kWholeGpu;
+      return true;
+    }
+  }
   // No container name: the file holds this container's entry alone, so a
   // TESSERA_CONTAINER_NAME the container sets cannot pick another one.
   if (parse_allocation(json, nullptr, grants, error)) return true;
@@ -459,10 +495,29 @@ void apply_limits_file(Config& c, const std::string& path, const char* text, con
   }
   std::vector<DeviceGrant> grants;
   std::string error = read_error;
-  if (error.empty() && !parse_limits(text, &grants, &error)) error = "invalid: " + error;
+  UnplacedPolicy unplaced = UnplacedPolicy::kUnset;
+  if (error.empty() && !parse_limits(text, &grants, &error, &unplaced)) error = "invalid: " + error;
   if (!error.empty()) {
     c.limits_unusable = true;
     c.problems.push_back("limits file " + path + " cannot be used (" + error + "); no GPU is visible");
+    return;
+  }
+  if (unplaced != UnplacedPolicy::kUnset) {
+    // The node says tessera did not place this pod: its policy, not the
+    // environment's, and no limit a variable could set.
+    if (c.source != ConfigSource::kNone || c.unplaced != unplaced)
+      c.problems.push_back("limits file " + path + " says tessera-scheduler did not place this pod (" +
+                           (unplaced == UnplacedPolicy::kRefuse ? "refuse" : "whole-gpu") +
+                           "); the environment's allocation, limits and unplaced-pod policy are ignored");
+    c.source = ConfigSource::kNone;
+    c.grants.clear();
+    c.hami_memory_default = -1;
+    c.hami_cores_default = -1;
+    for (int i = 0; i < kMaxConfigDevices; ++i) c.hami_memory_by_index[i] = c.hami_cores_by_index[i] = -1;
+    c.unplaced = unplaced;
+    c.kubelet_gpus.clear();
+    for (const auto& g : grants) c.kubelet_gpus.push_back(g.uuid);
+    c.limits_from_file = true;
     return;
   }
   if (c.source == ConfigSource::kAllocation && !same_grants(c.grants, grants))

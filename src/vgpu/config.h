@@ -135,8 +135,12 @@ void apply_limits_file(Config& config, const std::string& path, const char* text
                        const std::string& read_error);
 
 // Parses a limits file's content: the allocation payload with exactly one
-// container entry, whose devices are the grants.
-bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error);
+// container entry, whose devices are the grants; or, for a pod tessera did
+// not place, {"version": 1, "unplaced": "refuse"} (no grant) or
+// {"version": 1, "unplaced": "whole-gpu", "gpus": ["GPU-…", …]} (those GPUs,
+// unlimited), which also sets *unplaced when given.
+bool parse_limits(const char* json, std::vector<DeviceGrant>* grants, std::string* error,
+                  UnplacedPolicy* unplaced = nullptr);
 
 // Reads a file of at most 1 MiB. False with *missing when it does not exist,
 // false with *error when it cannot be read.

@@ -263,6 +263,35 @@ TEST(LimitsFile, UnusableLeavesNothingVisible) {
   EXPECT_NE(unreadable.problems.at(0).find("Permission denied"), std::string::npos);
 }
 
+TEST(LimitsFile, AnUnplacedPodsFileOutranksItsEnvironment) {
+  // The tenant dropped TESSERA_UNPLACED_PODS and set its own limits.
+  Config refused = load({{"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  apply_limits_file(refused, "/run/l.json", R"({"version":1,"unplaced":"refuse"})", "");
+  EXPECT_TRUE(refused.limits_from_file);
+  EXPECT_TRUE(refused.unplaced_refused());
+  EXPECT_FALSE(refused.device_visible(kUuidA));
+  ASSERT_EQ(refused.problems.size(), 1u);
+  EXPECT_NE(refused.problems[0].find("did not place this pod (refuse)"), std::string::npos)
+      << refused.problems[0];
+
+  Config whole = load({{"TESSERA_UNPLACED_PODS", "refuse"}, {"CUDA_DEVICE_MEMORY_LIMIT", "1g"}});
+  const std::string text = std::string(R"({"version":1,"unplaced":"whole-gpu","gpus":[")") + kUuidB + "\"]}";
+  apply_limits_file(whole, "/run/l.json", text.c_str(), "");
+  EXPECT_FALSE(whole.unplaced_refused());
+  EXPECT_TRUE(whole.device_visible(kUuidB));
+  EXPECT_FALSE(whole.device_visible(kUuidA));
+  EXPECT_EQ(whole.memory_limit_for(kUuidB, 0), 0u);  // whole, unlimited
+
+  for (const char* bad : {R"({"version":1,"unplaced":"maybe"})", R"({"version":2,"unplaced":"refuse"})",
+                          R"({"version":1,"unplaced":"whole-gpu","gpus":["nope"]})",
+                          R"({"version":1,"unplaced":"whole-gpu"})"}) {
+    Config c;
+    apply_limits_file(c, "/run/l.json", bad, "");
+    EXPECT_TRUE(c.limits_unusable) << bad;
+    EXPECT_FALSE(c.device_visible(kUuidA)) << bad;
+  }
+}
+
 TEST(LimitsFile, TheFixedDirectoryWinsOverTheEnvironment) {
   char dir[] = "/tmp/tessera-limits-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);

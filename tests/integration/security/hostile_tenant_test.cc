@@ -32,6 +32,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "base/testing.h"
 #include "testing/node_cluster.h"
 #include "testing/process.h"
@@ -93,17 +95,19 @@ class HostileTenantNodeTest : public ::testing::Test {
   // limits directory mounted read-only at /run/tessera/limits as a container
   // runtime would (over a private /run), and `allocation` as its
   // TESSERA_ALLOCATION. Before the probe, it tries to write the limits file and
-  // says whether it could.
+  // says whether it could, then runs `tenant_shell` (what the tenant does to
+  // its environment).
   pid_t StartProbe(const v1beta1::ContainerAllocateResponse& allocated, const std::string& allocation,
-                   bool preload, const std::string& ops, const std::string& out) {
+                   bool preload, const std::string& ops, const std::string& out,
+                   const std::string& tenant_shell = "") {
     const std::string limits = LimitsHostDir(allocated);
     EXPECT_FALSE(limits.empty()) << "Allocate mounted no read-only limits directory";
     const std::string script =
         "mount -t tmpfs tmpfs /run && mkdir -p /run/tessera/limits && mount --bind -o ro " +
         ShellQuote(limits) + " /run/tessera/limits && " +
         "{ (echo '{}' > /run/tessera/limits/limits.json) 2>/dev/null && echo limits-writable || echo "
-        "limits-read-only; } && exec " +
-        std::string(TESSERA_VGPU_PROBE) + " " + ops;
+        "limits-read-only; } && " +
+        tenant_shell + "exec " + std::string(TESSERA_VGPU_PROBE) + " " + ops;
     return cluster_.StartContainer({.allocated = &allocated,
                                     .allocation = allocation,
                                     .preload_libvgpu = preload,
@@ -154,6 +158,34 @@ TEST_F(HostileTenantNodeTest, ARewrittenRegionAndEnvironmentDoNotLiftThePodsLimi
       << text;
   EXPECT_NE(text.find("was changed from outside libvgpu"), std::string::npos) << text;
   EXPECT_EQ(ReadFile(file).find("{}"), std::string::npos);  // the agent's file is intact
+}
+
+// A pod tessera-scheduler did not place, under the default unplaced_pods:
+// refuse: the agent's limits file says so, and a container that drops
+// TESSERA_UNPLACED_PODS from its environment still sees no GPU.
+TEST_F(HostileTenantNodeTest, AnUnplacedPodThatDropsItsPolicyVariableStillSeesNoGpu) {
+  StartNode();
+  nlohmann::json pod = {
+      {"metadata", {{"name", "legacy"}, {"namespace", "ml"}}},
+      {"spec",
+       {{"nodeName", cluster_.node_name()},
+        {"containers",
+         {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+      {"status", {{"phase", "Running"}}}};
+  ASSERT_TRUE(cluster_.api().CreateObject("pods", pod).ok());
+  auto allocated = Admit("legacy");
+  const std::string file = LimitsHostDir(allocated) + "/limits.json";
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(file).empty(); })) << cluster_.NodeLog();
+  EXPECT_EQ(ReadFile(file), R"({"version":1,"unplaced":"refuse"})");
+
+  const std::string out = cluster_.Path("legacy.out");
+  pid_t pid = StartProbe(allocated, "", /*preload=*/true, "init count ctx:0 hold", out,
+                         "unset TESSERA_UNPLACED_PODS TESSERA_KUBELET_GPUS; ");
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("holding") != std::string::npos; })) << ReadFile(out);
+  const std::string text = ReadFile(out);
+  EXPECT_NE(text.find("\ncount 0 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("did not place this pod (refuse)"), std::string::npos) << text;
 }
 
 TEST_F(HostileTenantNodeTest, AProcessThatBypassesLibvgpuIsKilledWithinOneMonitorPass) {

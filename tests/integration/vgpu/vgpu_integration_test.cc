@@ -1340,6 +1340,18 @@ TEST_F(HostileTenantTest, ALimitsFileThatAppearsLaterAppliesFromThen) {
   EXPECT_EQ(held_err().find("changed from outside libvgpu"), std::string::npos) << held_err();
 }
 
+// A pod tessera did not place, under unplaced_pods: refuse: the node's file
+// says so, and dropping TESSERA_UNPLACED_PODS from the environment does not
+// bring the GPUs back.
+TEST_F(HostileTenantTest, AnUnplacedPodsRefusalInTheLimitsFileHoldsWithoutItsVariable) {
+  tmp_.Write("unplaced.json", R"({"version":1,"unplaced":"refuse"})");
+  ProbeRun r = run({"init", "count", "ctx:0"},
+                   {{"TESSERA_LIMITS", dir_ + "/unplaced.json"}, {"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  EXPECT_EQ(r.value("count", 2), 0u) << r.out << r.err;
+  EXPECT_NE(r.rc("ctx"), CUDA_SUCCESS) << r.out;
+  EXPECT_NE(r.err.find("did not place this pod (refuse)"), std::string::npos) << r.err;
+}
+
 // A limits file that is there but cannot be used: nothing is visible.
 TEST_F(HostileTenantTest, AnInvalidLimitsFileLeavesNoGpuVisible) {
   tmp_.Write("bad.json", "{\"version\":1,");
