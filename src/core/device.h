@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::core {
@@ -22,24 +24,59 @@ struct GpuLink {
   bool operator==(const GpuLink&) const = default;
 };
 
-// How a GPU is shared. A GPU in MIG mode offers MIG devices, never vGPU
-// slices: static = the node applies a mig-parted layout and advertises its
-// instances; dynamic = tessera-scheduler picks a profile and placement per
-// request and the node creates the instance at Allocate (docs/mig.md).
-enum class MigMode { kNone, kStatic, kDynamic };
+// How a GPU is shared, chosen per GPU in the node agent's configuration and
+// published in the inventory:
+//   kVgpu        tessera's vGPU slices (memory + cores, enforced by libvgpu);
+//   kExclusive   handed out whole, to one container at a time;
+//   kTimeslice   advertised as `replicas` interchangeable replicas that
+//                kube-scheduler counts (NVIDIA's time-slicing);
+//   kMps         one MPS control daemon; clients are limited by an
+//                active-thread percentage and a pinned memory limit, either
+//                sized per request by tessera-scheduler (replicas == 0) or
+//                split equally into `replicas` (NVIDIA's sharing.mps);
+//   kMigStatic   MIG: the node applies a layout and advertises its instances;
+//   kMigDynamic  MIG: tessera-scheduler picks a profile and placement per
+//                request and the node creates the instance at Allocate
+//                (docs/mig.md).
+enum class SharingMode { kVgpu, kExclusive, kTimeslice, kMps, kMigStatic, kMigDynamic };
 
-// The sharing mode as operators read it on the dashboard and in kubectl
-// tessera: "vgpu", "mig" (a layout the node applies), "mig-dynamic".
-constexpr const char* SharingModeName(MigMode mode) {
+// The mode as operators write it in the node configuration and read it on the
+// dashboard and in kubectl tessera: "vgpu", "exclusive", "timeslice", "mps",
+// "mig" (a layout the node applies), "mig-dynamic".
+constexpr const char* SharingModeName(SharingMode mode) {
   switch (mode) {
-    case MigMode::kNone:
+    case SharingMode::kVgpu:
       return "vgpu";
-    case MigMode::kStatic:
+    case SharingMode::kExclusive:
+      return "exclusive";
+    case SharingMode::kTimeslice:
+      return "timeslice";
+    case SharingMode::kMps:
+      return "mps";
+    case SharingMode::kMigStatic:
       return "mig";
-    case MigMode::kDynamic:
+    case SharingMode::kMigDynamic:
       return "mig-dynamic";
   }
   return "vgpu";
+}
+
+// For error messages: every spelling SharingModeName gives.
+inline constexpr std::string_view kSharingModeList = "vgpu, exclusive, timeslice, mps, mig or mig-dynamic";
+
+// The inverse of SharingModeName: exactly those spellings (case-sensitive),
+// nullopt for anything else.
+constexpr std::optional<SharingMode> ParseSharingMode(std::string_view name) {
+  for (SharingMode mode : {SharingMode::kVgpu, SharingMode::kExclusive, SharingMode::kTimeslice,
+                           SharingMode::kMps, SharingMode::kMigStatic, SharingMode::kMigDynamic}) {
+    if (name == SharingModeName(mode)) return mode;
+  }
+  return std::nullopt;
+}
+
+// Whether the GPU offers MIG devices (and never vGPU slices).
+constexpr bool IsMigMode(SharingMode mode) {
+  return mode == SharingMode::kMigStatic || mode == SharingMode::kMigDynamic;
 }
 
 // One MIG device of a GPU in MIG mode (a GPU instance and the compute instance
@@ -76,14 +113,18 @@ struct Gpu {
   // "<namespace>/<name>" of a pod tessera-scheduler did not place that holds
   // the GPU whole (the node agent's unplaced_pods: whole-gpu); "" = none.
   std::string held_by;
-  // kNone: offered as vGPU slices. Otherwise its MIG devices, by start.
-  MigMode mig_mode = MigMode::kNone;
+  SharingMode mode = SharingMode::kVgpu;
+  // Replicas the node advertises for a kTimeslice GPU (>= 1) or a kMps GPU
+  // split NVIDIA-style (sharing.mps); 0 otherwise. kube-scheduler counts them,
+  // not tessera-scheduler.
+  int replicas = 0;
+  // In a MIG mode: its MIG devices, by start. Empty otherwise.
   std::vector<MigDevice> mig_devices;
   bool operator==(const Gpu&) const = default;
 
-  // Whether slices may be placed on it: healthy, not held whole by a pod
-  // tessera did not place, and not in MIG mode.
-  bool usable() const { return healthy && held_by.empty() && mig_mode == MigMode::kNone; }
+  // Whether vGPU slices may be placed on it: healthy, not held whole by a pod
+  // tessera did not place, and in vGPU mode.
+  bool usable() const { return healthy && held_by.empty() && mode == SharingMode::kVgpu; }
 };
 
 }  // namespace tessera::core

@@ -157,7 +157,7 @@ GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilte
   GpuCheck r;
   if (!gpu.gpu.healthy) return {GpuReason::kUnhealthy};
   if (!gpu.gpu.held_by.empty()) return {GpuReason::kHeldByUnplacedPod};
-  if (gpu.gpu.mig_mode != MigMode::kNone) return {GpuReason::kInMigMode};
+  if (IsMigMode(gpu.gpu.mode)) return {GpuReason::kInMigMode};
   if (!UuidAllowed(filter, gpu.gpu.uuid)) return {GpuReason::kUuidNotAllowed};
   if (!TypeAllowed(filter, gpu.gpu.model)) return {GpuReason::kTypeNotAllowed};
   int slots_used = gpu.used.slots + pending.slots;

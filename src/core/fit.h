@@ -44,7 +44,7 @@ enum class GpuReason {
   kInsufficientMemory,
   kInsufficientCores,
   kUsedBySameContainer,  // a container's vGPUs must be on distinct GPUs
-  kInMigMode,            // the GPU offers MIG devices, not vGPU slices (Gpu::mig_mode)
+  kInMigMode,            // the GPU offers MIG devices, not vGPU slices (Gpu::mode)
 };
 
 std::string_view ReasonName(GpuReason reason);

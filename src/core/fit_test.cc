@@ -46,7 +46,7 @@ TEST(FitTest, UnhealthyGpuIsRejected) {
 TEST(FitTest, AGpuInMigModeTakesNoVgpuSlices) {
   Gpu mig = MakeGpu("GPU-a");
   mig.mig_capable = true;
-  mig.mig_mode = MigMode::kDynamic;
+  mig.mode = SharingMode::kMigDynamic;
   NodeState node("n", {mig, MakeGpu("GPU-b")});
   EXPECT_EQ(node.gpus()[0].free_milli(), 0);
   FitResult r = FitNode(node, AppRequest(1000, 10));

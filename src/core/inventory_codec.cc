@@ -17,9 +17,14 @@ constexpr std::string_view kPayload = "inventory";
 constexpr std::string_view kGpus = "inventory: gpus";
 
 constexpr EnumSpelling<LinkKind> kLinkKinds[] = {{LinkKind::kNvlink, "nvlink"}, {LinkKind::kPcie, "pcie"}};
-// "none" is never written: a GPU not in MIG mode has no "mig" member.
-constexpr EnumSpelling<MigMode> kMigModes[] = {
-    {MigMode::kNone, "none"}, {MigMode::kStatic, "static"}, {MigMode::kDynamic, "dynamic"}};
+// The "mig" object's own spelling of the two MIG modes, which inventories
+// carried before the per-GPU "mode" existed and still carry for older readers.
+constexpr EnumSpelling<SharingMode> kMigModes[] = {{SharingMode::kMigStatic, "static"},
+                                                   {SharingMode::kMigDynamic, "dynamic"}};
+
+constexpr bool IsReplicaMode(SharingMode mode) {
+  return mode == SharingMode::kTimeslice || mode == SharingMode::kMps;
+}
 
 // "<namespace>/<pod>/<container>": three non-empty parts.
 bool IsContainerPath(const std::string& text) {
@@ -31,11 +36,27 @@ bool IsContainerPath(const std::string& text) {
   return text.find('/', b + 1) == std::string::npos;
 }
 
-Status ValidateMig(const Gpu& g, const std::string& where, std::set<std::string>& mig_uuids) {
-  if (g.mig_mode != MigMode::kNone && g.mig_mode != MigMode::kStatic && g.mig_mode != MigMode::kDynamic) {
-    return Error{where + ": \"mig.mode\" is not none, static or dynamic"};
+Status ValidateMode(const Gpu& g, const std::string& where) {
+  if (ParseSharingMode(SharingModeName(g.mode)) != g.mode) {  // a value outside the enum
+    return Error{where + ": \"mode\" is not one of " + std::string(kSharingModeList)};
   }
-  if (g.mig_mode == MigMode::kNone) {
+  if (g.mode == SharingMode::kTimeslice) {
+    return CheckRange(where, "replicas", g.replicas, 1, kMaxReplicas,
+                      "(a time-sliced GPU advertises replicas)");
+  }
+  if (g.mode == SharingMode::kMps) {
+    return CheckRange(where, "replicas", g.replicas, 0, kMaxReplicas, "(sized MPS shares)",
+                      "(NVIDIA-style equal replicas)");
+  }
+  if (g.replicas != 0) {
+    return Error{where + ": \"replicas\" is " + std::to_string(g.replicas) + " but the GPU is in " +
+                 SharingModeName(g.mode) + " mode; only timeslice and mps GPUs advertise replicas"};
+  }
+  return Status::Ok();
+}
+
+Status ValidateMig(const Gpu& g, const std::string& where, std::set<std::string>& mig_uuids) {
+  if (!IsMigMode(g.mode)) {
     if (!g.mig_devices.empty()) return Error{where + ": lists MIG devices but is not in MIG mode"};
     return Status::Ok();
   }
@@ -115,6 +136,7 @@ Status ValidateInventory(const NodeInventory& inv) {
                      "\"; expected <namespace>/<pod name> of the pod holding the GPU"};
       }
     }
+    TESSERA_RETURN_IF_ERROR(ValidateMode(g, where));
     TESSERA_RETURN_IF_ERROR(ValidateMig(g, where, mig_uuids));
   }
   for (size_t i = 0; i < inv.gpus.size(); ++i) {
@@ -157,9 +179,11 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
                     {"slots", g.slots},
                     {"cores", g.cores},
                     {"migCapable", g.mig_capable},
+                    {"mode", SharingModeName(g.mode)},
                     {"links", std::move(links)}});
+    if (IsReplicaMode(g.mode)) gpus.back()["replicas"] = g.replicas;
     if (!g.held_by.empty()) gpus.back()["heldBy"] = g.held_by;
-    if (g.mig_mode != MigMode::kNone) {
+    if (IsMigMode(g.mode)) {
       json devices = JsonArrayOf(g.mig_devices, [](const MigDevice& d) {
         json out{{"uuid", d.uuid},      {"profile", d.profile},      {"start", d.start},
                  {"size", d.size},      {"memoryMiB", d.memory_mib}, {"smCount", d.sm_count},
@@ -167,7 +191,7 @@ Result<nlohmann::json> InventoryToJson(const NodeInventory& inv) {
         if (!d.used_by.empty()) out["usedBy"] = d.used_by;
         return out;
       });
-      gpus.back()["mig"] = json{{"mode", SpellingOf(kMigModes, g.mig_mode)}, {"devices", std::move(devices)}};
+      gpus.back()["mig"] = json{{"mode", SpellingOf(kMigModes, g.mode)}, {"devices", std::move(devices)}};
     }
   }
   return json{{"version", kInventoryVersion},
@@ -208,19 +232,44 @@ Result<NodeInventory> InventoryFromJson(const nlohmann::json& j) {
       TESSERA_ASSIGN_OR_RETURN(gpu.held_by, ReadString(g, "heldBy", where));
     }
     TESSERA_ASSIGN_OR_RETURN(gpu.mig_capable, ReadBool(g, "migCapable", where));
+    // Added within version 1: absent in inventories of older agents, whose
+    // GPUs were vGPU unless a "mig" object says which MIG mode.
+    std::optional<SharingMode> mode;
+    if (g.contains("mode")) {
+      TESSERA_ASSIGN_OR_RETURN(const std::string name, ReadString(g, "mode", where));
+      mode = ParseSharingMode(name);
+      if (!mode) {
+        return Error{where + ": \"mode\" is \"" + name.substr(0, 40) + "\"; expected one of " +
+                     std::string(kSharingModeList)};
+      }
+      gpu.mode = *mode;
+    }
+    // Added with "mode", optional: only for timeslice and mps GPUs.
+    if (g.contains("replicas")) {
+      TESSERA_ASSIGN_OR_RETURN(gpu.replicas, ReadInt(g, "replicas", where, 0, kMaxReplicas));
+    }
     // Added within version 1, optional: present only for a GPU in MIG mode
     // (an older reader ignores it and sees the GPU's slots, which are 0).
+    // Before "mode" existed its own "mode" was the only place saying which.
+    if (mode && IsMigMode(*mode) && !g.contains("mig")) {
+      return Error{where + ": \"mode\" is \"" + SharingModeName(*mode) +
+                   "\" but the GPU has no \"mig\" object listing its MIG devices"};
+    }
     if (g.contains("mig")) {
       const json& m = g["mig"];
       const std::string mwhere = where + ".mig";
       if (!m.is_object()) return Error{mwhere + ": expected an object {\"mode\":…,\"devices\":[…]}"};
-      TESSERA_ASSIGN_OR_RETURN(const std::string mode, ReadString(m, "mode", mwhere));
-      const std::optional<MigMode> spelled = ValueSpelled(kMigModes, mode);
-      if (!spelled || *spelled == MigMode::kNone) {
-        return Error{mwhere + ": \"mode\" is \"" + mode.substr(0, 40) +
+      TESSERA_ASSIGN_OR_RETURN(const std::string mig_mode, ReadString(m, "mode", mwhere));
+      const std::optional<SharingMode> spelled = ValueSpelled(kMigModes, mig_mode);
+      if (!spelled) {
+        return Error{mwhere + ": \"mode\" is \"" + mig_mode.substr(0, 40) +
                      "\"; expected \"static\" or \"dynamic\" (omit \"mig\" for a GPU not in MIG mode)"};
       }
-      gpu.mig_mode = *spelled;
+      if (mode && *mode != *spelled) {
+        return Error{mwhere + ": \"mode\" is \"" + mig_mode + "\" but the GPU's \"mode\" is \"" +
+                     SharingModeName(*mode) + "\"; they must agree (mig + static, mig-dynamic + dynamic)"};
+      }
+      gpu.mode = *spelled;
       auto read_device = [](const json& d, size_t, const std::string& dwhere) -> Result<MigDevice> {
         MigDevice device;
         TESSERA_ASSIGN_OR_RETURN(device.uuid, ReadString(d, "uuid", dwhere));

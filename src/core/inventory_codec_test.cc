@@ -102,12 +102,12 @@ TEST(InventoryCodecTest, HeldByIsOptionalRoundTripsAndIsChecked) {
 NodeInventory MigSample() {
   NodeInventory inv = Sample();
   Gpu& a = inv.gpus[0];
-  a.mig_mode = MigMode::kDynamic;
+  a.mode = SharingMode::kMigDynamic;
   a.slots = 0;
   a.mig_devices = {
       {"MIG-11111111-2222-3333-4444-555555555555", "1g.10gb", 6, 1, 9728, 14, true, ""},
       {"MIG-66666666-2222-3333-4444-555555555555", "3g.40gb", 0, 4, 40192, 42, true, "ml/train-0/main"}};
-  inv.gpus[1].mig_mode = MigMode::kStatic;  // in MIG mode with no instance yet
+  inv.gpus[1].mode = SharingMode::kMigStatic;  // in MIG mode with no instance yet
   return inv;
 }
 
@@ -130,9 +130,112 @@ TEST(InventoryCodecTest, AnInventoryWithoutMigReadsAsNotInMigMode) {
   auto inv = DecodeInventory(*EncodeInventory(Sample()));
   ASSERT_TRUE(inv.ok()) << inv.error().message;
   for (const Gpu& g : inv->gpus) {
-    EXPECT_EQ(g.mig_mode, MigMode::kNone);
+    EXPECT_EQ(g.mode, SharingMode::kVgpu);
     EXPECT_TRUE(g.mig_devices.empty());
   }
+}
+
+// The sample with GPU 0 time-sliced into 4 replicas, GPU 1 exclusive and
+// GPU 2 in MPS mode with shares sized by the scheduler.
+NodeInventory ModesSample() {
+  NodeInventory inv = Sample();
+  inv.gpus[0].mode = SharingMode::kTimeslice;
+  inv.gpus[0].replicas = 4;
+  inv.gpus[0].slots = 0;
+  inv.gpus[1].mode = SharingMode::kExclusive;
+  inv.gpus[1].slots = 0;
+  inv.gpus[2].mode = SharingMode::kMps;
+  return inv;
+}
+
+TEST(InventoryCodecTest, EveryGpuCarriesItsModeAndReplicas) {
+  const NodeInventory inv = ModesSample();
+  const nlohmann::json j = *InventoryToJson(inv);
+  EXPECT_EQ(j["gpus"][0]["mode"], "timeslice");
+  EXPECT_EQ(j["gpus"][0]["replicas"], 4);
+  EXPECT_EQ(j["gpus"][1]["mode"], "exclusive");
+  EXPECT_FALSE(j["gpus"][1].contains("replicas")) << "only timeslice and mps GPUs advertise replicas";
+  EXPECT_EQ(j["gpus"][2]["mode"], "mps");
+  EXPECT_EQ(j["gpus"][2]["replicas"], 0);
+  EXPECT_EQ(*InventoryToJson(Sample()), *InventoryToJson(Sample()));
+  EXPECT_EQ((*InventoryToJson(Sample()))["gpus"][2]["mode"], "vgpu");
+  ExpectRoundTrip(inv, EncodeInventory, DecodeInventory);
+  ExpectRoundTrip(MigSample(), EncodeInventory, DecodeInventory);
+  const nlohmann::json mig = *InventoryToJson(MigSample());
+  EXPECT_EQ(mig["gpus"][0]["mode"], "mig-dynamic");
+  EXPECT_EQ(mig["gpus"][0]["mig"]["mode"], "dynamic") << "kept for readers from before \"mode\"";
+  EXPECT_EQ(mig["gpus"][1]["mode"], "mig");
+  EXPECT_EQ(mig["gpus"][1]["mig"]["mode"], "static");
+}
+
+TEST(InventoryCodecTest, ReadsInventoriesOfAgentsFromBeforeTheMode) {
+  // What an older agent wrote: no "mode", no "replicas"; MIG only as
+  // "mig": {"mode": ...}.
+  nlohmann::json j = *InventoryToJson(MigSample());
+  for (nlohmann::json& g : j["gpus"]) {
+    g.erase("mode");
+    g.erase("replicas");
+  }
+  auto back = DecodeInventory(j.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->gpus[0].mode, SharingMode::kMigDynamic);
+  EXPECT_EQ(back->gpus[1].mode, SharingMode::kMigStatic);
+  EXPECT_EQ(back->gpus[2].mode, SharingMode::kVgpu);
+  EXPECT_EQ(back->gpus[0].mig_devices.size(), 2u);
+  EXPECT_EQ(*back, MigSample());
+}
+
+TEST(InventoryCodecTest, DecodeRefusesBadModes) {
+  auto mutated = [](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json j = *InventoryToJson(MigSample());
+    change(j);
+    return j.dump();
+  };
+  const std::pair<std::string, const char*> cases[] = {
+      {mutated([](nlohmann::json& j) { j["gpus"][2]["mode"] = "shared"; }),
+       "\"mode\" is \"shared\"; expected one of vgpu, exclusive, timeslice, mps, mig or mig-dynamic"},
+      {mutated([](nlohmann::json& j) { j["gpus"][2]["mode"] = 3; }), "\"mode\""},
+      {mutated([](nlohmann::json& j) { j["gpus"][2]["mode"] = "mig"; }), "has no \"mig\" object"},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mode"] = "mig"; }), "they must agree"},
+      {mutated([](nlohmann::json& j) { j["gpus"][0]["mode"] = "vgpu"; }), "they must agree"},
+      {mutated([](nlohmann::json& j) { j["gpus"][2]["mode"] = "timeslice"; }),
+       "\"replicas\" is 0; expected 1 (a time-sliced GPU advertises replicas)"},
+      {mutated([](nlohmann::json& j) {
+         j["gpus"][2]["mode"] = "timeslice";
+         j["gpus"][2]["replicas"] = -2;
+       }),
+       "\"replicas\" is -2"},
+      {mutated([](nlohmann::json& j) { j["gpus"][2]["replicas"] = 2; }),
+       "\"replicas\" is 2 but the GPU is in vgpu mode"},
+      {mutated([](nlohmann::json& j) {
+         j["gpus"][2]["mode"] = "mps";
+         j["gpus"][2]["replicas"] = "4";
+       }),
+       "\"replicas\""},
+  };
+  for (const auto& [text, says] : cases) {
+    auto refused = DecodeInventory(text);
+    ASSERT_FALSE(refused.ok()) << text;
+    EXPECT_NE(refused.error().message.find(says), std::string::npos) << refused.error().message;
+  }
+}
+
+TEST(InventoryCodecTest, EncodeRefusesReplicasOutsideTheirMode) {
+  NodeInventory inv = ModesSample();
+  inv.gpus[0].replicas = 0;
+  EXPECT_FALSE(EncodeInventory(inv).ok()) << "a time-sliced GPU advertises at least one replica";
+  inv = ModesSample();
+  inv.gpus[1].replicas = 2;
+  EXPECT_FALSE(EncodeInventory(inv).ok()) << "an exclusive GPU has no replicas";
+  inv = ModesSample();
+  inv.gpus[2].replicas = kMaxReplicas + 1;
+  EXPECT_FALSE(EncodeInventory(inv).ok());
+  inv = ModesSample();
+  inv.gpus[2].mode = static_cast<SharingMode>(17);
+  auto refused = EncodeInventory(inv);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("\"mode\" is not one of"), std::string::npos)
+      << refused.error().message;
 }
 
 TEST(InventoryCodecTest, EncodeRefusesInvalidMigDevices) {

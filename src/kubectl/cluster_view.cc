@@ -40,7 +40,7 @@ NodeView ViewNode(const Json& object, const ViewOptions& options) {
   view.heartbeat = inventory->heartbeat;
   view.state = core::NodeState(view.name, inventory->gpus);
   for (const core::Gpu& gpu : inventory->gpus) {
-    if (gpu.mig_mode == core::MigMode::kNone) continue;
+    if (!core::IsMigMode(gpu.mode)) continue;
     for (const core::MigDevice& d : gpu.mig_devices) {
       MigInstanceView m;
       m.gpu_uuid = gpu.uuid;
@@ -151,7 +151,7 @@ Status AccountPod(NodeView& node, const PodView& pod) {
       const int g = node.state.IndexOf(d.uuid);
       if (g < 0) return Error{what + ": node " + node.name + " has no such GPU"};
       const core::Gpu& gpu = node.state.gpus()[static_cast<size_t>(g)].gpu;
-      if (gpu.mig_mode == core::MigMode::kNone) return Error{what + ": the GPU is not in MIG mode"};
+      if (!core::IsMigMode(gpu.mode)) return Error{what + ": the GPU is not in MIG mode"};
       claims.push_back({&d, &c.container, &gpu});
     }
     if (!kept.devices.empty()) slices.containers.push_back(std::move(kept));

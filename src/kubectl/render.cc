@@ -164,10 +164,10 @@ void WhyPlaced(const ClusterView& view, const PodView& pod, std::string& out) {
   out += "  Its GPUs now, with every pod on them:\n";
   for (const auto& g : node->state.gpus()) {
     if (!uuids.count(g.gpu.uuid)) continue;
-    if (g.gpu.mig_mode != core::MigMode::kNone) {
+    if (core::IsMigMode(g.gpu.mode)) {
       const auto instances = MigOn(*node, g.gpu.uuid);
       out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid +
-             "): " + core::SharingModeName(g.gpu.mig_mode) + ", " + std::to_string(instances.size()) +
+             "): " + core::SharingModeName(g.gpu.mode) + ", " + std::to_string(instances.size()) +
              " MIG instance(s)" + (g.gpu.healthy ? "" : ", UNHEALTHY") + "\n";
       for (const MigInstanceView* m : instances) {
         const std::string holder = m->Holder();
@@ -213,7 +213,7 @@ void WhyPending(const ClusterView& view, const PodView& pod, const DescribeOptio
       if (node.inventory != InventoryState::kOk) continue;
       std::vector<std::string> gpus;
       for (const auto& g : node.state.gpus()) {
-        if (g.gpu.mig_mode != core::MigMode::kDynamic) continue;
+        if (g.gpu.mode != core::SharingMode::kMigDynamic) continue;
         gpus.push_back("GPU " + std::to_string(g.gpu.index) + " (" +
                        std::to_string(MigOn(node, g.gpu.uuid).size()) + " instance(s)" +
                        (g.gpu.healthy ? "" : ", UNHEALTHY") + ")");
@@ -272,9 +272,8 @@ std::string TopNodes(const ClusterView& view) {
     // MIG GPUs offer no slices; the memory of their held instances is allocated.
     std::vector<const MigInstanceView*> instances;
     for (const MigInstanceView& m : node.mig) instances.push_back(&m);
-    const bool any_mig =
-        std::any_of(node.state.gpus().begin(), node.state.gpus().end(),
-                    [](const core::GpuState& g) { return g.gpu.mig_mode != core::MigMode::kNone; });
+    const bool any_mig = std::any_of(node.state.gpus().begin(), node.state.gpus().end(),
+                                     [](const core::GpuState& g) { return core::IsMigMode(g.gpu.mode); });
     const int64_t memory = t.memory_allocated_mib + MigHeldMemory(instances);
     table.Add(
         {node.name, t.healthy == t.gpus ? gpus : gpus + " healthy", Mi(memory) + "/" + Mi(t.memory_mib),
@@ -303,11 +302,11 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
       if (!g.Overcommit().empty()) health += ", OVERCOMMITTED";
       auto it = pods.find(g.gpu.uuid);
       const std::string pod_count = std::to_string(it == pods.end() ? 0 : it->second.size());
-      if (g.gpu.mig_mode != core::MigMode::kNone) {
+      if (core::IsMigMode(g.gpu.mode)) {
         const auto instances = MigOn(node, g.gpu.uuid);
         const int64_t memory = MigHeldMemory(instances);
         table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
-                   core::SharingModeName(g.gpu.mig_mode), Mi(memory) + "/" + Mi(g.gpu.memory_mib),
+                   core::SharingModeName(g.gpu.mode), Mi(memory) + "/" + Mi(g.gpu.memory_mib),
                    Percent(memory, g.gpu.memory_mib), "-", "-", MigCount(instances), pod_count});
         for (const MigInstanceView* m : instances) {
           const std::string holder = m->Holder();
@@ -317,7 +316,7 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
         continue;
       }
       table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
-                 core::SharingModeName(g.gpu.mig_mode), Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
+                 core::SharingModeName(g.gpu.mode), Mi(g.used.memory_mib) + "/" + Mi(g.gpu.memory_mib),
                  Percent(g.used.memory_mib, g.gpu.memory_mib),
                  std::to_string(g.used.cores) + "/" + std::to_string(g.gpu.cores),
                  std::to_string(g.used.slots) + "/" + std::to_string(g.gpu.slots), "-", pod_count});

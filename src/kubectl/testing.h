@@ -60,7 +60,7 @@ inline nlohmann::json MigNode(const std::string& name) {
   gpu.memory_mib = 81920;
   gpu.slots = 0;
   gpu.mig_capable = true;
-  gpu.mig_mode = core::MigMode::kDynamic;
+  gpu.mode = core::SharingMode::kMigDynamic;
   gpu.mig_devices = {{"MIG-made", "1g.10gb", 6, 1, 9728, 14, true, "ml/made/main"}};
   return Node(name, *core::EncodeInventory(inventory));
 }

@@ -305,7 +305,8 @@ Status Agent::Start() {
       publisher_->SetExtraGpus([this] {
         std::vector<core::Gpu> listed;
         if (mig_) {
-          listed = mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::MigMode::kStatic);
+          listed =
+              mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::SharingMode::kMigStatic);
         }
         if (dynamic_) {
           for (auto& gpu : dynamic_->InventoryGpus()) listed.push_back(std::move(gpu));

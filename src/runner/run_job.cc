@@ -250,7 +250,7 @@ void MarkMigModeGpus(std::vector<core::Gpu>& gpus, LazyMig& mig) {
   for (const auto& state : *listed) {
     for (auto& g : gpus) {
       if (g.uuid == state.uuid && (state.mig_enabled || !state.instances.empty())) {
-        g.mig_mode = core::MigMode::kStatic;
+        g.mode = core::SharingMode::kMigStatic;
       }
     }
   }

@@ -27,7 +27,7 @@ nlohmann::json NodeWithOneMigGpu(const std::string& name) {
   EXPECT_TRUE(inv.ok());
   core::Gpu& mig = inv->gpus[0];
   mig.mig_capable = true;
-  mig.mig_mode = core::MigMode::kDynamic;
+  mig.mode = core::SharingMode::kMigDynamic;
   mig.mig_devices = {
       {"MIG-11111111-2222-3333-4444-555555555555", "3g.40gb", 0, 4, 40192, 42, true, "ml/train/main"}};
   text = *core::EncodeInventory(*inv);
@@ -47,11 +47,11 @@ TEST(MigClusterStateTest, MigDevicesReachTheSchedulersNodeState) {
   ASSERT_TRUE(node.has_value());
   ASSERT_EQ(node->gpus().size(), 2u);
   const core::Gpu& mig = node->gpus()[0].gpu;
-  EXPECT_EQ(mig.mig_mode, core::MigMode::kDynamic);
+  EXPECT_EQ(mig.mode, core::SharingMode::kMigDynamic);
   ASSERT_EQ(mig.mig_devices.size(), 1u);
   EXPECT_EQ(mig.mig_devices[0].profile, "3g.40gb");
   EXPECT_EQ(mig.mig_devices[0].used_by, "ml/train/main");
-  EXPECT_EQ(node->gpus()[1].gpu.mig_mode, core::MigMode::kNone);
+  EXPECT_EQ(node->gpus()[1].gpu.mode, core::SharingMode::kVgpu);
 }
 
 TEST(MigClusterStateTest, NoVgpuSliceGoesToAGpuInMigMode) {

@@ -87,7 +87,7 @@ Result<std::vector<MigContainerPlacement>> PlaceDynamicMig(const core::NodeState
   for (size_t g = 0; g < gpus.size(); ++g) {
     const core::Gpu& gpu = gpus[g].gpu;
     const int index = static_cast<int>(g);
-    if (gpu.mig_mode != core::MigMode::kDynamic) {
+    if (gpu.mode != core::SharingMode::kMigDynamic) {
       unusable[g] = Head(gpu, index) + "not in mig-dynamic mode";
       continue;
     }
@@ -254,7 +254,7 @@ Status CheckMigInstance(const core::NodeState& node, const PendingMigInstance& i
       "MIG instance " + core::mig::Describe(instance.instance) + " on GPU " + instance.gpu_uuid;
   if (g < 0) return Error{what + ": node '" + node.name() + "' has no such GPU"};
   const core::Gpu& gpu = node.gpus()[static_cast<size_t>(g)].gpu;
-  if (gpu.mig_mode != core::MigMode::kDynamic) return Error{what + ": the GPU is not in mig-dynamic mode"};
+  if (gpu.mode != core::SharingMode::kMigDynamic) return Error{what + ": the GPU is not in mig-dynamic mode"};
   const ModelOfGpu& model = ModelOf(gpu);
   if (!model.model.ok()) return Error{what + ": " + model.model.error().message};
   const core::mig::Instance one[] = {instance.instance};

@@ -18,7 +18,7 @@ core::Gpu DynamicGpu(int index) {
   gpu.sm_count = 108;
   gpu.slots = 0;
   gpu.mig_capable = true;
-  gpu.mig_mode = core::MigMode::kDynamic;
+  gpu.mode = core::SharingMode::kMigDynamic;
   return gpu;
 }
 
@@ -79,11 +79,11 @@ TEST(MigPlacementTest, InstancesInTheInventoryCountAndOnlyDynamicGpusTakeRequest
   full.mig_devices = {
       {"MIG-00000000-0000-0000-0000-000000000001", "7g.80gb", 0, 8, 80640, 98, true, "a/b/c"}};
   core::Gpu vgpu = DynamicGpu(1);
-  vgpu.mig_mode = core::MigMode::kNone;
+  vgpu.mode = core::SharingMode::kVgpu;
   vgpu.mig_capable = false;
   vgpu.slots = 10;
   core::Gpu layout = DynamicGpu(2);
-  layout.mig_mode = core::MigMode::kStatic;
+  layout.mode = core::SharingMode::kMigStatic;
   const core::NodeState node("n", {full, vgpu, layout});
   auto refused = PlaceDynamicMig(node, Asking(9000));
   ASSERT_FALSE(refused.ok());

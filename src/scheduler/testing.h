@@ -77,7 +77,7 @@ inline nlohmann::json NodeWithDynamicMigGpus(const std::string& name, int node_i
   if (!inv.ok()) return node;
   for (core::Gpu& g : inv->gpus) {
     g.mig_capable = true;
-    g.mig_mode = core::MigMode::kDynamic;
+    g.mode = core::SharingMode::kMigDynamic;
     if (auto it = devices.find(g.index); it != devices.end()) g.mig_devices = it->second;
   }
   auto encoded = core::EncodeInventory(*inv);

@@ -235,7 +235,7 @@ std::vector<core::Gpu> DynamicMig::InventoryGpus() const {
   std::vector<core::Gpu> out;
   for (core::Gpu gpu : gpus_) {
     gpu.mig_capable = true;
-    gpu.mig_mode = core::MigMode::kDynamic;
+    gpu.mode = core::SharingMode::kMigDynamic;
     gpu.slots = 0;
     // The scheduler places nothing on a GPU whose MIG mode waits for a reset.
     gpu.healthy = gpu.healthy && mig_on_.count(gpu.uuid) > 0 && unhealthy_.count(gpu.uuid) == 0;

@@ -217,7 +217,7 @@ TEST_F(DynamicMigTest, HopperIsOnAtOnceAmpereWaitsForAResetSetOnceReportedOnce) 
   EXPECT_EQ(advertised[0].slots, 7);
   EXPECT_FALSE(advertised[1].healthy);
   auto inventory = mig_->InventoryGpus();
-  EXPECT_EQ(inventory[1].mig_mode, core::MigMode::kDynamic);
+  EXPECT_EQ(inventory[1].mode, core::SharingMode::kMigDynamic);
   EXPECT_FALSE(inventory[1].healthy);
 
   // A pod placed there anyway is refused, nothing created.

@@ -5,12 +5,12 @@
 namespace tessera::node::mig {
 
 std::vector<core::Gpu> MigInventoryGpus(const std::vector<core::Gpu>& managed,
-                                        const std::vector<MigDevice>& devices, core::MigMode mode) {
+                                        const std::vector<MigDevice>& devices, core::SharingMode mode) {
   std::vector<core::Gpu> out;
   out.reserve(managed.size());
   for (core::Gpu gpu : managed) {
     gpu.mig_capable = true;
-    gpu.mig_mode = mode;
+    gpu.mode = mode;
     gpu.slots = 0;
     gpu.mig_devices.clear();
     for (const MigDevice& d : devices) {

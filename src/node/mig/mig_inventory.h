@@ -19,6 +19,6 @@ namespace tessera::node::mig {
 // MIG mode is still pending (an A100 waiting for a reset) is listed in MIG
 // mode with no devices: the node does not offer it as vGPU slices either.
 std::vector<core::Gpu> MigInventoryGpus(const std::vector<core::Gpu>& managed,
-                                        const std::vector<MigDevice>& devices, core::MigMode mode);
+                                        const std::vector<MigDevice>& devices, core::SharingMode mode);
 
 }  // namespace tessera::node::mig

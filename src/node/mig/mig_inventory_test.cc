@@ -38,10 +38,10 @@ TEST(MigInventoryTest, EachGpuListsItsOwnDevicesByStartAndNoSlots) {
       Device("MIG-00000000-0000-0000-0000-000000000006", kParent, "1g.10gb", 6, 1, "ml/a/main"),
       Device("MIG-00000000-0000-0000-0000-000000000000", kParent, "3g.40gb", 0, 4),
       Device("MIG-00000000-0000-0000-0000-0000000000b0", kOther, "1g.10gb", 0, 1)};
-  auto gpus =
-      MigInventoryGpus({Discovered(kParent, 0), Discovered(kOther, 1)}, devices, core::MigMode::kStatic);
+  auto gpus = MigInventoryGpus({Discovered(kParent, 0), Discovered(kOther, 1)}, devices,
+                               core::SharingMode::kMigStatic);
   ASSERT_EQ(gpus.size(), 2u);
-  EXPECT_EQ(gpus[0].mig_mode, core::MigMode::kStatic);
+  EXPECT_EQ(gpus[0].mode, core::SharingMode::kMigStatic);
   EXPECT_EQ(gpus[0].slots, 0) << "no vGPU slices on a MIG GPU";
   ASSERT_EQ(gpus[0].mig_devices.size(), 2u);
   EXPECT_EQ(gpus[0].mig_devices[0].profile, "3g.40gb");
@@ -61,9 +61,9 @@ TEST(MigInventoryTest, EachGpuListsItsOwnDevicesByStartAndNoSlots) {
 }
 
 TEST(MigInventoryTest, AGpuWaitingForItsModeIsListedInMigModeWithoutDevices) {
-  auto gpus = MigInventoryGpus({Discovered(kParent, 0)}, {}, core::MigMode::kDynamic);
+  auto gpus = MigInventoryGpus({Discovered(kParent, 0)}, {}, core::SharingMode::kMigDynamic);
   ASSERT_EQ(gpus.size(), 1u);
-  EXPECT_EQ(gpus[0].mig_mode, core::MigMode::kDynamic);
+  EXPECT_EQ(gpus[0].mode, core::SharingMode::kMigDynamic);
   EXPECT_TRUE(gpus[0].mig_devices.empty());
   EXPECT_FALSE(gpus[0].usable());
 }

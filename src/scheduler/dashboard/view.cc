@@ -47,7 +47,7 @@ std::vector<MigInstanceRecord> MigInstancesOf(
     const core::NodeState& state, const std::map<std::string, std::vector<PendingMigInstance>>& claims) {
   std::vector<MigInstanceRecord> out;
   for (const core::GpuState& g : state.gpus()) {
-    if (g.gpu.mig_mode == core::MigMode::kNone) continue;
+    if (!core::IsMigMode(g.gpu.mode)) continue;
     for (const core::MigDevice& d : g.gpu.mig_devices) {
       out.push_back({g.gpu.uuid, g.gpu.index, d.profile, d.start, d.size, d.memory_mib, d.uuid, d.healthy,
                      d.used_by, ""});
@@ -280,7 +280,7 @@ std::string OverviewJson(const View& view) {
     mig_held += MigHeldMiB(n);
     mig_instances += static_cast<int64_t>(n.mig.size());
     for (const core::GpuState& g : n.state.gpus()) {
-      mig_gpus += g.gpu.mig_mode != core::MigMode::kNone ? 1 : 0;
+      mig_gpus += core::IsMigMode(g.gpu.mode) ? 1 : 0;
       t.Add(g);
       idle += g.idle() && g.gpu.usable() ? 1 : 0;
       with_slices += g.idle() ? 0 : 1;
@@ -665,7 +665,7 @@ Json GpuJson(const NodeRecord& n, const core::GpuState& g, const GpuUsageRecord*
             {"index", g.gpu.index},
             {"model", g.gpu.model},
             {"healthy", g.gpu.healthy},
-            {"mode", core::SharingModeName(g.gpu.mig_mode)},
+            {"mode", core::SharingModeName(g.gpu.mode)},
             {"memoryMiB", g.gpu.memory_mib},
             {"cores", g.gpu.cores},
             {"slots", g.gpu.slots},
@@ -677,7 +677,7 @@ Json GpuJson(const NodeRecord& n, const core::GpuState& g, const GpuUsageRecord*
             {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
             {"utilization", Nullable(u, u ? u->utilization : 0)}};
   if (!g.gpu.held_by.empty()) j["heldBy"] = g.gpu.held_by;
-  if (g.gpu.mig_mode != core::MigMode::kNone) {
+  if (core::IsMigMode(g.gpu.mode)) {
     Json instances = Json::array();
     for (const MigInstanceRecord& m : n.mig) {
       if (m.gpu_uuid == g.gpu.uuid) instances.push_back(MigInstanceJson(m));

@@ -237,8 +237,9 @@ TEST_F(MigDynamicTest, TheIssueScenarioThroughTheScheduler) {
       << cluster_->NodeLog();
   ASSERT_TRUE(WaitFor([&] {
     auto gpus = PublishedGpus();
-    return gpus.size() == 2 && gpus[0].mig_mode == core::MigMode::kDynamic &&
-           gpus[1].mig_mode == core::MigMode::kDynamic && gpus[0].mig_devices.empty() && gpus[0].slots == 0;
+    return gpus.size() == 2 && gpus[0].mode == core::SharingMode::kMigDynamic &&
+           gpus[1].mode == core::SharingMode::kMigDynamic && gpus[0].mig_devices.empty() &&
+           gpus[0].slots == 0;
   })) << cluster_->NodeLog();
   const std::string gpu0 = PublishedGpus()[0].uuid, gpu1 = PublishedGpus()[1].uuid;
   StartScheduler();
@@ -426,7 +427,7 @@ TEST_F(MigDynamicTest, AnAmpereModeChangeIsPendingUntilReset) {
   EXPECT_EQ(Healthy(cluster_->kubelet().devices(kGpu)), 0u);
   ASSERT_TRUE(WaitFor([&] {
     auto gpus = PublishedGpus();
-    return gpus.size() == 1 && gpus[0].mig_mode == core::MigMode::kDynamic && !gpus[0].healthy;
+    return gpus.size() == 1 && gpus[0].mode == core::SharingMode::kMigDynamic && !gpus[0].healthy;
   }));
   std::this_thread::sleep_for(1s);  // passes go by: still one Event
   EXPECT_EQ(NodeEvents("MigDynamicPending").size(), 1u);

@@ -178,11 +178,11 @@ TEST_F(MigNodeTest, MixedLayoutGivesSevenSmallDevicesAndNoEighth) {
                        [](const core::MigDevice& d) { return d.used_by.rfind("ml/pod-", 0) == 0; });
   })) << NodeLog();
   if (auto inv = Inventory(); inv && inv->gpus.size() == 2) {
-    EXPECT_EQ(inv->gpus[0].mig_mode, core::MigMode::kStatic);
+    EXPECT_EQ(inv->gpus[0].mode, core::SharingMode::kMigStatic);
     EXPECT_EQ(inv->gpus[0].slots, 0);
     EXPECT_EQ(inv->gpus[0].mig_devices[0].profile, "1g.10gb");
     EXPECT_EQ(inv->gpus[0].mig_devices[0].memory_mib, 9728);
-    EXPECT_EQ(inv->gpus[1].mig_mode, core::MigMode::kNone);
+    EXPECT_EQ(inv->gpus[1].mode, core::SharingMode::kVgpu);
     EXPECT_GT(inv->gpus[1].slots, 0);
   }
   // A device this node does not have is refused by the plugin itself.
