@@ -526,6 +526,13 @@ void apply_limits_file(Config& c, const std::string& path, const char* text, con
   else if (c.source == ConfigSource::kHami)
     c.problems.push_back("CUDA_DEVICE_MEMORY_LIMIT / CUDA_DEVICE_SM_LIMIT ignored: limits file " + path +
                          " applies");
+  // The file carries no compute policy; the environment may choose between
+  // the policies that hold the quota (force, default), not switch it off.
+  if (c.core_policy == "disable") {
+    c.problems.push_back("GPU_CORE_UTILIZATION_POLICY=disable ignored: limits file " + path +
+                         " applies; the compute quota is held (policy default)");
+    c.core_policy = "default";
+  }
   c.grants = std::move(grants);
   c.source = ConfigSource::kAllocation;
   c.limits_from_file = true;

@@ -230,6 +230,27 @@ TEST(LimitsFile, OutranksTheEnvironmentAndSaysSo) {
   EXPECT_TRUE(same.problems.empty());
 }
 
+// The file carries no compute policy: the environment may pick force or
+// default, not switch the limiter off.
+TEST(LimitsFile, TheEnvironmentCannotDisableTheComputeQuota) {
+  Config c = load({{"GPU_CORE_UTILIZATION_POLICY", "disable"}});
+  const std::string text = LimitsPayload(kUuidA, 1000);
+  apply_limits_file(c, "/run/l.json", text.c_str(), "");
+  EXPECT_EQ(c.core_policy, "default");
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("GPU_CORE_UTILIZATION_POLICY=disable ignored"), std::string::npos);
+
+  Config force = load({{"GPU_CORE_UTILIZATION_POLICY", "force"}});
+  apply_limits_file(force, "/run/l.json", text.c_str(), "");
+  EXPECT_EQ(force.core_policy, "force");
+  EXPECT_TRUE(force.problems.empty());
+
+  // Without a file (not there yet), the environment's choice stands.
+  Config pending = load({{"GPU_CORE_UTILIZATION_POLICY", "disable"}});
+  apply_limits_file(pending, "/run/l.json", nullptr, "");
+  EXPECT_EQ(pending.core_policy, "disable");
+}
+
 TEST(LimitsFile, NotThereYetLeavesTheEnvironmentInForce) {
   Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
   apply_limits_file(c, "/run/l.json", nullptr, "");

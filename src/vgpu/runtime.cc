@@ -187,10 +187,23 @@ void Runtime::setup_region_device(DeviceView* view, int ordinal) {
   used_devices_.fetch_or(1u << view->region_index, std::memory_order_relaxed);
   region.verify(view->region_index);
   existing = enforced;
+  // The compute quota likewise: the limits file's (0 = none, whatever the
+  // region says), else this process's configuration, else the stricter of it
+  // and the region's (a region lowered from outside only holds the tenant
+  // back). The limiter binds to this figure and puts it back into the region.
   int cores = config.cores_for(view->uuid, ordinal);
-  if (cores > 0 && cores < 100)
-    region.raw()->devices[view->region_index].core_quota_percent.store(static_cast<uint32_t>(cores),
-                                                                       std::memory_order_relaxed);
+  if (cores < 0 || cores >= 100) cores = 0;
+  std::atomic<uint32_t>& region_quota = region.raw()->devices[view->region_index].core_quota_percent;
+  uint32_t quota = static_cast<uint32_t>(cores);
+  if (!config.limits_from_file) {
+    uint32_t recorded = region_quota.load(std::memory_order_relaxed);
+    if (recorded >= 100) recorded = 0;
+    if (recorded != 0 && (quota == 0 || recorded < quota)) quota = recorded;
+  }
+  authoritative_cores[view->region_index].store(quota, std::memory_order_relaxed);
+  if (region_quota.load(std::memory_order_relaxed) != quota) {
+    if (quota != 0 || config.limits_from_file) region_quota.store(quota, std::memory_order_relaxed);
+  }
   log_event(LogLevel::kInfo, "device %d %s: limit %llu bytes", ordinal, view->uuid,
             static_cast<unsigned long long>(existing));
 }

@@ -185,6 +185,11 @@ class Runtime {
   std::atomic<uint32_t> used_devices_{0};  // bit per region index set up by this process
 
  public:
+  // By region index: the compute quota (percent, 0 = none) this process holds
+  // the container to, whatever the region says later: the limits file's when
+  // it applies, else this process's own configuration, else what the region
+  // held when the device was set up. Written once per device at setup.
+  std::atomic<uint32_t> authoritative_cores[kMaxDevices] = {};
   // By region index: whether this process reserved there yet (reset in a fork child).
   std::atomic<bool> reserved_before_[kMaxDevices] = {};
 

@@ -21,11 +21,12 @@ uint64_t burst_for_quota(uint32_t quota_percent) {
   return burst < 1'000'000 ? 1'000'000 : burst;
 }
 
-void Controller::bind(DeviceEntry* entry, Policy policy, bool low_priority, uint64_t now) {
+void Controller::bind(DeviceEntry* entry, Policy policy, bool low_priority, uint64_t now,
+                      uint32_t quota_percent) {
   entry_ = entry;
   policy_ = policy;
   low_priority_ = low_priority;
-  quota_percent_ = entry->core_quota_percent.load(std::memory_order_relaxed);
+  quota_percent_ = quota_percent;
   if (quota_percent_ == 0 || quota_percent_ > 100) quota_percent_ = 100;
   rate_permille_.store(quota_percent_ * 10, std::memory_order_relaxed);
   // First process of the container: start with a full burst. The CAS on the
@@ -36,6 +37,36 @@ void Controller::bind(DeviceEntry* entry, Policy policy, bool low_priority, uint
     entry->budget_ns.store(static_cast<int64_t>(burst), std::memory_order_relaxed);
     entry->budget_refill_at_ns.store(now, std::memory_order_release);
   }
+}
+
+unsigned Controller::verify(uint64_t now) {
+  if (entry_ == nullptr) return 0;
+  unsigned repaired = 0;
+  if (entry_->core_quota_percent.load(std::memory_order_relaxed) != quota_percent_) {
+    entry_->core_quota_percent.store(quota_percent_, std::memory_order_relaxed);
+    repaired |= kRepairedQuota;
+  }
+  const uint64_t burst = burst_for_quota(quota_percent_);
+  if (entry_->budget_burst_ns.load(std::memory_order_relaxed) != burst) {
+    entry_->budget_burst_ns.store(burst, std::memory_order_relaxed);
+    repaired |= kRepairedBurst;
+  }
+  const int64_t ceiling = static_cast<int64_t>(burst) * kBudgetCeilingBursts;
+  int64_t b = entry_->budget_ns.load(std::memory_order_relaxed);
+  while (b > ceiling) {
+    if (entry_->budget_ns.compare_exchange_weak(b, static_cast<int64_t>(burst), std::memory_order_acq_rel)) {
+      repaired |= kRepairedBudget;
+      break;
+    }
+  }
+  // A mark in the future stops refills (the tenant only holds itself back,
+  // but its honest siblings too); one far in the past is harmless: a refill
+  // adds at most up to the burst.
+  uint64_t mark = entry_->budget_refill_at_ns.load(std::memory_order_relaxed);
+  if (mark > now + kMaxRefillElapsedNs &&
+      entry_->budget_refill_at_ns.compare_exchange_strong(mark, now, std::memory_order_acq_rel))
+    repaired |= kRepairedRefillMark;
+  return repaired;
 }
 
 int64_t Controller::wake_target() const {

@@ -92,9 +92,26 @@ class Controller {
 
   Controller() = default;
 
-  // Binds to a region device entry whose core_quota_percent is in (0, 100)
-  // and initialises the container's budget when no process has yet.
-  void bind(DeviceEntry* entry, Policy policy, bool low_priority, uint64_t now);
+  // Binds to a region device entry, holding it to `quota_percent` (in
+  // (0, 100): the process's own authority, Runtime::authoritative_cores, not
+  // the region's field, which the container can write), and initialises the
+  // container's budget when no process has yet.
+  void bind(DeviceEntry* entry, Policy policy, bool low_priority, uint64_t now, uint32_t quota_percent);
+
+  // What verify() found changed from outside libvgpu and put back (bits).
+  static constexpr unsigned kRepairedQuota = 1;       // core_quota_percent
+  static constexpr unsigned kRepairedBurst = 2;       // budget_burst_ns
+  static constexpr unsigned kRepairedBudget = 4;      // budget_ns above any figure the limiter leaves
+  static constexpr unsigned kRepairedRefillMark = 8;  // budget_refill_at_ns in the future
+  // Checks the entry's compute fields against what this process knows they
+  // must be and restores them (a process of the container can write the
+  // region: a larger quota, burst or budget would lift its limit). A few
+  // relaxed loads when nothing changed. The budget's ceiling is
+  // kBudgetCeilingBursts bursts: refills stop at one, refunds of over-charged
+  // estimates may leave a surplus above it, which is cut there.
+  static constexpr int64_t kBudgetCeilingBursts = 2;
+  unsigned verify(uint64_t now);
+  uint32_t quota_percent() const { return quota_percent_; }
   bool bound() const { return entry_ != nullptr; }
   DeviceEntry* entry() const { return entry_; }
 

@@ -195,7 +195,7 @@ struct SimGpu {
     t->entry.core_quota_percent.store(quota);
     t->kernel_ns = kernel_ns;
     t->env = std::make_unique<SimEnv>(this, t.get());
-    t->controller.bind(&t->entry, policy, low_priority, 0);
+    t->controller.bind(&t->entry, policy, low_priority, 0, t->entry.core_quota_percent.load());
     tenants.push_back(std::move(t));
     return *tenants.back();
   }
@@ -441,7 +441,7 @@ class BoundControllerTest : public ::testing::Test {
  protected:
   void Bind(unsigned quota_percent) {
     e.core_quota_percent.store(quota_percent);
-    c.bind(&e, Policy::kForce, false, 0);
+    c.bind(&e, Policy::kForce, false, 0, e.core_quota_percent.load());
   }
   DeviceEntry e{};
   Controller c;
@@ -741,7 +741,7 @@ TEST(ControllerThreadsTest, ManyThreadsShareOneBudgetWithoutDeadlock) {
   e.core_quota_percent.store(50);
   Controller c;
   ThreadedEnv env;
-  c.bind(&e, Policy::kForce, false, env.now_ns());
+  c.bind(&e, Policy::kForce, false, env.now_ns(), e.core_quota_percent.load());
   constexpr int kThreads = 8, kLaunches = 20;
   constexpr uint64_t kCost = 2 * kMs;  // 320 ms of device time at 50 %: about 0.6 s of wall time
   std::atomic<int> admitted{0};
@@ -759,6 +759,47 @@ TEST(ControllerThreadsTest, ManyThreadsShareOneBudgetWithoutDeadlock) {
   EXPECT_EQ(e.gpu_time_used_ns.load(), kThreads * kLaunches * kCost);
   EXPECT_EQ(e.launch_ticket_next.load(), e.launch_ticket_serving.load());  // queue drained
   EXPECT_GT(e.throttled_ns.load(), 0u);
+}
+
+// A process of the container rewrites the entry's compute fields (issue 19):
+// verify() puts back what the bound process knows, and says what it found.
+TEST(ControllerVerifyTest, RewrittenQuotaBurstBudgetAndRefillMarkAreRestored) {
+  DeviceEntry e{};
+  e.core_quota_percent.store(30);
+  Controller c;
+  c.bind(&e, Policy::kForce, false, 1000, 30);
+  EXPECT_EQ(c.verify(1000), 0u);  // nothing changed: nothing repaired
+  const uint64_t burst = burst_for_quota(30);
+  e.core_quota_percent.store(100);
+  e.budget_burst_ns.store(1ull << 50);
+  e.budget_ns.store(INT64_C(1) << 50);
+  e.budget_refill_at_ns.store(UINT64_MAX / 2);
+  const unsigned repaired = c.verify(1000);
+  EXPECT_EQ(repaired, Controller::kRepairedQuota | Controller::kRepairedBurst | Controller::kRepairedBudget |
+                          Controller::kRepairedRefillMark);
+  EXPECT_EQ(e.core_quota_percent.load(), 30u);
+  EXPECT_EQ(e.budget_burst_ns.load(), burst);
+  EXPECT_EQ(e.budget_ns.load(), static_cast<int64_t>(burst));
+  EXPECT_EQ(e.budget_refill_at_ns.load(), 1000u);
+  EXPECT_EQ(c.quota_percent(), 30u);
+  // A region quota lowered to 0 ("unlimited") is the same lift.
+  e.core_quota_percent.store(0);
+  EXPECT_EQ(c.verify(1000), Controller::kRepairedQuota);
+  // A surplus within the ceiling (a refund) is kept.
+  e.budget_ns.store(static_cast<int64_t>(burst) * Controller::kBudgetCeilingBursts);
+  EXPECT_EQ(c.verify(1000), 0u);
+}
+
+// The process's quota, not the region's, is what bind() holds.
+TEST(ControllerVerifyTest, BindTakesTheProcesssQuotaNotTheRegions) {
+  DeviceEntry e{};
+  e.core_quota_percent.store(100);  // rewritten before this process bound
+  Controller c;
+  c.bind(&e, Policy::kForce, false, 0, 25);
+  EXPECT_EQ(c.quota_percent(), 25u);
+  EXPECT_EQ(c.rate_permille(), 250u);
+  EXPECT_EQ(c.verify(0), Controller::kRepairedQuota);
+  EXPECT_EQ(e.core_quota_percent.load(), 25u);
 }
 
 }  // namespace

@@ -323,6 +323,28 @@ void resolve(void* lib, const char* name, T* out) {
   *out = lib != nullptr ? reinterpret_cast<T>(real_dlsym(lib, name)) : nullptr;
 }
 
+// One line per repair verify() made (docs/security.md): rare, never on a
+// quiet path.
+void log_compute_repairs(Runtime& rt, const DeviceEntry& e, unsigned repaired) {
+  const uint32_t quota =
+      rt.authoritative_cores[&e - rt.region.raw()->devices].load(std::memory_order_relaxed);
+  if (repaired & Controller::kRepairedQuota)
+    log_event(LogLevel::kWarn,
+              "region %s: the compute quota of %s was changed from outside libvgpu (this process's quota is "
+              "%u %%); restored",
+              rt.config.region_path.c_str(), e.uuid, quota);
+  if (repaired &
+      (Controller::kRepairedBurst | Controller::kRepairedBudget | Controller::kRepairedRefillMark)) {
+    char what[64] = {};
+    snprintf(what, sizeof(what), "%s%s%s", (repaired & Controller::kRepairedBurst) ? " burst" : "",
+             (repaired & Controller::kRepairedBudget) ? " budget" : "",
+             (repaired & Controller::kRepairedRefillMark) ? " refill-mark" : "");
+    log_event(LogLevel::kWarn,
+              "region %s: the compute budget of %s was changed from outside libvgpu (fields:%s); restored",
+              rt.config.region_path.c_str(), e.uuid, what);
+  }
+}
+
 std::atomic<Runtime*> g_init_runtime{nullptr};  // handed to initialise() (pthread_once takes no argument)
 
 void initialise() {
@@ -343,10 +365,13 @@ void initialise() {
   uint32_t count = region->header.device_count.load(std::memory_order_acquire);
   for (uint32_t i = 0; i < count && i < static_cast<uint32_t>(kMaxDevices); ++i) {
     DeviceEntry& e = region->devices[i];
-    uint32_t quota = e.core_quota_percent.load(std::memory_order_relaxed);
+    // The quota this process set up for the device (Runtime::authoritative_cores),
+    // not the region's field, which a process of the container can rewrite.
+    uint32_t quota = rt.authoritative_cores[i].load(std::memory_order_relaxed);
     if (quota == 0 || quota >= 100) continue;
     e.priority.store(s->low_priority ? 0 : 1, std::memory_order_relaxed);  // region: higher = served first
-    s->controllers[i].bind(&e, s->policy, s->low_priority, now);
+    s->controllers[i].bind(&e, s->policy, s->low_priority, now, quota);
+    if (unsigned repaired = s->controllers[i].verify(now)) log_compute_repairs(rt, e, repaired);
     any = true;
     log_event(LogLevel::kInfo, "compute: %s limited to %u %% (policy %s, priority %s)", e.uuid, quota,
               rt.config.core_policy.c_str(), s->low_priority ? "low" : "high");
@@ -441,6 +466,8 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   cost = cost * s.reconcilers[dev].arithmetic.scale_milli() / 1000;
   RealEnvironment env(s, dev);
   uint64_t now = monotonic_ns();
+  if (unsigned repaired = s.controllers[dev].verify(now))
+    log_compute_repairs(rt, *s.controllers[dev].entry(), repaired);
   poll_samples(s, now, false);
   reconcile(s, dev, now);
   s.controllers[dev].admit(env, cost);

@@ -1352,6 +1352,40 @@ TEST_F(HostileTenantTest, AnUnplacedPodsRefusalInTheLimitsFileHoldsWithoutItsVar
   EXPECT_NE(r.err.find("did not place this pod (refuse)"), std::string::npos) << r.err;
 }
 
+// The compute side (issue 19): a process that lifts its region's quota to
+// 100 % and fills its budget, then launches, is still held to the limits
+// file's cores: the limiter binds to the file's quota, puts the region's
+// fields back (logged) and throttles the launches. Without the repair the
+// 2^50 ns budget would admit every launch at once and nothing would wait.
+TEST_F(HostileTenantTest, ARewrittenComputeQuotaAndBudgetAreRestoredAndHeld) {
+  const std::string limits = dir_ + "/cores.json";
+  tmp_.Write("cores.json", R"({"version":1,"node":"n","containers":[{"name":"app","devices":[{"uuid":")" +
+                               uuid(0) + R"(","memoryMiB":1000,"cores":20}]}]})");
+  chmod(limits.c_str(), 0444);
+  // Lifted before the first launch, and again half-way.
+  ProbeRun r = run({"init", "ctx:0", "ctamper", "busy:2000:20", "ctamper", "busy:2000:20"},
+                   {{"TESSERA_LIMITS", limits},
+                    {"CUDA_DEVICE_SM_LIMIT", "100"},
+                    {"GPU_CORE_UTILIZATION_POLICY", "force"}});  // default would let a lone tenant burst
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("ctamper"), 0) << r.out;
+  EXPECT_EQ(r.rc("busy"), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_NE(r.err.find("the compute quota of " + uuid(0) + " was changed from outside libvgpu"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("the compute budget of " + uuid(0) + " was changed from outside libvgpu"),
+            std::string::npos)
+      << r.err;
+  tessera::vgpu::SharedRegion region;
+  char err[256] = {};
+  ASSERT_TRUE(region.open_file(region_.c_str(), err, sizeof(err))) << err;
+  const auto& entry = region.raw()->devices[0];
+  EXPECT_EQ(entry.core_quota_percent.load(), 20u);  // what the file says again
+  // 80 ms of device time at 20 %: the limiter made the launches wait.
+  EXPECT_GT(entry.throttled_ns.load(), 0u);
+  EXPECT_LT(entry.budget_ns.load(), INT64_C(1) << 40);
+}
+
 // A limits file that is there but cannot be used: nothing is visible.
 TEST_F(HostileTenantTest, AnInvalidLimitsFileLeavesNoGpuVisible) {
   tmp_.Write("bad.json", "{\"version\":1,");

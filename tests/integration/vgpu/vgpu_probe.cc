@@ -901,6 +901,30 @@ int run(const std::string& op_text) {
       printf("tamper 0\n");
     }
     if (fd >= 0) close(fd);
+  } else if (op == "ctamper") {
+    // ctamper: the compute side of the same attack: lift every device's
+    // core_quota_percent to 100 (unlimited), and make its budget and burst
+    // huge. Prints "ctamper 0" when the region could be written.
+    const char* path = getenv("TESSERA_REGION");
+    if (path == nullptr) path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+    int fd = path != nullptr ? open(path, O_RDWR) : -1;
+    void* p = fd < 0
+                  ? MAP_FAILED
+                  : mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      printf("ctamper -1\n");
+    } else {
+      auto* region = static_cast<tessera::vgpu::Region*>(p);
+      for (auto& d : region->devices) {
+        if (d.uuid[0] == '\0') continue;
+        d.core_quota_percent.store(100);
+        d.budget_burst_ns.store(1ull << 50);
+        d.budget_ns.store(INT64_C(1) << 50);
+      }
+      munmap(p, sizeof(tessera::vgpu::Region));
+      printf("ctamper 0\n");
+    }
+    if (fd >= 0) close(fd);
   } else if (op == "sleep") {
     usleep(static_cast<useconds_t>(num(a, 1) * 1000));
   } else {
