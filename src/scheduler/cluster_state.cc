@@ -675,6 +675,13 @@ void ClusterState::Unreserve(const std::string& pod_key) {
   ReleaseReservationLocked(pod_key);
 }
 
+std::optional<std::string> ClusterState::ReservedNode(const std::string& pod_key) const {
+  std::shared_lock lock(mu_);
+  auto r = reservations_.find(pod_key);
+  if (r == reservations_.end()) return std::nullopt;
+  return r->second.allocation.node;
+}
+
 size_t ClusterState::ExpireReservations() {
   const auto now = clock_->Now();
   std::unique_lock lock(mu_);

@@ -169,6 +169,9 @@ class ClusterState {
                                       std::chrono::milliseconds ttl, Sharing sharing = Sharing::kVgpu);
   // Gives back the reservation of `pod_key`, if it is still only a reservation.
   void Unreserve(const std::string& pod_key);
+  // The node of `pod_key`'s reservation while it is still only a
+  // reservation; nullopt when it has none.
+  std::optional<std::string> ReservedNode(const std::string& pod_key) const;
   // Drops reservations past their deadline; returns how many.
   size_t ExpireReservations();
 

@@ -302,6 +302,24 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
     Observe(pod, *request);  // an arrival, counted once however often it is filtered
     deps_.state->Filter(*request, args.names, verdicts);
   }
+  // A pod whose earlier bind's outcome is unknown keeps its reservation until
+  // that settles (ClusterState::Reserve): its GPUs there are its own, and a
+  // bind elsewhere is refused, so that node is the one it fits.
+  if (AsksForGpus(*request)) {
+    if (auto held = deps_.state->ReservedNode(PodKey(pod)); held) {
+      std::vector<uint32_t> first;
+      deps_.state->FirstListings(args.names, first);
+      verdicts = {};
+      for (uint32_t i : first) {
+        if (args.names[i] == *held) {
+          verdicts.feasible.push_back(i);
+        } else {
+          verdicts.failed.emplace_back(i, "pod " + PodKey(pod) + " holds GPUs on node " + *held +
+                                              " for a bind whose outcome is not known yet");
+        }
+      }
+    }
+  }
   if (log::Enabled(log::Level::kDebug)) LogVerdicts(pod, args.names, verdicts);
   if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
   // A NodeList came in: the answer carries the passing Node objects.

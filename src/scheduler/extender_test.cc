@@ -330,7 +330,12 @@ TEST_F(ExtenderTest, ARetryAfterALostAnswerKeepsTheFirstBindsGpus) {
   EXPECT_NE(extender_->Bind(Json::parse(kBindArgs)).second["Error"], "");
   const auto held = state_.Node("node-a")->gpus();
   ASSERT_EQ(state_.Stats().reservations, 1u);
-  // kube-scheduler retries on another node: refused while the first is unsettled.
+  // Filter leads kube-scheduler back to the node that holds its GPUs.
+  auto [filter_status, filtered] = extender_->Filter(Json::parse(kFilterArgs));
+  EXPECT_EQ(filtered["NodeNames"], Json::array({"node-a"})) << filtered.dump();
+  EXPECT_NE(filtered["FailedNodes"].value("node-c", "").find("outcome is not known yet"), std::string::npos)
+      << filtered.dump();
+  // A retry on another node is refused while the first is unsettled.
   std::string elsewhere = kBindArgs;
   elsewhere.replace(elsewhere.find("node-a"), 6, "node-b");
   auto other = extender_->Bind(Json::parse(elsewhere)).second["Error"].get<std::string>();
