@@ -22,6 +22,9 @@ namespace tessera::host {
 struct GpuProcess {
   uint32_t pid = 0;         // in the driver's (the host's) pid namespace
   uint64_t used_bytes = 0;  // device memory the driver charges to it
+  // Share of the GPU's SMs its kernels kept busy since the previous sample
+  // (NVML per-process utilisation, averaged over its samples); -1 = unknown.
+  int sm_util_percent = -1;
   bool operator==(const GpuProcess&) const = default;
 };
 

@@ -59,6 +59,7 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& name) 
   resolve(api.EventSetFree, "nvmlEventSetFree", false);
   resolve(api.DeviceGetUtilizationRates, "nvmlDeviceGetUtilizationRates", false);
   resolve(api.DeviceGetComputeRunningProcesses, "nvmlDeviceGetComputeRunningProcesses_v3", false);
+  resolve(api.DeviceGetProcessUtilization, "nvmlDeviceGetProcessUtilization", false);
   resolve(api.DeviceSetMigMode, "nvmlDeviceSetMigMode", false);
   resolve(api.DeviceGetGpuInstanceProfileInfo, "nvmlDeviceGetGpuInstanceProfileInfo", false);
   resolve(api.DeviceGetGpuInstances, "nvmlDeviceGetGpuInstances", false);

@@ -42,6 +42,7 @@ struct NvmlApi {
   decltype(&nvmlEventSetFree) EventSetFree = nullptr;
   decltype(&nvmlDeviceGetUtilizationRates) DeviceGetUtilizationRates = nullptr;
   decltype(&nvmlDeviceGetComputeRunningProcesses_v3) DeviceGetComputeRunningProcesses = nullptr;
+  decltype(&nvmlDeviceGetProcessUtilization) DeviceGetProcessUtilization = nullptr;  // optional
   // Optional, MIG (with DeviceGetMigMode above): NvmlMigDriver needs them all
   // (HasMigEntryPoints); drivers before R450 have none.
   decltype(&nvmlDeviceSetMigMode) DeviceSetMigMode = nullptr;

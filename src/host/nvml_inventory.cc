@@ -294,9 +294,50 @@ Result<std::vector<GpuSample>> NvmlInventory::Sample() {
         break;
       }
     }
+    if (sample.processes_known) AddProcessUtilization(handle, sample);
     samples.push_back(std::move(sample));
   }
   return samples;
+}
+
+void NvmlInventory::AddProcessUtilization(nvmlDevice_t handle, GpuSample& sample) {
+  if (api_.DeviceGetProcessUtilization == nullptr) return;
+  // The samples since the previous call's newest (NVML keeps a few seconds of
+  // them; 0 = what it has). NOT_FOUND: no process ran a kernel since then.
+  unsigned long long& last_seen = utilization_seen_us_[handle];
+  unsigned count = 0;
+  nvmlReturn_t rc = api_.DeviceGetProcessUtilization(handle, nullptr, &count, last_seen);
+  std::vector<nvmlProcessUtilizationSample_t> buffer;
+  if (rc == NVML_ERROR_INSUFFICIENT_SIZE) {
+    buffer.resize(static_cast<size_t>(count) + 16);
+    count = static_cast<unsigned>(buffer.size());
+    rc = api_.DeviceGetProcessUtilization(handle, buffer.data(), &count, last_seen);
+  }
+  if (rc == NVML_ERROR_NOT_FOUND)
+    count = 0;
+  else if (rc != NVML_SUCCESS)
+    return;  // unknown: every process stays at -1
+  // Several samples of one process (one per driver sampling period): their mean.
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> by_pid;  // pid -> (sum, samples)
+  for (unsigned i = 0; i < count && i < buffer.size(); ++i) {
+    auto& [sum, n] = by_pid[buffer[i].pid];
+    sum += buffer[i].smUtil;
+    ++n;
+    if (buffer[i].timeStamp > last_seen) last_seen = buffer[i].timeStamp;
+  }
+  for (GpuProcess& p : sample.processes) {
+    auto it = by_pid.find(p.pid);
+    p.sm_util_percent = it == by_pid.end() ? 0 : static_cast<int>(it->second.first / it->second.second);
+    if (it != by_pid.end()) by_pid.erase(it);
+  }
+  // Busy, yet not in the compute list (it ended, or the lists were read a
+  // moment apart): listed all the same, holding no memory.
+  for (const auto& [pid, sum_n] : by_pid) {
+    GpuProcess p;
+    p.pid = pid;
+    p.sm_util_percent = static_cast<int>(sum_n.first / sum_n.second);
+    sample.processes.push_back(p);
+  }
 }
 
 }  // namespace tessera::host

@@ -43,12 +43,15 @@ class NvmlInventory final : public InventorySource {
   Status StartHealthWatch(HealthCallback on_health) override;
   void StopHealthWatch() override;
   // Memory (nvmlDeviceGetMemoryInfo), utilization (nvmlDeviceGetUtilizationRates)
-  // and compute processes (nvmlDeviceGetComputeRunningProcesses_v3) per GPU.
+  // and compute processes (nvmlDeviceGetComputeRunningProcesses_v3) per GPU,
+  // with each process's SM utilisation since the previous Sample
+  // (nvmlDeviceGetProcessUtilization; -1 where the driver cannot say).
   Result<std::vector<GpuSample>> Sample() override;
 
  private:
   Status EnsureInitialized();
   void WatchLoop(nvmlEventSet_t set, HealthCallback on_health);
+  void AddProcessUtilization(nvmlDevice_t handle, GpuSample& sample);
 
   std::unique_ptr<NvmlLibrary> library_;
   const NvmlApi& api_;
@@ -56,6 +59,8 @@ class NvmlInventory final : public InventorySource {
   std::map<nvmlDevice_t, std::string> uuid_by_handle_;  // written by Discover before the watch starts
   std::thread watcher_;
   std::atomic<bool> stop_watch_{false};
+  // Per GPU: the newest process-utilisation sample seen (µs), Sample's caller only.
+  std::map<nvmlDevice_t, unsigned long long> utilization_seen_us_;
 };
 
 }  // namespace tessera::host

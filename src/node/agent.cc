@@ -320,6 +320,9 @@ Status Agent::Start() {
   policy.kill_by_default = config_.active_oom_killer;
   policy.container_may_override = !config_.active_oom_killer_fixed;
   policy.tolerance_bytes = static_cast<uint64_t>(config_.memory_tolerance_mib) << 20;
+  policy.compute_tolerance_percent = config_.compute_tolerance_percent;
+  policy.compute_window_passes = config_.compute_window_passes;
+  policy.compute_kill = config_.compute_enforcement == "kill";
   NodePods* pods = pods_.get();
   enforcer_ = std::make_unique<Enforcer>(
       policy, deps_.inspector.get(),
@@ -328,6 +331,10 @@ Status Agent::Start() {
         auto mib = pods->MemoryLimitMib(owner.pod_namespace, owner.pod_name, owner.container_name, gpu_uuid);
         if (!mib || *mib <= 0) return std::nullopt;
         return static_cast<uint64_t>(*mib) << 20;
+      },
+      [pods](const ContainerRef& owner, const std::string& gpu_uuid) -> std::optional<int> {
+        if (pods == nullptr || !pods->synced()) return std::nullopt;
+        return pods->CoresPercent(owner.pod_namespace, owner.pod_name, owner.container_name, gpu_uuid);
       });
   MonitorOptions options;
   options.interval = std::chrono::milliseconds(config_.monitor_interval_ms);

@@ -123,6 +123,11 @@ Status CheckCoreScaling(const std::string& key, const double& value) {
                std::to_string(value)};
 }
 
+Status CheckComputeEnforcement(const std::string& key, const std::string& value) {
+  if (value == "report" || value == "kill") return Status::Ok();
+  return Error{key + " '" + value + "' must be report or kill"};
+}
+
 Status CheckLogLevel(const std::string& key, const std::string& value) {
   if (log::ParseLevel(value).ok()) return Status::Ok();
   return Error{key + " '" + value + "' must be trace, debug, info, warn or error"};
@@ -329,6 +334,15 @@ const std::vector<Key>& Keys() {
              "(which its tenant controls) is ignored; false: the container's variable wins, as in HAMi"),
       Option("memory_tolerance_mib", &NodeConfig::memory_tolerance_mib, Between(0, 1048576), kPerNode,
              "driver-counted usage above a container's limit that enforcement lets pass (rounding)"),
+      OneOf("compute_enforcement", &NodeConfig::compute_enforcement, {"report", "kill"},
+            CheckComputeEnforcement, kWholeNode,
+            "a container whose SM utilisation (as the driver counts it) stays over its gpucores: report it "
+            "(log, Event, metric) or also kill its offending processes (report or kill)"),
+      Option("compute_tolerance_percent", &NodeConfig::compute_tolerance_percent, Between(0, 100), kWholeNode,
+             "SM utilisation above a container's gpucores that compute enforcement lets pass (0-100)"),
+      Option("compute_window_passes", &NodeConfig::compute_window_passes, Between(1, 100), kWholeNode,
+             "monitor passes in a row a container must stay over its gpucores before compute enforcement "
+             "acts (1-100)"),
       // The MIG keys' checks are mig::ValidateMigSettings, called from Validate.
       Option("mig_layout_file", &NodeConfig::mig_layout_file, nullptr, kWholeNode,
              "mig-parted layout file (version: v1) whose configuration the Node's nvidia.com/mig.config "

@@ -85,6 +85,12 @@ struct NodeConfig {
   // reports); false: HAMi's convention, the container's variable wins.
   bool active_oom_killer_fixed = false;
   int memory_tolerance_mib = 64;  // driver-counted usage above the limit that is let pass
+  // Compute enforcement (Enforcer::ComputePass): a container whose SM
+  // utilisation stays above its gpucores + compute_tolerance_percent for
+  // compute_window_passes passes is reported (report) or its offenders killed (kill).
+  std::string compute_enforcement = "report";
+  int compute_tolerance_percent = 10;
+  int compute_window_passes = 3;
 
   // --- MIG (docs/node.md, "MIG") ------------------------------------------
   std::string mig_layout_file;  // mig-parted layout file; "" = tessera-node does not manage MIG

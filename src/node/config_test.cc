@@ -129,10 +129,12 @@ TEST_F(ConfigTest, IntegerKeysAcceptTheirRangeAndNothingOutsideIt) {
     std::string key;
     int min, max;
   };
-  for (const Range& r : {Range{"split_count", 1, 1024}, Range{"kubelet_poll_ms", 10, 60000},
-                         Range{"heartbeat_seconds", 1, 3600}, Range{"monitor_interval_ms", 100, 60000},
-                         Range{"metrics_port", 0, 65535}, Range{"region_grace_seconds", 0, 604800},
-                         Range{"memory_tolerance_mib", 0, 1048576}}) {
+  for (const Range& r :
+       {Range{"split_count", 1, 1024}, Range{"kubelet_poll_ms", 10, 60000},
+        Range{"heartbeat_seconds", 1, 3600}, Range{"monitor_interval_ms", 100, 60000},
+        Range{"metrics_port", 0, 65535}, Range{"region_grace_seconds", 0, 604800},
+        Range{"memory_tolerance_mib", 0, 1048576}, Range{"compute_tolerance_percent", 0, 100},
+        Range{"compute_window_passes", 1, 100}}) {
     std::string flag = "--" + r.key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     for (int ok : {r.min, r.max}) {
@@ -189,6 +191,8 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
       {{}, "split_count: 4\n  bad indent: [\n", "", "not valid YAML"},
       {{}, "log_level: verbose\n", "", "log_level 'verbose' must be trace, debug, info, warn or error"},
       {{"--log-level", "verbose"}, "", "", "--log-level"},
+      {{}, "compute_enforcement: always\n", "", "compute_enforcement 'always' must be report or kill"},
+      {{"--compute-enforcement", "always"}, "", "", "--compute-enforcement"},
       {{"--mig-strategy", "some"}, "", "", "--mig-strategy"},
       {{"--metrics-address", ""}, "", "", "metrics_address must not be empty"},
       {{"--nvml-library", ""}, "", "", "nvml_library must not be empty"},

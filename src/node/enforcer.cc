@@ -56,6 +56,15 @@ uint64_t AccountedFor(const RegionDir& region, const std::string& gpu_uuid, uint
   return 0;
 }
 
+// Whether the region has a live process slot for the container pid: libvgpu
+// runs in that process.
+bool InRegion(const RegionDir& region, uint32_t container_pid) {
+  if (!region.region) return false;
+  for (const auto& p : region.region->processes)
+    if (p.pid == container_pid) return true;
+  return false;
+}
+
 }  // namespace
 
 std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::GpuSample>& gpus,
@@ -74,14 +83,18 @@ std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::Gpu
       if (!identity || !identity->sees_region_dir) continue;
       auto region = by_identity.find({identity->region_dev, identity->region_ino});
       if (region == by_identity.end()) continue;  // not a container of this node's tessera
-      out.push_back(AttributedProcess{region->second, gpu.uuid, *identity, p.used_bytes});
+      out.push_back(AttributedProcess{region->second, gpu.uuid, *identity, p.used_bytes, p.sm_util_percent});
     }
   }
   return out;
 }
 
-Enforcer::Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit)
-    : policy_(policy), inspector_(inspector), allocation_limit_(std::move(allocation_limit)) {}
+Enforcer::Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit,
+                   AllocationCores allocation_cores)
+    : policy_(policy),
+      inspector_(inspector),
+      allocation_limit_(std::move(allocation_limit)),
+      allocation_cores_(std::move(allocation_cores)) {}
 
 std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& processes) {
   std::map<std::pair<std::string, std::string>, Group> groups;  // (region, gpu)
@@ -162,6 +175,80 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
     violations.push_back(std::move(v));
   }
   violating_ = std::move(violating_now);
+  return violations;
+}
+
+std::vector<ComputeViolation> Enforcer::ComputePass(const std::vector<AttributedProcess>& processes,
+                                                    const std::vector<host::GpuSample>& gpus) {
+  std::vector<ComputeViolation> violations;
+  if (!allocation_cores_) return violations;
+  std::map<std::pair<std::string, std::string>, std::vector<const AttributedProcess*>> groups;
+  for (const auto& p : processes) groups[{p.region->name, p.gpu_uuid}].push_back(&p);
+  std::map<std::string, const host::GpuSample*> gpu_by_uuid;
+  for (const auto& g : gpus) gpu_by_uuid[g.uuid] = &g;
+
+  std::map<std::pair<std::string, std::string>, int> over_now;
+  for (const auto& [key, members] : groups) {
+    const RegionDir& region = *members.front()->region;
+    if (!region.owner) continue;
+    const std::optional<int> quota = allocation_cores_(*region.owner, key.second);
+    if (!quota || *quota <= 0 || *quota >= 100) continue;  // no compute limit
+    ComputeViolation v;
+    v.region = region.name;
+    v.owner = region.owner;
+    v.gpu_uuid = key.second;
+    v.quota_percent = *quota;
+    std::set<uint32_t> own_pids;
+    bool known = false, bypass = false;
+    for (const auto* m : members) {
+      own_pids.insert(m->process.host_pid);
+      if (m->sm_util_percent < 0) continue;
+      known = true;
+      v.used_percent += m->sm_util_percent;
+      if (m->sm_util_percent > 0 && !InRegion(region, m->process.container_pid)) bypass = true;
+    }
+    if (!known) continue;
+    if (auto g = gpu_by_uuid.find(key.second); g != gpu_by_uuid.end()) {
+      for (const auto& p : g->second->processes)
+        if (own_pids.count(p.pid) == 0 && p.sm_util_percent > 0) v.others_percent += p.sm_util_percent;
+    }
+    if (v.used_percent <= *quota + policy_.compute_tolerance_percent) continue;
+    if (v.others_percent == 0 && !bypass) continue;  // idle time, used by libvgpu's own rules
+    auto previous = compute_over_.find(key);
+    v.passes_over = (previous == compute_over_.end() ? 0 : previous->second) + 1;
+    over_now[key] = v.passes_over;
+    if (v.passes_over < policy_.compute_window_passes) continue;
+    v.new_episode = v.passes_over == policy_.compute_window_passes;
+    v.kill = policy_.compute_kill;
+
+    std::vector<ComputeOffender> candidates;
+    for (const auto* m : members) {
+      if (m->sm_util_percent <= 0) continue;
+      ComputeOffender o;
+      o.process = m->process;
+      o.sm_util_percent = m->sm_util_percent;
+      o.in_region = InRegion(region, m->process.container_pid);
+      candidates.push_back(std::move(o));
+    }
+    std::sort(candidates.begin(), candidates.end(), [](const ComputeOffender& a, const ComputeOffender& b) {
+      if (a.in_region != b.in_region) return !a.in_region;
+      if (a.sm_util_percent != b.sm_util_percent) return a.sm_util_percent > b.sm_util_percent;
+      return a.process.host_pid < b.process.host_pid;
+    });
+    int remaining = v.used_percent;
+    for (auto& o : candidates) {
+      if (remaining <= *quota + policy_.compute_tolerance_percent) break;
+      remaining -= o.sm_util_percent;
+      if (v.kill) {
+        auto status = inspector_->Kill(o.process);
+        o.killed = status.ok();
+        if (!status.ok()) o.kill_error = status.error().message;
+      }
+      v.offenders.push_back(std::move(o));
+    }
+    violations.push_back(std::move(v));
+  }
+  compute_over_ = std::move(over_now);
   return violations;
 }
 

@@ -22,11 +22,28 @@
 // containers may not override it) decides: true kills them (SIGKILL), false
 // only reports. Either way the caller logs and records an Event.
 //
-// Thread-safety: Pass from one thread at a time.
+// Compute (ComputePass): the same last resort for a container's gpucores.
+// libvgpu's launch limiter holds the quota only for launches it sees, and
+// from a region the container can write; the driver's per-process SM
+// utilisation (NVML) sees every kernel. Per container and GPU the sum over
+// its processes is compared with the cores of its allocation annotation
+// (only: the region's quota is the tenant's to rewrite). A pass counts as
+// over when the sum exceeds quota + compute_tolerance_percent and either
+// another tenant used the GPU in that pass (under the `default` policy a
+// lone tenant may use idle time: that harms nobody) or one of the
+// container's busy processes is not in its region (it bypasses libvgpu).
+// compute_window_passes such passes in a row make a violation (one sample is
+// noise: kernels queued before a throttle, NVML's own averaging); it is
+// reported once per episode and, with compute_enforcement: kill, the
+// offenders are killed (the processes libvgpu does not know first, then the
+// busiest) until the rest is within the quota.
+//
+// Thread-safety: Pass and ComputePass from one thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,6 +59,10 @@ struct EnforcementPolicy {
   bool kill_by_default = false;            // ACTIVE_OOM_KILLER for containers that do not set it
   bool container_may_override = true;      // false: kill_by_default for all, ACTIVE_OOM_KILLER ignored
   uint64_t tolerance_bytes = 64ull << 20;  // usage above the limit that is let pass
+  // Compute (ComputePass).
+  int compute_tolerance_percent = 10;  // SM utilisation above the quota that is let pass
+  int compute_window_passes = 3;       // consecutive passes over before it is a violation
+  bool compute_kill = false;           // compute_enforcement: kill (else report)
 };
 
 struct Offender {
@@ -70,7 +91,29 @@ struct AttributedProcess {
   const RegionDir* region = nullptr;  // points into the regions passed to AttributeGpuProcesses
   std::string gpu_uuid;
   ProcessIdentity process;
-  uint64_t used_bytes = 0;  // as the driver counts it on that GPU
+  uint64_t used_bytes = 0;   // as the driver counts it on that GPU
+  int sm_util_percent = -1;  // the driver's SM utilisation since the last sample; -1 = unknown
+};
+
+struct ComputeOffender {
+  ProcessIdentity process;
+  int sm_util_percent = 0;
+  bool in_region = false;  // libvgpu knows it (a live process slot of the region)
+  bool killed = false;
+  std::string kill_error;
+};
+
+struct ComputeViolation {
+  std::string region;
+  std::optional<ContainerRef> owner;
+  std::string gpu_uuid;
+  int quota_percent = 0;                   // the allocation's cores
+  int used_percent = 0;                    // the container's SM utilisation this pass
+  int others_percent = 0;                  // the other processes' on the GPU this pass
+  int passes_over = 0;                     // consecutive passes over the quota
+  bool kill = false;                       // compute_enforcement: kill
+  bool new_episode = false;                // first pass of this run that makes it a violation
+  std::vector<ComputeOffender> offenders;  // taken until the rest fits the quota
 };
 
 // Every driver-reported process that belongs to one of `regions`; each
@@ -83,19 +126,30 @@ std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::Gpu
 // The limit the scheduler allocated to a container on a GPU, in bytes, if known.
 using AllocationLimit =
     std::function<std::optional<uint64_t>(const ContainerRef&, const std::string& gpu_uuid)>;
+// The cores (percent) the scheduler allocated to a container on a GPU, if known.
+using AllocationCores = std::function<std::optional<int>(const ContainerRef&, const std::string& gpu_uuid)>;
 
 class Enforcer {
  public:
-  Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit);
+  Enforcer(EnforcementPolicy policy, ProcessInspector* inspector, AllocationLimit allocation_limit,
+           AllocationCores allocation_cores = nullptr);
 
   // One pass over the processes of the node's containers (AttributeGpuProcesses).
   std::vector<Violation> Pass(const std::vector<AttributedProcess>& processes);
+
+  // The compute check over the same processes; `gpus` (the same sample) tells
+  // what the other processes on each GPU used. Without allocation_cores,
+  // nothing. Returns the containers in violation this pass.
+  std::vector<ComputeViolation> ComputePass(const std::vector<AttributedProcess>& processes,
+                                            const std::vector<host::GpuSample>& gpus);
 
  private:
   const EnforcementPolicy policy_;
   ProcessInspector* const inspector_;
   const AllocationLimit allocation_limit_;
-  std::set<std::pair<std::string, std::string>> violating_;  // (region, gpu) over the limit last pass
+  const AllocationCores allocation_cores_;
+  std::set<std::pair<std::string, std::string>> violating_;          // (region, gpu) over the limit last pass
+  std::map<std::pair<std::string, std::string>, int> compute_over_;  // (region, gpu) -> passes over in a row
 };
 
 }  // namespace tessera::node

@@ -234,5 +234,116 @@ TEST_F(EnforcerTest, EachProcessIsInspectedOncePerPassAndOtherContainersAreSepar
   EXPECT_EQ(inspector_.inspections, 2);
 }
 
+// --- Compute (ComputePass) ------------------------------------------------
+
+class ComputeEnforcerTest : public EnforcerTest {
+ protected:
+  Enforcer MakeCompute(bool kill, int tolerance = 10, int window = 3) {
+    EnforcementPolicy policy;
+    policy.compute_kill = kill;
+    policy.compute_tolerance_percent = tolerance;
+    policy.compute_window_passes = window;
+    return Enforcer(policy, &inspector_, nullptr, [this](const ContainerRef& owner, const std::string& uuid) {
+      auto it = cores_.find(owner.pod_name + "/" + uuid);
+      return it == cores_.end() ? std::nullopt : std::optional<int>(it->second);
+    });
+  }
+  std::vector<ComputeViolation> RunCompute(Enforcer& enforcer, const std::vector<host::GpuSample>& gpus,
+                                           const std::vector<RegionDir>& regions) {
+    return enforcer.ComputePass(AttributeGpuProcesses(gpus, regions, inspector_), gpus);
+  }
+  static host::GpuProcess Busy(uint32_t pid, int util) {
+    host::GpuProcess p;
+    p.pid = pid;
+    p.used_bytes = 100 * kMiB;
+    p.sm_util_percent = util;
+    return p;
+  }
+  std::map<std::string, int> cores_;
+};
+
+// Pod "pod-1" has 30 % of GPU-A. Its pid 101 bypasses libvgpu (no region slot)
+// and keeps 90 % busy: a violation after three passes in a row, not before,
+// reported once, and with kill the bypassing process goes, not the one
+// libvgpu knows.
+TEST_F(ComputeEnforcerTest, ABypassingProcessOverTheQuotaForTheWindowIsKilled) {
+  inspector_.Add(100, 11, 7);
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 0, {{7, 100 * kMiB}})};
+  regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
+  cores_["pod-1/GPU-A"] = 30;
+  auto enforcer = MakeCompute(/*kill=*/true);
+  const std::vector<host::GpuSample> gpus = {Gpu({Busy(100, 5), Busy(101, 85)})};
+  EXPECT_TRUE(RunCompute(enforcer, gpus, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, gpus, regions).empty());
+  auto v = RunCompute(enforcer, gpus, regions);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_TRUE(v[0].new_episode);
+  EXPECT_EQ(v[0].passes_over, 3);
+  EXPECT_EQ(v[0].used_percent, 90);
+  EXPECT_EQ(v[0].quota_percent, 30);
+  ASSERT_EQ(v[0].offenders.size(), 1u);
+  EXPECT_EQ(v[0].offenders[0].process.host_pid, 101u);
+  EXPECT_FALSE(v[0].offenders[0].in_region);
+  EXPECT_THAT(inspector_.killed, ElementsAre(101u));
+  // Still over at the next pass: killed again, but not a new episode.
+  v = RunCompute(enforcer, gpus, regions);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].new_episode);
+}
+
+// A pass within the quota breaks the run: the window starts again.
+TEST_F(ComputeEnforcerTest, APassWithinTheQuotaStartsTheWindowAgain) {
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 0)};
+  regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
+  cores_["pod-1/GPU-A"] = 30;
+  auto enforcer = MakeCompute(/*kill=*/false);
+  const std::vector<host::GpuSample> over = {Gpu({Busy(101, 80)})};
+  const std::vector<host::GpuSample> within = {Gpu({Busy(101, 35)})};  // 30 + 10 % tolerance
+  EXPECT_TRUE(RunCompute(enforcer, over, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, over, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, within, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, over, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, over, regions).empty());
+  auto v = RunCompute(enforcer, over, regions);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].kill);
+  EXPECT_TRUE(inspector_.killed.empty());  // report only
+}
+
+// A container whose processes all run libvgpu, alone on the GPU, may use idle
+// time (policy default): not a violation. With another tenant busy, it is.
+TEST_F(ComputeEnforcerTest, IdleTimeIsFreeButNotWhileAnotherTenantWaits) {
+  inspector_.Add(100, 11, 7);
+  inspector_.Add(300, 0, 0);  // another tenant's process (no region of ours)
+  std::vector<RegionDir> regions = {Region("r1", 11, 0, {{7, 100 * kMiB}})};
+  regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
+  cores_["pod-1/GPU-A"] = 30;
+  auto enforcer = MakeCompute(/*kill=*/true, 10, /*window=*/1);
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(100, 95)})}, regions).empty());
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(100, 95), Busy(300, 0)})}, regions).empty());
+  auto v = RunCompute(enforcer, {Gpu({Busy(100, 80), Busy(300, 15)})}, regions);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].others_percent, 15);
+  EXPECT_THAT(inspector_.killed, ElementsAre(100u));
+}
+
+// Nothing to compare with: no allocation cores (or 0 / 100), an unknown
+// utilisation, or a pod not known yet (the region's quota is never used).
+TEST_F(ComputeEnforcerTest, WithoutAnAllocationsCoresOrTheDriversFigureNothingIsDone) {
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 0)};
+  auto enforcer = MakeCompute(/*kill=*/true, 10, 1);
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(101, 100)})}, regions).empty());  // owner unknown
+  regions[0].owner = ContainerRef{"ns", "pod-1", "main"};
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(101, 100)})}, regions).empty());  // no cores
+  cores_["pod-1/GPU-A"] = 100;
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(101, 100)})}, regions).empty());  // the whole GPU
+  cores_["pod-1/GPU-A"] = 30;
+  EXPECT_TRUE(RunCompute(enforcer, {Gpu({Busy(101, -1)})}, regions).empty());  // NVML cannot say
+  EXPECT_TRUE(inspector_.killed.empty());
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -127,6 +127,13 @@ std::string RenderMetrics(const NodeSnapshot* snapshot, const MonitorCounters& c
       {"tessera_node_enforcement_kills_total", T::kCounter,
        "Processes killed because their container was over its memory limit (ACTIVE_OOM_KILLER).",
        count(counters.kills)},
+      {"tessera_node_compute_violations_total", T::kCounter,
+       "Times a container's SM utilisation (as the driver counts it) stayed over its gpucores for "
+       "compute_window_passes monitor passes.",
+       count(counters.compute_violations)},
+      {"tessera_node_compute_kills_total", T::kCounter,
+       "Processes killed because their container stayed over its gpucores (compute_enforcement: kill).",
+       count(counters.compute_kills)},
       {"tessera_node_enforcement_kill_failures_total", T::kCounter, "Kills attempted that failed.",
        count(counters.kill_failures)},
       {"tessera_node_host_pids_recorded_total", T::kCounter,

@@ -125,6 +125,40 @@ void NodeMonitor::Report(const Violation& v) {
   }
 }
 
+void NodeMonitor::ReportCompute(const ComputeViolation& v) {
+  const std::string over = Describe(v.owner, v.region) + " keeps " + std::to_string(v.used_percent) +
+                           " % of GPU " + v.gpu_uuid + "'s SMs busy, over its " +
+                           std::to_string(v.quota_percent) + " % (gpucores) for " +
+                           std::to_string(v.passes_over) + " monitor passes (others used " +
+                           std::to_string(v.others_percent) + " %)";
+  auto describe = [](const ComputeOffender& o) {
+    return "process " + std::to_string(o.process.host_pid) + " (" + o.process.command + ", pid " +
+           std::to_string(o.process.container_pid) + " in the container) at " +
+           std::to_string(o.sm_util_percent) + " %" + (o.in_region ? "" : ", not seen by libvgpu");
+  };
+  for (const auto& o : v.kill ? v.offenders : std::vector<ComputeOffender>{}) {
+    if (o.killed) {
+      const std::string message = over + ": killed " + describe(o) + " (compute_enforcement: kill)";
+      log::Warn(message);
+      if (events_ && v.owner) events_(*v.owner, "GPUComputeLimitKill", message);
+      continue;
+    }
+    const std::string message = over + ": could not kill " + describe(o) + ": " + o.kill_error;
+    if (!v.new_episode) {
+      log::Debug(message);
+      continue;
+    }
+    log::Error(message);
+    if (events_ && v.owner) events_(*v.owner, "GPUComputeLimitKillFailed", message);
+  }
+  if (!v.kill && v.new_episode) {
+    std::string message = over + "; compute_enforcement is report, so nothing is killed";
+    if (!v.offenders.empty()) message += " (the first offender: " + describe(v.offenders.front()) + ")";
+    log::Warn(message);
+    if (events_ && v.owner) events_(*v.owner, "GPUComputeOverQuota", message);
+  }
+}
+
 void NodeMonitor::PassOnce() {
   auto snapshot = std::make_shared<NodeSnapshot>();
   const auto now_steady = std::chrono::steady_clock::now();
@@ -210,6 +244,16 @@ void NodeMonitor::PassOnce() {
       }
       Report(v);
     }
+    if (samples.ok()) {
+      for (const auto& v : enforcer_->ComputePass(processes, snapshot->samples)) {
+        if (v.new_episode) ++delta.compute_violations;
+        for (const auto& o : v.offenders) {
+          if (o.killed) ++delta.compute_kills;
+          if (v.kill && !o.killed) ++delta.kill_failures;
+        }
+        ReportCompute(v);
+      }
+    }
   }
 
   // 5. What the scheduler allocated here.
@@ -286,6 +330,8 @@ void NodeMonitor::PassOnce() {
   counters_.host_pids_recorded += delta.host_pids_recorded;
   counters_.overcommits += delta.overcommits;
   counters_.limits_files_written += delta.limits_files_written;
+  counters_.compute_violations += delta.compute_violations;
+  counters_.compute_kills += delta.compute_kills;
 }
 
 void NodeMonitor::HandleUnplaced(const std::vector<UnplacedPod>& unplaced,

@@ -15,7 +15,9 @@
 //      directory its mount namespace shows), writes the host pid of those
 //      libvgpu could not learn by itself into their region slots
 //      (docs/region.md), and runs the enforcer, reporting what it did (log
-//      line, Event on the pod, counters);
+//      line, Event on the pod, counters), for memory and for compute
+//      (Enforcer::ComputePass: NVML's per-process SM utilisation against the
+//      allocation's cores);
 //   5. accounts what the scheduler allocated to the pods bound here (their
 //      annotations), overcommit included: a GPU holding more than it offers
 //      is reported once per episode (error log, Event on each pod with a
@@ -96,9 +98,11 @@ struct MonitorCounters {
   uint64_t violations = 0;  // new over-limit episodes
   uint64_t kills = 0;       // processes killed by enforcement
   uint64_t kill_failures = 0;
-  uint64_t host_pids_recorded = 0;  // region slots given their host pid
-  uint64_t overcommits = 0;         // GPUs found holding more than they offer (once per episode)
+  uint64_t host_pids_recorded = 0;    // region slots given their host pid
+  uint64_t overcommits = 0;           // GPUs found holding more than they offer (once per episode)
   uint64_t limits_files_written = 0;  // limits files written or rewritten (limits_file.h)
+  uint64_t compute_violations = 0;    // new over-quota episodes (Enforcer::ComputePass)
+  uint64_t compute_kills = 0;         // processes killed by compute enforcement
 };
 
 // Pure: `allocations` without their MIG devices (a device slice carrying a
@@ -143,6 +147,7 @@ class NodeMonitor {
 
  private:
   void Report(const Violation& violation);
+  void ReportCompute(const ComputeViolation& violation);
   // Step 5's reports: new overcommits and allocations naming unknown GPUs.
   // Returns how many GPUs turned overcommitted.
   uint64_t ReportAllocations(const NodeAllocations& allocations, const core::NodeState& state,

@@ -122,4 +122,19 @@ std::optional<int64_t> NodePods::MemoryLimitMib(const std::string& ns, const std
   return std::nullopt;
 }
 
+std::optional<int> NodePods::CoresPercent(const std::string& ns, const std::string& pod,
+                                          const std::string& container, const std::string& gpu_uuid) const {
+  auto object = Get(ns, pod);
+  if (!object || kube::IsPodTerminal(*object)) return std::nullopt;
+  auto allocation = core::DecodeAllocation(kube::AnnotationOf(*object, core::kAllocationAnnotation));
+  if (!allocation.ok()) return std::nullopt;
+  for (const auto& c : allocation->containers) {
+    if (c.container != container) continue;
+    for (const auto& d : c.devices) {
+      if (d.uuid == gpu_uuid) return d.cores;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessera::node

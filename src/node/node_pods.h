@@ -73,6 +73,9 @@ class NodePods {
   // nullopt when the pod, the container or the GPU is not in an allocation.
   std::optional<int64_t> MemoryLimitMib(const std::string& ns, const std::string& pod,
                                         const std::string& container, const std::string& gpu_uuid) const;
+  // Cores (percent) likewise; nullopt as above.
+  std::optional<int> CoresPercent(const std::string& ns, const std::string& pod, const std::string& container,
+                                  const std::string& gpu_uuid) const;
 
  private:
   std::unique_ptr<kube::Informer> informer_;
