@@ -247,6 +247,53 @@ TEST_F(HostileTenantNodeTest, AProcessThatBypassesLibvgpuIsKilledWithinOneMonito
             << std::endl;
 }
 
+// Compute (issue 19): a process that bypasses libvgpu and keeps the GPU busy
+// in a pod with 30 % of it is killed by the agent once its utilisation, as
+// NVML reports it per process, has stayed over 30 % + the tolerance for
+// compute_window_passes passes; the pod gets an Event. Asserts on monitor
+// passes, never on time.
+TEST_F(HostileTenantNodeTest, AProcessThatBypassesLibvgpuAndSaturatesTheGpuIsKilledWithinTheWindow) {
+  constexpr int kWindow = 2;
+  StartNode({{"--monitor-interval-ms", "200"},
+             {"--compute-enforcement", "kill"},
+             {"--compute-window-passes", std::to_string(kWindow)}});
+  ASSERT_TRUE(cluster_.BindPod("ml", "train", {{gpu_, 4000, 30}}).ok());
+  auto allocated = Admit("train");
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(LimitsHostDir(allocated) + "/limits.json").empty(); }))
+      << cluster_.NodeLog();
+  const std::string allocation =
+      R"({"version":1,"node":"gpu-node-1","containers":[{"name":"main","devices":[{"uuid":")" + gpu_ +
+      R"(","memoryMiB":4000,"cores":30}]}]})";
+  const std::string out = cluster_.Path("cbypass.out");
+  // No libvgpu: 2 ms kernels back to back, for far longer than the test.
+  pid_t pid = StartProbe(allocated, allocation, /*preload=*/false, "init ctx:0 ready busy:2000:1000000", out);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("ready") != std::string::npos; })) << ReadFile(out);
+  const uint64_t passes_then = Passes();
+  int status = 0;
+  ASSERT_TRUE(WaitFor([&] { return ::waitpid(pid, &status, WNOHANG) == pid; })) << cluster_.NodeLog();
+  const uint64_t passes_now = Passes();
+  cluster_.ForgetContainer(pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status << "\n" << ReadFile(out);
+  // The pass running when it started may have sampled before; the next one
+  // sees a partial interval; then the window; the counter moves at the end
+  // of the pass that killed.
+  EXPECT_LE(passes_now, passes_then + kWindow + 2)
+      << "killed " << passes_now - passes_then << " passes later";
+  ASSERT_TRUE(WaitFor([&] {
+    for (const auto& e : cluster_.api().ListObjects("events"))
+      if (e.value("reason", "") == "GPUComputeLimitKill") return true;
+    return false;
+  })) << cluster_.NodeLog();
+  for (const auto& e : cluster_.api().ListObjects("events")) {
+    if (e.value("reason", "") != "GPUComputeLimitKill") continue;
+    EXPECT_EQ(e["involvedObject"]["name"], "train");
+    const std::string message = e.value("message", "");
+    EXPECT_NE(message.find("over its 30 % (gpucores)"), std::string::npos) << message;
+    EXPECT_NE(message.find("not seen by libvgpu"), std::string::npos) << message;
+  }
+}
+
 TEST(HostileTenantRunTest, AJobThatRewritesItsRegionAndEnvironmentStaysWithinItsSlice) {
   ::tessera::testing::TempDir tmp{"tessera-hostile-run"};
   const ::tessera::testing::SimGpu sim{.gpus = "1xA100-40GB", .state_dir = tmp.Path("sim")};
