@@ -218,6 +218,31 @@ TEST(AllocationAgreementTest, DynamicMigMembersGetTheSameVerdict) {
   }
 }
 
+TEST(AllocationAgreementTest, MpsMembersGetTheSameVerdict) {
+  json good = Valid();
+  good["containers"][0]["devices"][0]["mps"] = true;
+  ASSERT_TRUE(core::DecodeAllocation(good.dump()).ok()) << good.dump();
+  ExpectAgreement(good.dump(), kNames);
+  for (const json& value : {json(true), json(false), json(nullptr), json(1), json("true"), json::object()}) {
+    ExpectAgreementOnChanged([&value](json& j) { j["containers"][0]["devices"][0]["mps"] = value; });
+    // On a MIG UUID an MPS share is refused by both.
+    ExpectAgreementOnChanged([&value](json& j) { j["containers"][1]["devices"][0]["mps"] = value; });
+    for (const auto& [memory, cores] :
+         {std::pair{0, 50}, std::pair{1, 0}, std::pair{1, 1}, std::pair{1, 100}}) {
+      ExpectAgreementOnChanged([&](json& j) {
+        json& d = j["containers"][0]["devices"][0];
+        d["mps"] = value;
+        d["memoryMiB"] = memory;
+        d["cores"] = cores;
+      });
+    }
+    ExpectAgreementOnChanged([&value](json& j) {
+      j["containers"][0]["devices"][0]["mps"] = value;
+      j["containers"][0]["devices"][0]["mig"] = {{"profile", "1g.10gb"}, {"start", 6}};
+    });
+  }
+}
+
 TEST(AllocationAgreementTest, TruncatedAndCorruptedTextIsRejectedByBoth) {
   const std::string text = Valid().dump();
   for (size_t n = 0; n < text.size(); ++n) ExpectAgreement(text.substr(0, n), {"app"});

@@ -21,8 +21,41 @@ struct DeviceSlice {
   // {uuid, memory, cores} initialisers free of -Wmissing-field-initializers.)
   std::string mig_profile{};
   int mig_start = 0;
+  // An MPS client share of the GPU `uuid`, which is in mps mode (see below).
+  bool mps{false};
   bool operator==(const DeviceSlice&) const = default;
 };
+
+// How tessera-node reads an MPS share (issue 15; the codec in
+// allocation_codec.h, the placement rules in fit.h).
+//
+// tessera-scheduler places a container annotated nvidia.com/vgpu-mode: mps,
+// or asking nvidia.com/mps-core / nvidia.com/mps-memory, only on GPUs the
+// inventory lists in mode "mps" with replicas 0. Each of its devices in
+// `tessera.io/allocation` then reads
+//
+//   {"uuid": "GPU-…", "memoryMiB": 8192, "cores": 50, "mps": true}
+//
+//  - uuid: the physical GPU, whose MPS control daemon the client must reach
+//    (CUDA_MPS_PIPE_DIRECTORY of that GPU's daemon).
+//  - memoryMiB: the client's pinned device-memory limit, always > 0 (a
+//    request for "the whole GPU" is resolved to the GPU's memory at
+//    placement): CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="<ordinal>=<memoryMiB>M",
+//    with <ordinal> the device's position in the container's CUDA view (the
+//    order of the container's devices here and in NVIDIA_VISIBLE_DEVICES,
+//    0 for the first), joined by "," for several devices.
+//  - cores: the client's active-thread percentage, 1..100:
+//    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<cores>. (One value per process: with
+//    several MPS devices in one container, all carry the same cores, the
+//    container's request.)
+//  - "mps": true is written only for MPS shares; absent = false. An older
+//    node ignores it and treats the device as a vGPU slice of the same size.
+//
+// Memory and cores are counted against the GPU exactly like a vGPU slice's
+// (NodeState), so the sum of the shares on a GPU never exceeds what its
+// inventory offers. libvgpu, if present in the container, would also apply
+// memoryMiB and cores from TESSERA_ALLOCATION; for an MPS share MPS does
+// that, so the node decides whether libvgpu is added (docs/sharing.md).
 
 struct ContainerAllocation {
   std::string container;  // container name within the pod

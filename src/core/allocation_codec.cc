@@ -69,6 +69,17 @@ Status ValidateAllocation(const PodAllocation& allocation) {
       } else if (d.mig_start != 0) {
         return Error{dwhere + ": \"mig.start\" without a profile"};
       }
+      if (d.mps) {
+        if (!d.mig_profile.empty())
+          return Error{dwhere + ": both \"mps\" and \"mig\"; a device is one or the other"};
+        if (d.uuid.rfind("GPU-", 0) != 0) {
+          return Error{dwhere + ": an MPS share names its GPU (\"GPU-…\"), not \"" + d.uuid + "\""};
+        }
+        TESSERA_RETURN_IF_ERROR(CheckRange(dwhere, "memoryMiB", d.memory_mib, 1, kMaxGpuMemoryMiB,
+                                           "(an MPS share's pinned limit)"));
+        TESSERA_RETURN_IF_ERROR(
+            CheckRange(dwhere, "cores", d.cores, 1, 100, "(an MPS share's active-thread percentage)"));
+      }
     }
   }
   return Status::Ok();
@@ -81,6 +92,7 @@ Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
       json out{{"uuid", d.uuid}, {"memoryMiB", d.memory_mib}, {"cores", d.cores}};
       // Optional: only for a dynamic MIG instance, so vGPU payloads stay as agreed.
       if (!d.mig_profile.empty()) out["mig"] = json{{"profile", d.mig_profile}, {"start", d.mig_start}};
+      if (d.mps) out["mps"] = true;  // optional: only for an MPS share
       return out;
     });
     json entry = {{"name", c.container}, {"devices", std::move(devices)}};
@@ -124,6 +136,13 @@ Result<PodAllocation> AllocationFromJson(const nlohmann::json& j) {
         TESSERA_ASSIGN_OR_RETURN(slice.mig_profile, ReadString(m, "profile", mwhere));
         if (slice.mig_profile.empty()) return Error{mwhere + ": \"profile\" is empty; expected e.g. 1g.10gb"};
         TESSERA_ASSIGN_OR_RETURN(slice.mig_start, ReadInt(m, "start", mwhere, 0, kMaxMigStart));
+      }
+      // Added within version 1, optional: an MPS client share.
+      if (auto mps = d.find("mps"); mps != d.end()) {
+        if (!mps->is_boolean()) {
+          return Error{dwhere + ": \"mps\" is " + std::string(mps->type_name()) + "; expected true or false"};
+        }
+        slice.mps = mps->get<bool>();
       }
       return slice;
     };

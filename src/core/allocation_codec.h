@@ -39,13 +39,18 @@ inline constexpr std::string_view kContainerNameEnvVar = contract::kContainerNam
 // version 1, optional, written only then): dynamic MIG, the instance
 // tessera-node creates on the GPU "uuid" at Allocate (docs/mig.md).
 inline constexpr size_t kMaxMigProfileNameLength = 32;
+// A device may carry "mps": true (added within version 1, optional, written
+// only then): an MPS client share, memoryMiB > 0 its pinned memory limit and
+// cores 1..100 its active-thread percentage (allocation.h says how the node
+// reads it). Not together with "mig".
 inline constexpr int kMaxMigStart = 7;
 
 // The rules every allocation obeys: a node name; at least one container; each
 // container a non-empty unique name and 1..16 devices; each device a
 // well-formed UUID (GPU-… or MIG-…) not repeated within the container,
 // memoryMiB 0..1048576, cores 0..100; with a MIG profile (1..32 characters) a
-// GPU-… UUID and a start 0..7. The error names the container and field.
+// GPU-… UUID and a start 0..7; an MPS share a GPU-… UUID, memoryMiB >= 1,
+// cores 1..100 and no MIG profile. The error names the container and field.
 Status ValidateAllocation(const PodAllocation& allocation);
 
 Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation);

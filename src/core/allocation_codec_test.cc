@@ -259,3 +259,73 @@ TEST(AllocationCodecTest, RejectsOversizedText) {
 
 }  // namespace
 }  // namespace tessera::core
+
+namespace tessera::core {
+namespace {
+
+TEST(AllocationCodecMpsTest, AnMpsShareCarriesItsFlagBesideMemoryAndCores) {
+  PodAllocation a;
+  a.node = "node-a";
+  DeviceSlice share{"GPU-1a2b3c4d-0000-1111-2222-333344445555", 8192, 50};
+  share.mps = true;
+  a.containers.push_back({"app", {share}});
+  a.containers.push_back({"side", {{"GPU-AAAAAAAA-0000-1111-2222-333344445555", 1000, 10}}});
+  auto j = AllocationToJson(a);
+  ASSERT_TRUE(j.ok()) << j.error().message;
+  EXPECT_EQ((*j)["containers"][0]["devices"][0],
+            (json{{"uuid", share.uuid}, {"memoryMiB", 8192}, {"cores", 50}, {"mps", true}}));
+  EXPECT_FALSE((*j)["containers"][1]["devices"][0].contains("mps")) << "a vGPU slice keeps the agreed shape";
+  ExpectRoundTrip(a, EncodeAllocation, DecodeAllocation);
+  // What a writer from before "mps" wrote reads as a vGPU slice.
+  json old = *j;
+  old["containers"][0]["devices"][0].erase("mps");
+  auto back = DecodeAllocation(old.dump());
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_FALSE(back->containers[0].devices[0].mps);
+  json explicit_false = *j;
+  explicit_false["containers"][0]["devices"][0]["mps"] = false;
+  ASSERT_TRUE(DecodeAllocation(explicit_false.dump()).ok());
+}
+
+TEST(AllocationCodecMpsTest, AnMpsShareOutsideItsRangesIsRefused) {
+  struct Case {
+    const char* name;
+    std::function<void(DeviceSlice&)> change;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"no memory", [](DeviceSlice& d) { d.memory_mib = 0; }, "\"memoryMiB\" is 0; expected 1"},
+      {"no cores", [](DeviceSlice& d) { d.cores = 0; }, "\"cores\" is 0; expected 1"},
+      {"mig too",
+       [](DeviceSlice& d) {
+         d.mig_profile = "1g.10gb";
+         d.mig_start = 6;
+       },
+       "both \"mps\" and \"mig\""},
+      {"a MIG device", [](DeviceSlice& d) { d.uuid = "MIG-9f8e7d6c-0000-1111-2222-333344445555"; },
+       "an MPS share names its GPU"},
+  };
+  for (const Case& c : cases) {
+    PodAllocation a;
+    a.node = "node-a";
+    DeviceSlice share{"GPU-1a2b3c4d-0000-1111-2222-333344445555", 8192, 50};
+    share.mps = true;
+    c.change(share);
+    a.containers.push_back({"app", {share}});
+    auto refused = EncodeAllocation(a);
+    ASSERT_FALSE(refused.ok()) << c.name;
+    EXPECT_NE(refused.error().message.find(c.says), std::string::npos)
+        << c.name << ": " << refused.error().message;
+  }
+  for (const json& value : {json("true"), json(1), json::object(), json(nullptr)}) {
+    json j = json::parse(R"({"version":1,"node":"n","containers":[{"name":"app","devices":[
+        {"uuid":"GPU-1a2b3c4d-0000-1111-2222-333344445555","memoryMiB":8192,"cores":50}]}]})");
+    j["containers"][0]["devices"][0]["mps"] = value;
+    auto refused = DecodeAllocation(j.dump());
+    ASSERT_FALSE(refused.ok()) << value.dump();
+    EXPECT_NE(refused.error().message.find("\"mps\" is"), std::string::npos) << refused.error().message;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::core

@@ -43,6 +43,10 @@ std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
       return head + "no free vGPU slot (" + std::to_string(check.asked) + " of " +
              std::to_string(check.asked) + " used)";
     case GpuReason::kInsufficientMemory:
+      if (check.asked > gpu.gpu.memory_mib) {
+        return head + "not enough memory: " + std::to_string(check.asked) +
+               " MiB asked, more than the GPU's " + std::to_string(gpu.gpu.memory_mib) + " MiB";
+      }
       return head + "not enough memory: " + std::to_string(check.asked) + " MiB asked, " +
              std::to_string(check.free) + " MiB free";
     case GpuReason::kInsufficientCores:
@@ -52,6 +56,19 @@ std::string Describe(const GpuState& gpu, int index, const GpuCheck& check) {
       return head + "already holds another vGPU of this container";
     case GpuReason::kInMigMode:
       return head + "in MIG mode: it offers MIG devices, not vGPU slices";
+    case GpuReason::kReplicasOnly:
+      return head + "in " + SharingModeName(gpu.gpu.mode) + " mode with " + std::to_string(gpu.gpu.replicas) +
+             " replicas, which kube-scheduler counts: ask for the replicas' resource (e.g. "
+             "nvidia.com/gpu.shared) "
+             "instead";
+    case GpuReason::kModeMismatch:
+      return head + "in " + SharingModeName(gpu.gpu.mode) + " mode, which takes " +
+             (gpu.gpu.mode == SharingMode::kMps         ? "only MPS shares (nvidia.com/vgpu-mode: mps)"
+              : gpu.gpu.mode == SharingMode::kExclusive ? "whole GPUs, not MPS shares"
+                                                        : "vGPU slices, not MPS or exclusive requests");
+    case GpuReason::kNeedsWholeGpu:
+      return head + "in exclusive mode: it takes only a request for the whole GPU (all " +
+             std::to_string(gpu.gpu.memory_mib) + " MiB, gpucores 100 or not given)";
   }
   return head;
 }
@@ -73,9 +90,11 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
   // thousands of nodes per request, and these were three allocations each.
   thread_local std::vector<int> candidates;
   thread_local std::vector<int64_t> memory;
+  thread_local std::vector<int> cores;
   thread_local std::vector<int> key;
   candidates.clear();
   memory.assign(gpus.size(), 0);
+  cores.assign(gpus.size(), 0);
   key.assign(gpus.size(), 0);
   for (size_t i = 0; i < gpus.size(); ++i) {
     GpuCheck check = CheckGpu(gpus[i], req, filter, pending[i]);
@@ -87,6 +106,7 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
       continue;
     }
     memory[i] = check.memory_mib;
+    cores[i] = check.cores;
     // Free milli once this pod's earlier containers are added: the ordering key.
     key[i] = gpus[i].free_milli_with(pending[i]);
     candidates.push_back(static_cast<int>(i));
@@ -100,7 +120,7 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
   });
   std::vector<int> chosen = ChooseGpus(node, candidates, req.gpus);
   out.slices.clear();
-  for (int g : chosen) out.slices.push_back({g, memory[g], req.cores});
+  for (int g : chosen) out.slices.push_back({g, memory[g], cores[g], gpus[g].gpu.mode == SharingMode::kMps});
   return true;
 }
 
@@ -126,8 +146,11 @@ std::string_view ReasonName(GpuReason reason) {
                                                 "insufficient-memory",
                                                 "insufficient-cores",
                                                 "used-by-same-container",
-                                                "gpu-in-mig-mode"};
-  static_assert(std::size(kNames) == static_cast<size_t>(GpuReason::kInMigMode) + 1);
+                                                "gpu-in-mig-mode",
+                                                "gpu-replicas-only",
+                                                "sharing-mode-mismatch",
+                                                "exclusive-needs-whole-gpu"};
+  static_assert(std::size(kNames) == static_cast<size_t>(GpuReason::kNeedsWholeGpu) + 1);
   const auto i = static_cast<size_t>(reason);
   return i < std::size(kNames) ? kNames[i] : "unknown";
 }
@@ -152,24 +175,51 @@ bool UuidAllowed(const GpuFilter& filter, std::string_view uuid) {
   return std::find(filter.nouse_uuids.begin(), filter.nouse_uuids.end(), uuid) == filter.nouse_uuids.end();
 }
 
+bool AsksForWholeGpu(const Gpu& gpu, const ContainerRequest& c) {
+  const bool all_memory =
+      c.memory_percent ? *c.memory_percent == 100 : (c.memory_mib == 0 || c.memory_mib == gpu.memory_mib);
+  return all_memory && (c.cores == 0 || c.cores == 100);
+}
+
 GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilter& filter,
                   const GpuUsage& pending) {
   GpuCheck r;
   if (!gpu.gpu.healthy) return {GpuReason::kUnhealthy};
   if (!gpu.gpu.held_by.empty()) return {GpuReason::kHeldByUnplacedPod};
-  if (IsMigMode(gpu.gpu.mode)) return {GpuReason::kInMigMode};
+  // Which share the GPU's mode takes (the rules in fit.h).
+  bool whole = false;  // the slice takes the whole GPU: its memory, cores 100
+  switch (gpu.gpu.mode) {
+    case SharingMode::kMigStatic:
+    case SharingMode::kMigDynamic:
+      return {GpuReason::kInMigMode};
+    case SharingMode::kTimeslice:
+      return {GpuReason::kReplicasOnly};
+    case SharingMode::kMps:
+      if (gpu.gpu.replicas > 0) return {GpuReason::kReplicasOnly};
+      if (c.share != ShareKind::kMps) return {GpuReason::kModeMismatch};
+      break;
+    case SharingMode::kExclusive:
+      if (c.share == ShareKind::kMps) return {GpuReason::kModeMismatch};
+      if (c.share == ShareKind::kVgpu && !AsksForWholeGpu(gpu.gpu, c)) return {GpuReason::kNeedsWholeGpu};
+      whole = true;
+      break;
+    case SharingMode::kVgpu:
+      if (c.share != ShareKind::kVgpu) return {GpuReason::kModeMismatch};
+      break;
+  }
   if (!UuidAllowed(filter, gpu.gpu.uuid)) return {GpuReason::kUuidNotAllowed};
   if (!TypeAllowed(filter, gpu.gpu.model)) return {GpuReason::kTypeNotAllowed};
   int slots_used = gpu.used.slots + pending.slots;
+  r.cores = whole ? 100 : c.cores;
   if (gpu.used.exclusive || pending.exclusive) return {GpuReason::kHeldExclusively};
-  if (c.cores >= 100 && slots_used > 0) return {GpuReason::kNeedsExclusive, 0, 0, slots_used};
+  if (r.cores >= 100 && slots_used > 0) return {GpuReason::kNeedsExclusive, 0, 0, slots_used};
   if (slots_used >= gpu.gpu.slots) return {GpuReason::kNoFreeSlot, 0, gpu.gpu.slots, 0};
-  r.memory_mib = ResolveMemory(gpu, c);
+  r.memory_mib = whole ? gpu.gpu.memory_mib : ResolveMemory(gpu, c);
   int64_t free_memory = gpu.free_memory_mib() - pending.memory_mib;
   if (r.memory_mib > free_memory)
     return {GpuReason::kInsufficientMemory, r.memory_mib, r.memory_mib, free_memory};
   int free_cores = gpu.free_cores() - pending.cores;
-  if (c.cores > free_cores) return {GpuReason::kInsufficientCores, r.memory_mib, c.cores, free_cores};
+  if (r.cores > free_cores) return {GpuReason::kInsufficientCores, r.memory_mib, r.cores, free_cores};
   return r;
 }
 
@@ -318,7 +368,8 @@ FitResult FitNode(const NodeState& node, const PodRequest& pod, GpuOrder order) 
     if (static_cast<int>(chosen.size()) == c.gpus) {
       cp.slices.clear();
       for (int g : chosen) {
-        cp.slices.push_back({g, CheckGpu(node.gpus()[g], c, pod.filter).memory_mib, c.cores});
+        const GpuCheck check = CheckGpu(node.gpus()[g], c, pod.filter);
+        cp.slices.push_back({g, check.memory_mib, check.cores, node.gpus()[g].gpu.mode == SharingMode::kMps});
       }
     }
     r.placement.containers.push_back(std::move(cp));
@@ -337,7 +388,9 @@ PodAllocation ToAllocation(const NodeState& node, const PodRequest& pod, const P
         cp.container >= 0 && cp.container < static_cast<int>(list.size()) ? list[cp.container].name : "";
     ca.init = cp.init;
     for (const SlicePlacement& s : cp.slices) {
-      ca.devices.push_back({node.gpus()[s.gpu].gpu.uuid, s.memory_mib, s.cores});
+      DeviceSlice slice{node.gpus()[s.gpu].gpu.uuid, s.memory_mib, s.cores};
+      slice.mps = s.mps;
+      ca.devices.push_back(std::move(slice));
     }
     a.containers.push_back(std::move(ca));
   }

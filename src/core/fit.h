@@ -13,6 +13,14 @@
 //    with no percent means the whole GPU's memory.
 //  * cores = 100 means the vGPU holds its GPU alone: the GPU must be idle, and
 //    nothing else may join it afterwards.
+//  * Sharing modes (docs/scheduler.md "Sharing modes"): a vGPU slice goes
+//    only on a vgpu GPU, or on an exclusive GPU when it asks for the whole GPU
+//    (all its memory: gpumem 0 or equal to it, or percentage 100; cores 0 or
+//    100), where it holds the GPU whole (cores 100). An MPS share
+//    (ShareKind::kMps) goes only on an mps GPU with replicas 0, accounted like
+//    a slice; ShareKind::kExclusive only on exclusive GPUs. Time-sliced GPUs
+//    and MPS GPUs with replicas take nothing from tessera: kube-scheduler
+//    counts their replicas. MIG GPUs take MIG instances (mig_placement.h).
 //  * App containers are placed in sequence; each sees what the previous ones of
 //    the same pod took. Init containers are placed each on its own against the
 //    node (they run alone before the app containers and do not add to them).
@@ -45,6 +53,9 @@ enum class GpuReason {
   kInsufficientCores,
   kUsedBySameContainer,  // a container's vGPUs must be on distinct GPUs
   kInMigMode,            // the GPU offers MIG devices, not vGPU slices (Gpu::mode)
+  kReplicasOnly,         // time-sliced, or MPS split into replicas: kube-scheduler counts them
+  kModeMismatch,         // the GPU's mode takes another kind of share (ShareKind)
+  kNeedsWholeGpu,        // an exclusive GPU takes only whole-GPU requests
 };
 
 std::string_view ReasonName(GpuReason reason);
@@ -56,6 +67,7 @@ struct GpuCheck {
   int64_t memory_mib = 0;  // the resolved per-vGPU memory for this GPU
   int64_t asked = 0;
   int64_t free = 0;
+  int cores = 0;  // the resolved per-vGPU cores for this GPU (100 on an exclusive GPU)
   bool fits() const { return reason == GpuReason::kFits; }
 };
 
@@ -88,6 +100,7 @@ struct SlicePlacement {
   int gpu = -1;  // index into NodeState::gpus()
   int64_t memory_mib = 0;
   int cores = 0;
+  bool mps{false};  // an MPS share (the GPU is in mps mode); DeviceSlice::mps
   bool operator==(const SlicePlacement&) const = default;
 };
 
@@ -118,6 +131,11 @@ struct FitResult {
   std::string message;                   // one line for a person, empty when it fits
   std::vector<GpuRejection> rejections;  // per GPU, for the container that did not fit
 };
+
+// Whether `container` asks for all of `gpu`: its memory (gpumem 0 or equal to
+// the GPU's, or percentage 100) and cores 0 or 100. Such a vGPU request may
+// take an exclusive GPU.
+bool AsksForWholeGpu(const Gpu& gpu, const ContainerRequest& container);
 
 // Host resources a pod asks for.
 HostResources HostDemandOf(const PodRequest& pod);

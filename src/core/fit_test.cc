@@ -252,3 +252,148 @@ TEST(FitTest, EachReasonHasItsOwnName) {
 
 }  // namespace
 }  // namespace tessera::core
+
+namespace tessera::core {
+namespace {
+
+// One GPU per mode, in this order: vgpu, exclusive, timeslice (4 replicas),
+// mps sized per request, mps split into 2 replicas.
+std::vector<Gpu> OneGpuPerMode() {
+  std::vector<Gpu> gpus;
+  const std::pair<SharingMode, int> modes[] = {{SharingMode::kVgpu, 0},
+                                               {SharingMode::kExclusive, 0},
+                                               {SharingMode::kTimeslice, 4},
+                                               {SharingMode::kMps, 0},
+                                               {SharingMode::kMps, 2}};
+  for (const auto& [mode, replicas] : modes) {
+    Gpu g = MakeGpu("GPU-" + std::to_string(gpus.size()));
+    g.index = static_cast<int>(gpus.size());
+    g.mode = mode;
+    g.replicas = replicas;
+    if (mode == SharingMode::kExclusive) g.slots = 1;
+    if (replicas > 0) g.slots = 0;
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+PodRequest Share(ShareKind share, int64_t memory_mib, int cores, std::optional<int> percent = std::nullopt) {
+  PodRequest p = AppRequest(memory_mib, cores);
+  p.containers[0].share = share;
+  p.containers[0].memory_percent = percent;
+  return p;
+}
+
+GpuReason ReasonOn(const FitResult& r, int gpu) {
+  for (const GpuRejection& rej : r.rejections) {
+    if (rej.gpu == gpu) return rej.check.reason;
+  }
+  return GpuReason::kFits;
+}
+
+TEST(SharingModeFitTest, VgpuSlicesGoOnlyOnVgpuGpus) {
+  NodeState node("n", OneGpuPerMode());
+  FitResult r = FitNode(node, Share(ShareKind::kVgpu, 1000, 10));
+  ASSERT_TRUE(r.fits) << r.message;
+  EXPECT_EQ(r.placement.containers[0].slices, (std::vector<SlicePlacement>{{0, 1000, 10, false}}));
+  // Two vGPUs cannot fit: only one GPU takes slices.
+  PodRequest pair = Share(ShareKind::kVgpu, 1000, 10);
+  pair.containers[0].gpus = 2;
+  FitResult refused = FitNode(node, pair);
+  ASSERT_FALSE(refused.fits);
+  EXPECT_EQ(ReasonOn(refused, 1), GpuReason::kNeedsWholeGpu);
+  EXPECT_EQ(ReasonOn(refused, 2), GpuReason::kReplicasOnly);
+  EXPECT_EQ(ReasonOn(refused, 3), GpuReason::kModeMismatch);
+  EXPECT_EQ(ReasonOn(refused, 4), GpuReason::kReplicasOnly);
+  EXPECT_THAT(refused.message, HasSubstr("in timeslice mode with 4 replicas, which kube-scheduler counts"));
+  EXPECT_THAT(refused.message, HasSubstr("in mps mode, which takes only MPS shares"));
+  EXPECT_THAT(refused.message, HasSubstr("in exclusive mode: it takes only a request for the whole GPU"));
+  EXPECT_EQ(ReasonName(GpuReason::kNeedsWholeGpu), "exclusive-needs-whole-gpu");
+  EXPECT_EQ(ReasonName(GpuReason::kReplicasOnly), "gpu-replicas-only");
+  EXPECT_EQ(ReasonName(GpuReason::kModeMismatch), "sharing-mode-mismatch");
+}
+
+TEST(SharingModeFitTest, MpsSharesGoOnlyOnSizedMpsGpusAndAreAccounted) {
+  std::vector<Gpu> gpus = OneGpuPerMode();
+  NodeState node("n", gpus);
+  FitResult r = FitNode(node, Share(ShareKind::kMps, 30000, 30));
+  ASSERT_TRUE(r.fits) << r.message;
+  const auto& slices = r.placement.containers[0].slices;
+  EXPECT_EQ(slices, (std::vector<SlicePlacement>{{3, 30000, 30, true}}));
+  PodAllocation a = ToAllocation(node, Share(ShareKind::kMps, 30000, 30), r.placement);
+  ASSERT_EQ(a.containers[0].devices.size(), 1u);
+  EXPECT_TRUE(a.containers[0].devices[0].mps);
+  EXPECT_EQ(a.containers[0].devices[0].uuid, "GPU-3");
+  ASSERT_TRUE(node.Apply(a).ok());
+  EXPECT_EQ(node.gpus()[3].used.memory_mib, 30000);
+  EXPECT_EQ(node.gpus()[3].used.cores, 30);
+  // 50000 MiB fit exactly beside 30000 on 80000; 50001 do not.
+  EXPECT_TRUE(FitNode(node, Share(ShareKind::kMps, 50000, 70)).fits);
+  FitResult over = FitNode(node, Share(ShareKind::kMps, 50001, 10));
+  ASSERT_FALSE(over.fits);
+  EXPECT_EQ(ReasonOn(over, 3), GpuReason::kInsufficientMemory);
+  FitResult cores = FitNode(node, Share(ShareKind::kMps, 1000, 71));
+  EXPECT_EQ(ReasonOn(cores, 3), GpuReason::kInsufficientCores);
+  EXPECT_EQ(ReasonOn(cores, 0), GpuReason::kModeMismatch) << "an MPS share never takes a vGPU GPU";
+  EXPECT_THAT(cores.message, HasSubstr("in vgpu mode, which takes vGPU slices, not MPS"));
+}
+
+TEST(SharingModeFitTest, AnMpsShareLargerThanTheGpuSaysSo) {
+  NodeState node("n", OneGpuPerMode());
+  FitResult r = FitNode(node, Share(ShareKind::kMps, 90000, 50));
+  ASSERT_FALSE(r.fits);
+  EXPECT_EQ(ReasonOn(r, 3), GpuReason::kInsufficientMemory);
+  EXPECT_THAT(r.message, HasSubstr("90000 MiB asked, more than the GPU's 80000 MiB"));
+}
+
+TEST(SharingModeFitTest, ExclusiveGpusTakeWholeGpuRequestsWhole) {
+  std::vector<Gpu> gpus = OneGpuPerMode();
+  gpus[0].healthy = false;  // leave only the exclusive GPU for vGPU requests
+  NodeState node("n", gpus);
+  for (const PodRequest& whole :
+       {Share(ShareKind::kVgpu, 0, 0), Share(ShareKind::kVgpu, 0, 100), Share(ShareKind::kVgpu, 80000, 100),
+        Share(ShareKind::kVgpu, 0, 0, 100), Share(ShareKind::kExclusive, 0, 100)}) {
+    FitResult r = FitNode(node, whole);
+    ASSERT_TRUE(r.fits) << r.message;
+    EXPECT_EQ(r.placement.containers[0].slices, (std::vector<SlicePlacement>{{1, 80000, 100, false}}))
+        << "the whole GPU: all its memory, cores 100";
+  }
+  for (const PodRequest& part : {Share(ShareKind::kVgpu, 1000, 100), Share(ShareKind::kVgpu, 0, 50),
+                                 Share(ShareKind::kVgpu, 0, 100, 50)}) {
+    FitResult r = FitNode(node, part);
+    ASSERT_FALSE(r.fits);
+    EXPECT_EQ(ReasonOn(r, 1), GpuReason::kNeedsWholeGpu);
+  }
+  // Held by one pod, it takes no second.
+  PodRequest whole = Share(ShareKind::kExclusive, 0, 100);
+  FitResult first = FitNode(node, whole);
+  ASSERT_TRUE(node.Apply(ToAllocation(node, whole, first.placement)).ok());
+  FitResult second = FitNode(node, whole);
+  ASSERT_FALSE(second.fits);
+  EXPECT_EQ(ReasonOn(second, 1), GpuReason::kHeldExclusively);
+  // kExclusive never takes a vGPU GPU.
+  NodeState vgpu_only("v", {MakeGpu("GPU-v")});
+  EXPECT_EQ(OnlyReason(FitNode(vgpu_only, whole)), GpuReason::kModeMismatch);
+}
+
+TEST(SharingModeFitTest, AReplicaOnlyNodeRefusesEveryTesseraRequestWithTheWayOut) {
+  std::vector<Gpu> gpus = OneGpuPerMode();
+  NodeState replicas("r", {gpus[2], gpus[4]});
+  for (const PodRequest& pod : {AppRequest(0, 0), Share(ShareKind::kVgpu, 1000, 10),
+                                Share(ShareKind::kMps, 1000, 10), Share(ShareKind::kExclusive, 0, 100)}) {
+    FitResult r = FitNode(replicas, pod);
+    ASSERT_FALSE(r.fits);
+    EXPECT_EQ(ReasonOn(r, 0), GpuReason::kReplicasOnly);
+    EXPECT_EQ(ReasonOn(r, 1), GpuReason::kReplicasOnly);
+    EXPECT_THAT(r.message, HasSubstr("ask for the replicas' resource (e.g. nvidia.com/gpu.shared) instead"));
+    EXPECT_THAT(r.message, HasSubstr("in mps mode with 2 replicas"));
+  }
+  // On the mixed node a plain whole-GPU request takes a GPU tessera places;
+  // binpack prefers the exclusive GPU (free share 0) and takes it whole.
+  FitResult mixed = FitNode(NodeState("n", gpus), AppRequest(0, 0));
+  ASSERT_TRUE(mixed.fits) << mixed.message;
+  EXPECT_EQ(mixed.placement.containers[0].slices, (std::vector<SlicePlacement>{{1, 80000, 100, false}}));
+}
+
+}  // namespace
+}  // namespace tessera::core

@@ -23,6 +23,11 @@ int GpuState::free_milli_with(const GpuUsage& added) const {
 void GpuTotals::Add(const GpuState& g) {
   ++gpus;
   healthy += g.gpu.healthy ? 1 : 0;
+  if (g.gpu.replicas > 0) {
+    ++replica_gpus;
+    replicas += g.gpu.replicas;
+    return;
+  }
   memory_mib += g.gpu.memory_mib;
   memory_allocated_mib += g.used.memory_mib;
   cores += g.gpu.cores;

@@ -61,12 +61,16 @@ struct HostResources {
 int WorkloadTagOf(const PodAllocation& allocation, const std::vector<GpuState>& gpus);
 
 // GPUs summed, for the views that show a node's or a cluster's capacity next
-// to what is allocated of it (the dashboard, kubectl tessera top).
+// to what is allocated of it (the dashboard, kubectl tessera top). GPUs whose
+// replicas kube-scheduler counts (timeslice, MPS with replicas) are counted
+// in gpus/healthy and in replica_gpus/replicas, not in memory, cores or slots:
+// tessera allocates nothing there, so they would read as free capacity.
 struct GpuTotals {
   int64_t gpus = 0, healthy = 0;
   int64_t memory_mib = 0, memory_allocated_mib = 0;
   int64_t cores = 0, cores_allocated = 0;  // percent of one GPU's compute, summed
   int64_t slots = 0, slots_used = 0;
+  int64_t replica_gpus = 0, replicas = 0;
   void Add(const GpuState& g);
 };
 GpuTotals TotalsOf(const std::vector<GpuState>& gpus);

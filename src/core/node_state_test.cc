@@ -98,6 +98,23 @@ TEST(NodeStateTest, TotalsSumCapacityAndAllocationOverGpus) {
   EXPECT_EQ(TotalsOf({}).gpus, 0);
 }
 
+TEST(NodeStateTest, ReplicaGpusCountAsGpusNotAsCapacity) {
+  Gpu timesliced = G("t", 16000);
+  timesliced.mode = SharingMode::kTimeslice;
+  timesliced.replicas = 4;
+  timesliced.slots = 0;
+  Gpu mps = G("m", 16000);
+  mps.mode = SharingMode::kMps;  // sized per request: capacity like a vGPU GPU
+  NodeState node("n", {G("a", 10000), timesliced, mps});
+  const GpuTotals t = TotalsOf(node.gpus());
+  EXPECT_EQ(t.gpus, 3);
+  EXPECT_EQ(t.healthy, 3);
+  EXPECT_EQ(t.replica_gpus, 1);
+  EXPECT_EQ(t.replicas, 4);
+  EXPECT_EQ(t.memory_mib, 26000);
+  EXPECT_EQ(t.cores, 200);
+}
+
 TEST(NodeStateTest, ComputeOfferedBeyondOneHundredPercentIsSharedThatFar) {
   Gpu g = G("a", 10000);
   g.cores = 200;  // core scaling 2

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/codec.h"
@@ -27,8 +28,36 @@ struct ParsedContainer {
   bool has_memory = false;
   bool has_percent = false;
   bool has_cores = false;
+  bool has_mps_memory = false;
+  bool has_mps_cores = false;
   ContainerRequest request;
 };
+
+// The pod's nvidia.com/vgpu-mode, as far as it picks a share kind: "mps",
+// "exclusive", or "vgpu" / HAMi's "hami-core" (case-insensitive). nullopt
+// when absent or another value ("mig" is dynamic MIG, decided by the
+// scheduler; HAMi ignores values it does not know, and so does this).
+struct AnnotatedMode {
+  std::optional<ShareKind> share;
+};
+
+AnnotatedMode ModeAnnotationOf(const json& pod) {
+  AnnotatedMode out;
+  auto meta = pod.find("metadata");
+  if (meta == pod.end() || !meta->is_object()) return out;
+  auto annotations = meta->find("annotations");
+  if (annotations == meta->end() || !annotations->is_object()) return out;
+  auto it = annotations->find(std::string(kSharingModeAnnotation));
+  if (it == annotations->end()) return out;
+  if (!it->is_string()) return out;
+  std::string value = it->get<std::string>();
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (value == "mps") out.share = ShareKind::kMps;
+  if (value == "exclusive") out.share = ShareKind::kExclusive;
+  if (value == "vgpu" || value == "hami-core") out.share = ShareKind::kVgpu;
+  return out;
+}
 
 std::string Quote(std::string_view s) {
   return "\"" + std::string(s) + "\"";
@@ -96,7 +125,7 @@ Result<const json*> OptionalObject(const json& parent, const char* key, const st
 }
 
 Result<ParsedContainer> ParseContainer(const json& container, const std::string& where,
-                                       const ResourceConfig& config) {
+                                       const ResourceConfig& config, const AnnotatedMode& mode) {
   ParsedContainer out;
   out.request.name = container["name"].get<std::string>();
   TESSERA_ASSIGN_OR_RETURN(const json* resources, OptionalObject(container, "resources", where));
@@ -117,12 +146,19 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
                            Lookup(limits, requests, config.gpu_cores_name, where));
   TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> priority,
                            Lookup(limits, requests, config.gpu_priority_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> mps_memory,
+                           Lookup(limits, requests, config.mps_memory_name, where));
+  TESSERA_ASSIGN_OR_RETURN(const std::optional<Given> mps_cores,
+                           Lookup(limits, requests, config.mps_cores_name, where));
 
   out.has_count = count.has_value();
   out.has_memory = memory.has_value();
   out.has_percent = percent.has_value();
   out.has_cores = cores.has_value();
-  const bool has_slice = out.has_memory || out.has_percent || out.has_cores;
+  out.has_mps_memory = mps_memory.has_value();
+  out.has_mps_cores = mps_cores.has_value();
+  const bool has_mps = out.has_mps_memory || out.has_mps_cores;
+  const bool has_slice = out.has_memory || out.has_percent || out.has_cores || has_mps;
 
   if (!out.has_count && !has_slice) {
     if (priority.has_value()) {
@@ -144,6 +180,8 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
         for (const auto& [set, name] : {std::pair{out.has_memory, &config.gpu_memory_name},
                                         std::pair{out.has_percent, &config.gpu_memory_percent_name},
                                         std::pair{out.has_cores, &config.gpu_cores_name},
+                                        std::pair{out.has_mps_memory, &config.mps_memory_name},
+                                        std::pair{out.has_mps_cores, &config.mps_cores_name},
                                         std::pair{priority.has_value(), &config.gpu_priority_name}}) {
           if (set) others += (others.empty() ? "" : ", ") + *name;
         }
@@ -160,8 +198,30 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
                  " are set; give only one: MiB per vGPU (e.g. \"3000\") or percent of the GPU's memory (e.g. "
                  "\"25\")"};
   }
+  // The seed platform's MPS names are aliases of gpumem / gpucores that make
+  // the container an MPS share; each with its own name is ambiguous.
+  for (const auto& [mps_set, mps_name, own_set, own_name] :
+       {std::tuple{out.has_mps_memory, &config.mps_memory_name, out.has_memory || out.has_percent,
+                   out.has_memory ? &config.gpu_memory_name : &config.gpu_memory_percent_name},
+        std::tuple{out.has_mps_cores, &config.mps_cores_name, out.has_cores, &config.gpu_cores_name}}) {
+    if (mps_set && own_set) {
+      return Error{where + ": both " + *mps_name + " and " + *own_name + " are set; give only one (" +
+                   *mps_name + " is its MPS spelling)"};
+    }
+  }
   ContainerRequest& req = out.request;
   req.gpus = static_cast<int>(gpus);
+  req.share = mode.share.value_or(ShareKind::kVgpu);
+  if (has_mps) {
+    if (mode.share && *mode.share != ShareKind::kMps) {
+      return Error{where + ": asks for an MPS share (" +
+                   (out.has_mps_memory ? config.mps_memory_name : config.mps_cores_name) +
+                   ") but the pod's " + std::string(kSharingModeAnnotation) + " is " +
+                   (*mode.share == ShareKind::kExclusive ? "exclusive" : "vgpu") +
+                   "; remove one of them, or set the annotation to mps"};
+    }
+    req.share = ShareKind::kMps;
+  }
   if (out.has_memory) {
     const Given& m = *memory;
     std::string accepted =
@@ -183,7 +243,31 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
                                           "a whole percent of the GPU's memory from 1 to 100, e.g. \"25\""));
     req.memory_percent = static_cast<int>(v);
   }
-  if (req.memory_mib == 0 && !req.memory_percent) {
+  if (out.has_mps_memory) {
+    const Given& m = *mps_memory;
+    constexpr int64_t kMaxGiB = kMaxGpuMemoryMiB / 1024;
+    std::string accepted = "whole GiB of GPU memory from 1 to " + std::to_string(kMaxGiB) + ", e.g. \"8\"";
+    if (m.text.ends_with("i") && m.value.IsInteger() && !m.value.IsNegative()) {
+      const int64_t gib = *m.value.ToInteger() / (int64_t{1} << 30);
+      accepted += " (" + config.mps_memory_name + " counts GiB: " +
+                  (gib >= 1 && gib <= kMaxGiB ? "for " + m.text + " write \"" + std::to_string(gib) + "\")"
+                                              : m.text + " is outside that range)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(const int64_t gib,
+                             WholeInRange(m, config.mps_memory_name, where, 1, kMaxGiB, accepted));
+    req.memory_mib = gib * 1024;
+  }
+  if (req.share == ShareKind::kExclusive) {
+    // Whole GPUs: a size other than "all of it" contradicts the annotation.
+    if ((out.has_memory && req.memory_mib != 0) || (req.memory_percent && *req.memory_percent != 100)) {
+      return Error{where + ": the pod's " + std::string(kSharingModeAnnotation) +
+                   " is exclusive, which gives whole GPUs, but the container sets " +
+                   (out.has_memory ? config.gpu_memory_name : config.gpu_memory_percent_name) +
+                   "; remove it, or drop the annotation to ask for a vGPU slice"};
+    }
+    req.memory_mib = 0;
+    req.memory_percent.reset();
+  } else if (req.memory_mib == 0 && !req.memory_percent) {
     if (config.default_memory_mib > 0) {
       req.memory_mib = config.default_memory_mib;
     } else if (config.default_memory_percent) {
@@ -198,6 +282,25 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
             *cores, config.gpu_cores_name, where, 0, 100,
             "a whole percent of the GPU's compute from 0 (no limit) to 100 (exclusive), e.g. \"30\""));
     req.cores = static_cast<int>(v);
+  }
+  if (out.has_mps_cores) {
+    TESSERA_ASSIGN_OR_RETURN(const int64_t v,
+                             WholeInRange(*mps_cores, config.mps_cores_name, where, 1, 100,
+                                          "a whole percent of the GPU's threads from 1 to 100, e.g. \"50\""));
+    req.cores = static_cast<int>(v);
+  }
+  if (req.share == ShareKind::kExclusive) {
+    if (out.has_cores && req.cores != 100 && req.cores != 0) {
+      return Error{where + ": the pod's " + std::string(kSharingModeAnnotation) +
+                   " is exclusive, which gives whole GPUs, but " + config.gpu_cores_name + " is \"" +
+                   std::to_string(req.cores) + "\"; remove it or set it to 100"};
+    }
+    req.cores = 100;
+  }
+  if (req.share == ShareKind::kMps && req.cores == 0) {
+    return Error{where + ": an MPS share needs its active-thread percentage, 1 to 100: set " +
+                 config.mps_cores_name + " or " + config.gpu_cores_name +
+                 " (e.g. \"50\"); 0, no compute limit, has no MPS meaning"};
   }
   if (priority.has_value()) {
     TESSERA_ASSIGN_OR_RETURN(const int64_t v,
@@ -318,8 +421,9 @@ Result<GpuFilter> ParseFilter(const json& pod) {
 
 Result<PodRequest> DerivePodRequest(const nlohmann::json& pod, const ResourceConfig& config) {
   PodRequest out;
+  const AnnotatedMode mode = pod.is_object() ? ModeAnnotationOf(pod) : AnnotatedMode{};
   auto add = [&](const json& c, bool init, size_t, const std::string& where) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(ParsedContainer parsed, ParseContainer(c, where, config));
+    TESSERA_ASSIGN_OR_RETURN(ParsedContainer parsed, ParseContainer(c, where, config, mode));
     if (parsed.asks_for_gpus) (init ? out.init_containers : out.containers).push_back(parsed.request);
     return Status::Ok();
   };
@@ -331,9 +435,10 @@ Result<PodRequest> DerivePodRequest(const nlohmann::json& pod, const ResourceCon
 
 bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& config) {
   bool asks = false;
-  const std::string* names[] = {&config.gpu_count_name, &config.gpu_memory_name,
+  const std::string* names[] = {&config.gpu_count_name,          &config.gpu_memory_name,
                                 &config.gpu_memory_percent_name, &config.gpu_cores_name,
-                                &config.gpu_priority_name};
+                                &config.gpu_priority_name,       &config.mps_memory_name,
+                                &config.mps_cores_name};
   auto check = [&](const json& resources, const char* key) {
     auto list = resources.find(key);
     if (list == resources.end() || !list->is_object()) return;
@@ -373,20 +478,23 @@ bool AsksForTesseraResources(const nlohmann::json& pod, const ResourceConfig& co
 Result<std::vector<ContainerDefaults>> DefaultedLimits(const nlohmann::json& pod,
                                                        const ResourceConfig& config) {
   std::vector<ContainerDefaults> out;
+  const AnnotatedMode mode = pod.is_object() ? ModeAnnotationOf(pod) : AnnotatedMode{};
   auto add = [&](const json& c, bool init, size_t index, const std::string& where) -> Status {
-    TESSERA_ASSIGN_OR_RETURN(const ParsedContainer parsed, ParseContainer(c, where, config));
+    TESSERA_ASSIGN_OR_RETURN(const ParsedContainer parsed, ParseContainer(c, where, config, mode));
     if (!parsed.asks_for_gpus) return Status::Ok();
     ContainerDefaults d{init, index, parsed.request.name, {}};
     const ContainerRequest& r = parsed.request;
     if (!parsed.has_count) d.limits_to_add.emplace_back(config.gpu_count_name, std::to_string(r.gpus));
-    if (!parsed.has_memory && !parsed.has_percent) {
+    // An MPS alias already says what its name would: adding gpumem or
+    // gpucores beside it would make the pod ambiguous.
+    if (!parsed.has_memory && !parsed.has_percent && !parsed.has_mps_memory) {
       if (r.memory_mib > 0) {
         d.limits_to_add.emplace_back(config.gpu_memory_name, std::to_string(r.memory_mib));
       } else if (r.memory_percent) {
         d.limits_to_add.emplace_back(config.gpu_memory_percent_name, std::to_string(*r.memory_percent));
       }
     }
-    if (!parsed.has_cores && r.cores > 0)
+    if (!parsed.has_cores && !parsed.has_mps_cores && r.cores > 0)
       d.limits_to_add.emplace_back(config.gpu_cores_name, std::to_string(r.cores));
     if (!d.limits_to_add.empty()) out.push_back(std::move(d));
     return Status::Ok();

@@ -12,6 +12,16 @@
 //    config.default_memory_percent if set, else the whole GPU.
 //  - gpucores 0..100 (100 = exclusive, 0 = no compute limit); missing ->
 //    config.default_cores. gpumem-percentage 1..100. Count 1..16.
+//  - Sharing modes (issue 15): the pod annotation nvidia.com/vgpu-mode: mps
+//    makes every GPU container an MPS share (ShareKind::kMps), and so does a
+//    container asking for nvidia.com/mps-core (percent of the GPU's threads,
+//    1..100, the alias of gpucores) or nvidia.com/mps-memory (whole GiB,
+//    1..1024, converted to MiB; the alias of gpumem). An MPS share needs cores
+//    1..100 after defaults. An alias beside its own name (mps-memory with
+//    gpumem or gpumem-percentage, mps-core with gpucores), or beside an
+//    annotation other than mps, is rejected. nvidia.com/vgpu-mode: exclusive
+//    asks whole GPUs (ShareKind::kExclusive, cores 100, all memory; a smaller
+//    gpumem, percentage or gpucores is rejected).
 //  - nvidia.com/priority 0..2^31-1, kept as given (ContainerRequest::priority:
 //    0 = high, 1 and above = low, as HAMi and CUDA); only a GPU container may
 //    set it.
@@ -47,6 +57,10 @@ inline constexpr std::string_view kUseGpuTypeAnnotation = "nvidia.com/use-gputyp
 inline constexpr std::string_view kNoUseGpuTypeAnnotation = "nvidia.com/nouse-gputype";
 inline constexpr std::string_view kUseGpuUuidAnnotation = "nvidia.com/use-gpuuuid";
 inline constexpr std::string_view kNoUseGpuUuidAnnotation = "nvidia.com/nouse-gpuuuid";
+// HAMi's per-pod sharing mode: "mps" and "exclusive" pick ShareKind::kMps /
+// kExclusive for every GPU container, "vgpu" (or HAMi's "hami-core") kVgpu,
+// "mig" is dynamic MIG (scheduler/mig_placement.h); other values are ignored.
+inline constexpr std::string_view kSharingModeAnnotation = "nvidia.com/vgpu-mode";
 
 // The request of `pod` (a core/v1 Pod object) under `config`. Errors name the
 // container and field: `container "app": nvidia.com/gpucores is 150; ...`.

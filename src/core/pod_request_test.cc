@@ -92,7 +92,7 @@ TEST(DerivePodRequestTest, DefaultsWhenOnlyMemoryOrCoresGiven) {
   // Count only: whole GPU memory, default cores.
   r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), ResourceConfig{});
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->containers[0], Req("app", 1, 0, std::nullopt, 0));
+  EXPECT_EQ(r->containers[0], (Req("app", 1, 0, std::nullopt, 0)));
 }
 
 TEST(DerivePodRequestTest, DefaultMemoryAppliesWhenNeitherMemoryNorPercentGiven) {
@@ -101,7 +101,7 @@ TEST(DerivePodRequestTest, DefaultMemoryAppliesWhenNeitherMemoryNorPercentGiven)
   config.default_memory_percent = 50;  // default_memory_mib wins
   auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), config);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->containers[0], Req("app", 1, 4096, std::nullopt, 0));
+  EXPECT_EQ(r->containers[0], (Req("app", 1, 4096, std::nullopt, 0)));
   // Explicit 0 MiB means "not given": the default applies, as in HAMi.
   r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "0"}}), config);
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -115,7 +115,7 @@ TEST(DerivePodRequestTest, DefaultMemoryAppliesWhenNeitherMemoryNorPercentGiven)
   config.default_memory_mib = 0;
   r = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), config);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  EXPECT_EQ(r->containers[0], Req("app", 1, 0, 50, 0));
+  EXPECT_EQ(r->containers[0], (Req("app", 1, 0, 50, 0)));
 }
 
 TEST(DerivePodRequestTest, ExclusiveCores) {
@@ -438,6 +438,145 @@ TEST(ResourceConfigTest, ValidatesItself) {
     ASSERT_FALSE(s.ok()) << c.message_part;
     EXPECT_NE(s.error().message.find(c.message_part), std::string::npos) << s.error().message;
   }
+}
+
+}  // namespace
+}  // namespace tessera::core
+
+namespace tessera::core {
+namespace {
+
+json WithAnnotation(json pod, const std::string& key, json value) {
+  pod["metadata"]["annotations"][key] = std::move(value);
+  return pod;
+}
+
+TEST(SharingModeRequestTest, MpsAliasesMakeAnMpsShareWithGibConverted) {
+  auto r =
+      DerivePodRequest(PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "8"}}), {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->containers.size(), 1u);
+  const ContainerRequest& c = r->containers[0];
+  EXPECT_EQ(c.share, ShareKind::kMps);
+  EXPECT_EQ(c.gpus, 1) << "the default count";
+  EXPECT_EQ(c.memory_mib, 8 * 1024);
+  EXPECT_EQ(c.cores, 50);
+  EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/mps-core", "50"}}), {}));
+  EXPECT_TRUE(AsksForTesseraResources(PodWithLimits({{"nvidia.com/mps-memory", "8"}}), {}));
+}
+
+TEST(SharingModeRequestTest, TheMpsAnnotationMakesTesseraResourcesAnMpsShare) {
+  json pod = WithAnnotation(
+      PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "4096"}, {"nvidia.com/gpucores", "30"}}),
+      "nvidia.com/vgpu-mode", "MPS");
+  auto r = DerivePodRequest(pod, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].share, ShareKind::kMps);
+  EXPECT_EQ(r->containers[0].memory_mib, 4096);
+  EXPECT_EQ(r->containers[0].cores, 30);
+}
+
+TEST(SharingModeRequestTest, ExclusiveAnnotationAsksWholeGpus) {
+  json pod = WithAnnotation(PodWithLimits({{"nvidia.com/gpu", "2"}}), "nvidia.com/vgpu-mode", "exclusive");
+  auto r = DerivePodRequest(pod, {});
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].share, ShareKind::kExclusive);
+  EXPECT_EQ(r->containers[0].cores, 100);
+  EXPECT_EQ(r->containers[0].memory_mib, 0);
+  // The webhook writes the cores it implies, and the pod derives the same again.
+  auto defaults = DefaultedLimits(pod, {});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  ASSERT_EQ(defaults->size(), 1u);
+  EXPECT_EQ((*defaults)[0].limits_to_add,
+            (std::vector<std::pair<std::string, std::string>>{{"nvidia.com/gpucores", "100"}}));
+}
+
+TEST(SharingModeRequestTest, VgpuAnnotationsAndPlainCountsAreVgpuSlices) {
+  for (const char* value : {"hami-core", "vgpu", "mig", "something-else"}) {
+    auto r = DerivePodRequest(
+        WithAnnotation(PodWithLimits({{"nvidia.com/gpu", "1"}}), "nvidia.com/vgpu-mode", value), {});
+    ASSERT_TRUE(r.ok()) << value;
+    EXPECT_EQ(r->containers[0].share, ShareKind::kVgpu) << value;
+  }
+  auto plain = DerivePodRequest(PodWithLimits({{"nvidia.com/gpu", "1"}}), {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->containers[0].share, ShareKind::kVgpu);
+}
+
+TEST(SharingModeRequestTest, ReplicaResourcesAreNotTessera) {
+  const json pod = PodWithLimits({{"nvidia.com/gpu.shared", "1"}});
+  EXPECT_FALSE(AsksForTesseraResources(pod, {}));
+  auto r = DerivePodRequest(pod, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->containers.empty());
+}
+
+TEST(SharingModeRequestTest, BadMpsRequestsAreRefusedWithTheReason) {
+  const std::pair<json, const char*> cases[] = {
+      {PodWithLimits({{"nvidia.com/mps-core", "0"}}),
+       "nvidia.com/mps-core is \"0\"; it must be a whole percent"},
+      {PodWithLimits({{"nvidia.com/mps-core", "101"}}), "nvidia.com/mps-core is \"101\""},
+      {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "0"}}),
+       "nvidia.com/mps-memory is \"0\""},
+      {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "8Gi"}}),
+       "for 8Gi write \"8\""},
+      {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "1.5"}}), "whole number"},
+      {PodWithLimits({{"nvidia.com/mps-memory", "8"}}), "an MPS share needs its active-thread percentage"},
+      {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/gpucores", "50"}}),
+       "both nvidia.com/mps-core and nvidia.com/gpucores are set"},
+      {PodWithLimits({{"nvidia.com/mps-memory", "8"}, {"nvidia.com/gpumem", "8192"}}),
+       "both nvidia.com/mps-memory and nvidia.com/gpumem are set"},
+      {PodWithLimits({{"nvidia.com/mps-memory", "8"}, {"nvidia.com/gpumem-percentage", "10"}}),
+       "both nvidia.com/mps-memory and nvidia.com/gpumem-percentage are set"},
+      {PodWithLimits({{"nvidia.com/gpu", "0"}, {"nvidia.com/mps-core", "50"}}),
+       "also sets nvidia.com/mps-core"},
+      {WithAnnotation(PodWithLimits({{"nvidia.com/mps-core", "50"}}), "nvidia.com/vgpu-mode", "exclusive"),
+       "but the pod's nvidia.com/vgpu-mode is exclusive"},
+      {WithAnnotation(PodWithLimits({{"nvidia.com/gpu", "1"}}), "nvidia.com/vgpu-mode", "mps"),
+       "an MPS share needs its active-thread percentage"},
+      {WithAnnotation(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "50"}}),
+                      "nvidia.com/vgpu-mode", "exclusive"),
+       "nvidia.com/gpucores is \"50\"; remove it or set it to 100"},
+      {WithAnnotation(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}),
+                      "nvidia.com/vgpu-mode", "exclusive"),
+       "is exclusive, which gives whole GPUs, but the container sets nvidia.com/gpumem"},
+  };
+  for (const auto& [pod, says] : cases) {
+    auto r = DerivePodRequest(pod, {});
+    ASSERT_FALSE(r.ok()) << pod.dump();
+    EXPECT_NE(r.error().message.find(says), std::string::npos) << r.error().message;
+    EXPECT_FALSE(DefaultedLimits(pod, {}).ok()) << "fails exactly when derivation does";
+  }
+}
+
+TEST(SharingModeRequestTest, DefaultsAreNotAddedBesideMpsAliases) {
+  ResourceConfig config;
+  config.default_memory_mib = 2048;
+  config.default_cores = 20;
+  const json pod = PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "8"}});
+  auto defaults = DefaultedLimits(pod, config);
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  ASSERT_EQ(defaults->size(), 1u);
+  EXPECT_EQ((*defaults)[0].limits_to_add,
+            (std::vector<std::pair<std::string, std::string>>{{"nvidia.com/gpu", "1"}}));
+  // With the cores missing, the configured default gives the percentage.
+  auto r = DerivePodRequest(PodWithLimits({{"nvidia.com/mps-memory", "8"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].cores, 20);
+  EXPECT_EQ(r->containers[0].memory_mib, 8192);
+}
+
+TEST(SharingModeRequestTest, AliasNamesAreConfigurableAndChecked) {
+  ResourceConfig config;
+  config.mps_cores_name = "example.com/mps-threads";
+  auto r = DerivePodRequest(PodWithLimits({{"example.com/mps-threads", "40"}}), config);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->containers[0].share, ShareKind::kMps);
+  config.mps_memory_name = "nvidia.com/gpumem";
+  auto refused = config.Validate();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message.find("mps_memory_name and gpu_memory_name"), std::string::npos)
+      << refused.error().message;
 }
 
 }  // namespace

@@ -10,6 +10,17 @@
 
 namespace tessera::core {
 
+// What kind of share a container asks for, which decides the GPUs it may use
+// (fit.h):
+//   kVgpu       a vGPU slice, on vgpu GPUs; a whole-GPU request (all the
+//               memory, cores 100 or not given) may also take an exclusive GPU;
+//   kMps        an MPS client share (nvidia.com/vgpu-mode: mps, or the
+//               nvidia.com/mps-core / mps-memory resources), on mps GPUs whose
+//               shares tessera-scheduler sizes (replicas 0), memory and cores
+//               accounted like a vGPU slice's;
+//   kExclusive  whole GPUs in exclusive mode (nvidia.com/vgpu-mode: exclusive).
+enum class ShareKind { kVgpu, kMps, kExclusive };
+
 // One container's GPU request. Every vGPU of the container gets the same slice,
 // each on a different physical GPU of the same node.
 struct ContainerRequest {
@@ -24,6 +35,7 @@ struct ContainerRequest {
   // as CUDA_TASK_PRIORITY, where libvgpu lets a low-priority container yield
   // compute to the others (docs/compute.md). Not given = high.
   std::optional<int> priority;
+  ShareKind share = ShareKind::kVgpu;
   bool operator==(const ContainerRequest&) const = default;
 };
 

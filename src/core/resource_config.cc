@@ -7,12 +7,14 @@
 namespace tessera::core {
 
 Status ResourceConfig::Validate() const {
-  const std::array<std::pair<const char*, const std::string*>, 5> names = {{
+  const std::array<std::pair<const char*, const std::string*>, 7> names = {{
       {"gpu_count_name", &gpu_count_name},
       {"gpu_memory_name", &gpu_memory_name},
       {"gpu_memory_percent_name", &gpu_memory_percent_name},
       {"gpu_cores_name", &gpu_cores_name},
       {"gpu_priority_name", &gpu_priority_name},
+      {"mps_cores_name", &mps_cores_name},
+      {"mps_memory_name", &mps_memory_name},
   }};
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i].second->empty()) {

@@ -28,6 +28,10 @@ struct ResourceConfig {
   std::string gpu_memory_percent_name = "nvidia.com/gpumem-percentage";  // % of the GPU's memory per vGPU
   std::string gpu_cores_name = "nvidia.com/gpucores";                    // % of the GPU's compute per vGPU
   std::string gpu_priority_name = "nvidia.com/priority";                 // task priority, passed through
+  // The seed platform's MPS resources, aliases that make the container an MPS
+  // share (ShareKind::kMps): percent of the GPU's threads, and GiB of memory.
+  std::string mps_cores_name = "nvidia.com/mps-core";
+  std::string mps_memory_name = "nvidia.com/mps-memory";
 
   // Memory per vGPU when a container gives neither gpumem nor gpumem-percentage.
   // 0 = the whole GPU (unless default_memory_percent is set).

@@ -90,6 +90,10 @@ std::string WhyNot(const core::GpuState& gpu, int index, const core::GpuCheck& c
       return head + "already holds another slice of this job";
     case core::GpuReason::kInMigMode:
       return head + "in MIG mode: it offers MIG instances, not slices";
+    case core::GpuReason::kReplicasOnly:  // sharing modes are a cluster's; tessera run's GPUs are vgpu
+    case core::GpuReason::kModeMismatch:
+    case core::GpuReason::kNeedsWholeGpu:
+      return head + "in " + core::SharingModeName(gpu.gpu.mode) + " mode, which takes no such slice";
   }
   return head + std::string(core::ReasonName(check.reason));
 }

@@ -304,7 +304,7 @@ std::string ShapeKey(const core::PodRequest& pod) {
   auto add = [&key](const core::ContainerRequest& c) {
     key += c.name + ":" + std::to_string(c.gpus) + "," + std::to_string(c.memory_mib) + "," +
            std::to_string(c.memory_percent.value_or(-1)) + "," + std::to_string(c.cores) + "," +
-           std::to_string(c.priority.value_or(-1)) + ";";
+           std::to_string(c.priority.value_or(-1)) + "," + std::to_string(static_cast<int>(c.share)) + ";";
   };
   for (const auto& c : pod.containers) add(c);
   key += "|";

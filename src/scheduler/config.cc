@@ -31,6 +31,11 @@ config::YamlConfig Keys(SchedulerConfig& c) {
       .String("resources.gpuPriority", &c.resources.gpu_priority_name,
               "resource name of the task priority (0 = high, 1 and above = low), passed to the container as "
               "CUDA_TASK_PRIORITY")
+      .String(
+          "resources.mpsCores", &c.resources.mps_cores_name,
+          "resource name of an MPS share's percent of the GPU's threads (makes the container an MPS client)")
+      .String("resources.mpsMemory", &c.resources.mps_memory_name,
+              "resource name of an MPS share's GiB of GPU memory (makes the container an MPS client)")
       .Int("defaults.gpuCount", &c.resources.default_gpu_count,
            "vGPUs for a container that gives memory or cores but no count (1..16)")
       .Int("defaults.memoryMiB", &c.resources.default_memory_mib,

@@ -2,6 +2,8 @@
 
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "contract/container_contract.h"
 #include "core/pod_request.h"
@@ -65,6 +67,11 @@ Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers
                            const SchedulerConfig& config, int64_t largest_gpu_mib) {
   if (largest_gpu_mib <= 0) return Status::Ok();
   for (const auto& c : containers) {
+    if (c.memory_mib > largest_gpu_mib && c.share == core::ShareKind::kMps) {
+      return Error{"container \"" + c.name + "\": an MPS share of " + std::to_string(c.memory_mib) +
+                   " MiB is more than the largest GPU in the cluster (" + std::to_string(largest_gpu_mib) +
+                   " MiB)"};
+    }
     if (c.memory_mib > largest_gpu_mib) {
       return Error{"container \"" + c.name + "\": " + config.resources.gpu_memory_name + " is " +
                    std::to_string(c.memory_mib) + " MiB, more than the largest GPU in the cluster (" +
@@ -75,6 +82,26 @@ Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers
 }
 
 }  // namespace
+
+std::vector<std::string> MutationWarnings(const Json& pod, const SchedulerConfig& config) {
+  std::vector<std::string> warnings;
+  if (!pod.is_object() || !core::AsksForTesseraResources(pod, config.resources)) return warnings;
+  auto request = core::DerivePodRequest(pod, config.resources);
+  if (!request.ok()) return warnings;
+  std::string mps;  // the MPS containers, quoted
+  for (const auto* list : {&request->init_containers, &request->containers}) {
+    for (const core::ContainerRequest& c : *list) {
+      if (c.share == core::ShareKind::kMps) mps += (mps.empty() ? "\"" : ", \"") + c.name + "\"";
+    }
+  }
+  const Json* spec = pod.contains("spec") && pod["spec"].is_object() ? &pod["spec"] : nullptr;
+  const bool host_ipc = spec && spec->contains("hostIPC") && (*spec)["hostIPC"] == true;
+  if (!mps.empty() && !host_ipc) {
+    warnings.push_back("MPS clients need hostIPC: true to reach the MPS server; the pod does not set it (" +
+                       mps + ")");
+  }
+  return warnings;
+}
 
 std::string VisibleDevicesAnnotation(bool init_container, size_t index) {
   std::string key(contract::kVisibleDevicesAnnotationPrefix);
@@ -233,9 +260,15 @@ Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_g
       auto patch = MutationPatch(*object, config, largest_gpu_mib);
       if (!patch.ok()) {
         deny(422, "tessera: " + patch.error().message);
-      } else if (!patch->empty()) {
-        response["patchType"] = "JSONPatch";
-        response["patch"] = Base64Encode(patch->dump());
+      } else {
+        if (!patch->empty()) {
+          response["patchType"] = "JSONPatch";
+          response["patch"] = Base64Encode(patch->dump());
+        }
+        // AdmissionReview v1 response.warnings: shown by kubectl, never a denial.
+        if (auto warnings = MutationWarnings(*object, config); !warnings.empty()) {
+          response["warnings"] = std::move(warnings);
+        }
       }
     }
   }

@@ -22,7 +22,19 @@
 //    NVIDIA_VISIBLE_DEVICES to the instance's MIG UUID, and it runs without
 //    libvgpu (the instance is isolated in hardware). It still gets the
 //    scheduler name and the defaulted limits, which size its instance.
+//    An MPS share's container (core::ShareKind::kMps) is wired the same way:
+//    NVIDIA_VISIBLE_DEVICES names its GPU; tessera-node's Allocate adds the
+//    MPS variables from the allocation (core/allocation.h).
 // Applying the patched pod again yields an empty patch (idempotent).
+//
+// Warnings (AdmissionReview response.warnings, shown by kubectl; the pod is
+// still admitted): a pod with an MPS share and without spec.hostIPC: true.
+// Pods asking only replica resources (nvidia.com/gpu.shared or any other
+// name the node configuration gives time-sliced or MPS replicas) are not
+// tessera's: they get no patch and no warning. The webhook cannot tell that
+// such a resource is an MPS GPU's replicas (the name-to-mode mapping is in
+// each node's configuration, not the scheduler's), so it cannot warn about
+// their hostIPC either; docs/scheduler.md says so.
 // Malformed or impossible requests are denied with a message naming the
 // container and field (core's derivation errors, plus memory above the largest
 // GPU the cluster has).
@@ -33,6 +45,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -45,6 +58,10 @@ namespace tessera::scheduler {
 // `largest_gpu_mib` 0 = unknown (skip that check).
 Result<nlohmann::json> MutationPatch(const nlohmann::json& pod, const SchedulerConfig& config,
                                      int64_t largest_gpu_mib);
+
+// The warnings for `pod` (empty when there are none, or when it is not a
+// tessera pod or its request does not derive: then MutationPatch denies it).
+std::vector<std::string> MutationWarnings(const nlohmann::json& pod, const SchedulerConfig& config);
 
 // Answers an AdmissionReview v1 request with an AdmissionReview carrying the
 // response (same uid). A review that cannot be read is denied with a reason.

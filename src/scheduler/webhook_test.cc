@@ -246,3 +246,72 @@ TEST(WebhookTest, MistypedReviewIsDeniedNotThrown) {
 
 }  // namespace
 }  // namespace tessera::scheduler
+
+namespace tessera::scheduler {
+namespace {
+
+Json MpsPod(bool host_ipc) {
+  Json pod = {
+      {"apiVersion", "v1"},
+      {"kind", "Pod"},
+      {"metadata", {{"name", "p"}, {"namespace", "default"}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "app"},
+           {"image", "cuda"},
+           {"resources", {{"limits", {{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "8"}}}}}}}}}}};
+  if (host_ipc) pod["spec"]["hostIPC"] = true;
+  return pod;
+}
+
+TEST(WebhookSharingTest, AnMpsPodWithoutHostIpcIsWarnedAndAdmitted) {
+  Json answer = Mutate(Review(MpsPod(false)), SchedulerConfig{}, 81920);
+  const Json& response = answer["response"];
+  EXPECT_EQ(response["allowed"], true);
+  ASSERT_TRUE(response.contains("warnings")) << response.dump();
+  ASSERT_EQ(response["warnings"].size(), 1u);
+  const std::string warning = response["warnings"][0];
+  EXPECT_NE(warning.find("MPS clients need hostIPC: true"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("\"app\""), std::string::npos) << warning;
+  EXPECT_LE(warning.size(), 120u) << "kubectl shows warnings on one line";
+  EXPECT_TRUE(response.contains("patch")) << "still routed to tessera-scheduler";
+  // With hostIPC: no warning; the annotation form is warned the same way.
+  EXPECT_FALSE(Mutate(Review(MpsPod(true)), SchedulerConfig{}, 81920)["response"].contains("warnings"));
+  Json annotated = PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}});
+  annotated["metadata"]["annotations"]["nvidia.com/vgpu-mode"] = "mps";
+  EXPECT_EQ(MutationWarnings(annotated, SchedulerConfig{}).size(), 1u);
+  annotated["spec"]["hostIPC"] = "true";  // a string is not true
+  EXPECT_EQ(MutationWarnings(annotated, SchedulerConfig{}).size(), 1u);
+}
+
+TEST(WebhookSharingTest, VgpuPodsAndReplicaPodsGetNoWarning) {
+  EXPECT_TRUE(MutationWarnings(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}),
+                               SchedulerConfig{})
+                  .empty());
+  // Replica resources are kube-scheduler's: no patch, no warning, even though
+  // an MPS GPU's replicas would want hostIPC (the webhook cannot know that).
+  for (const char* resource : {"nvidia.com/gpu.shared", "nvidia.com/gpu.mps"}) {
+    Json answer = Mutate(Review(PodWithLimits({{resource, "1"}})), SchedulerConfig{}, 81920);
+    EXPECT_EQ(answer["response"]["allowed"], true);
+    EXPECT_FALSE(answer["response"].contains("patch")) << resource;
+    EXPECT_FALSE(answer["response"].contains("warnings")) << resource;
+  }
+}
+
+TEST(WebhookSharingTest, ImpossibleMpsRequestsAreDeniedWithTheReason) {
+  Json too_big = MpsPod(true);
+  too_big["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mps-memory"] = "100";
+  EXPECT_NE(PatchError(too_big, 81920).find("an MPS share of 102400 MiB is more than the largest GPU"),
+            std::string::npos)
+      << PatchError(too_big, 81920);
+  Json no_cores = MpsPod(true);
+  no_cores["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mps-core"] = "0";
+  Json answer = Mutate(Review(no_cores), SchedulerConfig{}, 81920);
+  EXPECT_EQ(answer["response"]["allowed"], false);
+  EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("nvidia.com/mps-core is \"0\""),
+            std::string::npos)
+      << answer.dump();
+}
+
+}  // namespace
+}  // namespace tessera::scheduler

@@ -171,6 +171,22 @@ bool parse_device(const JsonValue& d, const std::string& where, DeviceGrant* out
       return false;
     }
   }
+  // Optional: an MPS client share (core/allocation.h). Judged as core does:
+  // a boolean; when true, on a GPU-… UUID without "mig", memoryMiB >= 1 and
+  // cores 1..100. libvgpu applies memoryMiB and cores as for any slice.
+  if (const JsonValue* mps = d.find("mps")) {
+    if (mps->kind != JsonValue::Kind::kBool) {
+      *error = where + ": \"mps\" must be true or false";
+      return false;
+    }
+    if (mps->boolean && (out->uuid.rfind("GPU-", 0) != 0 || d.find("mig") != nullptr || mem->integer < 1 ||
+                         cores->integer < 1)) {
+      *error =
+          where +
+          ": an MPS share (\"mps\": true) needs a GPU-… uuid, no \"mig\", memoryMiB >= 1 and cores 1..100";
+      return false;
+    }
+  }
   return true;
 }
 
