@@ -210,6 +210,75 @@ TEST_F(NvmlInventoryTest, OptionalEntryPointsMissingLeaveDefaults) {
   EXPECT_TRUE(inventory.StartHealthWatch([](auto&&...) {}).ok());  // no event API: no watch, no error
 }
 
+// Per-process SM utilisation (compute enforcement): the samples since the
+// previous Sample's newest, averaged per process; a busy process missing from
+// the compute list is listed with no memory; NOT_FOUND means idle; an error
+// leaves the figures unknown.
+std::vector<nvmlProcessUtilizationSample_t> g_util_samples;
+nvmlReturn_t g_util_rc = NVML_SUCCESS;
+std::vector<unsigned long long> g_util_last_seen;  // what each call passed
+
+TEST_F(NvmlInventoryTest, ProcessUtilisationSinceTheLastSampleIsAveragedPerProcess) {
+  NvmlApi api = FakeTable(false);
+  api.DeviceGetComputeRunningProcesses = [](nvmlDevice_t d, unsigned* count, nvmlProcessInfo_t* infos) {
+    if (IndexOf(d) != 0) return *count = 0, NVML_SUCCESS;
+    if (*count < 2) return *count = 2, NVML_ERROR_INSUFFICIENT_SIZE;
+    infos[0] = nvmlProcessInfo_t{};
+    infos[0].pid = 100;
+    infos[0].usedGpuMemory = 1 << 20;
+    infos[1] = infos[0];
+    infos[1].pid = 101;
+    *count = 2;
+    return NVML_SUCCESS;
+  };
+  api.DeviceGetProcessUtilization = [](nvmlDevice_t d, nvmlProcessUtilizationSample_t* out, unsigned* count,
+                                       unsigned long long last_seen) {
+    if (IndexOf(d) != 0) return NVML_ERROR_NOT_FOUND;
+    if (out == nullptr) g_util_last_seen.push_back(last_seen);
+    if (g_util_rc != NVML_SUCCESS) return g_util_rc;
+    if (g_util_samples.empty()) return NVML_ERROR_NOT_FOUND;
+    if (out == nullptr || *count < g_util_samples.size())
+      return *count = static_cast<unsigned>(g_util_samples.size()), NVML_ERROR_INSUFFICIENT_SIZE;
+    std::copy(g_util_samples.begin(), g_util_samples.end(), out);
+    *count = static_cast<unsigned>(g_util_samples.size());
+    return NVML_SUCCESS;
+  };
+  NvmlInventory inventory(api);
+  ASSERT_TRUE(inventory.Discover().ok());
+  auto sample = [](unsigned pid, unsigned util, unsigned long long ts) {
+    nvmlProcessUtilizationSample_t s{};
+    s.pid = pid;
+    s.smUtil = util;
+    s.timeStamp = ts;
+    return s;
+  };
+  g_util_samples = {sample(100, 20, 1000), sample(100, 40, 2000), sample(300, 50, 1500)};
+  auto first = inventory.Sample();
+  ASSERT_TRUE(first.ok());
+  const auto& p = (*first)[0].processes;
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].pid, 100u);
+  EXPECT_EQ(p[0].sm_util_percent, 30);  // (20 + 40) / 2
+  EXPECT_EQ(p[1].pid, 101u);
+  EXPECT_EQ(p[1].sm_util_percent, 0);  // listed, not busy
+  EXPECT_EQ(p[2].pid, 300u);           // busy, not in the compute list
+  EXPECT_EQ(p[2].sm_util_percent, 50);
+  EXPECT_EQ(p[2].used_bytes, 0u);
+
+  g_util_samples.clear();  // nothing ran since
+  auto second = inventory.Sample();
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ((*second)[0].processes.size(), 2u);
+  EXPECT_EQ((*second)[0].processes[0].sm_util_percent, 0);
+  g_util_rc = NVML_ERROR_UNKNOWN;
+  auto third = inventory.Sample();
+  g_util_rc = NVML_SUCCESS;
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ((*third)[0].processes[0].sm_util_percent, -1);  // unknown, not 0
+  // Each call asks for what is newer than the newest sample it saw.
+  EXPECT_THAT(g_util_last_seen, ::testing::ElementsAre(0u, 2000u, 2000u));
+}
+
 TEST_F(NvmlInventoryTest, CriticalXidMarksItsGpuUnhealthyAndApplicationXidsDoNot) {
   NvmlApi api = FakeTable(true);
   NvmlInventory inventory(api);
