@@ -176,10 +176,13 @@ void WhyPlaced(const ClusterView& view, const PodView& pod, std::string& out) {
       }
       continue;
     }
-    out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid + "): " + Mi(g.used.memory_mib) +
-           " of " + Mi(g.gpu.memory_mib) + " allocated, " + std::to_string(g.used.cores) + "% of " +
-           std::to_string(g.gpu.cores) + "% cores, " + std::to_string(g.used.slots) + " of " +
-           std::to_string(g.gpu.slots) + " vGPUs" + (g.gpu.healthy ? "" : ", UNHEALTHY");
+    const std::string mode =
+        g.gpu.mode == core::SharingMode::kVgpu ? "" : std::string(core::SharingModeName(g.gpu.mode)) + ", ";
+    out += "    GPU " + std::to_string(g.gpu.index) + " (" + g.gpu.uuid + "): " + mode +
+           Mi(g.used.memory_mib) + " of " + Mi(g.gpu.memory_mib) + " allocated, " +
+           std::to_string(g.used.cores) + "% of " + std::to_string(g.gpu.cores) + "% cores, " +
+           std::to_string(g.used.slots) + " of " + std::to_string(g.gpu.slots) + " vGPUs" +
+           (g.gpu.healthy ? "" : ", UNHEALTHY");
     const std::string over = g.Overcommit();
     out += over.empty() ? "\n" : ", OVERCOMMITTED: " + over + "\n";
   }
@@ -313,6 +316,13 @@ std::string TopGpus(const ClusterView& view, const std::string& node_name) {
           mig.Add({node.name, std::to_string(m->gpu_index), m->profile, m->Placement(), Mi(m->memory_mib),
                    MigUuidText(*m), m->healthy ? "healthy" : "UNHEALTHY", holder.empty() ? "-" : holder});
         }
+        continue;
+      }
+      if (g.gpu.replicas > 0) {
+        // Replicas kube-scheduler counts: tessera allocates nothing here.
+        table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,
+                   core::SharingModeName(g.gpu.mode), "-", "-", "-",
+                   std::to_string(g.gpu.replicas) + " replicas", "-", pod_count});
         continue;
       }
       table.Add({node.name, std::to_string(g.gpu.index), g.gpu.uuid, g.gpu.model, health,

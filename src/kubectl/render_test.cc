@@ -184,3 +184,25 @@ TEST(RenderTest, DescribeAPendingMigPodNamesTheMigDynamicGpus) {
 
 }  // namespace
 }  // namespace tessera::kubectl
+
+namespace tessera::kubectl {
+namespace {
+
+TEST(RenderModesTest, TopGpusNamesEachModeAndLeavesReplicaGpusUnaccounted) {
+  core::NodeInventory inventory = *core::DecodeInventory(
+      GpuNode("gpu-s")["metadata"]["annotations"][std::string(core::kInventoryAnnotation)]
+          .get<std::string>());
+  inventory.gpus[0].mode = core::SharingMode::kMps;
+  inventory.gpus[1].mode = core::SharingMode::kTimeslice;
+  inventory.gpus[1].replicas = 4;
+  inventory.gpus[1].slots = 0;
+  const ClusterView view = BuildClusterView({Node("gpu-s", *core::EncodeInventory(inventory))}, {}, Fresh());
+  const std::string gpus = TopGpus(view);
+  EXPECT_THAT(gpus, HasSubstr("healthy  mps        0Mi/40000Mi  0%       0/100  0/4"));
+  EXPECT_THAT(gpus, HasSubstr("healthy  timeslice  -            -        -      4 replicas"));
+  // The node's capacity counts the MPS GPU, not the time-sliced one.
+  EXPECT_THAT(TopNodes(view), HasSubstr("0Mi/40000Mi"));
+}
+
+}  // namespace
+}  // namespace tessera::kubectl

@@ -317,6 +317,38 @@ TEST_F(DashboardTest, MigInstancesTheSchedulerHoldsShowBeforeTheNodeListsThem) {
   EXPECT_EQ(overview["memory"]["allocatedMiB"], tc::kMemoryAllocatedMiB + 2 * 9728 + 40192);
 }
 
+TEST_F(DashboardTest, GpusShowTheirSharingModeAndReplicaGpusAddNoCapacity) {
+  // modes-1: GPU 0 time-sliced into 4 replicas, GPU 1 in MPS mode.
+  Json node = scheduler::testing::NodeWithGpus("modes-1", 8, 2, 16000, 10);
+  auto& text = node["metadata"]["annotations"][std::string(core::kInventoryAnnotation)];
+  auto inv = core::DecodeInventory(text.get<std::string>());
+  ASSERT_TRUE(inv.ok());
+  inv->gpus[0].mode = core::SharingMode::kTimeslice;
+  inv->gpus[0].replicas = 4;
+  inv->gpus[0].slots = 0;
+  inv->gpus[1].mode = core::SharingMode::kMps;
+  text = *core::EncodeInventory(*inv);
+  auto dash = Make();
+  Json before = GetJson(*dash, "/api/overview");
+  state_.UpsertNode(node);
+  dash->UpsertNode(node);
+  dash->RefreshNow(false);
+  Json n = GetJson(*dash, "/api/nodes/modes-1");
+  ASSERT_EQ(n["gpuList"].size(), 2u);
+  EXPECT_EQ(n["gpuList"][0]["mode"], "timeslice");
+  EXPECT_EQ(n["gpuList"][0]["replicas"], 4);
+  EXPECT_EQ(n["gpuList"][1]["mode"], "mps");
+  EXPECT_FALSE(n["gpuList"][1].contains("replicas"));
+  EXPECT_EQ(n["memory"]["capacityMiB"], 16000) << "only the MPS GPU's memory is tessera's to allocate";
+  EXPECT_EQ(n["replicas"], (Json{{"gpus", 1}, {"total", 4}}));
+  Json overview = GetJson(*dash, "/api/overview");
+  EXPECT_EQ(overview["gpus"]["modes"]["timeslice"], before["gpus"]["modes"]["timeslice"].get<int>() + 1);
+  EXPECT_EQ(overview["gpus"]["modes"]["mps"], before["gpus"]["modes"]["mps"].get<int>() + 1);
+  EXPECT_EQ(overview["gpus"]["modes"]["exclusive"], 0);
+  EXPECT_EQ(overview["gpus"]["replicas"], before["gpus"]["replicas"].get<int>() + 4);
+  EXPECT_EQ(overview["memory"]["capacityMiB"], before["memory"]["capacityMiB"].get<int64_t>() + 16000);
+}
+
 TEST_F(DashboardTest, UsageFromPrometheusAndItsFailures) {
   auto prometheus = [](const std::string& url, std::chrono::milliseconds) -> Result<std::string> {
     const std::string metric = url.substr(url.find("query=") + 6);

@@ -165,6 +165,7 @@ Json NodeRowJson(const View& view, size_t i) {
               {"allocated", t.cores_allocated},
               {"used", Nullable(reports, use.utilization)}}},
             {"slots", {{"total", t.slots}, {"used", t.slots_used}}},
+            {"replicas", {{"gpus", t.replica_gpus}, {"total", t.replicas}}},
             {"migInstances", {{"total", n.mig.size()}, {"held", held}}},
             {"pods", pods},
             {"fragmentation",
@@ -258,6 +259,13 @@ std::string OverviewJson(const View& view) {
   Json nodes = {{"total", view.nodes.size()}, {"ok", 0}, {"stale", 0}, {"noInventory", 0}, {"unreadable", 0}};
   core::GpuTotals t;
   int64_t idle = 0, with_slices = 0, reporting = 0, mig_gpus = 0, mig_instances = 0, mig_held = 0;
+  // GPUs per sharing mode, every mode listed (0 when none).
+  Json modes = Json::object();
+  for (core::SharingMode m :
+       {core::SharingMode::kVgpu, core::SharingMode::kExclusive, core::SharingMode::kTimeslice,
+        core::SharingMode::kMps, core::SharingMode::kMigStatic, core::SharingMode::kMigDynamic}) {
+    modes[core::SharingModeName(m)] = 0;
+  }
   double mem_used = 0, util = 0, reporting_mem_cap = 0, fragment = 0, free_milli = 0;
   std::map<std::string, std::pair<int64_t, int64_t>> models;  // model -> gpus, MiB
   Json node_problems = Json::array();
@@ -281,6 +289,7 @@ std::string OverviewJson(const View& view) {
     mig_instances += static_cast<int64_t>(n.mig.size());
     for (const core::GpuState& g : n.state.gpus()) {
       mig_gpus += core::IsMigMode(g.gpu.mode) ? 1 : 0;
+      modes[core::SharingModeName(g.gpu.mode)] = modes[core::SharingModeName(g.gpu.mode)].get<int64_t>() + 1;
       t.Add(g);
       idle += g.idle() && g.gpu.usable() ? 1 : 0;
       with_slices += g.idle() ? 0 : 1;
@@ -405,6 +414,9 @@ std::string OverviewJson(const View& view) {
         {"slotsUsed", t.slots_used},
         {"mig", mig_gpus},
         {"migInstances", mig_instances},
+        {"modes", std::move(modes)},
+        {"replicaGpus", t.replica_gpus},
+        {"replicas", t.replicas},
         {"reporting", reporting}}},
       {"memory",
        {{"capacityMiB", t.memory_mib},
@@ -677,6 +689,9 @@ Json GpuJson(const NodeRecord& n, const core::GpuState& g, const GpuUsageRecord*
             {"memoryUsedMiB", Nullable(u, u ? u->memory_used_mib : 0)},
             {"utilization", Nullable(u, u ? u->utilization : 0)}};
   if (!g.gpu.held_by.empty()) j["heldBy"] = g.gpu.held_by;
+  // Replicas kube-scheduler counts (timeslice, MPS split NVIDIA-style): tessera
+  // allocates nothing of such a GPU.
+  if (g.gpu.replicas > 0) j["replicas"] = g.gpu.replicas;
   if (core::IsMigMode(g.gpu.mode)) {
     Json instances = Json::array();
     for (const MigInstanceRecord& m : n.mig) {

@@ -300,8 +300,10 @@ async function node(main, name) {
     td(el("div", {}, mib(g.allocated.memoryMiB) + " / " + mib(g.memoryMiB) + " · used " + mib(g.memoryUsedMiB),
           bar(g.memoryMiB, g.allocated.memoryMiB, g.memoryUsedMiB))),
     td(g.migInstances ? "—" : g.allocated.cores + " / " + g.cores + " · util " + num(g.utilization), "num"),
-    td(g.migInstances ? g.mode + " · " + g.migInstances.length + " MIG instance(s)" : g.allocated.slots + " / " + g.slots,
-       "num")));
+    td(g.migInstances ? g.mode + " · " + g.migInstances.length + " MIG instance(s)"
+       : g.replicas ? g.mode + " · " + g.replicas + " replicas (kube-scheduler)"
+       : (g.mode === "vgpu" ? "" : g.mode + " · ") + g.allocated.slots + " / " + g.slots,
+       "num", "gpu-mode")));
   const migRows = n.gpuList.flatMap(g => (g.migInstances || []).map(m => migRow(n.name, g, m)));
   // null children (absent parts) are dropped: replaceChildren would print them.
   main.replaceChildren(...[
@@ -365,7 +367,8 @@ async function gpu(main, nodeName, uuid) {
   const migRows = (g.migInstances || []).map(m => migRow(g.node, g, m));
   main.replaceChildren(...[
     el("h1", {}, "GPU ", el("span", {text: g.index + " · " + g.uuid})),
-    el("p", {}, "on ", link("#/node/" + encodeURIComponent(g.node), g.node), " · " + g.model + " · ",
+    el("p", {}, "on ", link("#/node/" + encodeURIComponent(g.node), g.node),
+       " · " + g.model + " · mode " + g.mode + (g.replicas ? " (" + g.replicas + " replicas)" : "") + " · ",
        status(g.healthy ? "ok" : "bad"), g.heldBy ? " held whole by " + g.heldBy : "",
        g.overcommit ? el("span", {cls: "problem", text: " overcommitted: " + g.overcommit}) : null),
     el("div", {cls: "cards"},
