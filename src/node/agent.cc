@@ -165,6 +165,19 @@ Status Agent::StartDynamicMig(std::vector<core::Gpu>& gpus) {
   return Status::Ok();
 }
 
+std::optional<std::set<std::string>> Agent::GpusInUse() {
+  if (!deps_.pod_resources) return std::nullopt;
+  auto listed = deps_.pod_resources->List();
+  if (!listed.ok()) return std::nullopt;
+  std::set<std::string> gpus;
+  for (const auto& container : *listed) {
+    for (const auto& id : container.device_ids) {
+      if (auto parsed = ParseDeviceId(id); parsed.ok()) gpus.insert(parsed->gpu_uuid);
+    }
+  }
+  return gpus;
+}
+
 std::string Agent::Metrics() const {
   AgentStatus status;
   status.node_name = config_.node_name;
@@ -184,8 +197,10 @@ std::string Agent::Metrics() const {
     }
     if (auto listed = deps_.mig->List(); listed.ok()) mig_devices = MigDeviceMetricsOf(devices, *listed);
   }
-  return RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status,
-                       mig_devices);
+  std::string document =
+      RenderMetrics(snapshot.get(), monitor_ ? monitor_->counters() : MonitorCounters{}, status, mig_devices);
+  if (mps_) document += mps_->Metrics();
+  return document;
 }
 
 Status Agent::StartMetricsServer() {
@@ -243,6 +258,16 @@ Status Agent::Start() {
     pods_ = std::make_unique<NodePods>(deps_.client.get(), config_.node_name);
     pods_->Start();
   }
+  // Each GPU's sharing mode (node/sharing): a bad configuration stops here.
+  sharing_ =
+      std::make_unique<sharing::SharingManager>(config_, deps_.client.get(), [this] { return GpusInUse(); });
+  const std::function<std::string()> region_name =
+      deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid);
+  mps_ = std::make_unique<mps::MpsNode>(config_, deps_.client.get(), region_name);
+  mps_->InstallHook(*sharing_);
+  for (const auto& [mode, setup] : deps_.container_setups) sharing_->SetContainerSetup(mode, setup);
+  TESSERA_RETURN_IF_ERROR_WRAP(sharing_->Prepare(gpus, region_name), "sharing modes");
+  mps_->Start(sharing_->modes(), gpus);
   TESSERA_RETURN_IF_ERROR(StartDynamicMig(gpus));
   // MIG-managed GPUs are offered as MIG devices, not vGPU slices.
   bool serve_vgpus = true;
@@ -271,7 +296,15 @@ Status Agent::Start() {
         ", which the mig-dynamic GPUs are advertised as too: set resource_name to another name or use "
         "mig_strategy mixed"};
   }
-  state_.SetGpus(ApplyOffer(config_, std::move(gpus)));
+  // Replicas of time-sliced (and NVIDIA-style MPS) GPUs are the replica
+  // plugins'; a replica plugin serving resource_name leaves the vGPU one out.
+  if (sharing_->ServesResource(config_.resource_name)) serve_vgpus = false;
+  vgpu_candidates_ = gpus;
+  state_.SetGpus(sharing_->ApplyModes(ApplyOffer(config_, std::move(gpus))));
+  sharing_->OnModesChanged([this](const sharing::ModeAssignment& modes) {
+    state_.SetGpus(sharing_->ApplyModes(ApplyOffer(config_, vgpu_candidates_)));
+    mps_->ModesChanged(modes);
+  });
 
   if (config_.ld_so_preload) TESSERA_RETURN_IF_ERROR(WritePreloadFile(config_));
   if (::access(config_.libvgpu_host_path.c_str(), R_OK) != 0) {
@@ -286,7 +319,8 @@ Status Agent::Start() {
   if (auto s = deps_.inventory->StartHealthWatch(
           [this](const std::string& uuid, bool healthy, const std::string& reason) {
             const bool dynamic = dynamic_ && dynamic_->SetHealth(uuid, healthy);
-            if (state_.SetHealth(uuid, healthy) || dynamic) {
+            const bool replicated = sharing_->SetHealth(uuid, healthy);
+            if (state_.SetHealth(uuid, healthy) || dynamic || replicated) {
               log::Warn(healthy ? "GPU healthy again" : "GPU unhealthy", {{"gpu", uuid}, {"reason", reason}});
             }
           });
@@ -295,25 +329,31 @@ Status Agent::Start() {
     plugin_.Stop();
     return s.error().Wrap("GPU health watch");
   }
+  if (auto s = sharing_->Start(); !s.ok()) {
+    registrar_.Stop();
+    plugin_.Stop();
+    return s.error().Wrap("replica device plugins");
+  }
   started_ = true;
 
   if (deps_.client) {
     publisher_ = std::make_unique<InventoryPublisher>(deps_.client.get(), state_, config_.node_name,
                                                       std::chrono::seconds(config_.heartbeat_seconds));
-    if (mig_ || dynamic_) {
-      // MIG GPUs are listed with their MIG devices and no vGPU slots.
-      publisher_->SetExtraGpus([this] {
-        std::vector<core::Gpu> listed;
-        if (mig_) {
-          listed =
-              mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::SharingMode::kMigStatic);
-        }
-        if (dynamic_) {
-          for (auto& gpu : dynamic_->InventoryGpus()) listed.push_back(std::move(gpu));
-        }
-        return listed;
-      });
-    }
+    // MIG GPUs are listed with their MIG devices and no vGPU slots, replica
+    // GPUs with their mode and replicas.
+    publisher_->SetExtraGpus([this] {
+      std::vector<core::Gpu> listed;
+      if (mig_) {
+        listed =
+            mig::MigInventoryGpus(mig_gpus_, mig_->devices().Get().devices, core::SharingMode::kMigStatic);
+      }
+      if (dynamic_) {
+        for (auto& gpu : dynamic_->InventoryGpus()) listed.push_back(std::move(gpu));
+      }
+      for (auto& gpu : sharing_->InventoryGpus()) listed.push_back(std::move(gpu));
+      return listed;
+    });
+    publisher_->SetExtraLabels([this] { return sharing_->Labels(); });
     publisher_->Start();
   }
   EnforcementPolicy policy;
@@ -341,6 +381,11 @@ Status Agent::Start() {
   options.region_grace_seconds = config_.region_grace_seconds;
   options.resource_name = config_.resource_name;
   options.unplaced_pods = config_.unplaced_pods;
+  options.more_resource_names = [this] {
+    std::set<std::string> names;
+    for (const auto& [resource, replica_gpus] : sharing_->modes().ReplicaResources()) names.insert(resource);
+    return names;
+  };
   monitor_ = std::make_unique<NodeMonitor>(
       options, deps_.inventory.get(), &state_, &catalog_, deps_.pod_resources.get(), pods_.get(),
       deps_.inspector.get(), enforcer_.get(),
@@ -380,6 +425,8 @@ void Agent::Stop() {
   }
   if (mig_) mig_->Stop();
   if (dynamic_) dynamic_->Stop();
+  if (sharing_) sharing_->Stop();
+  if (mps_) mps_->Stop();
   if (monitor_) monitor_->Stop();
   if (publisher_) publisher_->Stop();
   if (pods_) pods_->Stop();

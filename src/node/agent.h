@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "base/http_listener.h"
@@ -27,6 +28,7 @@
 #include "node/inventory_publisher.h"
 #include "node/mig/dynamic_mig.h"
 #include "node/mig/mig_manager.h"
+#include "node/mps/mps_node.h"
 #include "node/node_monitor.h"
 #include "node/node_pods.h"
 #include "node/plugin_server.h"
@@ -34,6 +36,8 @@
 #include "node/process_inspector.h"
 #include "node/region_catalog.h"
 #include "node/registrar.h"
+#include "node/sharing/container_setup.h"
+#include "node/sharing/sharing_manager.h"
 
 namespace tessera::node {
 
@@ -59,6 +63,9 @@ struct AgentDependencies {
   // MigManager's (node/mig) and leave the vGPU list; with mig_dynamic_gpus,
   // the mig-dynamic GPUs are DynamicMig's. null: MIG not managed.
   std::unique_ptr<host::MigDriver> mig;
+  // The replica plugin's container hooks by mode (node/sharing/container_setup.h):
+  // mps's from node/mps; timeslice's defaults to sharing's own.
+  sharing::ContainerSetups container_setups;
 };
 
 class Agent {
@@ -88,6 +95,8 @@ class Agent {
   mig::MigManager* mig() { return mig_.get(); }
   // The mig-dynamic GPUs; null when there are none.
   mig::DynamicMig* dynamic_mig() { return dynamic_.get(); }
+  // Each GPU's sharing mode and the replica plugins; null before Start.
+  sharing::SharingManager* sharing() { return sharing_.get(); }
 
  private:
   void RecordEvent(const ContainerRef& owner, const std::string& reason, const std::string& message);
@@ -98,6 +107,8 @@ class Agent {
   Status StartDynamicMig(std::vector<core::Gpu>& gpus);
   // The pods bound here with their allocations; nullopt until the list has synced.
   std::optional<std::vector<mig::BoundPod>> BoundPods() const;
+  // The GPUs containers hold (PodResources); nullopt without PodResources.
+  std::optional<std::set<std::string>> GpusInUse();
 
   const NodeConfig config_;
   AgentDependencies deps_;
@@ -112,6 +123,9 @@ class Agent {
   std::unique_ptr<mig::MigManager> mig_;
   std::unique_ptr<mig::DynamicMig> dynamic_;  // before plugin_ serves (Start), read by its services
   std::vector<core::Gpu> mig_gpus_;           // the MIG-managed GPUs as discovered (Start; then read-only)
+  std::unique_ptr<sharing::SharingManager> sharing_;
+  std::unique_ptr<mps::MpsNode> mps_;       // the mps GPUs' control daemons and container hook
+  std::vector<core::Gpu> vgpu_candidates_;  // the GPUs outside MIG as discovered (Start; then read-only)
   std::unique_ptr<HttpListener> http_;
   int metrics_port_ = 0;
   bool started_ = false;
