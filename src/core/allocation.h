@@ -37,7 +37,7 @@ struct DeviceSlice {
 //   {"uuid": "GPU-…", "memoryMiB": 8192, "cores": 50, "mps": true}
 //
 //  - uuid: the physical GPU, whose MPS control daemon the client must reach
-//    (CUDA_MPS_PIPE_DIRECTORY of that GPU's daemon).
+//    (CUDA_MPS_PIPE_DIRECTORY of that GPU's daemon: the node's part).
 //  - memoryMiB: the client's pinned device-memory limit, always > 0 (a
 //    request for "the whole GPU" is resolved to the GPU's memory at
 //    placement): CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="<ordinal>=<memoryMiB>M",
@@ -50,6 +50,16 @@ struct DeviceSlice {
 //    container's request.)
 //  - "mps": true is written only for MPS shares; absent = false. An older
 //    node ignores it and treats the device as a vGPU slice of the same size.
+//
+// Allocate does not know the pod, and the variables must be set before the
+// program's cuInit, so they reach the container like the allocation itself:
+// bind writes, per MPS container (by position i, init containers "init-i"),
+// "tessera.io/mps-thread-percentage.<i>" = "<cores>" and
+// "tessera.io/mps-pinned-memory.<i>" = "0=<memoryMiB>M" (as above), and the
+// webhook wires them into CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
+// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT through the Downward API (unless the
+// container sets them itself; scheduler/webhook.h). The node adds the pipe
+// directory; it may also derive the same values from TESSERA_ALLOCATION.
 //
 // Memory and cores are counted against the GPU exactly like a vGPU slice's
 // (NodeState), so the sum of the shares on a GPU never exceeds what its

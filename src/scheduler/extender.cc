@@ -461,8 +461,21 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
       for (size_t i = 0; i < spec[list].size(); ++i) {
         if (!spec[list][i].is_object() || spec[list][i].value("name", "") != c.container) continue;
         std::string uuids;
-        for (const core::DeviceSlice& d : c.devices) uuids += (uuids.empty() ? "" : ",") + d.uuid;
+        std::string pinned;  // MPS shares: "<ordinal>=<MiB>M", the ordinal the container's CUDA sees
+        int threads = 0;
+        for (size_t k = 0; k < c.devices.size(); ++k) {
+          const core::DeviceSlice& d = c.devices[k];
+          uuids += (uuids.empty() ? "" : ",") + d.uuid;
+          if (!d.mps) continue;
+          pinned +=
+              (pinned.empty() ? "" : ",") + std::to_string(k) + "=" + std::to_string(d.memory_mib) + "M";
+          threads = std::max(threads, d.cores);
+        }
         annotations[VisibleDevicesAnnotation(c.init, i)] = uuids;
+        if (!pinned.empty()) {
+          annotations[MpsThreadPercentageAnnotation(c.init, i)] = std::to_string(threads);
+          annotations[MpsPinnedMemoryAnnotation(c.init, i)] = pinned;
+        }
       }
     }
   }

@@ -32,10 +32,24 @@ Json AllocationEnv() {
           {"fieldPath", "metadata.annotations['" + std::string(contract::kAllocationAnnotation) + "']"}}}}}};
 }
 
-// `priority`: the container's nvidia.com/priority, if it gives one.
+Json AnnotationEnv(std::string_view name, const std::string& annotation) {
+  return {
+      {"name", name},
+      {"valueFrom",
+       {{"fieldRef", {{"apiVersion", "v1"}, {"fieldPath", "metadata.annotations['" + annotation + "']"}}}}}};
+}
+
+// `priority`: the container's nvidia.com/priority, if it gives one; `mps`:
+// whether it is an MPS share.
 void WireEnv(const Json& container, const std::string& base, bool init, size_t index,
-             std::optional<int> priority, Json& patch) {
+             std::optional<int> priority, bool mps, Json& patch) {
   Json missing = Json::array();
+  if (mps && !HasEnv(container, kMpsThreadPercentageEnv)) {
+    missing.push_back(AnnotationEnv(kMpsThreadPercentageEnv, MpsThreadPercentageAnnotation(init, index)));
+  }
+  if (mps && !HasEnv(container, kMpsPinnedMemoryEnv)) {
+    missing.push_back(AnnotationEnv(kMpsPinnedMemoryEnv, MpsPinnedMemoryAnnotation(init, index)));
+  }
   if (!HasEnv(container, contract::kAllocationEnv)) missing.push_back(AllocationEnv());
   if (!HasEnv(container, contract::kVisibleDevicesEnv)) {
     missing.push_back(
@@ -107,6 +121,16 @@ std::string VisibleDevicesAnnotation(bool init_container, size_t index) {
   std::string key(contract::kVisibleDevicesAnnotationPrefix);
   if (init_container) key += contract::kVisibleDevicesInitInfix;
   return key + std::to_string(index);
+}
+
+std::string MpsThreadPercentageAnnotation(bool init_container, size_t index) {
+  return std::string("tessera.io/mps-thread-percentage.") + (init_container ? "init-" : "") +
+         std::to_string(index);
+}
+
+std::string MpsPinnedMemoryAnnotation(bool init_container, size_t index) {
+  return std::string("tessera.io/mps-pinned-memory.") + (init_container ? "init-" : "") +
+         std::to_string(index);
 }
 
 std::string EscapeJsonPointer(std::string_view token) {
@@ -205,9 +229,9 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
   if (WantsDynamicMig(pod)) return patch;
   for (const char* list : {"initContainers", "containers"}) {
     const bool init = std::string_view(list) == "initContainers";
-    std::map<std::string, std::optional<int>> gpu_containers;  // name -> priority
+    std::map<std::string, std::pair<std::optional<int>, bool>> gpu_containers;  // name -> priority, mps
     for (const auto& c : init ? request.init_containers : request.containers) {
-      gpu_containers[c.name] = c.priority;
+      gpu_containers[c.name] = {c.priority, c.share == core::ShareKind::kMps};
     }
     auto arr = spec.find(list);
     if (arr == spec.end() || !arr->is_array()) continue;
@@ -216,7 +240,8 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
       if (!container.is_object()) continue;
       auto gpu = gpu_containers.find(container.value("name", ""));
       if (gpu == gpu_containers.end()) continue;
-      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, gpu->second, patch);
+      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, gpu->second.first,
+              gpu->second.second, patch);
     }
   }
   return patch;

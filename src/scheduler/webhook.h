@@ -22,9 +22,13 @@
 //    NVIDIA_VISIBLE_DEVICES to the instance's MIG UUID, and it runs without
 //    libvgpu (the instance is isolated in hardware). It still gets the
 //    scheduler name and the defaulted limits, which size its instance.
-//    An MPS share's container (core::ShareKind::kMps) is wired the same way:
-//    NVIDIA_VISIBLE_DEVICES names its GPU; tessera-node's Allocate adds the
-//    MPS variables from the allocation (core/allocation.h).
+//    An MPS share's container (core::ShareKind::kMps) is wired the same way
+//    (NVIDIA_VISIBLE_DEVICES names its GPU), plus
+//    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+//    from the annotations bind writes (MpsThreadPercentageAnnotation): the
+//    values must be in the environment before the program's cuInit, and
+//    Allocate does not know the pod. tessera-node's Allocate adds the pipe
+//    directory (core/allocation.h).
 // Applying the patched pod again yields an empty patch (idempotent).
 //
 // Warnings (AdmissionReview response.warnings, shown by kubectl; the pod is
@@ -73,6 +77,18 @@ nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& confi
 // "tessera.io/visible-devices.init-0" (contract/container_contract.h, whose
 // variable names the patch also uses).
 std::string VisibleDevicesAnnotation(bool init_container, size_t index);
+
+// The pod annotations bind writes for a container with MPS shares (the
+// device's "mps" in the allocation), keyed by position like the visible
+// devices: "tessera.io/mps-thread-percentage.<i>" = the cores ("50") and
+// "tessera.io/mps-pinned-memory.<i>" = "<ordinal>=<memoryMiB>M[,...]" over the
+// container's devices in allocation order ("0=8192M"). The webhook wires them
+// into CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT
+// (Downward API) for every MPS container.
+std::string MpsThreadPercentageAnnotation(bool init_container, size_t index);
+std::string MpsPinnedMemoryAnnotation(bool init_container, size_t index);
+inline constexpr std::string_view kMpsThreadPercentageEnv = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE";
+inline constexpr std::string_view kMpsPinnedMemoryEnv = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT";
 
 // RFC 6901 escaping of one reference token ("~" -> "~0", "/" -> "~1").
 std::string EscapeJsonPointer(std::string_view token);

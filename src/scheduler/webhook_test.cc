@@ -284,6 +284,46 @@ TEST(WebhookSharingTest, AnMpsPodWithoutHostIpcIsWarnedAndAdmitted) {
   EXPECT_EQ(MutationWarnings(annotated, SchedulerConfig{}).size(), 1u);
 }
 
+// The env entries of the patched container "app" (the patch adds the whole
+// env array: the test pods have none).
+Json PatchedEnv(const Json& pod) {
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 0);
+  EXPECT_TRUE(patch.ok()) << patch.error().message;
+  if (!patch.ok()) return Json::array();
+  for (const Json& op : *patch) {
+    if (op["path"] == "/spec/containers/0/env") return op["value"];
+  }
+  return Json::array();
+}
+
+std::string FieldPathOf(const Json& env, std::string_view name) {
+  for (const Json& e : env) {
+    if (e["name"] == name) return e["valueFrom"]["fieldRef"]["fieldPath"];
+  }
+  return "";
+}
+
+TEST(WebhookSharingTest, MpsContainersGetTheMpsVariablesFromBindsAnnotations) {
+  const Json env = PatchedEnv(MpsPod(true));
+  EXPECT_EQ(FieldPathOf(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+            "metadata.annotations['tessera.io/mps-thread-percentage.0']");
+  EXPECT_EQ(FieldPathOf(env, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+            "metadata.annotations['tessera.io/mps-pinned-memory.0']");
+  EXPECT_NE(FieldPathOf(env, "TESSERA_ALLOCATION"), "");
+  // A vGPU container gets neither; a container setting one keeps its own.
+  const Json vgpu = PatchedEnv(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}));
+  EXPECT_EQ(FieldPathOf(vgpu, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "");
+  EXPECT_EQ(FieldPathOf(vgpu, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "");
+  Json own = MpsPod(true);
+  own["spec"]["containers"][0]["env"] = {{{"name", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"}, {"value", "20"}}};
+  auto patch = MutationPatch(own, SchedulerConfig{}, 0);
+  ASSERT_TRUE(patch.ok());
+  EXPECT_EQ(patch->dump().find("mps-thread-percentage"), std::string::npos) << patch->dump();
+  EXPECT_NE(patch->dump().find("mps-pinned-memory.0"), std::string::npos) << patch->dump();
+  EXPECT_EQ(MpsThreadPercentageAnnotation(true, 2), "tessera.io/mps-thread-percentage.init-2");
+  EXPECT_EQ(MpsPinnedMemoryAnnotation(false, 1), "tessera.io/mps-pinned-memory.1");
+}
+
 TEST(WebhookSharingTest, VgpuPodsAndReplicaPodsGetNoWarning) {
   EXPECT_TRUE(MutationWarnings(PodWithLimits({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "1000"}}),
                                SchedulerConfig{})

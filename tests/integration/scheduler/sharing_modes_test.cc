@@ -138,6 +138,13 @@ TEST_F(SharingModesTest, EachRequestLandsOnlyOnTheGpuOfItsMode) {
   core::DeviceSlice expected{Uuid(kMpsGpu), 20 * 1024, 30};
   expected.mps = true;
   EXPECT_EQ(AllocationOf("mps-a").containers[0].devices[0], expected);
+  // Bind writes the container's MPS values, which the webhook wires into
+  // CUDA_MPS_ACTIVE_THREAD_PERCENTAGE / CUDA_MPS_PINNED_DEVICE_MEM_LIMIT.
+  const Json mps_annotations = Pod("mps-a")["metadata"]["annotations"];
+  EXPECT_EQ(mps_annotations.value("tessera.io/mps-thread-percentage.0", ""), "30");
+  EXPECT_EQ(mps_annotations.value("tessera.io/mps-pinned-memory.0", ""), "0=20480M");
+  EXPECT_EQ(mps_annotations.value("tessera.io/visible-devices.0", ""), Uuid(kMpsGpu));
+  EXPECT_FALSE(Pod("slice-0")["metadata"]["annotations"].contains("tessera.io/mps-pinned-memory.0"));
   const Json annotated = PodWith(
       "mps-b", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "40000"}, {"nvidia.com/gpucores", "50"}},
       {{"nvidia.com/vgpu-mode", "mps"}});
