@@ -11,6 +11,7 @@
 
 #include "agent_fixture.h"
 #include "base/testing.h"
+#include "contract/container_contract.h"
 #include "node/registrar.h"
 #include "testing/ports.h"
 
@@ -118,10 +119,13 @@ TEST_F(PluginKubeletTest, AllocateMountsLibvgpuAndARegionAndSetsPodIndependentEn
 
   std::set<std::string> regions;
   for (const auto& container : response.container_responses()) {
-    ASSERT_EQ(container.mounts_size(), 3);
+    ASSERT_EQ(container.mounts_size(), 4);
     EXPECT_EQ(container.mounts(0).host_path(), config_.libvgpu_host_path);
     EXPECT_EQ(container.mounts(1).container_path(), "/etc/ld.so.preload");
     EXPECT_EQ(container.mounts(2).container_path(), "/tmp/tessera");
+    // The limits file's directory, out of the container's reach (docs/security.md).
+    EXPECT_EQ(container.mounts(3).container_path(), contract::kLimitsContainerDir);
+    EXPECT_TRUE(container.mounts(3).read_only());
     EXPECT_TRUE(fs::is_directory(container.mounts(2).host_path()));
     regions.insert(container.mounts(2).host_path());
     EXPECT_EQ(container.envs().at("CUDA_DEVICE_MEMORY_SHARED_CACHE"), "/tmp/tessera/vgpu.region");

@@ -62,7 +62,7 @@ TEST_F(PodResourcesKubeletTest, AnAdmittedContainerIsListedWithItsDevicesUntilIt
   grpc::Status status =
       kubelet_->AdmitContainer("ml", "train-0", "main", {Device(0, 0), Device(1, 2)}, &allocated);
   ASSERT_TRUE(status.ok()) << status.error_message();
-  ASSERT_EQ(allocated.mounts_size(), 3);
+  ASSERT_EQ(allocated.mounts_size(), 4);  // libvgpu, ld.so.preload, the region, the read-only limits
   EXPECT_EQ(allocated.mounts(2).container_path(), "/tmp/tessera");
   EXPECT_TRUE(fs::is_directory(allocated.mounts(2).host_path())) << "Allocate made the container's region";
   EXPECT_EQ(allocated.annotations().at("tessera.io/region-dir"), allocated.mounts(2).host_path());
