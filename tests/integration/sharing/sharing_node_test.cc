@@ -1,7 +1,7 @@
 // Sharing modes per GPU, end to end: the tessera-node binary on the simulated
 // GPU with the API-server stand-in (the Node's labels, inventory and Events)
 // and the kubelet stand-in (one device plugin per resource, PodResources).
-//  - one node, a GPU in vgpu, exclusive and timeslice mode: what the kubelet
+//  - one node, a GPU in vgpu, exclusive, timeslice and mps mode: what the kubelet
 //    is offered per resource, the labels, the inventory's modes, Allocate's
 //    answers (the memory split, NVIDIA's refusals), and a time-sliced
 //    container's region tied to its pod (per-container metrics);
@@ -16,6 +16,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -33,6 +34,7 @@ namespace tessera::node {
 namespace {
 
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 using ::tessera::testing::CountHealthy;
 using ::tessera::testing::NodeCluster;
 using ::tessera::testing::WaitFor;
@@ -102,24 +104,30 @@ class SharingNodeTest : public ::testing::Test {
   testing::KubeletStandIn* kubelet_ = nullptr;
 };
 
-TEST_F(SharingNodeTest, OneNodeWithVgpuExclusiveAndTimesliceGpus) {
-  SetUpNode("3xA100-80GB");
-  ASSERT_EQ(gpus_.size(), 3u);
+TEST_F(SharingNodeTest, OneNodeWithAGpuInEachMode) {
+  SetUpNode("4xA100-80GB");
+  ASSERT_EQ(gpus_.size(), 4u);
   ASSERT_TRUE(
       cluster_
-          ->StartNode(
-              {{"--sharing",
-                "[{gpus: \"1\", mode: exclusive}, {gpus: " + gpus_[2].uuid +
-                    ", mode: timeslice, replicas: 4, rename_by_default: true, memory_split: equal}]"}})
+          ->StartNode({{"--sharing",
+                        "[{gpus: \"1\", mode: exclusive}, {gpus: " + gpus_[2].uuid +
+                            ", mode: timeslice, replicas: 4, rename_by_default: true, memory_split: equal}, "
+                            "{gpus: \"3\", mode: mps}]"},
+                       {"--mps-root", cluster_->Path("mps")},
+                       {"--mps-control-binary", TESSERA_SIM_MPS_CONTROL}})
           .ok());
   ASSERT_TRUE(kubelet_->WaitForRegistrations(2, 60s)) << cluster_->NodeLog();
 
-  // The vGPU plugin: four slices of GPU 0 and one device for the exclusive GPU 1.
+  // The vGPU plugin: four slices of GPU 0, one device for the exclusive GPU 1
+  // and four for the shares of the MPS GPU 3 (each MPS share takes a slot).
   ASSERT_TRUE(kubelet_->WaitForDevices(
-      kGpu, [](const auto& d) { return CountHealthy(d) == 5; }, 30s));
-  int on_exclusive = 0;
-  for (const auto& d : kubelet_->devices(kGpu)) on_exclusive += d.id().rfind(gpus_[1].uuid, 0) == 0;
-  EXPECT_EQ(on_exclusive, 1);
+      kGpu, [](const auto& d) { return CountHealthy(d) == 9; }, 30s));
+  std::map<std::string, int> devices_of;
+  for (const auto& d : kubelet_->devices(kGpu)) ++devices_of[d.id().substr(0, gpus_[0].uuid.size())];
+  EXPECT_EQ(devices_of[gpus_[0].uuid], 4);
+  EXPECT_EQ(devices_of[gpus_[1].uuid], 1);
+  EXPECT_EQ(devices_of[gpus_[2].uuid], 0) << "time-sliced replicas are not vGPU devices";
+  EXPECT_EQ(devices_of[gpus_[3].uuid], 4);
   // The replica plugin: four replicas of GPU 2, NVIDIA's IDs.
   ASSERT_TRUE(kubelet_->WaitForDevices(
       kShared, [](const auto& d) { return CountHealthy(d) == 4; }, 30s));
@@ -131,13 +139,13 @@ TEST_F(SharingNodeTest, OneNodeWithVgpuExclusiveAndTimesliceGpus) {
       << cluster_->NodeLog();
   EXPECT_EQ(Label("nvidia.com/gpu.replicas"), "4");
   EXPECT_EQ(Label("nvidia.com/gpu.product"), "NVIDIA-A100-SXM4-80GB-SHARED");
-  EXPECT_EQ(Label("nvidia.com/mps.capable"), "false");
-  EXPECT_EQ(Label("tessera.io/gpu.sharing-modes"), "exclusive.timeslice.vgpu");
+  EXPECT_EQ(Label("nvidia.com/mps.capable"), "true");
+  EXPECT_EQ(Label("tessera.io/gpu.sharing-modes"), "exclusive.mps.timeslice.vgpu");
 
   // One place says which GPU is in which mode: the inventory.
   ASSERT_TRUE(WaitFor([&] {
     auto inv = cluster_->PublishedInventory();
-    return inv && inv->gpus.size() == 3;
+    return inv && inv->gpus.size() == 4;
   })) << cluster_->NodeLog();
   auto inv = cluster_->PublishedInventory();
   ASSERT_TRUE(inv.has_value());
@@ -150,6 +158,14 @@ TEST_F(SharingNodeTest, OneNodeWithVgpuExclusiveAndTimesliceGpus) {
   EXPECT_EQ(by_uuid[gpus_[2].uuid].mode, core::SharingMode::kTimeslice);
   EXPECT_EQ(by_uuid[gpus_[2].uuid].replicas, 4);
   EXPECT_EQ(by_uuid[gpus_[2].uuid].slots, 0);
+  // The MPS GPU, sized per request by tessera-scheduler: slots for its
+  // shares, no replicas, and its control daemon running.
+  EXPECT_EQ(by_uuid[gpus_[3].uuid].mode, core::SharingMode::kMps);
+  EXPECT_EQ(by_uuid[gpus_[3].uuid].replicas, 0);
+  EXPECT_GT(by_uuid[gpus_[3].uuid].slots, 0);
+  EXPECT_TRUE(WaitFor([&] {
+    return fs::exists(cluster_->Path("mps") + "/" + gpus_[3].uuid + "/pipe/nvidia-cuda-mps-control.pid");
+  })) << cluster_->NodeLog();
 
   // A replica: its GPU, libvgpu with the equal memory split, its region.
   auto replicas = kubelet_->devices(kShared);
