@@ -61,6 +61,14 @@ EOF
 if ! kubectl kustomize "$work/overlay" > "$work/overlay.yaml"; then
   echo "FAIL: kubectl kustomize of an overlay over $deploy"; exit 1
 fi
+# The MPS component (deploy/node/mps) in an overlay over the one above, as docs/sharing.md describes it.
+mkdir "$work/mps"
+component=$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$deploy/node/mps" "$work/mps")
+printf '%s\n' "apiVersion: kustomize.config.k8s.io/v1beta1" "kind: Kustomization" \
+  "resources: [../overlay]" "components: [$component]" > "$work/mps/kustomization.yaml"
+if ! kubectl kustomize "$work/mps" > "$work/mps.yaml"; then
+  echo "FAIL: kubectl kustomize of an overlay with the MPS component deploy/node/mps"; exit 1
+fi
 
 "$python" - "$work" <<'PY'
 import os, re, stat, subprocess, sys, yaml
@@ -228,6 +236,21 @@ check(rc == 0 and read(dst) == "libvgpu v2, longer", f"an upgrade installs the n
 check(os.stat(dst).st_ino != inode and read(held) == "libvgpu v1",
       "by rename: the old file is untouched for those who hold it (not overwritten in place)")
 check(sorted(os.listdir(host)) == ["libvgpu.so"], f"and leaves no temporary file: {sorted(os.listdir(host))}")
+
+# The MPS component: hostIPC and mps_root at the same path, for tessera-node only.
+def node_pod(objects):
+    ds = [o for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] == "tessera-node"]
+    return ds[0]["spec"]["template"]["spec"]
+default_node, mps_node = node_pod(load("default.yaml")), node_pod(load("mps.yaml"))
+check(not default_node.get("hostIPC"), "the default install leaves tessera-node out of the host's IPC namespace")
+check(mps_node.get("hostIPC") is True, "with deploy/node/mps, tessera-node shares the host's IPC namespace")
+mps_volume = [v for v in mps_node["volumes"] if v.get("hostPath", {}).get("path") == "/run/tessera/mps"]
+agent_container = [c for c in mps_node["containers"] if c["name"] == "tessera-node"][0]
+mps_mounts = [m for m in agent_container["volumeMounts"] if m["mountPath"] == "/run/tessera/mps"]
+check(len(mps_volume) == 1 and len(mps_mounts) == 1 and mps_mounts[0]["name"] == mps_volume[0]["name"],
+      "and mounts the host's /run/tessera/mps (mps_root) at the same path")
+others = [o for o in load("mps.yaml") if o["kind"] != "DaemonSet"]
+check(others == [o for o in load("overlay.yaml") if o["kind"] != "DaemonSet"], "and changes nothing else")
 
 sys.exit(1 if failures else 0)
 PY
