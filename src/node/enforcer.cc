@@ -65,6 +65,26 @@ bool InRegion(const RegionDir& region, uint32_t container_pid) {
   return false;
 }
 
+// Takes the `candidates` (best first) as offenders until what is left of
+// `used` (their `amount`s taken off) is within `allowed`, killing each one
+// taken when `kill`: the same rule for memory and for compute.
+template <typename OffenderT, typename Amount>
+std::vector<OffenderT> TakeOffenders(std::vector<OffenderT>& candidates, Amount OffenderT::*amount,
+                                     Amount used, Amount allowed, bool kill, ProcessInspector& inspector) {
+  std::vector<OffenderT> taken;
+  for (auto& o : candidates) {
+    if (used <= allowed) break;
+    used -= std::min(used, o.*amount);
+    if (kill) {
+      auto status = inspector.Kill(o.process);
+      o.killed = status.ok();
+      if (!status.ok()) o.kill_error = status.error().message;
+    }
+    taken.push_back(std::move(o));
+  }
+  return taken;
+}
+
 }  // namespace
 
 std::vector<AttributedProcess> AttributeGpuProcesses(const std::vector<host::GpuSample>& gpus,
@@ -161,17 +181,7 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
       if (a.used_bytes != b.used_bytes) return a.used_bytes > b.used_bytes;
       return a.process.host_pid < b.process.host_pid;
     });
-    uint64_t remaining = v.used_bytes;
-    for (auto& o : candidates) {
-      if (remaining <= *limit) break;
-      remaining -= std::min(remaining, o.used_bytes);
-      if (v.kill) {
-        auto status = inspector_->Kill(o.process);
-        o.killed = status.ok();
-        if (!status.ok()) o.kill_error = status.error().message;
-      }
-      v.offenders.push_back(std::move(o));
-    }
+    v.offenders = TakeOffenders(candidates, &Offender::used_bytes, v.used_bytes, *limit, v.kill, *inspector_);
     violations.push_back(std::move(v));
   }
   violating_ = std::move(violating_now);
@@ -235,17 +245,8 @@ std::vector<ComputeViolation> Enforcer::ComputePass(const std::vector<Attributed
       if (a.sm_util_percent != b.sm_util_percent) return a.sm_util_percent > b.sm_util_percent;
       return a.process.host_pid < b.process.host_pid;
     });
-    int remaining = v.used_percent;
-    for (auto& o : candidates) {
-      if (remaining <= *quota + policy_.compute_tolerance_percent) break;
-      remaining -= o.sm_util_percent;
-      if (v.kill) {
-        auto status = inspector_->Kill(o.process);
-        o.killed = status.ok();
-        if (!status.ok()) o.kill_error = status.error().message;
-      }
-      v.offenders.push_back(std::move(o));
-    }
+    v.offenders = TakeOffenders(candidates, &ComputeOffender::sm_util_percent, v.used_percent,
+                                *quota + policy_.compute_tolerance_percent, v.kill, *inspector_);
     violations.push_back(std::move(v));
   }
   compute_over_ = std::move(over_now);

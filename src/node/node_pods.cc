@@ -106,9 +106,9 @@ std::optional<kube::Json> NodePods::Get(const std::string& ns, const std::string
   return informer_->Get(ns + "/" + name);
 }
 
-std::optional<int64_t> NodePods::MemoryLimitMib(const std::string& ns, const std::string& pod,
-                                                const std::string& container,
-                                                const std::string& gpu_uuid) const {
+std::optional<core::DeviceSlice> NodePods::SliceOf(const std::string& ns, const std::string& pod,
+                                                   const std::string& container,
+                                                   const std::string& gpu_uuid) const {
   auto object = Get(ns, pod);
   if (!object || kube::IsPodTerminal(*object)) return std::nullopt;
   auto allocation = core::DecodeAllocation(kube::AnnotationOf(*object, core::kAllocationAnnotation));
@@ -116,25 +116,23 @@ std::optional<int64_t> NodePods::MemoryLimitMib(const std::string& ns, const std
   for (const auto& c : allocation->containers) {
     if (c.container != container) continue;
     for (const auto& d : c.devices) {
-      if (d.uuid == gpu_uuid) return d.memory_mib;
+      if (d.uuid == gpu_uuid) return d;
     }
   }
   return std::nullopt;
 }
 
+std::optional<int64_t> NodePods::MemoryLimitMib(const std::string& ns, const std::string& pod,
+                                                const std::string& container,
+                                                const std::string& gpu_uuid) const {
+  auto slice = SliceOf(ns, pod, container, gpu_uuid);
+  return slice ? std::optional<int64_t>(slice->memory_mib) : std::nullopt;
+}
+
 std::optional<int> NodePods::CoresPercent(const std::string& ns, const std::string& pod,
                                           const std::string& container, const std::string& gpu_uuid) const {
-  auto object = Get(ns, pod);
-  if (!object || kube::IsPodTerminal(*object)) return std::nullopt;
-  auto allocation = core::DecodeAllocation(kube::AnnotationOf(*object, core::kAllocationAnnotation));
-  if (!allocation.ok()) return std::nullopt;
-  for (const auto& c : allocation->containers) {
-    if (c.container != container) continue;
-    for (const auto& d : c.devices) {
-      if (d.uuid == gpu_uuid) return d.cores;
-    }
-  }
-  return std::nullopt;
+  auto slice = SliceOf(ns, pod, container, gpu_uuid);
+  return slice ? std::optional<int>(slice->cores) : std::nullopt;
 }
 
 }  // namespace tessera::node

@@ -78,6 +78,11 @@ class NodePods {
                                   const std::string& gpu_uuid) const;
 
  private:
+  // The slice the scheduler allocated to `container` of a live pod on
+  // `gpu_uuid`; nullopt as above.
+  std::optional<core::DeviceSlice> SliceOf(const std::string& ns, const std::string& pod,
+                                           const std::string& container, const std::string& gpu_uuid) const;
+
   std::unique_ptr<kube::Informer> informer_;
 };
 
