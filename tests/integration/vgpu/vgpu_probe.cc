@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -308,6 +309,25 @@ size_t DriverMemoryRequirement(Query query, Handle handle) {
     fflush(stdout);                           \
     return 0;                                 \
   }
+
+// What a hostile process of the container can do without libvgpu's code: map
+// the container's region file (writable by the container) and change it with
+// `edit`. Prints "<name> 0" when the region could be written, "<name> -1" if not.
+void TamperWithRegion(const char* name, const std::function<void(tessera::vgpu::Region&)>& edit) {
+  const char* path = getenv("TESSERA_REGION");
+  if (path == nullptr) path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+  int fd = path != nullptr ? open(path, O_RDWR) : -1;
+  void* p = fd < 0 ? MAP_FAILED
+                   : mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    printf("%s -1\n", name);
+  } else {
+    edit(*static_cast<tessera::vgpu::Region*>(p));
+    munmap(p, sizeof(tessera::vgpu::Region));
+    printf("%s 0\n", name);
+  }
+  if (fd >= 0) close(fd);
+}
 
 int run(const std::string& op_text) {
   std::vector<std::string> a = split(op_text);
@@ -874,57 +894,30 @@ int run(const std::string& op_text) {
     fflush(stdout);
     for (;;) pause();
   } else if (op == "tamper") {
-    // tamper:<limitMiB>[:slots]: what a hostile process of the container can
-    // do without libvgpu's code: map the region file (writable by the
-    // container) and write a larger memory_limit into every device entry and
-    // zero the usage sums; with "slots", every process's usage too.
-    const char* path = getenv("TESSERA_REGION");
-    if (path == nullptr) path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    int fd = path != nullptr ? open(path, O_RDWR) : -1;
-    void* p = fd < 0
-                  ? MAP_FAILED
-                  : mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      printf("tamper -1\n");
-    } else {
-      auto* region = static_cast<tessera::vgpu::Region*>(p);
-      for (auto& d : region->devices) {
+    // tamper:<limitMiB>[:slots]: write a larger memory_limit into every device
+    // entry and zero the usage sums; with "slots", every process's usage too.
+    TamperWithRegion("tamper", [&](tessera::vgpu::Region& region) {
+      for (auto& d : region.devices) {
         if (d.uuid[0] == '\0') continue;
         d.memory_limit.store(num(a, 1) * kMiB);
         d.memory_used.store(0);
       }
       if (a[2] == "slots") {
-        for (auto& slot : region->processes)
+        for (auto& slot : region.processes)
           for (auto& used : slot.memory_used) used.store(0);
       }
-      munmap(p, sizeof(tessera::vgpu::Region));
-      printf("tamper 0\n");
-    }
-    if (fd >= 0) close(fd);
+    });
   } else if (op == "ctamper") {
     // ctamper: the compute side of the same attack: lift every device's
-    // core_quota_percent to 100 (unlimited), and make its budget and burst
-    // huge. Prints "ctamper 0" when the region could be written.
-    const char* path = getenv("TESSERA_REGION");
-    if (path == nullptr) path = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-    int fd = path != nullptr ? open(path, O_RDWR) : -1;
-    void* p = fd < 0
-                  ? MAP_FAILED
-                  : mmap(nullptr, sizeof(tessera::vgpu::Region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      printf("ctamper -1\n");
-    } else {
-      auto* region = static_cast<tessera::vgpu::Region*>(p);
-      for (auto& d : region->devices) {
+    // core_quota_percent to 100 (unlimited), and make its budget and burst huge.
+    TamperWithRegion("ctamper", [](tessera::vgpu::Region& region) {
+      for (auto& d : region.devices) {
         if (d.uuid[0] == '\0') continue;
         d.core_quota_percent.store(100);
         d.budget_burst_ns.store(1ull << 50);
         d.budget_ns.store(INT64_C(1) << 50);
       }
-      munmap(p, sizeof(tessera::vgpu::Region));
-      printf("ctamper 0\n");
-    }
-    if (fd >= 0) close(fd);
+    });
   } else if (op == "sleep") {
     usleep(static_cast<useconds_t>(num(a, 1) * 1000));
   } else {
