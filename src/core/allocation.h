@@ -45,9 +45,10 @@ struct DeviceSlice {
 //    order of the container's devices here and in NVIDIA_VISIBLE_DEVICES,
 //    0 for the first), joined by "," for several devices.
 //  - cores: the client's active-thread percentage, 1..100:
-//    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<cores>. (One value per process: with
-//    several MPS devices in one container, all carry the same cores, the
-//    container's request.)
+//    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=<cores>. An MPS container has one
+//    device: a client reaches one GPU's daemon, so a request for more is
+//    refused when the pod's request is derived (pod_request.h), and
+//    tessera-node refuses such a container too.
 //  - "mps": true is written only for MPS shares; absent = false. An older
 //    node ignores it and treats the device as a vGPU slice of the same size.
 //

@@ -297,6 +297,14 @@ Result<ParsedContainer> ParseContainer(const json& container, const std::string&
     }
     req.cores = 100;
   }
+  if (req.share == ShareKind::kMps && req.gpus > 1) {
+    // A CUDA process reaches one MPS control daemon (its pipe directory), and
+    // tessera-node runs one per GPU: a client cannot span two GPUs.
+    return Error{where + ": an MPS share is on one GPU, but " + config.gpu_count_name + " is \"" +
+                 std::to_string(req.gpus) +
+                 "\"; set it to 1 (an MPS client reaches one GPU's daemon), or use " +
+                 "vGPU slices for several GPUs"};
+  }
   if (req.share == ShareKind::kMps && req.cores == 0) {
     return Error{where + ": an MPS share needs its active-thread percentage, 1 to 100: set " +
                  config.mps_cores_name + " or " + config.gpu_cores_name +

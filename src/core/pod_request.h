@@ -17,7 +17,7 @@
 //    container asking for nvidia.com/mps-core (percent of the GPU's threads,
 //    1..100, the alias of gpucores) or nvidia.com/mps-memory (whole GiB,
 //    1..1024, converted to MiB; the alias of gpumem). An MPS share needs cores
-//    1..100 after defaults. An alias beside its own name (mps-memory with
+//    1..100 after defaults and one GPU (a client reaches one daemon). An alias beside its own name (mps-memory with
 //    gpumem or gpumem-percentage, mps-core with gpucores), or beside an
 //    annotation other than mps, is rejected. nvidia.com/vgpu-mode: exclusive
 //    asks whole GPUs (ShareKind::kExclusive, cores 100, all memory; a smaller

@@ -522,6 +522,8 @@ TEST(SharingModeRequestTest, BadMpsRequestsAreRefusedWithTheReason) {
        "for 8Gi write \"8\""},
       {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/mps-memory", "1.5"}}), "whole number"},
       {PodWithLimits({{"nvidia.com/mps-memory", "8"}}), "an MPS share needs its active-thread percentage"},
+      {PodWithLimits({{"nvidia.com/gpu", "2"}, {"nvidia.com/mps-core", "50"}}),
+       "an MPS share is on one GPU, but nvidia.com/gpu is \"2\""},
       {PodWithLimits({{"nvidia.com/mps-core", "50"}, {"nvidia.com/gpucores", "50"}}),
        "both nvidia.com/mps-core and nvidia.com/gpucores are set"},
       {PodWithLimits({{"nvidia.com/mps-memory", "8"}, {"nvidia.com/gpumem", "8192"}}),
