@@ -90,7 +90,10 @@ TEST(LogSecretsTest, TheSchedulerLogsNeitherItsTokenNorItsCertificate) {
       }
       return false;
     }));
-    // A scheduling request: the extender's debug lines.
+    // Ready (until then filter refuses without a debug line), then a
+    // scheduling request: the extender's debug lines.
+    EXPECT_TRUE(WaitFor([&] { return scheduler.Log().find("view complete") != std::string::npos; }))
+        << scheduler.Log();
     httplib::Client http("127.0.0.1", scheduler.port());
     http.set_read_timeout(10);
     const std::string pod =
