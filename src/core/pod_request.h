@@ -17,11 +17,12 @@
 //    container asking for nvidia.com/mps-core (percent of the GPU's threads,
 //    1..100, the alias of gpucores) or nvidia.com/mps-memory (whole GiB,
 //    1..1024, converted to MiB; the alias of gpumem). An MPS share needs cores
-//    1..100 after defaults and one GPU (a client reaches one daemon). An alias beside its own name (mps-memory with
-//    gpumem or gpumem-percentage, mps-core with gpucores), or beside an
-//    annotation other than mps, is rejected. nvidia.com/vgpu-mode: exclusive
-//    asks whole GPUs (ShareKind::kExclusive, cores 100, all memory; a smaller
-//    gpumem, percentage or gpucores is rejected).
+//    1..100 after defaults and one GPU (a client reaches one daemon). An
+//    alias beside its own name (mps-memory with gpumem or gpumem-percentage,
+//    mps-core with gpucores), or beside an annotation other than mps, is
+//    rejected. nvidia.com/vgpu-mode: exclusive asks whole GPUs
+//    (ShareKind::kExclusive, cores 100, all memory; a smaller gpumem,
+//    percentage or gpucores is rejected).
 //  - nvidia.com/priority 0..2^31-1, kept as given (ContainerRequest::priority:
 //    0 = high, 1 and above = low, as HAMi and CUDA); only a GPU container may
 //    set it.

@@ -16,7 +16,7 @@ namespace {
 
 // Measured at 1 / 1.3 of these when they were set.
 constexpr double kMaxBytesPerNode = 10500;  // measured 8,100
-constexpr double kMaxBytesPerPod = 3500;  // measured 2,500-2,700
+constexpr double kMaxBytesPerPod = 3500;    // measured 2,500-2,700
 
 // Every thread's allocations land in one arena, which mallinfo2 reports
 // (it sees the main arena only). Set before this process starts a thread.

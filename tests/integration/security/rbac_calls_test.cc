@@ -210,9 +210,9 @@ bool Allows(const Rule& rule, const Call& call, const std::string& call_ns) {
 
 // Why `list` stays granted although the recorded scenarios only watch.
 constexpr const char* kListFallback =
-    "the informers start with a streaming list (a watch with sendInitialEvents, KEP-3157) and fall back to "
-    "paginated lists on a server that refuses it (src/kube/informer.cc); the stand-in offers streaming lists, "
-    "so the recorded scenarios never take the fallback that older API servers need";
+    "the informers start with a streaming list (a watch with sendInitialEvents, KEP-3157) and fall back "
+    "to paginated lists on a server that refuses it (src/kube/informer.cc); the stand-in offers streaming "
+    "lists, so the recorded scenarios never take the fallback that older API servers need";
 
 // Unused permissions kept on purpose, with why the scenarios cannot show them.
 // ("<account> <role>: <verb> <resource>" -> reason).

@@ -81,7 +81,7 @@ struct FakeApiServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string client_ca_file;  // when set, clients must present a certificate signed by it
-  uint64_t fault_seed = 1;      // seeds the draws of faults with a probability below 1
+  uint64_t fault_seed = 1;     // seeds the draws of faults with a probability below 1
   // false: a server from before streaming lists, refusing sendInitialEvents
   // and resourceVersionMatch on watches (422), as Kubernetes < 1.27 does.
   bool streaming_lists = true;
