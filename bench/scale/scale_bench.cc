@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "../latency_summary.h"
 #include "apiserver/fake_apiserver.h"
 #include "core/allocation_codec.h"
 #include "core/pod_request.h"
@@ -66,16 +67,6 @@ int Arg(int argc, char** argv, const char* name, int fallback) {
 
 double Ms(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
-}
-
-std::string Summary(std::vector<double> samples) {
-  if (samples.empty()) return "no samples";
-  std::sort(samples.begin(), samples.end());
-  auto pct = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), "p50 %.2f ms, p99 %.2f ms, max %.2f ms", pct(0.50), pct(0.99),
-                samples.back());
-  return buf;
 }
 
 // VmRSS and VmHWM of `pid`, in MB (10^6 bytes).
@@ -275,7 +266,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("over HTTP, %d unseen pods, %zu NodeNames each:\n  filter:     %s\n  prioritize: %s\n",
-              iterations, names.size(), Summary(filter_ms).c_str(), Summary(prio_ms).c_str());
+              iterations, names.size(), tessera::bench::LatencySummary(filter_ms).c_str(),
+              tessera::bench::LatencySummary(prio_ms).c_str());
   const Memory after_latency = MemoryOf(pid);
   std::printf("  resident %.0f MB (peak %.0f MB)\n", after_latency.rss_mb, after_latency.hwm_mb);
 

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "../latency_summary.h"
 #include "apiserver/fake_apiserver.h"
 #include "base/clock.h"
 #include "core/allocation_codec.h"
@@ -67,16 +68,6 @@ double ProcessCpuMs() {
   timespec ts{};
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
-}
-
-std::string Summary(std::vector<double> samples) {
-  if (samples.empty()) return "no samples";
-  std::sort(samples.begin(), samples.end());
-  auto pct = [&](double q) { return samples[std::min(samples.size() - 1, size_t(q * samples.size()))]; };
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), "p50 %.2f ms, p99 %.2f ms, max %.2f ms", pct(0.50), pct(0.99),
-                samples.back());
-  return buf;
 }
 
 // The extender's work on one request body, as the HTTP handler does it.
@@ -203,8 +194,8 @@ int Latency(int argc, char** argv) {
       "latency (%s, node policy %s): %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize "
       "(request body in, answer body out) over %d iterations:\n  wall: %s\n  CPU (all threads): %s\n",
       cold ? "new pod shape every cycle" : "same shape, one node changed per cycle",
-      policy ? policy : "binpack", nodes, gpus, stats.pods, feasible, iterations, Summary(wall).c_str(),
-      Summary(cpu).c_str());
+      policy ? policy : "binpack", nodes, gpus, stats.pods, feasible, iterations,
+      tessera::bench::LatencySummary(wall).c_str(), tessera::bench::LatencySummary(cpu).c_str());
   const auto mix = extender.learner().stats();
   std::printf("  workload mix: %llu pods counted, %zu shapes, learned %llu times\n",
               static_cast<unsigned long long>(mix.counted), mix.mix_shapes,
@@ -271,8 +262,9 @@ int MigLatency(int argc, char** argv) {
       "iterations:\n  filter wall: %s\n  filter CPU: %s\n  filter+prioritize wall: %s\n  filter+prioritize "
       "CPU: %s\n",
       cold ? "new pod shape every cycle" : "same shape, one node changed per cycle", nodes, gpus, bound,
-      feasible, iterations, Summary(filter_wall).c_str(), Summary(filter_cpu).c_str(), Summary(wall).c_str(),
-      Summary(cpu).c_str());
+      feasible, iterations, tessera::bench::LatencySummary(filter_wall).c_str(),
+      tessera::bench::LatencySummary(filter_cpu).c_str(), tessera::bench::LatencySummary(wall).c_str(),
+      tessera::bench::LatencySummary(cpu).c_str());
   return 0;
 }
 
