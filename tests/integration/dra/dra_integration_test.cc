@@ -1,0 +1,414 @@
+// tessera-dra end to end (docs/dra.md): the binary on two simulated A100s
+// publishes its ResourceSlices to the API-server stand-in and registers with
+// the kubelet DRA stand-in; claims are allocated by the kube-scheduler
+// stand-in (consumable capacity) and prepared through the kubelet's real gRPC
+// calls; the CDI spec's edits are applied to vgpu_probe, a CUDA program, as a
+// container runtime would (mounts become the host paths behind them), and
+// libvgpu holds it to exactly the claim's share.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include <httplib.h>
+#include "apiserver/fake_apiserver.h"
+#include "base/testing.h"
+#include "dra/scheduler_standin.h"
+#include "kubelet_dra_standin.h"
+#include "testing/process.h"
+#include "testing/sim_gpu.h"
+
+namespace tessera {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+using namespace std::chrono_literals;
+using testing::KubeletDraStandIn;
+using testing::dra::DraSchedulerStandIn;
+
+constexpr const char* kDriver = "gpu.tessera.io";
+constexpr auto kWait = 30s;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Words(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The n-th output line of vgpu_probe for `op`, split into words.
+std::vector<std::string> ProbeLine(const std::string& out, const std::string& op, int n = 0) {
+  for (const auto& line : Lines(out)) {
+    auto w = Words(line);
+    if (!w.empty() && w[0] == op && n-- == 0) return w;
+  }
+  return {};
+}
+
+class DraIntegrationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tmp_.MakeDir("reg");
+    tmp_.MakeDir("plugins");
+    tmp_.MakeDir("lib");
+    fs::create_symlink(TESSERA_VGPU_LIB, root_ + "/lib/libvgpu.so");
+    ASSERT_TRUE(api_.Start().ok());
+    ASSERT_TRUE(api_.CreateObject("nodes", {{"metadata", {{"name", "node-a"}}}}).ok());
+    ASSERT_TRUE(api_.CreateObject("deviceclasses", GpuClass()).ok());
+    testing::KubeletDraOptions options;
+    options.registry_dir = root_ + "/reg";
+    options.retry_initial = 100ms;
+    kubelet_ = std::make_unique<KubeletDraStandIn>(options);
+    ASSERT_TRUE(kubelet_->Start());
+  }
+  void TearDown() override {
+    StopDra(SIGKILL);
+    kubelet_->Stop();
+    api_.Stop();
+  }
+
+  static Json GpuClass() {
+    return {{"metadata", {{"name", "gpu.tessera.io"}}},
+            {"spec",
+             {{"selectors", Json::array({{{"cel",
+                                           {{"expression",
+                                             "device.driver == 'gpu.tessera.io' && "
+                                             "device.attributes['gpu.tessera.io'].type == 'gpu'"}}}}})}}}};
+  }
+
+  std::vector<std::string> DraArgs() const {
+    return {TESSERA_DRA_BINARY,
+            "--node-name",
+            "node-a",
+            "--api-server",
+            api_.url(),
+            "--registry-dir",
+            root_ + "/reg",
+            "--plugins-dir",
+            root_ + "/plugins",
+            "--cdi-dir",
+            root_ + "/cdi",
+            "--region-host-dir",
+            root_ + "/regions",
+            "--libvgpu-host-path",
+            root_ + "/lib/libvgpu.so",
+            "--nvml-library",
+            TESSERA_SIM_NVML,
+            "--device-nodes=false",
+            "--remove-slices-on-exit=true"};
+  }
+
+  void StartDra() {
+    dra_ = testing::SpawnOnSimGpu(sim_, {.argv = DraArgs(), .stdout_path = log_, .stderr_path = log_});
+    ASSERT_GE(dra_, 0);
+  }
+  // Stops the plugin; returns its exit code.
+  int StopDra(int signal) {
+    if (dra_ < 0) return -1;
+    ::kill(dra_, signal);
+    const int code = testing::ExitCode(testing::WaitStatus(dra_));
+    dra_ = -1;
+    return code;
+  }
+  std::string Log() const { return testing::ReadFileOrEmpty(log_); }
+
+  std::vector<Json> Slices() const { return api_.ListObjects("resourceslices"); }
+
+  void StartAndWaitForSlices() {
+    StartDra();
+    ASSERT_TRUE(kubelet_->WaitForPlugin(kDriver, kWait)) << Log();
+    ASSERT_TRUE(testing::WaitFor([&] { return !Slices().empty(); }, kWait)) << Log();
+  }
+
+  Json Claim(const std::string& name, const std::string& memory, const std::string& cores,
+             Json config = Json::array()) {
+    Json claim = {
+        {"metadata", {{"name", name}, {"namespace", "team"}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             Json::array({{{"name", "gpu"},
+                           {"exactly",
+                            {{"deviceClassName", "gpu.tessera.io"},
+                             {"capacity", {{"requests", {{"memory", memory}, {"cores", cores}}}}}}}}})},
+            {"config", config}}}}}};
+    auto created = api_.CreateObject("resourceclaims", claim);
+    EXPECT_TRUE(created.ok());
+    return created.ok() ? *created : Json();
+  }
+
+  // Allocates `name` for a pod on node-a, as kube-scheduler would.
+  Json Schedule(const std::string& name) {
+    DraSchedulerStandIn::Options options;
+    options.api_url = api_.url();
+    DraSchedulerStandIn scheduler(options);
+    auto written = scheduler.ScheduleOnNode("team", {name}, "node-a", {"pod-" + name, "uid-pod-" + name});
+    EXPECT_TRUE(written.ok()) << (written.ok() ? "" : written.error().message);
+    return written.ok() ? written->at(0) : Json();
+  }
+
+  static testing::drav1::Claim Ref(const Json& claim) {
+    return KubeletDraStandIn::MakeClaim("team", claim["metadata"]["name"], claim["metadata"]["uid"]);
+  }
+
+  std::vector<std::string> CdiSpecs() const {
+    std::vector<std::string> out;
+    if (!fs::exists(root_ + "/cdi")) return out;
+    for (const auto& e : fs::directory_iterator(root_ + "/cdi")) out.push_back(e.path().filename());
+    return out;
+  }
+  std::vector<std::string> Regions() const {
+    std::vector<std::string> out;
+    if (!fs::exists(root_ + "/regions")) return out;
+    for (const auto& e : fs::directory_iterator(root_ + "/regions")) out.push_back(e.path().filename());
+    return out;
+  }
+
+  // Runs vgpu_probe with `ops` as a container given the CDI device `cdi_id`
+  // would run: the spec's environment, with the paths of its mounts resolved
+  // to their host side (this test has no container runtime), and libvgpu
+  // preloaded through the mounted /etc/ld.so.preload.
+  testing::Outcome RunInContainer(const std::string& cdi_id, const std::vector<std::string>& ops) {
+    const std::string name = cdi_id.substr(cdi_id.find('=') + 1);
+    Json spec;
+    for (const auto& file : CdiSpecs()) {
+      Json s = Json::parse(testing::ReadFileOrEmpty(root_ + "/cdi/" + file));
+      for (const auto& d : s["devices"]) {
+        if (d["name"] == name) spec = s;
+      }
+    }
+    EXPECT_FALSE(spec.is_null()) << "no CDI spec has device " << cdi_id;
+    EXPECT_EQ(spec["kind"], "tessera.io/gpu");
+    std::vector<std::pair<std::string, std::string>> mounts;  // container path -> host path
+    for (const auto& m : spec["containerEdits"]["mounts"])
+      mounts.emplace_back(m["containerPath"], m["hostPath"]);
+    std::sort(mounts.begin(), mounts.end(), [](auto& a, auto& b) { return a.first.size() > b.first.size(); });
+    auto resolve = [&](const std::string& path) {
+      for (const auto& [container, host] : mounts) {
+        if (path == container) return host;
+        if (path.rfind(container + "/", 0) == 0) return host + path.substr(container.size());
+      }
+      return path;
+    };
+    std::string preload;
+    std::map<std::string, std::string> env;
+    for (const auto& e : spec["containerEdits"]["env"]) {
+      const std::string entry = e;
+      const size_t eq = entry.find('=');
+      env[entry.substr(0, eq)] = resolve(entry.substr(eq + 1));
+    }
+    for (const auto& [container, host] : mounts) {
+      if (container == "/etc/ld.so.preload") {
+        std::string line = testing::ReadFileOrEmpty(host);
+        line.erase(line.find_last_not_of("\n") + 1);
+        preload = resolve(line);
+      }
+    }
+    EXPECT_FALSE(preload.empty()) << "the spec mounts no /etc/ld.so.preload";
+    std::vector<std::string> argv = {TESSERA_VGPU_PROBE};
+    argv.insert(argv.end(), ops.begin(), ops.end());
+    testing::Command c = testing::ContainerCommand(sim_, argv, env[contract_region_env_], preload);
+    for (const auto& [k, v] : env) c.env[k] = v;
+    return testing::RunToEnd(c, root_);
+  }
+
+  testing::TempDir tmp_{"tdra"};  // short: unix socket paths are limited
+  const std::string root_ = tmp_.path();
+  const std::string log_ = root_ + "/dra.log";
+  const std::string contract_region_env_ = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
+  const testing::SimGpu sim_{
+      .gpus = "2xA100-80GB", .state_dir = root_ + "/sim", .lib_dir = TESSERA_SIM_LIB_DIR};
+  mutable testing::FakeApiServer api_;
+  std::unique_ptr<KubeletDraStandIn> kubelet_;
+  pid_t dra_ = -1;
+};
+
+TEST_F(DraIntegrationTest, RegistersAfterServingAndPublishesTheGpus) {
+  StartAndWaitForSlices();
+  auto attempts = kubelet_->attempts();
+  ASSERT_FALSE(attempts.empty());
+  EXPECT_TRUE(attempts[0].accepted) << attempts[0].rejection;
+  EXPECT_EQ(attempts[0].info.name(), kDriver);
+  EXPECT_EQ(attempts[0].chosen_service, KubeletDraStandIn::kServiceV1);
+  EXPECT_EQ(attempts[0].info.supported_versions(1), KubeletDraStandIn::kServiceV1beta1);
+  EXPECT_TRUE(attempts[0].dra_endpoint_was_serving) << "the DRA socket must serve before registration";
+  EXPECT_EQ(attempts[0].socket_path, root_ + "/reg/gpu.tessera.io-reg.sock");
+
+  auto slices = Slices();
+  ASSERT_EQ(slices.size(), 1u);
+  const Json& spec = slices[0]["spec"];
+  EXPECT_EQ(spec["driver"], kDriver);
+  EXPECT_EQ(spec["nodeName"], "node-a");
+  EXPECT_EQ(spec["pool"]["name"], "node-a");
+  EXPECT_EQ(spec["pool"]["resourceSliceCount"], 1);
+  EXPECT_EQ(slices[0]["metadata"]["ownerReferences"][0]["kind"], "Node");
+  ASSERT_EQ(spec["devices"].size(), 2u);
+  const Json& gpu = spec["devices"][0];
+  EXPECT_EQ(gpu["name"], "gpu-0");
+  EXPECT_EQ(gpu["allowMultipleAllocations"], true);
+  EXPECT_EQ(gpu["attributes"]["type"]["string"], "gpu");
+  EXPECT_EQ(gpu["attributes"]["architecture"]["string"], "Ampere");
+  EXPECT_EQ(gpu["attributes"]["index"]["int"], 0);
+  EXPECT_EQ(gpu["attributes"]["cudaComputeCapability"]["version"], "8.0.0");
+  EXPECT_TRUE(gpu["attributes"]["uuid"]["string"].get<std::string>().starts_with("GPU-"));
+  EXPECT_TRUE(gpu["attributes"].contains("driverVersion"));
+  EXPECT_TRUE(gpu["attributes"].contains("resource.kubernetes.io/pciBusID"));
+  EXPECT_EQ(gpu["capacity"]["memory"]["value"], "80Gi");
+  EXPECT_EQ(gpu["capacity"]["memory"]["requestPolicy"]["validRange"]["step"], "1Mi");
+  EXPECT_EQ(gpu["capacity"]["cores"]["requestPolicy"]["validRange"]["max"], "100");
+
+  // Configured removal on SIGTERM.
+  EXPECT_EQ(StopDra(SIGTERM), 0) << Log();
+  EXPECT_TRUE(Slices().empty());
+  EXPECT_TRUE(kubelet_->WaitForNoPlugin(kDriver, kWait));
+}
+
+TEST_F(DraIntegrationTest, TwoClaimsShareAGpuEachHeldToItsShare) {
+  StartAndWaitForSlices();
+  const Json a = Claim("a", "10Gi", "30");
+  const Json b = Claim("b", "20Gi", "20");
+  const Json allocated_a = Schedule("a");
+  const Json allocated_b = Schedule("b");
+  const Json& result_a = allocated_a["status"]["allocation"]["devices"]["results"][0];
+  const Json& result_b = allocated_b["status"]["allocation"]["devices"]["results"][0];
+  ASSERT_EQ(result_a["device"], result_b["device"]) << "both shares fit one GPU";
+
+  auto prepared = kubelet_->NodePrepareResources(kDriver, {Ref(a), Ref(b)});
+  ASSERT_TRUE(prepared.status.ok()) << prepared.status.error_message();
+  ASSERT_EQ(prepared.kubelet_error, "") << Log();
+  const auto& devices_a = prepared.response.claims().at(a["metadata"]["uid"]).devices();
+  ASSERT_EQ(devices_a.size(), 1);
+  EXPECT_EQ(devices_a[0].pool_name(), "node-a");
+  EXPECT_EQ(devices_a[0].share_id(), result_a["shareID"]);
+  EXPECT_EQ(devices_a[0].request_names(0), "gpu");
+  const std::string id_a = devices_a[0].cdi_device_ids(0);
+  const std::string id_b = prepared.response.claims().at(b["metadata"]["uid"]).devices(0).cdi_device_ids(0);
+  EXPECT_TRUE(id_a.starts_with("tessera.io/gpu=")) << id_a;
+
+  // 10 GiB: the context (300 MiB) and 9000 MiB fit, 2000 MiB more do not.
+  auto run_a = RunInContainer(id_a, {"init", "ctx:0", "meminfo", "alloc:9000", "alloc:2000", "alloc:500"});
+  ASSERT_EQ(run_a.exit_code, 0) << run_a.out << run_a.err;
+  EXPECT_EQ(ProbeLine(run_a.out, "meminfo").at(3), std::to_string(10240ull << 20)) << run_a.out;
+  EXPECT_EQ(ProbeLine(run_a.out, "alloc", 0).at(1), "0") << run_a.out;
+  EXPECT_NE(ProbeLine(run_a.out, "alloc", 1).at(1), "0") << "beyond 10 GiB is refused\n" << run_a.out;
+  EXPECT_EQ(ProbeLine(run_a.out, "alloc", 2).at(1), "0") << run_a.out;
+
+  auto run_b = RunInContainer(id_b, {"init", "ctx:0", "meminfo", "alloc:19000", "alloc:2000"});
+  ASSERT_EQ(run_b.exit_code, 0) << run_b.out << run_b.err;
+  EXPECT_EQ(ProbeLine(run_b.out, "meminfo").at(3), std::to_string(20480ull << 20)) << run_b.out;
+  EXPECT_EQ(ProbeLine(run_b.out, "alloc", 0).at(1), "0") << run_b.out;
+  EXPECT_NE(ProbeLine(run_b.out, "alloc", 1).at(1), "0") << run_b.out;
+
+  // The claims' limits are files the container sees read-only.
+  EXPECT_EQ(CdiSpecs().size(), 2u);
+  auto unprepared = kubelet_->NodeUnprepareResources(kDriver, {Ref(a), Ref(b)});
+  ASSERT_TRUE(unprepared.status.ok());
+  EXPECT_EQ(unprepared.kubelet_error, "");
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+}
+
+TEST_F(DraIntegrationTest, RestartedPluginAnswersTheSame) {
+  StartAndWaitForSlices();
+  const Json a = Claim("a", "10Gi", "30");
+  Schedule("a");
+  auto first = kubelet_->NodePrepareResources(kDriver, {Ref(a)});
+  ASSERT_EQ(first.kubelet_error, "") << Log();
+  const std::string id = first.response.claims().at(a["metadata"]["uid"]).devices(0).cdi_device_ids(0);
+
+  StopDra(SIGKILL);
+  const size_t attempts = kubelet_->attempts().size();
+  StartDra();
+  ASSERT_TRUE(kubelet_->WaitForAttempts(attempts + 1, kWait)) << Log();
+  ASSERT_TRUE(kubelet_->WaitForPlugin(kDriver, kWait));
+  auto again = kubelet_->NodePrepareResources(kDriver, {Ref(a)});
+  ASSERT_EQ(again.kubelet_error, "") << Log();
+  EXPECT_EQ(again.response.claims().at(a["metadata"]["uid"]).devices(0).cdi_device_ids(0), id);
+  auto run = RunInContainer(id, {"init", "ctx:0", "meminfo"});
+  EXPECT_EQ(ProbeLine(run.out, "meminfo").at(3), std::to_string(10240ull << 20)) << run.out << run.err;
+  ASSERT_EQ(kubelet_->NodeUnprepareResources(kDriver, {Ref(a)}).kubelet_error, "");
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+}
+
+TEST_F(DraIntegrationTest, LeftoversOfAnInterruptedPrepareAreRemovedAtStart) {
+  // What a plugin killed between writing a claim's files and its checkpoint leaves.
+  const std::string uid = "0badc0de-0000-4000-8000-000000000000";
+  tmp_.MakeDir("cdi");
+  tmp_.MakeDir("regions/" + uid);
+  tmp_.MakeDir("regions/" + uid + ".limits");
+  tmp_.Write("cdi/tessera.io-gpu_" + uid + ".json", "{}");
+  tmp_.Write("cdi/other-vendor_x.json", "{}");
+  StartAndWaitForSlices();
+  EXPECT_EQ(CdiSpecs(), std::vector<std::string>{"other-vendor_x.json"}) << "other vendors' specs stay";
+  EXPECT_TRUE(Regions().empty());
+}
+
+TEST_F(DraIntegrationTest, BadClaimsGetClearErrorsAndLeaveNothing) {
+  StartAndWaitForSlices();
+  // Malformed opaque configuration: the error reaches the kubelet's answer.
+  const Json bad_config = Claim(
+      "bad-config", "1Gi", "10",
+      Json::array({{{"opaque",
+                     {{"driver", kDriver},
+                      {"parameters",
+                       {{"apiVersion", "tessera.io/v1alpha1"}, {"kind", "GpuConfig"}, {"mode", "x"}}}}}}}));
+  Schedule("bad-config");
+  auto r = kubelet_->NodePrepareResources(kDriver, {Ref(bad_config)});
+  EXPECT_NE(r.kubelet_error.find("unknown field 'mode'"), std::string::npos) << r.kubelet_error;
+
+  // Allocations kube-scheduler would not write, written by hand: a device
+  // this node does not have, and more memory than the GPU has.
+  auto hand_allocated = [&](const std::string& name, const std::string& device, const std::string& memory) {
+    Json claim = Claim(name, "1Gi", "10");
+    claim["status"] = {
+        {"allocation",
+         {{"devices",
+           {{"results", Json::array({{{"request", "gpu"},
+                                      {"driver", kDriver},
+                                      {"pool", "node-a"},
+                                      {"device", device},
+                                      {"shareID", "5e5e5e5e-0000-4000-8000-000000000000"},
+                                      {"consumedCapacity", {{"memory", memory}, {"cores", "10"}}}}})}}}}}};
+    httplib::Client http(api_.url());
+    auto put = http.Put("/apis/resource.k8s.io/v1/namespaces/team/resourceclaims/" + name + "/status",
+                        claim.dump(), "application/json");
+    EXPECT_TRUE(put && put->status == 200) << (put ? put->body : "no answer");
+    return claim;
+  };
+  const Json foreign = hand_allocated("foreign", "gpu-9", "1Gi");
+  r = kubelet_->NodePrepareResources(kDriver, {Ref(foreign)});
+  EXPECT_NE(r.kubelet_error.find("device 'gpu-9' of pool 'node-a' is not on this node (it has gpu-0, gpu-1)"),
+            std::string::npos)
+      << r.kubelet_error;
+  const Json too_big = hand_allocated("too-big", "gpu-0", "100Gi");
+  r = kubelet_->NodePrepareResources(kDriver, {Ref(too_big)});
+  EXPECT_NE(r.kubelet_error.find("more than the GPU's 81920 MiB"), std::string::npos) << r.kubelet_error;
+
+  // Deleted after allocation, before the kubelet prepares it.
+  const Json gone = Claim("gone", "1Gi", "10");
+  Schedule("gone");
+  ASSERT_TRUE(api_.DeleteObject("resourceclaims", "team", "gone").ok());
+  r = kubelet_->NodePrepareResources(kDriver, {Ref(gone)});
+  EXPECT_NE(r.kubelet_error.find("does not exist"), std::string::npos) << r.kubelet_error;
+
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+}
+
+}  // namespace
+}  // namespace tessera
