@@ -4,7 +4,7 @@
 #   bench/compute/run.sh [BUILD_DIR] [OUT_DIR] [SECTION...]
 #
 # Sections (default: all, in this order): one long ceiling latency groups
-# series cost.
+# shares series cost.
 #
 # Needs the targets vgpu, tessera_sim_cuda, tessera_sim_nvml,
 # compute_share_workload and compute_launch_cost built in BUILD_DIR (default
@@ -21,7 +21,7 @@ set -euo pipefail
 BUILD=$(realpath "${1:-build}")
 OUT=${2:-$(mktemp -d /tmp/tessera-compute-bench-XXXXXX)}
 shift $(($# < 2 ? $# : 2))
-SECTIONS=${*:-one long ceiling latency groups series cost}
+SECTIONS=${*:-one long ceiling latency groups shares series cost}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/tessera-compute-run-XXXXXX)
@@ -170,6 +170,65 @@ if want groups; then
   printf "%-10s %5s %s\n" "sum of 4" 25 "$(stats "$OUT/shared-sum.txt" 25 1)"
   tenant "alone-25" 25 force 1000 6 1000
   printf "%-10s %5s %s\n" "alone" 25 "$(stats "$OUT/alone-25.txt" 25 1)"
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+# throttled_ms LABEL: the wall time the limiter made LABEL's launches wait
+# (its region's DeviceEntry::throttled_ns, at byte 256 + 120: see
+# src/vgpu/region_layout.h).
+throttled_ms() {
+  python3 -c 'import struct, sys
+print("%.1f" % (struct.unpack_from("<Q", open(sys.argv[1], "rb").read(), 256 + 120)[0] / 1e6))' \
+    "$WORK/region-$1/vgpu.region"
+}
+
+if want shares; then
+  # Issue 19 item 4: tenants whose quotas add up to 100 % share one GPU, each
+  # in its own container, policy force, 1 ms kernels, 6 s, 1-s windows after
+  # the first second. Saturating: 10 ms in flight. Latency-bound: launch four
+  # kernels, wait for all of them (cuEventSynchronize), again — the device
+  # idles at each synchronisation unless a neighbour has work queued.
+  # "throttled" is the time the limiter made the tenant wait; "device" the
+  # lowest per-window sum of the group's shares (100 = never idle).
+  echo "== shares: tenants with quotas adding up to 100 %, force, 1 ms kernels, 1-s windows after the first second"
+  echo "workload  tenant quota   mean    min    max  worst|dev| windows throttled_ms"
+  shares_group() {
+    local kind=$1 name=$2
+    shift 2
+    local pids=() i=0 inflight batch files=()
+    if [[ $kind == saturating ]]; then inflight=$IN_FLIGHT_MS batch=0; else inflight=0 batch=4; fi
+    for q in "$@"; do
+      i=$((i + 1))
+      local label="$kind-$name-$i-q$q"
+      if [[ $q == 0 ]]; then  # no quota (the unlimited reference)
+        env TESSERA_REGION="$WORK/region-$label/vgpu.region" LD_PRELOAD="$PRELOAD" \
+          "$WL" "$label" 1000 6 1000 "$inflight" "$batch" > "$OUT/$label.txt" &
+      else
+        env TESSERA_REGION="$WORK/region-$label/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_DEVICE_SM_LIMIT="$q" \
+          GPU_CORE_UTILIZATION_POLICY=force "$WL" "$label" 1000 6 1000 "$inflight" "$batch" > "$OUT/$label.txt" &
+      fi
+      pids+=($!)
+      files+=("$OUT/$label.txt")
+    done
+    wait "${pids[@]}"
+    i=0
+    for q in "$@"; do
+      i=$((i + 1))
+      local label="$kind-$name-$i-q$q"
+      printf "%-11s %-6s %5s %s %s\n" "$kind" "$name-$i" "$q" "$(stats "$OUT/$label.txt" "$q" 1)" \
+        "$(throttled_ms "$label")"
+    done
+    paste "${files[@]}" | awk -v n=$# '{ s = 0; for (k = 0; k < n; k++) s += $(3 + 3 * k); print "sum", $2, s }' \
+      > "$OUT/$kind-$name-sum.txt"
+    printf "%-11s %-6s %5s %s\n" "$kind" "$name" device "$(stats "$OUT/$kind-$name-sum.txt" 100 1)"
+  }
+  for kind in saturating latency; do
+    shares_group "$kind" 10-90 10 90
+    shares_group "$kind" 30-70 30 70
+    shares_group "$kind" 20-30-50 20 30 50
+    shares_group "$kind" 10-30-60 10 30 60
+  done
+  shares_group latency unlimited 0 0
   echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 

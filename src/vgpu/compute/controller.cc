@@ -84,8 +84,8 @@ void Controller::refill(uint64_t now) {
   if (elapsed > kMaxRefillElapsedNs) elapsed = kMaxRefillElapsedNs;
   int64_t add = static_cast<int64_t>(elapsed * rate_permille_.load(std::memory_order_relaxed) / 1000);
   int64_t burst = static_cast<int64_t>(entry_->budget_burst_ns.load(std::memory_order_relaxed));
-  // The refill never takes the budget above the burst; a surplus already
-  // there (a refund of an over-charge) is kept until spent.
+  // The refill never takes the budget above the burst (nor do refunds,
+  // charge()); a budget above it (written from outside) is left to verify().
   int64_t b = entry_->budget_ns.load(std::memory_order_relaxed);
   int64_t next;
   do {
@@ -96,7 +96,23 @@ void Controller::refill(uint64_t now) {
 
 void Controller::charge(int64_t delta_ns) {
   if (entry_ == nullptr || delta_ns == 0) return;
-  entry_->budget_ns.fetch_sub(delta_ns, std::memory_order_acq_rel);
+  if (delta_ns > 0) {
+    entry_->budget_ns.fetch_sub(delta_ns, std::memory_order_acq_rel);
+  } else {
+    // A refund (the work used less than it was charged) gives back what the
+    // over-charge held the container from, but takes the budget no higher
+    // than the burst, as a refill would: a budget above one burst is then
+    // never the limiter's doing (verify()). A refund the container could not
+    // have missed — its budget was full — is not turned into a surplus it
+    // could burst with later.
+    const int64_t burst = static_cast<int64_t>(entry_->budget_burst_ns.load(std::memory_order_relaxed));
+    int64_t b = entry_->budget_ns.load(std::memory_order_relaxed);
+    int64_t next;
+    do {
+      next = b - delta_ns;
+      if (next > burst) next = b > burst ? b : burst;
+    } while (!entry_->budget_ns.compare_exchange_weak(b, next, std::memory_order_acq_rel));
+  }
   // gpu_time_used_ns is the measured total: corrections move it too (never below 0).
   uint64_t used = entry_->gpu_time_used_ns.load(std::memory_order_relaxed);
   uint64_t next;

@@ -107,9 +107,9 @@ class Controller {
   // must be and restores them (a process of the container can write the
   // region: a larger quota, burst or budget would lift its limit). A few
   // relaxed loads when nothing changed. The budget's ceiling is
-  // kBudgetCeilingBursts bursts: refills stop at one, refunds of over-charged
-  // estimates may leave a surplus above it, which is cut there.
-  static constexpr int64_t kBudgetCeilingBursts = 2;
+  // kBudgetCeilingBursts bursts: neither refills nor refunds (charge()) take
+  // it above one, so anything higher was written from outside.
+  static constexpr int64_t kBudgetCeilingBursts = 1;
   unsigned verify(uint64_t now);
   uint32_t quota_percent() const { return quota_percent_; }
   bool bound() const { return entry_ != nullptr; }
@@ -122,6 +122,7 @@ class Controller {
   uint64_t admit(Environment& env, uint64_t cost_ns);
 
   // Adds a measured correction: positive = the work used more than charged.
+  // A refund (negative) takes the budget no higher than the burst.
   void charge(int64_t delta_ns);
 
   // The rate (1/1000 of the device) the budget refills at for this process.

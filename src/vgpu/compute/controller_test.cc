@@ -101,6 +101,7 @@ struct Tenant {
   uint64_t stall_every_ns = 0;   // host stalls: the tenant does not run during
   uint64_t stall_ns = 0;         // [k * stall_every_ns, k * stall_every_ns + stall_ns)
   std::vector<Interval> ran;
+  int repairs = 0;  // verify() found the entry changed: never, unless a test writes it
 
   // Measured charges (see the top of the file), as limiter.cc keeps them.
   bool measured_charges = false;
@@ -232,15 +233,16 @@ struct SimGpu {
       if (t.measured_charges) {
         t.poll_samples(false);
         t.reconcile();
-        cost = Estimates::charge_for(*t.kernel_estimate) * t.reconciler.scale_milli() / 1000;
+        cost = t.reconciler.scaled(Estimates::charge_for(*t.kernel_estimate));
       }
+      t.repairs += t.controller.verify(t.now) != 0;  // as before_launch() does
       t.in_admit = true;
       t.controller.admit(*t.env, cost);
       t.in_admit = false;
       if (t.measured_charges) {
         t.charge_process(static_cast<int64_t>(cost));
         Estimates::note_charged(*t.kernel_estimate, cost);
-        sampled = Estimates::should_sample(*t.kernel_estimate);
+        sampled = Estimates::should_sample(*t.kernel_estimate, t.nvml_sees_me);
       }
     }
     // The start event completes when the stream's earlier work is done.
@@ -470,6 +472,9 @@ TEST_F(BoundControllerTest, CorrectionsMoveBudgetAndUsedTime) {
   EXPECT_EQ(e.gpu_time_used_ns.load(), 3 * kMs);
   c.charge(-100 * static_cast<int64_t>(kMs));
   EXPECT_EQ(e.gpu_time_used_ns.load(), 0u);  // never below zero
+  // A refund takes the budget no higher than the burst, as a refill would.
+  EXPECT_EQ(c.budget_ns(), static_cast<int64_t>(burst_for_quota(50)));
+  EXPECT_EQ(c.verify(0), 0u);  // so verify() never mistakes one for tampering
 }
 
 TEST(ControllerTest, TwoTenantsWithDifferentQuotasEachGetTheirs) {
@@ -488,6 +493,81 @@ TEST(ControllerTest, FourTenantsOfAQuarterEach) {
   for (int i = 0; i < 4; ++i) gpu.add(25, Policy::kForce);
   gpu.run_until(6 * kSec);
   for (auto& t : gpu.tenants) EXPECT_NEAR(gpu.share(*t, kSec, 6 * kSec), 25.0, 2.0);
+}
+
+// Issue 19 item 4: tenants whose quotas add up to the whole device, each
+// charged as limiter.cc charges (estimates, samples, the driver's readings),
+// on a host that wakes each 60-110 µs late (this machine's clock_nanosleep
+// when quiet). Every window of every tenant is checked, 1-s windows 1..6.
+struct Group {
+  std::vector<uint32_t> quotas;
+  size_t batch = 0;  // 0: saturating (10 kernels in flight)
+};
+
+// Runs a group; `unlimited` (an index, or -1) launches without a limiter
+// beside the others: what the host lets that tenant have.
+std::vector<std::vector<double>> RunGroup(const Group& g, int unlimited = -1) {
+  SimGpu gpu;
+  for (size_t i = 0; i < g.quotas.size(); ++i) {
+    Tenant& t = gpu.add_measured(g.quotas[i]);
+    t.limited = static_cast<int>(i) != unlimited;
+    t.batch = g.batch;
+    t.depth = g.batch > 0 ? 1 : 10;
+    t.wake_latency_ns = 60'000;
+    t.wake_jitter_ns = 50'000;
+    t.jitter_state = 7 + i;
+  }
+  gpu.run_until(8 * kSec);
+  std::vector<std::vector<double>> shares(g.quotas.size());
+  for (size_t i = 0; i < g.quotas.size(); ++i) {
+    for (uint64_t w = 1; w < 7; ++w)
+      shares[i].push_back(gpu.share(*gpu.tenants[i], w * kSec, (w + 1) * kSec));
+    EXPECT_EQ(gpu.tenants[i]->repairs, 0) << "an honest tenant's budget looked rewritten";
+  }
+  return shares;
+}
+
+// Saturating tenants keep the device full, so each gets its quota. ±1 pp is
+// the issue's target; asserted: ±0.75 (the model's worst window is 0.6 off).
+// What moves a window: one 1 ms kernel is 0.1 pp; each reading rounds to a
+// whole percent of 100 ms (up to 0.5 ms) and counts kernels charged but not
+// run yet as refunds, which the next reading takes back — a few ms of budget
+// that can fall on either side of a second's boundary.
+TEST(ControllerTest, SaturatingTenantsWithMeasuredChargesHoldTheirQuotasInEverySecond) {
+  for (const Group& g : {Group{{10, 90}}, Group{{30, 70}}, Group{{20, 30, 50}}, Group{{10, 30, 60}},
+                         Group{{25, 25, 25, 25}}}) {
+    auto shares = RunGroup(g);
+    for (size_t i = 0; i < g.quotas.size(); ++i)
+      for (size_t w = 0; w < shares[i].size(); ++w)
+        EXPECT_NEAR(shares[i][w], g.quotas[i], 0.75)
+            << "tenant " << i << " of " << g.quotas.size() << " at " << g.quotas[i] << " %, window " << w + 1;
+  }
+}
+
+// Latency-bound tenants: four 1 ms kernels, then wait for them. The device
+// idles at a synchronisation unless another tenant has a kernel queued, and
+// the others' kernels are capped by their quotas: the largest tenant cannot
+// have more than the host leaves it (measured here by running it without a
+// limiter beside the same limited neighbours). Each smaller tenant gets its
+// quota; the largest min(quota, that ceiling). Before issue 19 the 30 % tenant
+// of 30/70 got 27-29 % here (every sample of its kernels was measured behind
+// its neighbour's queue), and the 70 % one was held back while the device
+// idled.
+TEST(ControllerTest, LatencyBoundTenantsGetTheirQuotasAsFarAsTheHostAllows) {
+  for (const Group& g :
+       {Group{{10, 90}, 4}, Group{{30, 70}, 4}, Group{{20, 30, 50}, 4}, Group{{10, 30, 60}, 4}}) {
+    const size_t largest = g.quotas.size() - 1;
+    auto shares = RunGroup(g);
+    auto ceiling = RunGroup(g, static_cast<int>(largest))[largest];
+    for (size_t w = 0; w < ceiling.size(); ++w) {
+      for (size_t i = 0; i < largest; ++i)
+        EXPECT_NEAR(shares[i][w], g.quotas[i], 0.5)
+            << "tenant " << i << " at " << g.quotas[i] << " %, window " << w + 1;
+      const double allowed = std::min<double>(g.quotas[largest], ceiling[w]);
+      EXPECT_NEAR(shares[largest][w], allowed, 0.5)
+          << "largest at " << g.quotas[largest] << " %, window " << w + 1 << ", host ceiling " << ceiling[w];
+    }
+  }
 }
 
 TEST(ControllerTest, DefaultPolicyLetsALoneTenantUseIdleTime) {
@@ -668,18 +748,70 @@ TEST(EstimatesTest, SamplesOneLaunchInSixteenOnceKnown) {
   EXPECT_EQ(sampled, 10);
 }
 
+// An application launching in batches of 4 (or any period) must not always
+// be sampled at the same place in its batch: the first kernel of a batch is
+// the one queued behind a neighbour's work.
+TEST(EstimatesTest, SampledLaunchesAreSpreadOverEveryPositionOfABatch) {
+  static Estimates est;
+  est.reset();
+  Estimates::Entry* e = est.find_or_add(4);
+  ASSERT_TRUE(Estimates::should_sample(*e));  // launch 0: unknown
+  Estimates::on_sample(*e, kMs);
+  Estimates::sample_done(*e);
+  int at_position[4] = {};
+  int sampled = 0;
+  for (int launch = 1; launch < 16 * 64; ++launch) {
+    if (!Estimates::should_sample(*e)) continue;
+    Estimates::sample_done(*e);
+    if (launch < 16) continue;  // block 0 held the first sample
+    ++sampled;
+    ++at_position[launch % 4];
+  }
+  EXPECT_EQ(sampled, 63);  // still one in each block of 16
+  for (int p = 0; p < 4; ++p) EXPECT_GE(at_position[p], 8) << "position " << p;
+}
+
+// Once the driver's readings are trusted, a known estimate is kept: only
+// unknown kernels are sampled.
+TEST(EstimatesTest, OnlyUnknownKernelsAreSampledWhenAskedTo) {
+  static Estimates est;
+  est.reset();
+  Estimates::Entry* e = est.find_or_add(5);
+  EXPECT_TRUE(Estimates::should_sample(*e, true));
+  Estimates::on_sample(*e, kMs);
+  Estimates::sample_done(*e);
+  for (int i = 0; i < 64; ++i) EXPECT_FALSE(Estimates::should_sample(*e, true)) << i;
+}
+
 TEST(ReconcilerTest, ChargesTheDifferenceAndMovesTheScaleHalfway) {
   Reconciler r;
   r.skip(10 * kMs);  // the first reading
   // 20 ms charged since, the driver counted 10: refund 10, scale halfway to 0.5.
   EXPECT_EQ(r.reconcile(30 * kMs, 10 * kMs), -10 * static_cast<int64_t>(kMs));
-  EXPECT_EQ(r.scale_milli(), 750u);
+  EXPECT_EQ(r.scale(), 750'000u);
   // The correction counts as charged: 5 ms more charged, 5 measured.
   EXPECT_EQ(r.reconcile(25 * kMs, 5 * kMs), 0);
-  EXPECT_EQ(r.scale_milli(), 750u);
+  EXPECT_EQ(r.scale(), 750'000u);
   // Too little charged to say anything about the scale.
   EXPECT_EQ(r.reconcile(26 * kMs, 0), -static_cast<int64_t>(kMs));
-  EXPECT_EQ(r.scale_milli(), 750u);
+  EXPECT_EQ(r.scale(), 750'000u);
+}
+
+// A first estimate measured behind three neighbours' queues (20 times the
+// kernel): the scale goes all the way to the ratio at once, and may go far
+// below the old floor of 1/20, so the estimate's bias is absorbed.
+TEST(ReconcilerTest, AFarOffRatioIsTakenWholeWithinItsBounds) {
+  Reconciler r;
+  r.skip(0);
+  EXPECT_EQ(r.reconcile(40 * kMs, 1 * kMs), -39 * static_cast<int64_t>(kMs));
+  EXPECT_EQ(r.scale(), 25'000u);  // 1/40
+  EXPECT_EQ(r.scaled(40 * kMs), kMs);
+  r.reconcile(kMs + 10 * kMs, 10 * kMs / 500);  // 10 ms charged since, 1/500 of it run: the floor, 1/1000
+  EXPECT_EQ(r.scale(), Reconciler::kMinScale);
+  Reconciler up;
+  up.skip(0);
+  up.reconcile(10 * kMs, 1000 * kMs);  // 100 times: at the ceiling of 20
+  EXPECT_EQ(up.scale(), Reconciler::kMaxScale);
 }
 
 TEST(NeighboursTest, OwnProcessesAreNotNeighbours) {
@@ -785,9 +917,12 @@ TEST(ControllerVerifyTest, RewrittenQuotaBurstBudgetAndRefillMarkAreRestored) {
   // A region quota lowered to 0 ("unlimited") is the same lift.
   e.core_quota_percent.store(0);
   EXPECT_EQ(c.verify(1000), Controller::kRepairedQuota);
-  // A surplus within the ceiling (a refund) is kept.
+  // A full budget is the limiter's own doing and kept; a nanosecond more is
+  // not (neither refills nor refunds go above the burst).
   e.budget_ns.store(static_cast<int64_t>(burst) * Controller::kBudgetCeilingBursts);
   EXPECT_EQ(c.verify(1000), 0u);
+  e.budget_ns.store(static_cast<int64_t>(burst) * Controller::kBudgetCeilingBursts + 1);
+  EXPECT_EQ(c.verify(1000), Controller::kRepairedBudget);
 }
 
 // The process's quota, not the region's, is what bind() holds.

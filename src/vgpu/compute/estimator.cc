@@ -17,9 +17,18 @@ Estimates::Entry* Estimates::find_or_add(uint64_t key) {
   return nullptr;
 }
 
-bool Estimates::should_sample(Entry& e) {
+bool Estimates::should_sample(Entry& e, bool only_until_known) {
   uint64_t n = e.launches.fetch_add(1, std::memory_order_relaxed);
-  bool want = e.estimate_ns.load(std::memory_order_relaxed) == 0 || n % kSampleEvery == 0;
+  if (only_until_known && e.estimate_ns.load(std::memory_order_relaxed) != 0) return false;
+  // One launch in each block of kSampleEvery, at a position that varies from
+  // block to block (a hash of the block's number): a fixed position would
+  // alias with an application's own period — a tenant launching batches of 4
+  // and synchronising would always be sampled at the first kernel of a
+  // batch, the one that queues behind a neighbour's work, and every sample
+  // would be contended.
+  const uint64_t block = n / kSampleEvery;
+  const uint64_t position = ((block + 1) * 0x9E3779B97F4A7C15ull >> 32) % kSampleEvery;
+  bool want = e.estimate_ns.load(std::memory_order_relaxed) == 0 || n % kSampleEvery == position;
   if (!want) return false;
   uint32_t expected = 0;
   return e.sampling.compare_exchange_strong(expected, 1, std::memory_order_acq_rel);

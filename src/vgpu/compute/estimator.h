@@ -61,9 +61,11 @@ class Estimates {
     e.charged_since.fetch_sub(ns, std::memory_order_relaxed);
   }
   // Whether this launch should be measured: the first ones of a key until a
-  // sample lands (one at a time), then one in kSampleEvery. Claims the key's
-  // sampling flag when it says yes; the caller clears it (sample_done()).
-  static bool should_sample(Entry& e);
+  // sample lands (one at a time), then one in kSampleEvery — or never again
+  // when `only_until_known` (the limiter's choice once the driver's own
+  // accounting is trusted, see limiter.cc). Claims the key's sampling flag
+  // when it says yes; the caller clears it (sample_done()).
+  static bool should_sample(Entry& e, bool only_until_known = false);
   static void sample_done(Entry& e) { e.sampling.store(0, std::memory_order_release); }
 
   // A measured device time for one launch of e's key. Returns the correction

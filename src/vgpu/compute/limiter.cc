@@ -80,7 +80,7 @@ struct NeighbourCache {
 struct DeviceReconciliation {
   std::mutex mu;
   uint64_t last_us = 0;   // guarded by mu; CLOCK_REALTIME µs of the last reading, 0 = none
-  Reconciler arithmetic;  // reconcile()/skip() guarded by mu; scale_milli() lock-free
+  Reconciler arithmetic;  // reconcile()/skip() guarded by mu; scale() lock-free
   std::atomic<uint64_t> next_ns{0};
 };
 
@@ -463,7 +463,7 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   uint64_t k = reinterpret_cast<uint64_t>(key) ^ (static_cast<uint64_t>(dev) << 58);
   Estimates::Entry* e = s.estimates.find_or_add(k);
   uint64_t cost = e != nullptr ? Estimates::charge_for(*e) : Estimates::kUnknownEstimateNs;
-  cost = cost * s.reconcilers[dev].arithmetic.scale_milli() / 1000;
+  cost = s.reconcilers[dev].arithmetic.scaled(cost);
   RealEnvironment env(s, dev);
   uint64_t now = monotonic_ns();
   if (unsigned repaired = s.controllers[dev].verify(now))
@@ -478,7 +478,16 @@ LaunchGate before_launch(Runtime& rt, const void* key, CUstream stream, bool per
   gate.entry = e;
   if (e != nullptr) {
     Estimates::note_charged(*e, cost);
-    if (s.driver.can_sample() && Estimates::should_sample(*e)) {
+    // Once the driver's accounting is trusted it sets the totals, and a
+    // key's estimate only weighs it against the process's other kernels: it
+    // is kept as first measured. Re-sampling would move it whenever the
+    // minimum of its window changed — on a shared device every sample of a
+    // launch queued behind a neighbour's work is contended, and the minimum
+    // jumps as uncontended ones leave the window — and charges multiplied by
+    // a scale learnt for the previous estimate would be off until the next
+    // readings (docs/compute.md, Measurement).
+    const bool reconciled = s.nvml_sees_me.load(std::memory_order_relaxed);
+    if (s.driver.can_sample() && Estimates::should_sample(*e, reconciled)) {
       gate.sample = claim_sample_slot(s, stream);
       if (gate.sample < 0) {
         Estimates::sample_done(*e);
