@@ -55,12 +55,52 @@ class UtilisationPolicy : public Policy {
     return Candidate{spread ? -score : score, std::move(fit.placement)};
   }
 
+  std::optional<GpuOrder> gpu_order() const override {
+    return goal_ == Goal::kNodeSpread || goal_ == Goal::kGpuSpread ? GpuOrder::kSpread : GpuOrder::kBinpack;
+  }
+
  private:
   std::string name_;
   Goal goal_;
 };
 
+// A policy's node choice with FitNode's GPUs in a fixed order.
+class GpuOrderedPolicy : public Policy {
+ public:
+  GpuOrderedPolicy(std::shared_ptr<const Policy> inner, GpuOrder order)
+      : inner_(std::move(inner)),
+        order_(order),
+        name_(std::string(inner_->name()) + "+gpu-" + std::string(GpuOrderName(order))) {}
+  std::string_view name() const override { return name_; }
+
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    std::optional<Candidate> c = inner_->Evaluate(node, pod);
+    if (!c) return std::nullopt;
+    FitResult fit = FitNode(node, pod, order_);
+    if (!fit.fits) return std::nullopt;  // not reached: fit does not depend on the order
+    c->placement = std::move(fit.placement);
+    return c;
+  }
+  uint64_t epoch() const override { return inner_->epoch(); }
+  bool picks_uniformly() const override { return inner_->picks_uniformly(); }
+  std::optional<GpuOrder> gpu_order() const override { return order_; }
+
+ private:
+  std::shared_ptr<const Policy> inner_;
+  GpuOrder order_;
+  std::string name_;
+};
+
 }  // namespace
+
+std::string_view GpuOrderName(GpuOrder order) {
+  return order == GpuOrder::kSpread ? "spread" : "binpack";
+}
+
+std::shared_ptr<const Policy> WithGpuOrder(std::shared_ptr<const Policy> policy, GpuOrder order) {
+  if (policy->gpu_order() == order) return policy;
+  return std::make_shared<GpuOrderedPolicy>(std::move(policy), order);
+}
 
 double NodeUtilisationAfter(const NodeState& node, const Placement& placement) {
   if (node.gpus().empty()) return 0;

@@ -8,12 +8,20 @@
 // (its tie-break rank). Scores are only compared within one decision; the
 // extender maps them to 0–10 (ExtenderScores).
 //
-// Built-in policies (MakePolicy):
+// Built-in policies (MakePolicy), one vocabulary for the scheduler, `tessera
+// run` and `tessera simulate` (docs/placement.md, "Policy names"):
+//   tessera       fragmentation-aware (the default, see docs/placement.md)
 //   node-binpack  nodes whose GPUs are fuller win; GPUs inside: fullest first
 //   node-spread   emptier nodes win; GPUs inside: emptiest first
 //   gpu-binpack   the chosen GPUs should be as full as possible (any node)
 //   gpu-spread    the chosen GPUs should be as empty as possible
-//   tessera       fragmentation-aware (the default, see docs/placement.md)
+// and WithGpuOrder(policy, order): the node `policy` chooses, with the GPUs
+// inside it picked binpack or spread (HAMi's node and GPU levels set apart,
+// e.g. node-binpack with gpu spread, or tessera's node with gpu binpack).
+//
+// One decision rule (Outranks) and one evaluation cache (CachedEvaluation)
+// serve every caller: the Placer (run, simulate) and the scheduler extender,
+// whose bind commits the candidate Evaluate gave for the chosen node.
 //
 // Thread-safety: Evaluate is const and may run concurrently; Observe mutates.
 #pragma once
@@ -44,6 +52,7 @@ class UniformDraw {
 struct Candidate {
   double score = 0;
   Placement placement;
+  bool operator==(const Candidate&) const = default;
 };
 
 class Policy {
@@ -73,11 +82,65 @@ class Policy {
                       UniformDraw& draw) const {
     (void)node, (void)pod, (void)chosen, (void)draw;
   }
+
+  // The fixed order this policy picks a node's GPUs in, when it has one
+  // (node-binpack: kBinpack); nullopt when it chooses them its own way.
+  virtual std::optional<GpuOrder> gpu_order() const { return std::nullopt; }
 };
 
 // The built-in policies by name (see above); error lists the valid names.
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name);
 std::vector<std::string> PolicyNames();
+
+// "binpack" or "spread".
+std::string_view GpuOrderName(GpuOrder order);
+
+// `policy` choosing the node, with the GPUs inside the node picked in
+// `order` (core::FitNode's placement) instead of the policy's own way: the
+// score is `policy`'s, the placement FitNode's. Returns `policy` itself when
+// it picks GPUs in that order already. Named "<policy>+gpu-<order>", epoch
+// and uniform picking are `policy`'s; Observe does nothing (the inner policy
+// is shared and const: whoever owns it feeds it).
+std::shared_ptr<const Policy> WithGpuOrder(std::shared_ptr<const Policy> policy, GpuOrder order);
+
+// The decision rule every placement uses: a candidate scoring `score` at
+// tie-break rank `rank` (lower ranks first: the Placer's index, the
+// extender's node name) beats the best so far when its score is higher, or
+// equal with a lower rank.
+template <typename Rank>
+bool Outranks(double score, const Rank& rank, double best_score, const Rank& best_rank) {
+  return score > best_score || (score == best_score && rank < best_rank);
+}
+
+// One node's evaluation by one policy for one pod shape, kept while the
+// node and the policy's epoch are unchanged. The node is identified by the
+// caller: `node_epoch` names its content (ClusterState's rebuild epoch, a
+// constant for the Placer's own nodes; never 0 once filled) and
+// `node_version` its usage (NodeState::version(), plus anything else that
+// changes what fits). Evaluate depends only on (node, pod, epoch), so a
+// held candidate is exactly what evaluating anew would give.
+struct CachedEvaluation {
+  uint64_t node_epoch = 0;  // 0 = empty
+  uint64_t node_version = 0;
+  uint64_t policy_epoch = 0;
+  std::optional<Candidate> candidate;  // nullopt: the pod does not fit
+
+  bool Holds(uint64_t epoch, uint64_t version, uint64_t for_policy_epoch) const {
+    return node_epoch != 0 && node_epoch == epoch && node_version == version &&
+           policy_epoch == for_policy_epoch;
+  }
+  // The candidate for (node, pod, policy), evaluated only when not held.
+  const std::optional<Candidate>& Refresh(uint64_t epoch, uint64_t version, const NodeState& node,
+                                          const PodRequest& pod, const Policy& policy) {
+    if (!Holds(epoch, version, policy.epoch())) {
+      candidate = policy.Evaluate(node, pod);
+      node_epoch = epoch;
+      node_version = version;
+      policy_epoch = policy.epoch();
+    }
+    return candidate;
+  }
+};
 
 // Fraction of the node's milli-GPU capacity in use once `placement` is added.
 double NodeUtilisationAfter(const NodeState& node, const Placement& placement);

@@ -18,16 +18,9 @@ const std::optional<Candidate>& Placer::Evaluated(int node, const PodRequest& po
     return scratch_;
   }
   if (static_cast<size_t>(shape) >= cache_.size()) cache_.resize(shape + 1);
-  std::vector<CacheEntry>& row = cache_[shape];
+  std::vector<CachedEvaluation>& row = cache_[shape];
   if (row.empty()) row.resize(nodes_.size());
-  CacheEntry& e = row[node];
-  const uint64_t version = nodes_[node].version() + 1;
-  if (e.version != version || e.epoch != policy.epoch()) {
-    e.candidate = policy.Evaluate(nodes_[node], pod);
-    e.version = version;
-    e.epoch = policy.epoch();
-  }
-  return e.candidate;
+  return row[node].Refresh(/*epoch=*/1, nodes_[node].version(), nodes_[node], pod, policy);
 }
 
 std::optional<Placer::Decision> Placer::Choose(const PodRequest& pod, const Policy& policy, UniformDraw* draw,
@@ -48,7 +41,7 @@ std::optional<Placer::Decision> Placer::Choose(const PodRequest& pod, const Poli
   double best_score = 0;
   for (int i = 0; i < n; ++i) {
     const std::optional<Candidate>& c = Evaluated(i, pod, policy, shape);
-    if (c && (best < 0 || c->score > best_score)) {
+    if (c && (best < 0 || Outranks(c->score, i, best_score, best))) {
       best = i;
       best_score = c->score;
     }

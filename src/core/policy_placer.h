@@ -54,15 +54,10 @@ class Placer {
   Status Release(const PodAllocation& allocation, const HostResources& host);
 
  private:
-  struct CacheEntry {
-    uint64_t version = 0;  // node version + 1; 0 = empty
-    uint64_t epoch = 0;
-    std::optional<Candidate> candidate;
-  };
   const std::optional<Candidate>& Evaluated(int node, const PodRequest& pod, const Policy& policy, int shape);
 
   std::vector<NodeState> nodes_;
-  std::vector<std::vector<CacheEntry>> cache_;  // [shape][node]
+  std::vector<std::vector<CachedEvaluation>> cache_;  // [shape][node]; node_epoch 1 (nodes are never rebuilt)
   std::optional<Candidate> scratch_;
 };
 

@@ -80,6 +80,103 @@ TEST(PolicyTest, DeterministicAcrossRunsAndCaching) {
   }
 }
 
+// Three GPUs, 4000/7000/10000 MiB free, a mix of 4000 MiB pods: a 3000 MiB
+// pod goes where no 4000 MiB slot is lost and the GPU is fuller — the middle
+// one, which neither FitNode order picks (binpack: the first, spread: the
+// last). The extender's bind is tested on this node (tests/integration).
+NodeState ThreeGpusPartlyUsed() {
+  NodeState node("n", {G("g0"), G("g1"), G("g2")});
+  EXPECT_TRUE(node.Apply({"n", {{"x", {{"g0", 6000, 0}}, false}, {"y", {{"g1", 3000, 0}}, false}}}).ok());
+  return node;
+}
+
+int FirstGpu(const Placement& p) {
+  return p.containers.at(0).slices.at(0).gpu;
+}
+
+TEST(PolicyTest, TesseraPicksGpusNeitherFitNodeOrderPicks) {
+  auto policy = MakePolicy("tessera");
+  for (int i = 0; i < 3; ++i) (*policy)->Observe(AppRequest(4000, 0));
+  const NodeState node = ThreeGpusPartlyUsed();
+  const PodRequest pod = AppRequest(3000, 0);
+  auto c = (*policy)->Evaluate(node, pod);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(FirstGpu(c->placement), 1);
+  EXPECT_EQ(FirstGpu(FitNode(node, pod, GpuOrder::kBinpack).placement), 0);
+  EXPECT_EQ(FirstGpu(FitNode(node, pod, GpuOrder::kSpread).placement), 2);
+}
+
+TEST(PolicyTest, WithGpuOrderKeepsTheNodeScoreAndPlacesGpusInOrder) {
+  std::shared_ptr<Policy> tessera = std::move(MakePolicy("tessera").value());
+  for (int i = 0; i < 3; ++i) tessera->Observe(AppRequest(4000, 0));
+  const NodeState node = ThreeGpusPartlyUsed();
+  const PodRequest pod = AppRequest(3000, 0);
+  for (GpuOrder order : {GpuOrder::kBinpack, GpuOrder::kSpread}) {
+    auto ordered = WithGpuOrder(tessera, order);
+    EXPECT_EQ(ordered->name(), "tessera+gpu-" + std::string(GpuOrderName(order)));
+    EXPECT_EQ(ordered->epoch(), tessera->epoch());
+    auto c = ordered->Evaluate(node, pod);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->score, tessera->Evaluate(node, pod)->score);
+    EXPECT_EQ(c->placement, FitNode(node, pod, order).placement);
+  }
+  // A policy that places GPUs in that order already is returned as it is.
+  std::shared_ptr<const Policy> binpack = std::move(MakePolicy("node-binpack").value());
+  EXPECT_EQ(WithGpuOrder(binpack, GpuOrder::kBinpack).get(), binpack.get());
+  auto spread = WithGpuOrder(binpack, GpuOrder::kSpread);
+  EXPECT_EQ(spread->name(), "node-binpack+gpu-spread");
+  EXPECT_EQ(FirstGpu(spread->Evaluate(node, pod)->placement), 2);
+  // Nothing fits: nothing to order.
+  EXPECT_FALSE(spread->Evaluate(node, AppRequest(20000, 0)).has_value());
+}
+
+// A policy counting its evaluations, to see what the cache spares.
+class CountingPolicy : public Policy {
+ public:
+  std::string_view name() const override { return "counting"; }
+  std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
+    ++evaluations;
+    return inner->Evaluate(node, pod);
+  }
+  uint64_t epoch() const override { return epoch_value; }
+  std::unique_ptr<Policy> inner = std::move(MakePolicy("node-binpack").value());
+  mutable int evaluations = 0;
+  uint64_t epoch_value = 0;
+};
+
+TEST(PolicyTest, CachedEvaluationHoldsWhileNodeAndEpochAreUnchanged) {
+  CountingPolicy policy;
+  NodeState node = ThreeGpusPartlyUsed();
+  const PodRequest pod = AppRequest(3000, 0);
+  CachedEvaluation cache;
+  EXPECT_FALSE(cache.Holds(1, node.version(), 0)) << "empty";
+  auto first = cache.Refresh(1, node.version(), node, pod, policy);
+  EXPECT_EQ(policy.evaluations, 1);
+  EXPECT_EQ(cache.Refresh(1, node.version(), node, pod, policy), first);
+  EXPECT_EQ(policy.evaluations, 1);
+  EXPECT_TRUE(cache.Holds(1, node.version(), 0));
+  (void)cache.Refresh(2, node.version(), node, pod, policy);  // the node was rebuilt
+  EXPECT_EQ(policy.evaluations, 2);
+  policy.epoch_value = 7;  // the policy relearned
+  EXPECT_FALSE(cache.Holds(2, node.version(), 7));
+  (void)cache.Refresh(2, node.version(), node, pod, policy);
+  EXPECT_EQ(policy.evaluations, 3);
+  ASSERT_TRUE(node.Apply({"n", {{"z", {{"g2", 1000, 0}}, false}}}).ok());  // its usage changed
+  EXPECT_FALSE(cache.Holds(2, node.version(), 7));
+  auto after = cache.Refresh(2, node.version(), node, pod, policy);
+  EXPECT_EQ(policy.evaluations, 4);
+  EXPECT_EQ(after, policy.inner->Evaluate(node, pod));
+}
+
+TEST(PolicyTest, OutranksIsHigherScoreThenLowerRank) {
+  EXPECT_TRUE(Outranks(2.0, 5, 1.0, 0));
+  EXPECT_FALSE(Outranks(1.0, 0, 2.0, 5));
+  EXPECT_TRUE(Outranks(1.0, 0, 1.0, 1));
+  EXPECT_FALSE(Outranks(1.0, 1, 1.0, 0));
+  EXPECT_FALSE(Outranks(1.0, 1, 1.0, 1));
+  EXPECT_TRUE(Outranks(1.0, std::string_view("a"), 1.0, std::string_view("b")));
+}
+
 TEST(FragmentationTest, MeterMatchesRecomputation) {
   // Mix: half 600-milli slices, half whole GPUs.
   TaskShape slice;

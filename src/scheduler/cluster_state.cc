@@ -752,4 +752,153 @@ std::optional<core::PodAllocation> ClusterState::AllocationOf(const std::string&
   return std::nullopt;
 }
 
+// --- Preemption holds (preemption.h) ---
+
+void ClusterState::SetHold(const std::string& pod_key, const std::string& node, const core::PodRequest& pod,
+                           int32_t priority, std::chrono::milliseconds ttl) {
+  const auto now = clock_->Now();
+  std::unique_lock lock(mu_);
+  auto [it, fresh] = holds_.try_emplace(pod_key);
+  Hold& h = it->second;
+  if (fresh || h.node != node) h.deadline = now + ttl;
+  h.node = node;
+  h.pod = pod;
+  h.priority = priority;
+}
+
+void ClusterState::ReleaseHold(const std::string& pod_key) {
+  {
+    std::shared_lock lock(mu_);  // every pod event asks: most have none
+    if (!holds_.count(pod_key)) return;
+  }
+  std::unique_lock lock(mu_);
+  holds_.erase(pod_key);
+}
+
+size_t ClusterState::HoldCount() const {
+  std::shared_lock lock(mu_);
+  return holds_.size();
+}
+
+void ClusterState::SetTerminating(const std::string& pod_key, bool terminating) {
+  {
+    std::shared_lock lock(mu_);
+    if (terminating_.count(pod_key) == static_cast<size_t>(terminating)) return;
+  }
+  std::unique_lock lock(mu_);
+  if (terminating) {
+    terminating_.insert(pod_key);
+  } else {
+    terminating_.erase(pod_key);
+  }
+}
+
+bool ClusterState::HoldsApplyLocked(const std::string& node, const std::string& pod_key,
+                                    int32_t priority) const {
+  if (holds_.empty()) return false;
+  const auto now = clock_->Now();
+  for (const auto& [key, h] : holds_) {
+    if (h.node == node && key != pod_key && h.priority >= priority && h.deadline > now) return true;
+  }
+  return false;
+}
+
+ClusterState::HeldView ClusterState::HeldViewLocked(const NodeEntry& entry, const std::string& pod_key,
+                                                    int32_t priority) const {
+  HeldView view{entry.state, ""};
+  const std::string& node = entry.state.name();
+  const auto now = clock_->Now();
+  std::vector<std::pair<const std::string*, const Hold*>> applying;
+  for (const auto& [key, h] : holds_) {
+    if (h.node == node && key != pod_key && h.priority >= priority && h.deadline > now) {
+      applying.emplace_back(&key, &h);
+    }
+  }
+  if (applying.empty()) return view;
+  // Higher priority first, as kube-scheduler would bind them; then by key.
+  std::sort(applying.begin(), applying.end(), [](const auto& a, const auto& b) {
+    return a.second->priority != b.second->priority ? a.second->priority > b.second->priority
+                                                    : *a.first < *b.first;
+  });
+  // The nominees' room is computed on the node without its terminating pods.
+  core::NodeState freed = entry.state;
+  if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) {
+    for (const std::string& key : keys->second) {
+      if (!terminating_.count(key)) continue;
+      auto p = pods_.find(key);
+      if (p == pods_.end() || !p->second.applied) continue;
+      (void)freed.Release(SplitByKind(p->second.allocation).vgpu);
+    }
+  }
+  for (const auto& [key, h] : applying) {
+    core::FitResult fit = core::FitNode(freed, h->pod);
+    const std::string who = "pod " + *key + " (priority " + std::to_string(h->priority) + ")";
+    if (!fit.fits) {
+      view.blocked = "node " + node + ": its GPUs are held for " + who +
+                     ", nominated there after preemption, until its victims are gone";
+      return view;
+    }
+    const core::PodAllocation held = core::ToAllocation(freed, h->pod, fit.placement);
+    if (!freed.Apply(held).ok() || !view.state.Account(held).ok()) {
+      view.blocked = "node " + node + ": its GPUs are held for " + who + ", nominated there after preemption";
+      return view;
+    }
+  }
+  return view;
+}
+
+std::optional<core::NodeState> ClusterState::ViewFor(const std::string& pod_key, int32_t priority,
+                                                     const std::string& node, std::string* blocked) const {
+  std::shared_lock lock(mu_);
+  const NodeEntry* n = FindLocked(node);
+  if (!n || !n->error.empty()) return std::nullopt;
+  HeldView view = HeldViewLocked(*n, pod_key, priority);
+  if (blocked) *blocked = view.blocked;
+  return std::move(view.state);
+}
+
+void ClusterState::ApplyHolds(const std::string& pod_key, int32_t priority, const core::PodRequest& pod,
+                              std::span<const std::string_view> nodes, NodeVerdicts& verdicts) const {
+  std::shared_lock lock(mu_);
+  if (holds_.empty()) return;
+  std::vector<uint32_t> feasible;
+  bool moved = false;
+  for (uint32_t i : verdicts.feasible) {
+    const std::string name(nodes[i]);
+    const NodeEntry* n = HoldsApplyLocked(name, pod_key, priority) ? FindLocked(name) : nullptr;
+    if (!n) {
+      feasible.push_back(i);
+      continue;
+    }
+    HeldView view = HeldViewLocked(*n, pod_key, priority);
+    std::string reason = view.blocked;
+    if (reason.empty()) {
+      core::FitResult fit = core::FitNode(view.state, pod);
+      if (fit.fits) {
+        feasible.push_back(i);
+        continue;
+      }
+      reason = "node " + name +
+               ": GPUs held for a pod nominated there after preemption; beside it: " + fit.message;
+    }
+    verdicts.failed.emplace_back(i, std::move(reason));
+    moved = true;
+  }
+  if (!moved) return;
+  verdicts.feasible = std::move(feasible);
+  std::sort(verdicts.failed.begin(), verdicts.failed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+std::vector<std::pair<std::string, core::PodAllocation>> ClusterState::PodsOn(const std::string& node) const {
+  std::vector<std::pair<std::string, core::PodAllocation>> out;
+  std::shared_lock lock(mu_);
+  auto keys = keys_by_node_.find(node);
+  if (keys == keys_by_node_.end()) return out;
+  for (const std::string& key : keys->second) {
+    if (auto p = pods_.find(key); p != pods_.end()) out.emplace_back(key, p->second.allocation);
+  }
+  return out;
+}
+
 }  // namespace tessera::scheduler

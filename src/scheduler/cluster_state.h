@@ -217,6 +217,38 @@ class ClusterState {
     uint64_t epoch = 0;
     // The MIG instances of pods and reservations on this node, by pod key.
     std::map<std::string, std::vector<PendingMigInstance>> mig_claims;
+  // Preemption holds (preemption.h). After kube-scheduler preempted pods for
+  // `pod_key` and nominated it to `node` (status.nominatedNodeName), the GPU
+  // room it needs there is kept from every other pod of lower or equal
+  // priority until the hold is released (the pod binds, is deleted, or is no
+  // longer nominated there) or `ttl` passes. The room is not a fixed set of
+  // GPUs: wherever such a pod is checked against the node (filter, reserve,
+  // preempt), the nominees of at least its priority are placed first, by
+  // core::FitNode, on the node without its terminating pods (their victims
+  // are leaving), and the pod must fit beside them. A nominee that does not
+  // fit even so (its victims are not seen terminating yet) keeps the whole
+  // node from such pods. A hold set again for the same node keeps its
+  // deadline; for another node it starts anew.
+  void SetHold(const std::string& pod_key, const std::string& node, const core::PodRequest& pod,
+               int32_t priority, std::chrono::milliseconds ttl);
+  void ReleaseHold(const std::string& pod_key);
+  size_t HoldCount() const;
+  // Marks a pod as terminating (a deletionTimestamp) or not.
+  void SetTerminating(const std::string& pod_key, bool terminating);
+  // `node` as pod `pod_key` of `priority` may use it: its state with the
+  // holds that apply to that pod accounted (which may overcommit a GPU while
+  // victims terminate). nullopt: unknown node or no usable inventory;
+  // `blocked` (when given) gets why the holds leave the pod no room at all.
+  std::optional<core::NodeState> ViewFor(const std::string& pod_key, int32_t priority,
+                                         const std::string& node, std::string* blocked = nullptr) const;
+  // Filter's answer with holds: the feasible nodes where holds apply to the
+  // pod and it no longer fits beside them move to `failed`, with a reason
+  // naming the nominee.
+  void ApplyHolds(const std::string& pod_key, int32_t priority, const core::PodRequest& pod,
+                  std::span<const std::string_view> nodes, NodeVerdicts& verdicts) const;
+  // The GPU pods accounted on `node` (bound, not reservations): key and allocation.
+  std::vector<std::pair<std::string, core::PodAllocation>> PodsOn(const std::string& node) const;
+
     uint64_t mig_version = 0;  // bumped with every change of mig_claims
     // Grows with every change of the GPUs' usage, vGPU or MIG (both only grow).
     uint64_t Version() const { return state.version() + mig_version; }
@@ -362,6 +394,25 @@ std::string PodKey(const Json& pod);
 //    node at 10 is the node it picks: the decision the trace benchmark
 //    measures, not a tie among many nodes at 10 broken by kube-scheduler;
 //  - the other feasible nodes linearly onto 0..9 between the lowest score
+
+  // Preemption holds (SetHold), by pod key.
+  struct Hold {
+    std::string node;
+    core::PodRequest pod;
+    int32_t priority = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  // HeldViewLocked's answer: the state with the holds accounted, or why none
+  // of it is left for the pod. Needs mu_ (either mode).
+  struct HeldView {
+    core::NodeState state;
+    std::string blocked;
+  };
+  HeldView HeldViewLocked(const NodeEntry& entry, const std::string& pod_key, int32_t priority) const;
+  // Whether a hold on `node` applies to pod `pod_key` of `priority` now.
+  bool HoldsApplyLocked(const std::string& node, const std::string& pod_key, int32_t priority) const;
+  std::unordered_map<std::string, Hold> holds_;  // guarded by mu_
+  std::set<std::string> terminating_;            // guarded by mu_; keys of pods with a deletionTimestamp
 //    and the chosen one's (a score equal to the chosen one's, i.e. a lost
 //    tie-break, gets 9), so that they keep their order should the chosen node
 //    drop out;

@@ -12,6 +12,7 @@
 #include "kube/client.h"
 #include "scheduler/extender_wire.h"
 #include "scheduler/mig_placement.h"
+#include "scheduler/preemption.h"
 #include "scheduler/webhook.h"
 
 namespace tessera::scheduler {
@@ -313,6 +314,11 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
       for (uint32_t i : first) {
         if (args.names[i] == *held) {
           verdicts.feasible.push_back(i);
+  // GPU room held for pods nominated after preemption (preemption.h) is not
+  // given to pods of lower or equal priority.
+  if (AsksForGpus(*request)) {
+    deps_.state->ApplyHolds(PodKey(pod), PodPriority(pod), *request, args.names, verdicts);
+  }
         } else {
           verdicts.failed.emplace_back(i, "pod " + PodKey(pod) + " holds GPUs on node " + *held +
                                               " for a bind whose outcome is not known yet");
@@ -435,6 +441,17 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     auto allocation =
         deps_.state->Reserve(key, *request, node, policies->gpu, deps_.config.reservation_timeout,
                              mig ? Sharing::kDynamicMig : Sharing::kVgpu);
+    // Room held for a pod nominated after preemption stays its own: a
+    // placement that leaves a nominee of at least this priority without room
+    // is given back (the nominee's own bind ends its hold).
+    if (std::string blocked; !mig) {
+      (void)deps_.state->ViewFor(key, PodPriority(*pod), node, &blocked);
+      if (!blocked.empty()) {
+        deps_.state->Unreserve(key);
+        return fail(200, "bind " + key + ": " + blocked + "; retry");
+      }
+      deps_.state->ReleaseHold(key);
+    }
     if (!allocation.ok()) return fail(200, "bind " + key + ": " + allocation.error().message);
     auto text = core::EncodeAllocation(*allocation);
     if (!text.ok()) {
@@ -523,6 +540,26 @@ std::pair<int, std::string> Extender::PrioritizeBody(std::string_view body) {
     return PrioritizeUnchecked(body);
   } catch (const std::exception&) {
     return {400, "[]"};
+  }
+}
+
+std::pair<int, std::string> Extender::PreemptBody(std::string_view body) {
+  ++counters_.preempt_requests;
+  // ExtenderPreemptionResult has no error member: a status other than 200 is
+  // how an extender says it failed (kube-scheduler gives up this attempt).
+  if (std::string refusal = RefusalBeforeReady(); !refusal.empty()) {
+    return {503, Json{{"Error", refusal}}.dump(-1, ' ', false, Json::error_handler_t::replace)};
+  }
+  PreemptionDeps deps;
+  deps.state = deps_.state;
+  deps.resources = deps_.config.resources;
+  deps.get_pod = deps_.get_pod;
+  deps.list_disruption_budgets = deps_.list_disruption_budgets;
+  try {
+    return ProcessPreemption(deps, body);
+  } catch (const std::exception& e) {
+    return {400, Json{{"Error", std::string("malformed ExtenderPreemptionArgs: ") + e.what()}}.dump(
+                     -1, ' ', false, Json::error_handler_t::replace)};
   }
 }
 

@@ -101,6 +101,9 @@ struct ExtenderDeps {
 
 struct ExtenderCounters {
   std::atomic<uint64_t> filter_requests{0};
+  // Every PodDisruptionBudget, for the preempt verb (preemption.h); unset:
+  // budgets unknown.
+  std::function<Result<std::vector<nlohmann::json>>()> list_disruption_budgets;
   std::atomic<uint64_t> filter_errors{0};
   std::atomic<uint64_t> prioritize_requests{0};
   std::atomic<uint64_t> bind_requests{0};
@@ -116,6 +119,7 @@ struct ExtenderCounters {
 class Extender {
  public:
   explicit Extender(ExtenderDeps deps);
+  std::atomic<uint64_t> preempt_requests{0};
 
   // The verbs as the HTTP listener calls them: request body in, {HTTP
   // status, answer body} out. A body that is not JSON gets 400 and the verb's
@@ -127,6 +131,10 @@ class Extender {
   // serialise `args` and go through the body path.
   std::pair<int, nlohmann::json> Filter(const nlohmann::json& args);
   std::pair<int, nlohmann::json> Prioritize(const nlohmann::json& args);
+  // The preempt verb (preemption.h): ExtenderPreemptionArgs in,
+  // ExtenderPreemptionResult out; HTTP 503 before readiness, 400 for a body
+  // that is not ExtenderPreemptionArgs.
+  std::pair<int, std::string> PreemptBody(std::string_view body);
   std::pair<int, nlohmann::json> Bind(const nlohmann::json& args);
 
   const ExtenderCounters& counters() const { return counters_; }

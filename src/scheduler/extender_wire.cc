@@ -222,4 +222,77 @@ std::string HostPriorityListText(std::span<const std::string_view> names, std::s
   return out;
 }
 
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body) {
+  using Json = nlohmann::json;
+  Json tree = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (tree.is_discarded()) return Error{"request body is not valid JSON"};
+  if (!tree.is_object()) return Error{"request body is not an ExtenderPreemptionArgs object"};
+  PreemptionArgs args;
+  auto pod = tree.find("Pod");
+  if (pod == tree.end() || !pod->is_object()) return Error{"ExtenderPreemptionArgs carries no Pod"};
+  args.pod = std::move(*pod);
+  auto meta = tree.find("NodeNameToMetaVictims");
+  auto full = tree.find("NodeNameToVictims");
+  const bool has_meta = meta != tree.end() && !meta->is_null();
+  const bool has_full = full != tree.end() && !full->is_null();
+  if (!has_meta && !has_full) {
+    return Error{"ExtenderPreemptionArgs carries neither NodeNameToMetaVictims nor NodeNameToVictims"};
+  }
+  args.meta = has_meta;
+  const Json& map = has_meta ? *meta : *full;
+  const char* member = has_meta ? "NodeNameToMetaVictims" : "NodeNameToVictims";
+  if (!map.is_object()) return Error{std::string(member) + " is not an object"};
+  for (const auto& [node, victims] : map.items()) {  // nlohmann keeps object keys sorted
+    const std::string where = std::string(member) + "[" + node + "]";
+    if (victims.is_null()) continue;  // a nil *Victims: nothing proposed there
+    if (!victims.is_object()) return Error{where + " is not an object"};
+    ProposedVictims proposed;
+    proposed.node = node;
+    if (auto n = victims.find("NumPDBViolations"); n != victims.end() && !n->is_null()) {
+      if (!n->is_number_integer()) return Error{where + ".NumPDBViolations is not an integer"};
+      proposed.pdb_violations = n->get<int64_t>();
+    }
+    if (auto pods = victims.find("Pods"); pods != victims.end() && !pods->is_null()) {
+      if (!pods->is_array()) return Error{where + ".Pods is not an array"};
+      for (const Json& p : *pods) {
+        if (!p.is_object()) return Error{where + ".Pods has a member that is not an object"};
+        std::string uid;
+        if (has_meta) {
+          auto u = p.find("UID");
+          if (u == p.end() || !u->is_string())
+            return Error{where + ".Pods has a MetaPod without a UID string"};
+          uid = *u;
+        } else {
+          auto m = p.find("metadata");
+          if (m != p.end() && m->is_object()) uid = m->value("uid", "");
+          proposed.pods.push_back(p);
+        }
+        proposed.uids.push_back(std::move(uid));
+      }
+    }
+    args.nodes.push_back(std::move(proposed));
+  }
+  return args;
+}
+
+std::string PreemptionResultText(std::span<const AgreedVictims> nodes) {
+  std::string out = R"({"NodeNameToMetaVictims":{)";
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    if (k) out.push_back(',');
+    AppendJsonString(out, nodes[k].node);
+    out += R"(:{"NumPDBViolations":)";
+    out += std::to_string(nodes[k].pdb_violations);
+    out += R"(,"Pods":[)";
+    for (size_t i = 0; i < nodes[k].uids.size(); ++i) {
+      if (i) out.push_back(',');
+      out += R"({"UID":)";
+      AppendJsonString(out, nodes[k].uids[i]);
+      out.push_back('}');
+    }
+    out += "]}";
+  }
+  out += "}}";
+  return out;
+}
+
 }  // namespace tessera::scheduler::wire

@@ -26,6 +26,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+
 namespace tessera::scheduler::wire {
 
 struct ScannedArgs {
@@ -54,5 +58,34 @@ std::string FilterResultText(std::span<const std::string_view> names, std::span<
 // (scores as long as positions).
 std::string HostPriorityListText(std::span<const std::string_view> names, std::span<const uint32_t> positions,
                                  std::span<const int> scores);
+
+// ExtenderPreemptionArgs {Pod, NodeNameToVictims, NodeNameToMetaVictims}
+// (k8s.io/kube-scheduler/extender/v1; no json tags, so the Go field names):
+// Victims {Pods []Pod, NumPDBViolations}, MetaVictims {Pods [{UID}],
+// NumPDBViolations}. kube-scheduler sets NodeNameToMetaVictims when the
+// extender is nodeCacheCapable, NodeNameToVictims otherwise; either is read.
+// Not the hot path: parsed with nlohmann::json.
+struct ProposedVictims {
+  std::string node;
+  std::vector<std::string> uids;     // every victim's UID, in the order given
+  std::vector<nlohmann::json> pods;  // the whole pods (NodeNameToVictims only)
+  int64_t pdb_violations = 0;        // NumPDBViolations
+};
+struct PreemptionArgs {
+  nlohmann::json pod;                  // the preemptor
+  bool meta = false;                   // the victims came as MetaVictims
+  std::vector<ProposedVictims> nodes;  // by node name, ascending
+};
+// Errors name the member that is wrong.
+Result<PreemptionArgs> ParsePreemptionArgs(std::string_view body);
+
+// ExtenderPreemptionResult {NodeNameToMetaVictims: {<node>: {Pods:
+// [{UID}...], NumPDBViolations}}}.
+struct AgreedVictims {
+  std::string node;
+  std::vector<std::string> uids;
+  int64_t pdb_violations = 0;
+};
+std::string PreemptionResultText(std::span<const AgreedVictims> nodes);
 
 }  // namespace tessera::scheduler::wire

@@ -57,13 +57,13 @@ void ProjectPod(Json& pod) {
   Json out = Json::object();
   if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
     static constexpr std::string_view kKeys[] = {
-        "name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp"};
+        "name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels"};
     Json m = Keep(*meta, kKeys);
     KeepAnnotations(m, *meta, {"tessera.io/", "nvidia.com/", "hami.io/"});
     out["metadata"] = std::move(m);
   }
   if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-    static constexpr std::string_view kKeys[] = {"nodeName", "schedulerName"};
+    static constexpr std::string_view kKeys[] = {"nodeName", "schedulerName", "priority"};
     Json s = Keep(*spec, kKeys);
     for (const char* list : {"containers", "initContainers"}) {
       if (auto it = spec->find(list); it != spec->end()) s[list] = Containers(*it);
@@ -73,6 +73,8 @@ void ProjectPod(Json& pod) {
   if (auto status = pod.find("status"); status != pod.end() && status->is_object()) {
     Json s = Json::object();
     if (auto phase = status->find("phase"); phase != status->end()) s["phase"] = std::move(*phase);
+    if (auto n = status->find("nominatedNodeName"); n != status->end())
+      s["nominatedNodeName"] = std::move(*n);
     if (auto conditions = status->find("conditions"); conditions != status->end() && conditions->is_array()) {
       for (Json& c : *conditions) {
         if (c.is_object() && c.value("type", "") == "PodScheduled" && c.value("status", "") == "False") {

@@ -5,11 +5,12 @@
 // images and conditions; a Pod ~2 KB, most of it env, volumes and status).
 //
 // Kept of a Pod: metadata name, namespace, uid, resourceVersion,
-// creationTimestamp, deletionTimestamp and the annotations under tessera.io/,
-// nvidia.com/ and hami.io/ (allocation, policies, GPU type/UUID filters,
-// vgpu-mode); spec nodeName, schedulerName, and each container's and init
-// container's name and resources; status phase and a PodScheduled=False
-// condition (the dashboard's "waiting" reason).
+// creationTimestamp, deletionTimestamp, labels (PodDisruptionBudgets select
+// by them at preemption) and the annotations under tessera.io/, nvidia.com/
+// and hami.io/ (allocation, policies, GPU type/UUID filters, vgpu-mode); spec
+// nodeName, schedulerName, priority, and each container's and init
+// container's name and resources; status phase, nominatedNodeName (preemption
+// holds) and a PodScheduled=False condition (the dashboard's "waiting" reason).
 // Kept of a Node: metadata name, uid, resourceVersion, labels and the
 // tessera.io/ annotations; spec taints and unschedulable; status addresses
 // (the dashboard scrapes the InternalIP).

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/prometheus_text.h"
 #include "kube/typed_api.h"
+#include "scheduler/preemption.h"
 #include "scheduler/projection.h"
 #include "scheduler/webhook.h"
 
@@ -61,11 +62,13 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   // workload learner lets go of its UID (its count stays in the mix).
   auto upsert_pod = [this](const Json& p) {
     state_.UpsertPod(p);
+    TrackNomination(state_, config_.resources, p, /*deleted=*/false);  // preemption holds
     if (kube::IsPodTerminal(p)) extender_->ForgetPod(p);
   };
   pods_->AddHandler({upsert_pod, [upsert_pod](const Json&, const Json& p) { upsert_pod(p); },
                      [this](const Json& p) {
                        state_.DeletePod(p);
+                       TrackNomination(state_, config_.resources, p, /*deleted=*/true);
                        extender_->ForgetPod(p);
                      }});
 
@@ -112,6 +115,13 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     options.usage.node_url_template = config_.dashboard.node_metrics_url;
     options.usage.prometheus_url = config_.dashboard.prometheus_url;
     options.usage.interval = config_.dashboard.usage_refresh;
+  deps.list_disruption_budgets = [this]() -> Result<std::vector<Json>> {
+    static const kube::ResourceType kBudgets{"/apis/policy/v1", "policy/v1", "PodDisruptionBudget",
+                                             "poddisruptionbudgets", true};
+    auto list = client_->List(kBudgets, "");
+    if (!list.ok()) return list.error().ToError();
+    return std::move(list->items);
+  };
     options.usage.concurrency = config_.dashboard.scrape_concurrency;
     options.usage.timeout = config_.dashboard.scrape_timeout;
     dashboard::DashboardDeps dash;
@@ -257,6 +267,10 @@ Status Scheduler::Start() {
       if (!ssl->is_valid()) {
         return Error{"server.tlsCertFile " + config_.tls_cert_file + " and server.tlsKeyFile " +
                      config_.tls_key_file +
+    s.Post("/preempt", [this](const httplib::Request& req, httplib::Response& res) {
+      auto [status, body] = extender_->PreemptBody(req.body);
+      ReplyText(res, status, std::move(body));
+    });
                      " are not a PEM certificate (chain) and its private key, or the key does not match"};
       }
       // A rotated certificate is served without a restart (docs/security.md).
