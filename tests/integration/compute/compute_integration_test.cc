@@ -35,6 +35,7 @@ using tessera::testing::Env;
 struct Result {
   int exit_code = -1;
   double share = -1;
+  std::vector<double> windows;  // MODE batch: the share of each second
   std::string out, err;
 };
 
@@ -77,6 +78,8 @@ class ComputeTest : public ::testing::Test {
     std::istringstream in(r.out);
     std::string word;
     if (in >> word && word == "share") in >> r.share;
+    if (in >> word && word == "windows")
+      for (double w; in >> w;) r.windows.push_back(w);
     return r;
   }
 
@@ -221,6 +224,42 @@ TEST_F(ComputeTest, TwoTenantsWithDifferentQuotas) {
   ASSERT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_NEAR(ra.share, 20.0, 10.0) << ra.out;
   EXPECT_NEAR(rb.share, 60.0, 10.0) << rb.out;
+}
+
+// Issue 19 item 4: two latency-bound tenants (four 1 ms kernels, then wait
+// for them) whose quotas fill the device. Shares are the simulator's device
+// time (event-timed kernel intervals on its timeline), per second after a
+// one-second warm-up. Before the fix the 30 % tenant got 26.7-28.7 % (its
+// kernels were charged as if they ran with the neighbour's queue ahead of
+// them) and the 70 % one was held back 9-11 % of the time while the device
+// idled.
+TEST_F(ComputeTest, LatencyBoundTenantsWithQuotasFillingTheDeviceGetThem) {
+  const std::vector<std::string> args = {"batch", "1000", "1", "3"};
+  pid_t small =
+      start("small", {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, args);
+  pid_t large =
+      start("large", {{"CUDA_DEVICE_SM_LIMIT", "70"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, args);
+  Result rs = finish(small), rl = finish(large);
+  ASSERT_EQ(rs.exit_code, 0) << rs.err;
+  ASSERT_EQ(rl.exit_code, 0) << rl.err;
+  ASSERT_EQ(rs.windows.size(), 3u) << rs.out;
+  // The 30 % tenant: the benchmark holds ±0.4 pp per second at load 11. Here
+  // ±1 pp on the mean and ±2 pp per second: a host that does not run the
+  // tenant for longer than burst / quota (30 ms) loses what accrues beyond
+  // the burst — 20 ms is 2 pp of its 300 ms — and this test may share two
+  // cores with a parallel build.
+  EXPECT_NEAR(rs.share, 30.0, 1.0) << rs.out;
+  for (double w : rs.windows) EXPECT_NEAR(w, 30.0, 2.0) << rs.out;
+  // The 70 % tenant is below its quota only by the device's idle time at its
+  // own synchronisations (the host wakes it late; the 30 % tenant's kernels
+  // cannot cover them all): the limiter must not hold it back as well. It may
+  // wait when the small tenant's host stalls and leaves it room beyond its
+  // quota, briefly: at most 5 % of the 4-s run (the old code: 9-11 %).
+  RegionSnapshot l = read_region("large");
+  ASSERT_TRUE(l.ok);
+  EXPECT_LT(l.throttled_ns, 200'000'000u) << rl.out;
+  EXPECT_GT(rl.share, 60.0) << rl.out;  // host-bound, loosely: 68.6-69.6 % at load 11
+  EXPECT_LT(rl.share, 72.0) << rl.out;  // and never above its quota
 }
 
 TEST_F(ComputeTest, HighPriorityGetsItsQuotaFirst) {

@@ -9,6 +9,15 @@
 // MEASURE_S of wall time and prints
 //   share <percent of the device> busy_ms <device ms> wall_ms <ms> rounds <n>
 // followed by "samples" lines: the share of every 500 ms window.
+//
+// MODE batch (latency-bound, issue 19): launches four kernels of KERNEL_US,
+// waits for the last (cuEventSynchronize), and again, for WARMUP_S +
+// MEASURE_S. Every kernel is followed by an event, whose time against an
+// origin event gives the kernel's device interval on the simulated GPU's
+// timeline (the simulator's busy-time accounting, not the host's clock). It
+// prints the share of the device its kernels held over the measured span,
+// from WARMUP_S on, and over each whole second of it:
+//   share <percent> windows <percent> <percent> ...
 #include <cuda.h>
 
 #include <chrono>
@@ -29,6 +38,53 @@ extern "C" CUresult cuLaunchKernel_ptsz(CUfunction, unsigned int, unsigned int, 
       return 1;                                                           \
     }                                                                     \
   } while (0)
+
+namespace {
+
+// MODE batch (see the top of the file).
+int RunBatches(CUfunction fn, CUstream stream, uint64_t ns, double warmup_s, double measure_s) {
+  constexpr int kBatch = 4;
+  void* params[] = {&ns};
+  CUevent origin;
+  CUevent done[kBatch];
+  CHECK(cuEventCreate(&origin, CU_EVENT_DEFAULT));
+  for (CUevent& e : done) CHECK(cuEventCreate(&e, CU_EVENT_DEFAULT));
+  const uint64_t from_ns = static_cast<uint64_t>(warmup_s * 1e9);
+  const uint64_t to_ns = from_ns + static_cast<uint64_t>(measure_s * 1e9);
+  const size_t seconds = static_cast<size_t>(measure_s);
+  std::vector<uint64_t> busy(seconds, 0);
+  uint64_t total = 0;
+  CHECK(cuEventRecord(origin, stream));
+  for (uint64_t device_end = 0; device_end < to_ns;) {
+    for (CUevent& e : done) {
+      CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, stream, params, nullptr));
+      CHECK(cuEventRecord(e, stream));
+    }
+    CHECK(cuEventSynchronize(done[kBatch - 1]));
+    for (CUevent& e : done) {
+      float ms = 0;
+      CHECK(cuEventElapsedTime(&ms, origin, e));
+      const uint64_t end = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+      const uint64_t begin = end > ns ? end - ns : 0;
+      device_end = end;
+      // The part of [begin, end) inside [from_ns, to_ns), split by second.
+      for (uint64_t t = begin > from_ns ? begin : from_ns; t < end && t < to_ns;) {
+        const size_t w = static_cast<size_t>((t - from_ns) / 1'000'000'000ull);
+        const uint64_t w_end = from_ns + (w + 1) * 1'000'000'000ull;
+        const uint64_t piece = (end < w_end ? end : w_end) - t;
+        if (w < seconds) busy[w] += piece;
+        total += piece;
+        t += piece;
+      }
+    }
+  }
+  std::printf("share %.2f windows", 100.0 * static_cast<double>(total) / (measure_s * 1e9));
+  for (uint64_t b : busy) std::printf(" %.2f", static_cast<double>(b) / 1e7);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 5) {
@@ -53,6 +109,8 @@ int main(int argc, char** argv) {
   CUstream stream;
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   void* params[] = {&ns};
+
+  if (std::strcmp(mode, "batch") == 0) return RunBatches(fn, stream, ns, warmup_s, measure_s);
 
   CUgraphExec exec = nullptr;
   if (std::strcmp(mode, "graph") == 0) {
