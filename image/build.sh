@@ -62,6 +62,7 @@ declare -A contents=(
   [bin/tessera]=/usr/bin/tessera
   [bin/tessera-scheduler]=/usr/bin/tessera-scheduler
   [bin/tessera-node]=/usr/bin/tessera-node
+  [bin/tessera-dra]=/usr/bin/tessera-dra
   [lib/libvgpu.so]=$libvgpu_path
 )
 inputs=()

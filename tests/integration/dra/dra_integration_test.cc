@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <httplib.h>
 #include "apiserver/fake_apiserver.h"
@@ -81,13 +82,24 @@ class DraIntegrationTest : public ::testing::Test {
     api_.Stop();
   }
 
+  // The DeviceClass of deploy/dra, as `kubectl apply -k deploy/dra` creates it.
   static Json GpuClass() {
-    return {{"metadata", {{"name", "gpu.tessera.io"}}},
-            {"spec",
-             {{"selectors", Json::array({{{"cel",
-                                           {{"expression",
-                                             "device.driver == 'gpu.tessera.io' && "
-                                             "device.attributes['gpu.tessera.io'].type == 'gpu'"}}}}})}}}};
+    const YAML::Node node =
+        YAML::LoadFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/dra/deviceclasses.yaml");
+    return ToJson(node);
+  }
+  static Json ToJson(const YAML::Node& node) {
+    if (node.IsMap()) {
+      Json out = Json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = ToJson(kv.second);
+      return out;
+    }
+    if (node.IsSequence()) {
+      Json out = Json::array();
+      for (const auto& item : node) out.push_back(ToJson(item));
+      return out;
+    }
+    return node.as<std::string>();  // a DeviceClass holds strings only
   }
 
   std::vector<std::string> DraArgs() const {
