@@ -379,6 +379,21 @@ class ClusterState {
   mutable std::mutex caches_mu_;      // taken after EvalCache::mu and mu_, never before
   mutable uint64_t cache_clock_ = 0;  // guarded by caches_mu_
   mutable std::unordered_map<std::string, std::shared_ptr<EvalCache>> caches_;  // guarded by caches_mu_
+};
+
+// "namespace/name" of a pod object.
+std::string PodKey(const Json& pod);
+
+// The extender's 0..10 for the nodes named `names` whose policy scores are
+// `scores` (nullopt = infeasible), into `out`:
+//  - 10 for exactly the node core::Placer::Choose picks among them when given
+//    them in name order: the highest score, equal scores to the name that
+//    sorts first (bytewise). kube-scheduler adds every node's extender score
+//    (times the extender weight) to its own plugins' scores, and with the
+//    profile of docs/scheduler.md ("Making tessera's choice win") the one
+//    node at 10 is the node it picks: the decision the trace benchmark
+//    measures, not a tie among many nodes at 10 broken by kube-scheduler;
+//  - the other feasible nodes linearly onto 0..9 between the lowest score
 
   // Preemption holds (SetHold), by pod key.
   struct Hold {
@@ -398,21 +413,6 @@ class ClusterState {
   bool HoldsApplyLocked(const std::string& node, const std::string& pod_key, int32_t priority) const;
   std::unordered_map<std::string, Hold> holds_;  // guarded by mu_
   std::set<std::string> terminating_;            // guarded by mu_; keys of pods with a deletionTimestamp
-};
-
-// "namespace/name" of a pod object.
-std::string PodKey(const Json& pod);
-
-// The extender's 0..10 for the nodes named `names` whose policy scores are
-// `scores` (nullopt = infeasible), into `out`:
-//  - 10 for exactly the node core::Placer::Choose picks among them when given
-//    them in name order: the highest score, equal scores to the name that
-//    sorts first (bytewise). kube-scheduler adds every node's extender score
-//    (times the extender weight) to its own plugins' scores, and with the
-//    profile of docs/scheduler.md ("Making tessera's choice win") the one
-//    node at 10 is the node it picks: the decision the trace benchmark
-//    measures, not a tie among many nodes at 10 broken by kube-scheduler;
-//  - the other feasible nodes linearly onto 0..9 between the lowest score
 //    and the chosen one's (a score equal to the chosen one's, i.e. a lost
 //    tie-break, gets 9), so that they keep their order should the chosen node
 //    drop out;
