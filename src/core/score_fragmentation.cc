@@ -1,8 +1,10 @@
 #include "core/score_fragmentation.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cmath>
+#include <mutex>
 
 namespace tessera::core {
 namespace {
@@ -68,89 +70,284 @@ WorkloadMix MixCounter::Typical(double coverage) const {
   return mix;
 }
 
-FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
-                                       bool demand_weighted)
-    : node_(node), mix_(mix), use_memory_(use_memory) {
-  const auto& gpus = node.gpus();
-  const size_t g_count = gpus.size();
-  free_.resize(g_count);
-  for (size_t g = 0; g < g_count; ++g) {
-    free_[g] = gpus[g].free_milli();
-    total_free_ += free_[g];
+struct PreparedMix::Kind {
+  bool usable = false;
+  int64_t memory_mib = 0;
+  int cores = 0;
+  std::string model;
+  std::vector<int> need;  // per shape
+  const Kind* next = nullptr;
+};
+
+struct PreparedMix::Table {
+  std::mutex mu;  // serialises additions; readers follow `head` without it
+  std::atomic<const Kind*> head{nullptr};
+  std::vector<std::unique_ptr<Kind>> owned;  // guarded by mu
+};
+
+PreparedMix::PreparedMix(WorkloadMix mix) : mix_(std::move(mix)), table_(std::make_unique<Table>()) {
+  weight_.reserve(mix_.size());
+  for (const MixEntry& e : mix_) {
+    weight_.push_back(e.weight);
+    gpus_.push_back(e.shape.gpus);
+    cpu_.push_back(e.shape.cpu_milli);
+    memory_.push_back(e.shape.memory_mib);
   }
-  need_.assign(mix.size() * g_count, INT_MAX);
-  per_.resize(mix.size());
-  weight_.resize(mix.size());
-  for (size_t m = 0; m < mix.size(); ++m) {
-    const TaskShape& shape = mix[m].shape;
-    PerShape& p = per_[m];
-    weight_[m] = mix[m].weight;
-    int64_t demand = -1;
-    for (size_t g = 0; g < g_count; ++g) {
-      int need = INT_MAX;
-      if (g > 0 && gpus[g].gpu.usable() == gpus[g - 1].gpu.usable() &&
-          gpus[g].gpu.memory_mib == gpus[g - 1].gpu.memory_mib &&
-          gpus[g].gpu.model == gpus[g - 1].gpu.model) {
-        need = need_[m * g_count + g - 1];  // same kind of GPU as the previous one
-      } else if (shape.gpus > 0 && gpus[g].gpu.usable() && ShapeAllowsModel(shape, gpus[g].gpu.model)) {
-        need = MilliNeeded(shape, gpus[g].gpu);
-        if (demand < 0) demand = int64_t{shape.gpus} * need;
-      }
-      need_[m * g_count + g] = need;
-      p.Count(free_[g], need, +1);
-    }
-    if (demand_weighted) {
-      // A shape no GPU here can serve weighs as its GPU count (its fragment is
-      // all free GPU whatever is placed; only the total matters).
-      weight_[m] *= static_cast<double>(demand < 0 ? int64_t{shape.gpus} * 1000 : demand) / 1000.0;
-    }
-  }
-  current_ =
-      Sum([&](size_t m) { return per_[m]; }, total_free_, node.free_cpu_milli(), node.free_host_memory_mib());
 }
 
-template <typename PerOf>
-double FragmentationMeter::Sum(PerOf per_of, int64_t total_free, int64_t cpu_free, int64_t mem_free) const {
+PreparedMix::~PreparedMix() = default;
+
+const int* PreparedMix::NeedsOn(const Gpu& gpu) const {
+  const bool usable = gpu.usable();
+  auto same = [&](const Kind& k) {
+    return k.usable == usable && k.memory_mib == gpu.memory_mib && k.cores == gpu.cores &&
+           k.model == gpu.model;
+  };
+  for (const Kind* k = table_->head.load(std::memory_order_acquire); k != nullptr; k = k->next) {
+    if (same(*k)) return k->need.data();
+  }
+  std::lock_guard lock(table_->mu);
+  for (const Kind* k = table_->head.load(std::memory_order_acquire); k != nullptr; k = k->next) {
+    if (same(*k)) return k->need.data();  // added meanwhile by another thread
+  }
+  auto kind = std::make_unique<Kind>();
+  kind->usable = usable;
+  kind->memory_mib = gpu.memory_mib;
+  kind->cores = gpu.cores;
+  kind->model = gpu.model;
+  const size_t n = mix_.size();
+  kind->need.reserve(2 * n);
+  for (const MixEntry& e : mix_) {
+    const TaskShape& shape = e.shape;
+    kind->need.push_back(
+        shape.gpus > 0 && usable && ShapeAllowsModel(shape, gpu.model) ? MilliNeeded(shape, gpu) : INT_MAX);
+  }
+  // Then the shapes in increasing need (the meter's counting merges them
+  // with the node's sorted free shares).
+  for (size_t m = 0; m < n; ++m) kind->need.push_back(static_cast<int>(m));
+  std::stable_sort(kind->need.begin() + static_cast<std::ptrdiff_t>(n), kind->need.end(),
+                   [&](int a, int b) { return kind->need[a] < kind->need[b]; });
+  kind->next = table_->head.load(std::memory_order_relaxed);
+  const Kind* added = kind.get();
+  table_->owned.push_back(std::move(kind));
+  table_->head.store(added, std::memory_order_release);
+  return added->need.data();
+}
+
+FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
+                                       bool demand_weighted)
+    : node_(node), owned_(std::make_unique<PreparedMix>(mix)), mix_(*owned_), use_memory_(use_memory) {
+  Init(demand_weighted);
+}
+
+FragmentationMeter::FragmentationMeter(const NodeState& node, const PreparedMix& mix, bool use_memory,
+                                       bool demand_weighted)
+    : node_(node), mix_(mix), use_memory_(use_memory) {
+  Init(demand_weighted);
+}
+
+void FragmentationMeter::Init(bool demand_weighted) {
+  const auto& gpus = node_.gpus();
+  const size_t g_count = gpus.size();
+  int* free = free_.Reset(g_count);
+  const int** need = need_.Reset(g_count);
+  for (size_t g = 0; g < g_count; ++g) {
+    free[g] = gpus[g].free_milli();
+    total_free_ += free[g];
+    const Gpu& gpu = gpus[g].gpu;
+    if (g > 0 && gpu.usable() == gpus[g - 1].gpu.usable() && gpu.memory_mib == gpus[g - 1].gpu.memory_mib &&
+        gpu.model == gpus[g - 1].gpu.model) {
+      need[g] = need[g - 1];  // same kind of GPU as the previous one
+    } else {
+      need[g] = mix_.NeedsOn(gpu);
+    }
+  }
+  shapes_ = mix_.size();
+  int* fit = fit_.Reset(shapes_);
+  int64_t* small = small_.Reset(shapes_);
+  std::fill(fit, fit + shapes_, 0);
+  std::fill(small, small + shapes_, int64_t{0});
+  // Per shape: the GPUs with at least its need free fit it, the others'
+  // free share is small for it. GPUs of one kind (one needs table) are
+  // counted together: their free shares sorted, merged with the shapes in
+  // increasing need.
+  ScratchArray<int, 16> sorted_buffer;
+  ScratchArray<bool, 16> done_buffer;
+  int* sorted = sorted_buffer.Reset(g_count);
+  bool* done = done_buffer.Reset(g_count);
+  std::fill(done, done + g_count, false);
+  for (size_t g = 0; g < g_count; ++g) {
+    if (done[g]) continue;
+    const int* col = need[g];
+    size_t count = 0;
+    for (size_t h = g; h < g_count; ++h) {
+      if (need[h] != col) continue;
+      done[h] = true;
+      // Insertion into the sorted prefix (a node has a handful of GPUs).
+      size_t i = count++;
+      while (i > 0 && sorted[i - 1] > free[h]) {
+        sorted[i] = sorted[i - 1];
+        --i;
+      }
+      sorted[i] = free[h];
+    }
+    const int* order = col + shapes_;
+    size_t below = 0;  // sorted[0, below) are under the current need
+    int64_t below_free = 0;
+    for (size_t j = 0; j < shapes_; ++j) {
+      const int m = order[j];
+      while (below < count && sorted[below] < col[m]) below_free += sorted[below++];
+      fit[m] += static_cast<int>(count - below);
+      small[m] += below_free;
+    }
+  }
+  weight_ = mix_.weights();
+  if (demand_weighted) {
+    // A shape no GPU here can serve weighs as its GPU count (its fragment is
+    // all free GPU whatever is placed; only the total matters).
+    double* dw = dw_.Reset(shapes_);
+    for (size_t m = 0; m < shapes_; ++m) {
+      int64_t demand = -1;
+      for (size_t g = 0; g < g_count && demand < 0; ++g) {
+        if (need[g][m] != INT_MAX) demand = int64_t{mix_.gpus()[m]} * need[g][m];
+      }
+      dw[m] =
+          weight_[m] * (static_cast<double>(demand < 0 ? int64_t{mix_.gpus()[m]} * 1000 : demand) / 1000.0);
+    }
+    weight_ = dw;
+  }
+  current_ =
+      Sum([](size_t, int&, int64_t&) {}, total_free_, node_.free_cpu_milli(), node_.free_host_memory_mib());
+}
+
+template <typename Adjust>
+double FragmentationMeter::Sum(Adjust adjust, int64_t total_free, int64_t cpu_free, int64_t mem_free) const {
   const bool cpu = node_.tracks_cpu();
   const bool mem = use_memory_ && node_.tracks_memory();
+  const int* gpus = mix_.gpus();
+  const int64_t* cpu_need = mix_.cpu_milli();
+  const int64_t* mem_need = mix_.memory_mib();
   double f = 0;
-  for (size_t m = 0; m < mix_.size(); ++m) {
-    const TaskShape& s = mix_[m].shape;
-    PerShape p = per_of(m);
-    bool fits = s.gpus > 0 && p.fit_gpus >= s.gpus && !(cpu && cpu_free < s.cpu_milli) &&
-                !(mem && s.memory_mib > 0 && mem_free < s.memory_mib);
-    f += weight_[m] * static_cast<double>(fits ? p.small_free : total_free);
+  for (size_t m = 0; m < shapes_; ++m) {
+    int fit = fit_[m];
+    int64_t small = small_[m];
+    adjust(m, fit, small);
+    bool fits = gpus[m] > 0 && fit >= gpus[m] && !(cpu && cpu_free < cpu_need[m]) &&
+                !(mem && mem_need[m] > 0 && mem_free < mem_need[m]);
+    f += weight_[m] * static_cast<double>(fits ? small : total_free);
   }
   return f;
 }
 
+namespace {
+
+// A GPU's free milli went from `before` to `after`: moves it between the
+// shape's fitting GPUs and its small ones.
+inline void MoveGpu(int need, int before, int after, int& fit, int64_t& small) {
+  if (before >= need) {
+    --fit;
+  } else {
+    small -= before;
+  }
+  if (after >= need) {
+    ++fit;
+  } else {
+    small += after;
+  }
+}
+
+}  // namespace
+
 double FragmentationMeter::AfterOne(int gpu, int milli, int64_t cpu_milli, int64_t memory_mib) const {
-  const size_t g_count = free_.size();
-  const int before = gpu >= 0 ? free_[gpu] : 0;
+  const int64_t cpu_free = node_.free_cpu_milli() - cpu_milli;
+  const int64_t mem_free = node_.free_host_memory_mib() - memory_mib;
+  if (gpu < 0) return Sum([](size_t, int&, int64_t&) {}, total_free_, cpu_free, mem_free);
+  const int before = free_[gpu];
   const int after = before - milli;
-  auto per_of = [&](size_t m) {
-    PerShape p = per_[m];
-    if (gpu >= 0) p.Move(need_[m * g_count + gpu], before, after);
-    return p;
-  };
-  return Sum(per_of, total_free_ - (gpu >= 0 ? milli : 0), node_.free_cpu_milli() - cpu_milli,
-             node_.free_host_memory_mib() - memory_mib);
+  const int* col = need_[gpu];
+  return Sum([&](size_t m, int& fit, int64_t& small) { MoveGpu(col[m], before, after, fit, small); },
+             total_free_ - milli, cpu_free, mem_free);
+}
+
+void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
+                                   int64_t memory_mib, std::span<double> out) const {
+  // Shape by shape, every candidate's running sum takes the same operations
+  // in the same order as AfterOne's single sum, so the results are identical;
+  // the candidates' sums are independent, which the CPU overlaps.
+  const size_t n = gpus.size();
+  ScratchArray<int, 16> before_buffer;
+  ScratchArray<int, 16> after_buffer;
+  ScratchArray<int64_t, 16> total_buffer;
+  ScratchArray<const int*, 16> col_buffer;
+  int* before = before_buffer.Reset(n);
+  int* after = after_buffer.Reset(n);
+  int64_t* total = total_buffer.Reset(n);
+  const int** col = col_buffer.Reset(n);
+  for (size_t k = 0; k < n; ++k) {
+    before[k] = free_[gpus[k]];
+    after[k] = before[k] - milli[k];
+    total[k] = total_free_ - milli[k];
+    col[k] = need_[gpus[k]];
+    out[k] = 0;
+  }
+  const bool cpu = node_.tracks_cpu();
+  const bool mem = use_memory_ && node_.tracks_memory();
+  const int64_t cpu_free = node_.free_cpu_milli() - cpu_milli;
+  const int64_t mem_free = node_.free_host_memory_mib() - memory_mib;
+  const int* shape_gpus = mix_.gpus();
+  const int64_t* cpu_need = mix_.cpu_milli();
+  const int64_t* mem_need = mix_.memory_mib();
+  bool one_kind = total_free_ < INT_MAX / 2;
+  for (size_t k = 1; k < n && one_kind; ++k) one_kind = col[k] == col[0];
+  if (one_kind && n > 0) {
+    // Usual case, GPUs of one kind: branch-free 32-bit counts (the sums are
+    // at most the node's free milli), the same products and sums.
+    const int* need = col[0];
+    for (size_t m = 0; m < shapes_; ++m) {
+      const int wanted = shape_gpus[m];
+      const bool host_ok = wanted > 0 && !(cpu && cpu_free < cpu_need[m]) &&
+                           !(mem && mem_need[m] > 0 && mem_free < mem_need[m]);
+      const double w = weight_[m];
+      const int nd = need[m];
+      const int fit0 = fit_[m];
+      const int small0 = static_cast<int>(small_[m]);
+      for (size_t k = 0; k < n; ++k) {
+        const int b = before[k];
+        const int a = after[k];
+        const int fit = fit0 - (b >= nd) + (a >= nd);
+        const int small = small0 - (b < nd ? b : 0) + (a < nd ? a : 0);
+        const int v = host_ok && fit >= wanted ? small : static_cast<int>(total[k]);
+        out[k] += w * static_cast<double>(v);
+      }
+    }
+    return;
+  }
+  for (size_t m = 0; m < shapes_; ++m) {
+    const int wanted = shape_gpus[m];
+    const bool host_ok =
+        wanted > 0 && !(cpu && cpu_free < cpu_need[m]) && !(mem && mem_need[m] > 0 && mem_free < mem_need[m]);
+    const double w = weight_[m];
+    for (size_t k = 0; k < n; ++k) {
+      int fit = fit_[m];
+      int64_t small = small_[m];
+      MoveGpu(col[k][m], before[k], after[k], fit, small);
+      const bool fits = host_ok && fit >= wanted;
+      out[k] += w * static_cast<double>(fits ? small : total[k]);
+    }
+  }
 }
 
 double FragmentationMeter::AfterMany(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
                                      int64_t memory_mib) const {
-  const size_t g_count = free_.size();
   int64_t taken = 0;
   for (int m : milli) taken += m;
-  auto per_of = [&](size_t m) {
-    PerShape p = per_[m];
+  auto adjust = [&](size_t m, int& fit, int64_t& small) {
     for (size_t i = 0; i < gpus.size(); ++i) {
       const int before = free_[gpus[i]];
-      p.Move(need_[m * g_count + gpus[i]], before, before - milli[i]);
+      MoveGpu(need_[gpus[i]][m], before, before - milli[i], fit, small);
     }
-    return p;
   };
-  return Sum(per_of, total_free_ - taken, node_.free_cpu_milli() - cpu_milli,
+  return Sum(adjust, total_free_ - taken, node_.free_cpu_milli() - cpu_milli,
              node_.free_host_memory_mib() - memory_mib);
 }
 
@@ -159,23 +356,30 @@ FragmentationPolicy::FragmentationPolicy() : FragmentationPolicy(Options{}) {}
 FragmentationPolicy::FragmentationPolicy(Options options) : options_(options) {}
 
 FragmentationPolicy::FragmentationPolicy(Options options, WorkloadMix fixed_mix)
-    : options_(options), learn_(false), mix_(std::move(fixed_mix)) {}
+    : options_(options), learn_(false) {
+  SetMix(std::move(fixed_mix));
+}
 
 FragmentationPolicy::FragmentationPolicy(Options options, MixCounter prior)
     : options_(options), counter_(std::move(prior)) {
   if (counter_.total() > 0) {
-    mix_ = counter_.Typical(options_.coverage);
+    SetMix(counter_.Typical(options_.coverage));
     ++epoch_;
     next_relearn_ =
         counter_.total() + std::max<int64_t>(1, options_.relearn_every > 0 ? options_.relearn_every : 512);
   }
 }
 
+void FragmentationPolicy::SetMix(WorkloadMix mix) {
+  mix_ = std::move(mix);
+  prepared_ = std::make_shared<const PreparedMix>(mix_);
+}
+
 void FragmentationPolicy::Observe(const PodRequest& pod) {
   if (!learn_) return;
   counter_.Add(ShapeOf(pod));
   if (counter_.total() >= next_relearn_) {
-    mix_ = counter_.Typical(options_.coverage);
+    SetMix(counter_.Typical(options_.coverage));
     ++epoch_;
     int64_t step = options_.relearn_every > 0 ? options_.relearn_every
                    : counter_.total() < 512   ? counter_.total()
@@ -261,7 +465,7 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     // No GPU asked: only the host resources change; no placement to choose.
     if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
     if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
-    FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
+    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
     double growth = meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
     double util = static_cast<double>(capacity - node.free_milli_total()) / static_cast<double>(capacity);
     double bias = NodeBias(node);
@@ -280,7 +484,7 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     for (int m : milli) taken += m;
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
     if (mix_.empty()) return Candidate{util_after, std::move(fit.placement)};
-    FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
+    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
     double growth = meter.AfterMany(gpus, milli, host.cpu_milli, host.memory_mib) - meter.current();
     double bias = NodeBias(node);
     if (gpu_containers == 0 && options_.cpu_only_away > 0) {
@@ -294,25 +498,63 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
   if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
   const auto& gpus = node.gpus();
-  // Most nodes of a busy cluster have no room: find out before building the meter.
+  const size_t g_count = gpus.size();
+  // Each GPU checked once: the resolved memory of those that fit, -1 for the
+  // others. Most nodes of a busy cluster have no room: find out before
+  // building the meter.
+  ScratchArray<int64_t, 16> fit_memory;
+  int64_t* fits = fit_memory.Reset(g_count);
   bool any = false;
-  for (size_t g = 0; g < gpus.size() && !any; ++g) any = CheckGpu(gpus[g], *single, pod.filter).fits();
+  for (size_t g = 0; g < g_count; ++g) {
+    GpuCheck check = CheckGpu(gpus[g], *single, pod.filter);
+    fits[g] = check.fits() ? check.memory_mib : -1;
+    any = any || check.fits();
+  }
   if (!any) return std::nullopt;
-  FragmentationMeter meter(node, mix_, options_.use_memory, options_.demand_weighted);
+  FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
+  // The candidates: each fitting GPU, what it would have left, and what it
+  // would lose. GPUs of one kind with the same free share losing the same
+  // milli change the fragmentation alike (idle GPUs, mostly): computed once.
+  ScratchArray<int, 16> free_after_buffer;
+  ScratchArray<int, 16> taken_buffer;
+  ScratchArray<int, 16> distinct_buffer;  // per GPU: index into the distinct candidates
+  ScratchArray<int, 16> gpu_buffer;       // distinct candidates: a GPU
+  ScratchArray<int, 16> milli_buffer;     // distinct candidates: what it loses
+  ScratchArray<double, 16> after_buffer;  // distinct candidates: fragmentation after
+  int* free_after = free_after_buffer.Reset(g_count);
+  int* taken = taken_buffer.Reset(g_count);
+  int* distinct = distinct_buffer.Reset(g_count);
+  int* cand_gpu = gpu_buffer.Reset(g_count);
+  int* cand_milli = milli_buffer.Reset(g_count);
+  double* cand_after = after_buffer.Reset(g_count);
+  size_t cands = 0;
+  for (size_t g = 0; g < g_count; ++g) {
+    if (fits[g] < 0) continue;
+    const int gi = static_cast<int>(g);
+    free_after[g] = gpus[g].free_milli_with(GpuUsage{fits[g], single->cores, 1, single->cores >= 100});
+    taken[g] = meter.free_of(gi) - free_after[g];
+    size_t k = 0;
+    while (k < cands && !(meter.needs_of(cand_gpu[k]) == meter.needs_of(gi) &&
+                          meter.free_of(cand_gpu[k]) == meter.free_of(gi) && cand_milli[k] == taken[g]))
+      ++k;
+    if (k == cands) {
+      cand_gpu[cands] = gi;
+      cand_milli[cands] = taken[g];
+      ++cands;
+    }
+    distinct[g] = static_cast<int>(k);
+  }
+  meter.AfterEach({cand_gpu, cands}, {cand_milli, cands}, host.cpu_milli, host.memory_mib,
+                  {cand_after, cands});
   int best = -1;
   double best_score = 0;
   int best_free_after = 0;
   int64_t best_memory = 0;
   double best_growth = 0;
-  for (size_t g = 0; g < gpus.size(); ++g) {
-    GpuCheck check = CheckGpu(gpus[g], *single, pod.filter);
-    if (!check.fits()) continue;
-    int free_after =
-        gpus[g].free_milli_with(GpuUsage{check.memory_mib, single->cores, 1, single->cores >= 100});
-    int taken = gpus[g].free_milli() - free_after;
-    double growth =
-        meter.AfterOne(static_cast<int>(g), taken, host.cpu_milli, host.memory_mib) - meter.current();
-    double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
+  for (size_t g = 0; g < g_count; ++g) {
+    if (fits[g] < 0) continue;
+    double growth = cand_after[distinct[g]] - meter.current();
+    double util_after = static_cast<double>(capacity - node.free_milli_total() + taken[g]) / capacity;
     double score = Score(growth, util_after);
     // Inside the node: the highest score wins; equal scores go to the smaller
     // exact growth (when inner_exact), then the fuller GPU, then the lower index.
@@ -321,15 +563,15 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
       if (options_.inner_exact && growth != best_growth) {
         better = growth < best_growth;
       } else {
-        better = free_after < best_free_after;
+        better = free_after[g] < best_free_after;
       }
     }
     if (better) {
       best = static_cast<int>(g);
       best_growth = growth;
       best_score = score;
-      best_free_after = free_after;
-      best_memory = check.memory_mib;
+      best_free_after = free_after[g];
+      best_memory = fits[g];
     }
   }
   if (best < 0) return std::nullopt;

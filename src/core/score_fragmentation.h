@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <tuple>
 #include <vector>
@@ -66,6 +67,69 @@ class MixCounter {
   int64_t total_ = 0;
 };
 
+// A workload mix prepared for evaluating many nodes: the per-shape constants
+// side by side, and for each kind of GPU met (model, memory, compute,
+// usability) the milli-GPU each shape needs on it, computed the first time the
+// kind is met. Apart from that per-kind table it is immutable; the table is
+// filled under a lock and read without one, so one PreparedMix may serve
+// several threads at once (the extender's helper thread does).
+class PreparedMix {
+ public:
+  explicit PreparedMix(WorkloadMix mix);
+  ~PreparedMix();
+  PreparedMix(const PreparedMix&) = delete;
+  PreparedMix& operator=(const PreparedMix&) = delete;
+
+  const WorkloadMix& mix() const { return mix_; }
+  size_t size() const { return mix_.size(); }
+  const double* weights() const { return weight_.data(); }
+  const int* gpus() const { return gpus_.data(); }
+  const int64_t* cpu_milli() const { return cpu_.data(); }
+  const int64_t* memory_mib() const { return memory_.data(); }
+
+  // Per shape (mix order): the milli-GPU one vGPU of it needs on `gpu`
+  // (MilliNeeded), INT_MAX when it cannot use the GPU (no GPU asked, GPU not
+  // usable, model filtered out); followed by the shape indices in increasing
+  // need (stable), so 2 × size() ints. Valid as long as this object.
+  const int* NeedsOn(const Gpu& gpu) const;
+
+ private:
+  struct Kind;
+  WorkloadMix mix_;
+  std::vector<double> weight_;
+  std::vector<int> gpus_;
+  std::vector<int64_t> cpu_;
+  std::vector<int64_t> memory_;
+  struct Table;
+  std::unique_ptr<Table> table_;
+};
+
+// Fixed room for `N` elements, more on the heap: the meter's per-node arrays
+// without an allocation for the usual sizes.
+template <typename T, size_t N>
+class ScratchArray {
+ public:
+  ScratchArray() = default;
+  ScratchArray(const ScratchArray&) = delete;
+  ScratchArray& operator=(const ScratchArray&) = delete;
+  T* Reset(size_t n) {
+    if (n > N) {
+      heap_ = std::make_unique<T[]>(n);
+      data_ = heap_.get();
+    }
+    return data_;
+  }
+  T* data() { return data_; }
+  const T* data() const { return data_; }
+  T& operator[](size_t i) { return data_[i]; }
+  const T& operator[](size_t i) const { return data_[i]; }
+
+ private:
+  T local_[N];
+  std::unique_ptr<T[]> heap_;
+  T* data_ = local_;
+};
+
 class FragmentationMeter {
  public:
   // `use_memory`: whether host memory counts when deciding if a shape fits.
@@ -75,6 +139,12 @@ class FragmentationMeter {
   // Holds references to `node` and `mix`: they must outlive the meter.
   FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
                      bool demand_weighted = false);
+  // The same with a prepared mix (what a policy evaluating many nodes uses):
+  // identical results, without recomputing each shape's need per node.
+  FragmentationMeter(const NodeState& node, const PreparedMix& mix, bool use_memory,
+                     bool demand_weighted = false);
+  FragmentationMeter(const FragmentationMeter&) = delete;
+  FragmentationMeter& operator=(const FragmentationMeter&) = delete;
 
   // Fragmentation of the node as it is.
   double current() const { return current_; }
@@ -83,40 +153,39 @@ class FragmentationMeter {
   // and cpu/memory from the host.
   double AfterOne(int gpu, int milli, int64_t cpu_milli, int64_t memory_mib) const;
 
+  // For each k on its own: the fragmentation after taking milli[k] from GPU
+  // gpus[k] (and cpu/memory from the host) into out[k] — AfterOne(gpus[k],
+  // milli[k], ...) bit for bit, the candidates computed side by side.
+  void AfterEach(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli, int64_t memory_mib,
+                 std::span<double> out) const;
+
   // Fragmentation after taking milli[k] from each GPU listed.
   double AfterMany(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
                    int64_t memory_mib) const;
 
- private:
-  struct PerShape {
-    int fit_gpus = 0;        // GPUs that can host one vGPU of the shape
-    int64_t small_free = 0;  // free milli of the other GPUs
+  // Per-shape needs of GPU `gpu` (the same pointer for GPUs of one kind), and
+  // its free milli as the meter counts it (GpuState::free_milli).
+  const int* needs_of(int gpu) const { return need_[gpu]; }
+  int free_of(int gpu) const { return free_[gpu]; }
 
-    // Counts (sign +1) or uncounts (-1) a GPU with `free` milli for a shape
-    // that needs `need` milli of it.
-    void Count(int free, int need, int sign) {
-      if (free >= need) {
-        fit_gpus += sign;
-      } else {
-        small_free += sign * int64_t{free};
-      }
-    }
-    // A GPU's free milli went from `before` to `after`.
-    void Move(int need, int before, int after) {
-      Count(before, need, -1);
-      Count(after, need, +1);
-    }
-  };
-  template <typename PerOf>
-  double Sum(PerOf per_of, int64_t total_free, int64_t cpu_free, int64_t mem_free) const;
+ private:
+  void Init(bool demand_weighted);
+  // Sum over shapes of weight × fragment, given each shape's fit count and
+  // small-GPU free share (`fit`, `small`, adjusted per shape by `adjust`).
+  template <typename Adjust>
+  double Sum(Adjust adjust, int64_t total_free, int64_t cpu_free, int64_t mem_free) const;
 
   const NodeState& node_;
-  const WorkloadMix& mix_;
+  std::unique_ptr<PreparedMix> owned_;  // the generic constructor's
+  const PreparedMix& mix_;
   bool use_memory_;
-  std::vector<int> free_;  // per GPU free milli
-  std::vector<int> need_;  // [shape * gpus + gpu]: milli needed, INT_MAX = cannot use
-  std::vector<PerShape> per_;
-  std::vector<double> weight_;  // per shape
+  size_t shapes_ = 0;
+  ScratchArray<int, 16> free_;         // per GPU free milli
+  ScratchArray<const int*, 16> need_;  // per GPU: per-shape needs (PreparedMix::NeedsOn)
+  ScratchArray<int, 64> fit_;          // per shape: GPUs that can host one vGPU of it
+  ScratchArray<int64_t, 64> small_;    // per shape: free milli of the other GPUs
+  ScratchArray<double, 64> dw_;        // demand-weighted weights (demand_weighted only)
+  const double* weight_ = nullptr;     // per shape
   int64_t total_free_ = 0;
   double current_ = 0;
 };
@@ -160,6 +229,7 @@ class FragmentationPolicy : public Policy {
 
  private:
   double Score(double growth, double util_after) const;
+  void SetMix(WorkloadMix mix);
   double NodeBias(const NodeState& node) const;
 
   Options options_;
@@ -167,6 +237,9 @@ class FragmentationPolicy : public Policy {
   MixCounter counter_;
   int64_t next_relearn_ = 1;
   WorkloadMix mix_;
+  // mix_ prepared for the meter; replaced (never changed) when mix_ changes,
+  // so copies of the policy share it.
+  std::shared_ptr<const PreparedMix> prepared_;
   uint64_t epoch_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -173,7 +174,7 @@ double Sigmoid(double x) {
 
 class Fgd : public core::Policy {
  public:
-  explicit Fgd(core::WorkloadMix mix) : mix_(std::move(mix)) {}
+  explicit Fgd(core::WorkloadMix mix) : mix_(std::make_shared<const core::PreparedMix>(std::move(mix))) {}
   std::string_view name() const override { return "fgd"; }
   std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
     Task t = TaskOf(node, pod);
@@ -186,7 +187,7 @@ class Fgd : public core::Policy {
         any = core::CheckGpu(node.gpus()[g], *t.container, pod.filter).fits();
       }
       if (!any) return std::nullopt;
-      core::FragmentationMeter meter(node, mix_, /*use_memory=*/false);
+      core::FragmentationMeter meter(node, *mix_, /*use_memory=*/false);
       int best = -1;
       int best_score = -1;
       int64_t best_memory = 0;
@@ -210,7 +211,7 @@ class Fgd : public core::Policy {
     }
     auto fit = BestFitPlacement(node, pod);
     if (!fit) return std::nullopt;
-    core::FragmentationMeter meter(node, mix_, /*use_memory=*/false);
+    core::FragmentationMeter meter(node, *mix_, /*use_memory=*/false);
     double after = 0;
     if (t.d == 0) {
       after = meter.AfterOne(-1, 0, t.c, 0);
@@ -228,7 +229,7 @@ class Fgd : public core::Policy {
   }
 
  private:
-  core::WorkloadMix mix_;
+  std::shared_ptr<const core::PreparedMix> mix_;  // shared by copies; thread-safe
 };
 
 // One option of the experiment variants: its key, what it means, and the
