@@ -189,9 +189,13 @@ if want shares; then
   # kernels, wait for all of them (cuEventSynchronize), again — the device
   # idles at each synchronisation unless a neighbour has work queued.
   # "throttled" is the time the limiter made the tenant wait; "device" the
-  # lowest per-window sum of the group's shares (100 = never idle).
+  # group's summed share per window (100 = never idle). A latency-bound group
+  # runs beside its twin on GPU 1 in the same seconds: the same tenants, the
+  # largest without a quota, which measures what the host (and the others'
+  # quotas) let the largest have; "vs host" is its worst window's share -
+  # min(quota, twin's share), as in the latency section.
   echo "== shares: tenants with quotas adding up to 100 %, force, 1 ms kernels, 1-s windows after the first second"
-  echo "workload  tenant quota   mean    min    max  worst|dev| windows throttled_ms"
+  echo "workload  tenant quota   mean    min    max  worst|dev| windows throttled_ms [| twin mean, min; vs host]"
   shares_group() {
     local kind=$1 name=$2
     shift 2
@@ -209,14 +213,24 @@ if want shares; then
       fi
       pids+=($!)
       files+=("$OUT/$label.txt")
+      if [[ $kind == latency && $q != 0 ]]; then
+        local twin_env=(CUDA_DEVICE_SM_LIMIT="$q" GPU_CORE_UTILIZATION_POLICY=force)
+        ((i == $#)) && twin_env=()  # the largest (given last) runs without a quota
+        env TESSERA_REGION="$WORK/region-twin-$label/vgpu.region" LD_PRELOAD="$PRELOAD" CUDA_VISIBLE_DEVICES=1 \
+          "${twin_env[@]}" "$WL" "twin-$label" 1000 6 1000 "$inflight" "$batch" > "$OUT/twin-$label.txt" &
+        pids+=($!)
+      fi
     done
     wait "${pids[@]}"
     i=0
     for q in "$@"; do
       i=$((i + 1))
-      local label="$kind-$name-$i-q$q"
-      printf "%-11s %-6s %5s %s %s\n" "$kind" "$name-$i" "$q" "$(stats "$OUT/$label.txt" "$q" 1)" \
-        "$(throttled_ms "$label")"
+      local label="$kind-$name-$i-q$q" twin=""
+      if [[ $kind == latency && $q != 0 ]] && ((i == $#)); then
+        twin=" | $(twin_stats "$OUT/$label.txt" "$OUT/twin-$label.txt" "$q" 1)"
+      fi
+      printf "%-11s %-6s %5s %s %s%s\n" "$kind" "$name-$i" "$q" "$(stats "$OUT/$label.txt" "$q" 1)" \
+        "$(throttled_ms "$label")" "$twin"
     done
     paste "${files[@]}" | awk -v n=$# '{ s = 0; for (k = 0; k < n; k++) s += $(3 + 3 * k); print "sum", $2, s }' \
       > "$OUT/$kind-$name-sum.txt"
