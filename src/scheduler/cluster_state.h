@@ -204,19 +204,6 @@ class ClusterState {
   // The allocation accounted for a pod (bound or reserved).
   std::optional<core::PodAllocation> AllocationOf(const std::string& pod_key) const;
 
- private:
-  struct NodeEntry {
-    bool present = false;  // false: a free slot
-    core::NodeState state;
-    std::string inventory_text;                       // raw annotation; unchanged text skips a rebuild
-    std::string error;                                // non-empty: no usable inventory (reason)
-    std::string heartbeat_text;                       // as published, for messages
-    std::chrono::system_clock::time_point heartbeat;  // valid when error is empty
-    // With Version(), identifies the node's content for the evaluation
-    // caches: a fresh epoch on every rebuild.
-    uint64_t epoch = 0;
-    // The MIG instances of pods and reservations on this node, by pod key.
-    std::map<std::string, std::vector<PendingMigInstance>> mig_claims;
   // Preemption holds (preemption.h). After kube-scheduler preempted pods for
   // `pod_key` and nominated it to `node` (status.nominatedNodeName), the GPU
   // room it needs there is kept from every other pod of lower or equal
@@ -249,6 +236,19 @@ class ClusterState {
   // The GPU pods accounted on `node` (bound, not reservations): key and allocation.
   std::vector<std::pair<std::string, core::PodAllocation>> PodsOn(const std::string& node) const;
 
+ private:
+  struct NodeEntry {
+    bool present = false;  // false: a free slot
+    core::NodeState state;
+    std::string inventory_text;                       // raw annotation; unchanged text skips a rebuild
+    std::string error;                                // non-empty: no usable inventory (reason)
+    std::string heartbeat_text;                       // as published, for messages
+    std::chrono::system_clock::time_point heartbeat;  // valid when error is empty
+    // With Version(), identifies the node's content for the evaluation
+    // caches: a fresh epoch on every rebuild.
+    uint64_t epoch = 0;
+    // The MIG instances of pods and reservations on this node, by pod key.
+    std::map<std::string, std::vector<PendingMigInstance>> mig_claims;
     uint64_t mig_version = 0;  // bumped with every change of mig_claims
     // Grows with every change of the GPUs' usage, vGPU or MIG (both only grow).
     uint64_t Version() const { return state.version() + mig_version; }
@@ -379,21 +379,6 @@ class ClusterState {
   mutable std::mutex caches_mu_;      // taken after EvalCache::mu and mu_, never before
   mutable uint64_t cache_clock_ = 0;  // guarded by caches_mu_
   mutable std::unordered_map<std::string, std::shared_ptr<EvalCache>> caches_;  // guarded by caches_mu_
-};
-
-// "namespace/name" of a pod object.
-std::string PodKey(const Json& pod);
-
-// The extender's 0..10 for the nodes named `names` whose policy scores are
-// `scores` (nullopt = infeasible), into `out`:
-//  - 10 for exactly the node core::Placer::Choose picks among them when given
-//    them in name order: the highest score, equal scores to the name that
-//    sorts first (bytewise). kube-scheduler adds every node's extender score
-//    (times the extender weight) to its own plugins' scores, and with the
-//    profile of docs/scheduler.md ("Making tessera's choice win") the one
-//    node at 10 is the node it picks: the decision the trace benchmark
-//    measures, not a tie among many nodes at 10 broken by kube-scheduler;
-//  - the other feasible nodes linearly onto 0..9 between the lowest score
 
   // Preemption holds (SetHold), by pod key.
   struct Hold {
@@ -413,6 +398,21 @@ std::string PodKey(const Json& pod);
   bool HoldsApplyLocked(const std::string& node, const std::string& pod_key, int32_t priority) const;
   std::unordered_map<std::string, Hold> holds_;  // guarded by mu_
   std::set<std::string> terminating_;            // guarded by mu_; keys of pods with a deletionTimestamp
+};
+
+// "namespace/name" of a pod object.
+std::string PodKey(const Json& pod);
+
+// The extender's 0..10 for the nodes named `names` whose policy scores are
+// `scores` (nullopt = infeasible), into `out`:
+//  - 10 for exactly the node core::Placer::Choose picks among them when given
+//    them in name order: the highest score, equal scores to the name that
+//    sorts first (bytewise). kube-scheduler adds every node's extender score
+//    (times the extender weight) to its own plugins' scores, and with the
+//    profile of docs/scheduler.md ("Making tessera's choice win") the one
+//    node at 10 is the node it picks: the decision the trace benchmark
+//    measures, not a tie among many nodes at 10 broken by kube-scheduler;
+//  - the other feasible nodes linearly onto 0..9 between the lowest score
 //    and the chosen one's (a score equal to the chosen one's, i.e. a lost
 //    tie-break, gets 9), so that they keep their order should the chosen node
 //    drop out;

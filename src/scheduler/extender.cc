@@ -314,17 +314,17 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
       for (uint32_t i : first) {
         if (args.names[i] == *held) {
           verdicts.feasible.push_back(i);
-  // GPU room held for pods nominated after preemption (preemption.h) is not
-  // given to pods of lower or equal priority.
-  if (AsksForGpus(*request)) {
-    deps_.state->ApplyHolds(PodKey(pod), PodPriority(pod), *request, args.names, verdicts);
-  }
         } else {
           verdicts.failed.emplace_back(i, "pod " + PodKey(pod) + " holds GPUs on node " + *held +
                                               " for a bind whose outcome is not known yet");
         }
       }
     }
+  }
+  // GPU room held for pods nominated after preemption (preemption.h) is not
+  // given to pods of lower or equal priority.
+  if (AsksForGpus(*request)) {
+    deps_.state->ApplyHolds(PodKey(pod), PodPriority(pod), *request, args.names, verdicts);
   }
   if (log::Enabled(log::Level::kDebug)) LogVerdicts(pod, args.names, verdicts);
   if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
@@ -441,6 +441,7 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     auto allocation =
         deps_.state->Reserve(key, *request, node, policies->gpu, deps_.config.reservation_timeout,
                              mig ? Sharing::kDynamicMig : Sharing::kVgpu);
+    if (!allocation.ok()) return fail(200, "bind " + key + ": " + allocation.error().message);
     // Room held for a pod nominated after preemption stays its own: a
     // placement that leaves a nominee of at least this priority without room
     // is given back (the nominee's own bind ends its hold).
@@ -452,7 +453,6 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
       }
       deps_.state->ReleaseHold(key);
     }
-    if (!allocation.ok()) return fail(200, "bind " + key + ": " + allocation.error().message);
     auto text = core::EncodeAllocation(*allocation);
     if (!text.ok()) {
       deps_.state->Unreserve(key);

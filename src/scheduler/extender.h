@@ -97,13 +97,13 @@ struct ExtenderDeps {
   std::function<kube::ApiStatus(const std::string& ns, const std::string& name, const std::string& node,
                                 const std::map<std::string, std::string>& annotations)>
       bind;
+  // Every PodDisruptionBudget, for the preempt verb (preemption.h); unset:
+  // budgets unknown.
+  std::function<Result<std::vector<nlohmann::json>>()> list_disruption_budgets;
 };
 
 struct ExtenderCounters {
   std::atomic<uint64_t> filter_requests{0};
-  // Every PodDisruptionBudget, for the preempt verb (preemption.h); unset:
-  // budgets unknown.
-  std::function<Result<std::vector<nlohmann::json>>()> list_disruption_budgets;
   std::atomic<uint64_t> filter_errors{0};
   std::atomic<uint64_t> prioritize_requests{0};
   std::atomic<uint64_t> bind_requests{0};
@@ -114,27 +114,27 @@ struct ExtenderCounters {
   std::atomic<uint64_t> filter_micros{0};
   std::atomic<uint64_t> prioritize_micros{0};
   std::atomic<uint64_t> bind_micros{0};
+  std::atomic<uint64_t> preempt_requests{0};
 };
 
 class Extender {
  public:
   explicit Extender(ExtenderDeps deps);
-  std::atomic<uint64_t> preempt_requests{0};
 
   // The verbs as the HTTP listener calls them: request body in, {HTTP
   // status, answer body} out. A body that is not JSON gets 400 and the verb's
   // result type (Error set for filter; [] for prioritize).
   std::pair<int, std::string> FilterBody(std::string_view body);
   std::pair<int, std::string> PrioritizeBody(std::string_view body);
+  // The preempt verb (preemption.h): ExtenderPreemptionArgs in,
+  // ExtenderPreemptionResult out; HTTP 503 before readiness, 400 for a body
+  // that is not ExtenderPreemptionArgs.
+  std::pair<int, std::string> PreemptBody(std::string_view body);
 
   // The same on parsed JSON (tests; Bind is only here). Filter and Prioritize
   // serialise `args` and go through the body path.
   std::pair<int, nlohmann::json> Filter(const nlohmann::json& args);
   std::pair<int, nlohmann::json> Prioritize(const nlohmann::json& args);
-  // The preempt verb (preemption.h): ExtenderPreemptionArgs in,
-  // ExtenderPreemptionResult out; HTTP 503 before readiness, 400 for a body
-  // that is not ExtenderPreemptionArgs.
-  std::pair<int, std::string> PreemptBody(std::string_view body);
   std::pair<int, nlohmann::json> Bind(const nlohmann::json& args);
 
   const ExtenderCounters& counters() const { return counters_; }

@@ -106,6 +106,13 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
                      const std::map<std::string, std::string>& annotations) {
     return kube::PodsApi(client_.get()).Bind(ns, name, node, annotations);
   };
+  deps.list_disruption_budgets = [this]() -> Result<std::vector<Json>> {
+    static const kube::ResourceType kBudgets{"/apis/policy/v1", "policy/v1", "PodDisruptionBudget",
+                                             "poddisruptionbudgets", true};
+    auto list = client_->List(kBudgets, "");
+    if (!list.ok()) return list.error().ToError();
+    return std::move(list->items);
+  };
   extender_ = std::make_unique<Extender>(std::move(deps));
 
   if (config_.dashboard.enabled) {
@@ -115,13 +122,6 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     options.usage.node_url_template = config_.dashboard.node_metrics_url;
     options.usage.prometheus_url = config_.dashboard.prometheus_url;
     options.usage.interval = config_.dashboard.usage_refresh;
-  deps.list_disruption_budgets = [this]() -> Result<std::vector<Json>> {
-    static const kube::ResourceType kBudgets{"/apis/policy/v1", "policy/v1", "PodDisruptionBudget",
-                                             "poddisruptionbudgets", true};
-    auto list = client_->List(kBudgets, "");
-    if (!list.ok()) return list.error().ToError();
-    return std::move(list->items);
-  };
     options.usage.concurrency = config_.dashboard.scrape_concurrency;
     options.usage.timeout = config_.dashboard.scrape_timeout;
     dashboard::DashboardDeps dash;
@@ -243,6 +243,10 @@ Status Scheduler::Start() {
       auto [status, body] = extender_->Bind(args);
       Reply(res, status, body);
     });
+    s.Post("/preempt", [this](const httplib::Request& req, httplib::Response& res) {
+      auto [status, body] = extender_->PreemptBody(req.body);
+      ReplyText(res, status, std::move(body));
+    });
     s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(MetricsText(), std::string(PrometheusText::kContentType));
     });
@@ -267,10 +271,6 @@ Status Scheduler::Start() {
       if (!ssl->is_valid()) {
         return Error{"server.tlsCertFile " + config_.tls_cert_file + " and server.tlsKeyFile " +
                      config_.tls_key_file +
-    s.Post("/preempt", [this](const httplib::Request& req, httplib::Response& res) {
-      auto [status, body] = extender_->PreemptBody(req.body);
-      ReplyText(res, status, std::move(body));
-    });
                      " are not a PEM certificate (chain) and its private key, or the key does not match"};
       }
       // A rotated certificate is served without a restart (docs/security.md).
