@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -49,6 +50,8 @@ const std::vector<Kind>& Kinds() {
         "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
         "reportingComponent", "source", "type"}},
       {"/apis/coordination.k8s.io/v1", "coordination.k8s.io/v1", "Lease", "leases", true, false, {}},
+      // What tessera-scheduler's preempt verb lists (preemption.h).
+      {"/apis/policy/v1", "policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, {}},
       // What `tessera webhook-certs` keeps the webhook's certificate in and trusts it by.
       {"/api/v1", "v1", "Secret", "secrets", true, false, {"type"}},
       {"/apis/admissionregistration.k8s.io/v1",
@@ -157,6 +160,11 @@ struct FakeApiServer::WatchState {
   bool bookmarks = false;
   uint64_t last_rv = 0;
   std::vector<std::string> initial;  // lines to send first
+  // The current objects still to send as ADDED, read a chunk at a time
+  // (see ServeWatch), then the initial-events-end BOOKMARK when asked for.
+  bool listing = false;
+  bool end_with_bookmark = false;
+  std::optional<std::string> cursor;  // last key sent
   std::chrono::steady_clock::time_point deadline;
   uint64_t drop_generation = 0;
   uint64_t bookmark_generation = 0;
@@ -762,21 +770,12 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
     if (rv_param.empty() || rv_param == "0" || initial_events) {
       // "Start at most recent": the current state as ADDED events, then changes.
       // (A streaming list from a given version: this store has only the
-      // present, which is never older than asked.)
-      for (const auto& [key, obj] : objects_[kind.plural]) {
-        if (state->Passes(obj)) state->initial.push_back(Json({{"type", "ADDED"}, {"object", obj}}).dump());
-      }
+      // present, which is never older than asked.) The objects are formatted
+      // as they are sent, a chunk at a time (the provider below), so the
+      // store is not held for the whole list.
+      state->listing = true;
+      state->end_with_bookmark = initial_events;
       state->last_rv = rv_;
-      if (initial_events) {
-        state->initial.push_back(Json({{"type", "BOOKMARK"},
-                                       {"object",
-                                        {{"kind", kind.kind},
-                                         {"apiVersion", kind.api_version},
-                                         {"metadata",
-                                          {{"resourceVersion", std::to_string(rv_)},
-                                           {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}}}})
-                                     .dump());
-      }
     } else if (!ParseRv(rv_param, &start)) {
       return ReplyStatus(res, 400, "BadRequest", "invalid resource version: \"" + rv_param + "\"");
     } else if (start < compacted_rv_) {
@@ -804,6 +803,87 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
           if (!write_line(line)) return false;
         }
         state->initial.clear();
+        // The events of the history after state->last_rv that concern this
+        // watch, as lines; advances last_rv. Needs mu_.
+        auto changes_locked = [&](std::vector<std::string>& lines) {
+          auto it = std::upper_bound(history_.begin(), history_.end(), state->last_rv,
+                                     [](uint64_t rv, const HistoryEvent& e) { return rv < e.rv; });
+          for (; it != history_.end(); ++it) {
+            state->last_rv = it->rv;
+            if (it->plural != state->kind->plural) continue;
+            const bool cur = it->type != "DELETED" && state->Passes(it->object);
+            const bool old = it->type == "DELETED" ? state->Passes(it->object) : state->Passes(it->prev);
+            std::string type;
+            Json obj = it->object;
+            if (it->type == "DELETED") {
+              if (old) type = "DELETED";
+            } else if (cur && old) {
+              type = "MODIFIED";
+            } else if (cur) {
+              type = "ADDED";
+            } else if (old) {
+              // Left the selection: DELETED with the previous content at the new version.
+              type = "DELETED";
+              obj = it->prev;
+              obj["metadata"]["resourceVersion"] = std::to_string(it->rv);
+            }
+            if (!type.empty()) lines.push_back(Json({{"type", type}, {"object", obj}}).dump());
+          }
+        };
+        // The current objects, kInitialChunk at a time under the lock, each
+        // formatted without copying it. Objects changed meanwhile are sent as
+        // they are when their chunk is read; the history since the list
+        // began is then replayed, so the state the client holds when the
+        // list ends (at the BOOKMARK, for a streaming list) is the store's at
+        // that version, as a real server's snapshot would be.
+        constexpr size_t kInitialChunk = 256;
+        while (state->listing) {
+          std::vector<std::string> lines;
+          bool end = false;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (stopping_ || drop_generation_ != state->drop_generation) return false;
+            const auto& objects = objects_[state->kind->plural];
+            auto it = state->cursor ? objects.upper_bound(*state->cursor) : objects.begin();
+            for (size_t n = 0; it != objects.end() && n < kInitialChunk; ++it) {
+              state->cursor = it->first;
+              if (!state->Passes(it->second)) continue;
+              lines.push_back("{\"type\":\"ADDED\",\"object\":" + it->second.dump() + "}");
+              ++n;
+            }
+            if (it == objects.end()) {
+              state->listing = false;
+              if (state->last_rv < compacted_rv_) {
+                // The history moved past the list's start while it was read.
+                const std::string message = "too old resource version: " + std::to_string(state->last_rv) +
+                                            " (" + std::to_string(compacted_rv_ + 1) + ")";
+                lines.push_back(
+                    Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump());
+                end = true;
+              } else {
+                changes_locked(lines);
+                state->last_rv = std::max(state->last_rv, rv_);
+                if (state->end_with_bookmark) {
+                  lines.push_back(Json({{"type", "BOOKMARK"},
+                                        {"object",
+                                         {{"kind", state->kind->kind},
+                                          {"apiVersion", state->kind->api_version},
+                                          {"metadata",
+                                           {{"resourceVersion", std::to_string(state->last_rv)},
+                                            {"annotations", {{"k8s.io/initial-events-end", "true"}}}}}}}})
+                                      .dump());
+                }
+              }
+            }
+          }
+          for (const std::string& line : lines) {
+            if (!write_line(line)) return false;
+          }
+          if (end) {
+            sink.done();
+            return true;
+          }
+        }
         if (state->gone) {
           sink.done();
           return true;
@@ -835,29 +915,7 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
                   Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump());
               end = true;
             } else {
-              auto it = std::upper_bound(history_.begin(), history_.end(), state->last_rv,
-                                         [](uint64_t rv, const HistoryEvent& e) { return rv < e.rv; });
-              for (; it != history_.end(); ++it) {
-                state->last_rv = it->rv;
-                if (it->plural != state->kind->plural) continue;
-                const bool cur = it->type != "DELETED" && state->Passes(it->object);
-                const bool old = it->type == "DELETED" ? state->Passes(it->object) : state->Passes(it->prev);
-                std::string type;
-                Json obj = it->object;
-                if (it->type == "DELETED") {
-                  if (old) type = "DELETED";
-                } else if (cur && old) {
-                  type = "MODIFIED";
-                } else if (cur) {
-                  type = "ADDED";
-                } else if (old) {
-                  // Left the selection: DELETED with the previous content at the new version.
-                  type = "DELETED";
-                  obj = it->prev;
-                  obj["metadata"]["resourceVersion"] = std::to_string(it->rv);
-                }
-                if (!type.empty()) lines.push_back(Json({{"type", type}, {"object", obj}}).dump());
-              }
+              changes_locked(lines);
               const auto t = std::chrono::steady_clock::now();
               const bool bookmark_due = bookmark_generation_ != state->bookmark_generation ||
                                         t >= state->last_bookmark + options_.bookmark_interval;
