@@ -21,6 +21,16 @@
 // and should that pod be asked about again it would count twice, one pod in
 // hundreds of thousands of the mix.
 //
+// The shapes counted are bounded too: at most `max_shapes` distinct shapes
+// (core::ShapeOf: GPUs, GPU memory, cores, CPU, model filter) are held, so
+// pods of ever new sizes (a generator asking for random CPU, say) cannot grow
+// the counts without end. Past the bound a new shape takes the place of the
+// rarest one held (the first in shape order among equally rare) and starts
+// from that one's count plus one ("space-saving" counting: a shape seen more
+// often than once in `max_shapes` pods is never the one dropped, and a count
+// is over by at most the count it inherited). Below the bound the counts, the
+// relearn points and the mixes are exactly core::FragmentationPolicy's.
+//
 // Restart: nothing here is persisted. The scheduler rebuilds it from the pods
 // the API server lists (ObserveAll in their creation order) before it reports
 // ready; pods that finished before the restart are not counted again.
@@ -49,10 +59,13 @@ class WorkloadLearner {
   // and the trace benchmark's `tessera-online` build.
   // Above Kubernetes' 150,000 pods per cluster.
   static constexpr size_t kDefaultMaxRemembered = 256 * 1024;
+  // Distinct pod shapes counted; a real cluster runs tens to a few hundred.
+  static constexpr size_t kDefaultMaxShapes = 2048;
 
   WorkloadLearner();
   explicit WorkloadLearner(core::FragmentationPolicy::Options options,
-                           size_t max_remembered = kDefaultMaxRemembered);
+                           size_t max_remembered = kDefaultMaxRemembered,
+                           size_t max_shapes = kDefaultMaxShapes);
 
   struct Observation {
     size_t counted = 0;      // pods counted: UIDs not seen before (Observe: 0 or 1)
@@ -77,11 +90,13 @@ class WorkloadLearner {
   std::shared_ptr<const core::FragmentationPolicy> Current() const;
 
   struct Stats {
-    uint64_t counted = 0;   // pods counted into the mix since start
-    size_t remembered = 0;  // UIDs held (observed, not forgotten)
-    uint64_t evicted = 0;   // UIDs dropped, oldest first, to stay within max_remembered
-    uint64_t epoch = 0;     // the published policy's epoch: mixes learned
-    size_t mix_shapes = 0;  // shapes in the published mix
+    uint64_t counted = 0;          // pods counted into the mix since start
+    size_t remembered = 0;         // UIDs held (observed, not forgotten)
+    uint64_t evicted = 0;          // UIDs dropped, oldest first, to stay within max_remembered
+    uint64_t epoch = 0;            // the published policy's epoch: mixes learned
+    size_t mix_shapes = 0;         // shapes in the published mix
+    size_t shapes = 0;             // distinct shapes counted (at most max_shapes)
+    uint64_t shapes_replaced = 0;  // shapes dropped for a new one past max_shapes
   };
   Stats stats() const;
 
@@ -94,9 +109,21 @@ class WorkloadLearner {
     size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
   };
 
+  // Counts `shape` once (see above for the bound).
+  void CountLocked(const core::TaskShape& shape);
+
+  const core::FragmentationPolicy::Options options_;
   const size_t max_remembered_;
-  mutable std::mutex mu_;               // taken before published_mu_, never after
-  core::FragmentationPolicy learning_;  // guarded by mu_
+  const size_t max_shapes_;
+  mutable std::mutex mu_;  // taken before published_mu_, never after
+  // Pods counted per shape, at most max_shapes_ of them; what the mix is
+  // learned from, as core::MixCounter counts it.
+  std::map<core::TaskShape, int64_t> shapes_;  // guarded by mu_
+  int64_t total_ = 0;                          // guarded by mu_: sum of shapes_
+  int64_t next_relearn_ = 1;                   // guarded by mu_
+  uint64_t epoch_ = 0;                         // guarded by mu_: mixes learned
+  core::WorkloadMix learned_mix_;              // guarded by mu_: learned at epoch_
+  uint64_t shapes_replaced_ = 0;               // guarded by mu_
   // UID -> when it was first seen; and the other way round, oldest first
   // (views into seen_'s keys, which stay put).
   std::unordered_map<std::string, uint64_t, Hash, std::equal_to<>> seen_;  // guarded by mu_

@@ -121,5 +121,49 @@ TEST(SchedulerWorkloadLearnerTest, ConcurrentObserversCountEachPodOnce) {
   EXPECT_EQ(learner.Current()->epoch(), 1u + (400 - 1) / 8);
 }
 
+// Pods of ever new sizes (every other one here) cannot grow the shapes
+// counted past the bound, and a shape that keeps coming is never the one
+// dropped: it leads the mix.
+TEST(SchedulerWorkloadLearnerTest, ShapesCountedAreBoundedAndFrequentOnesStay) {
+  core::FragmentationPolicy::Options options;
+  options.relearn_every = 100;
+  WorkloadLearner learner(options, WorkloadLearner::kDefaultMaxRemembered, /*max_shapes=*/8);
+  const core::PodRequest frequent = Slice(1, 4000, 25);
+  for (int i = 0; i < 2000; ++i) {
+    const core::PodRequest pod = i % 2 == 0 ? frequent : Slice(1, 1000 + i, 10);
+    learner.Observe("uid-" + std::to_string(i), pod);
+    ASSERT_LE(learner.stats().shapes, 8u) << i;
+  }
+  const WorkloadLearner::Stats stats = learner.stats();
+  EXPECT_EQ(stats.counted, 2000u);
+  EXPECT_EQ(stats.shapes, 8u);
+  EXPECT_EQ(stats.shapes_replaced, 1000u - 7u);  // every new size past the first seven
+  const auto policy = learner.Current();
+  ASSERT_FALSE(policy->mix().empty());
+  EXPECT_EQ(policy->mix().front().shape, core::ShapeOf(frequent));
+  EXPECT_GE(policy->mix().front().weight, 0.5);
+  double sum = 0;
+  for (const auto& e : policy->mix()) sum += e.weight;
+  EXPECT_NEAR(sum, 1.0, 1e-9);
+}
+
+// Below the bound the learner is core's `tessera-online` policy: the same
+// mix at the same epochs, whatever the bound.
+TEST(SchedulerWorkloadLearnerTest, BelowTheShapeBoundTheMixIsCores) {
+  core::FragmentationPolicy::Options options;
+  options.relearn_every = 50;
+  core::FragmentationPolicy reference(options);
+  WorkloadLearner learner(options, WorkloadLearner::kDefaultMaxRemembered, /*max_shapes=*/128);
+  for (int i = 0; i < 600; ++i) {
+    const core::PodRequest pod = Slice(1 + (i % 11 == 0), 1000 * (1 + i % 13), 10 + 5 * (i % 3));
+    reference.Observe(pod);
+    learner.Observe("uid-" + std::to_string(i), pod);
+    ASSERT_EQ(learner.Current()->epoch(), reference.epoch()) << i;
+  }
+  EXPECT_EQ(learner.stats().shapes_replaced, 0u);
+  EXPECT_GT(learner.stats().shapes, 64u);  // (2 GPU counts x 13 sizes x 3 core shares)
+  ExpectSameMix(learner.Current()->mix(), reference.mix());
+}
+
 }  // namespace
 }  // namespace tessera::scheduler
