@@ -38,6 +38,10 @@ nlohmann::json BuildCdiSpec(const DraConfig& config, const PreparedClaim& claim,
       for (const auto& [uuid, index] : gpu_index_of) {
         if (uuid == d.uuid) edits["deviceNodes"] = {{{"path", "/dev/nvidia" + std::to_string(index)}}};
       }
+      // A MIG instance is reached through its parent's device node (and the
+      // capability files the NVIDIA runtime adds for NVIDIA_VISIBLE_DEVICES).
+      if (d.mig_gpu_index >= 0)
+        edits["deviceNodes"] = {{{"path", "/dev/nvidia" + std::to_string(d.mig_gpu_index)}}};
     }
     // A CDI device must edit something: an environment entry naming the
     // device keeps one that adds no device node valid.

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 
+#include <algorithm>
 #include "base/files.h"
 #include "base/log.h"
 #include "contract/container_contract.h"
@@ -17,6 +18,7 @@
 #include "core/quantity.h"
 #include "dra/cdi_spec.h"
 #include "dra/gpu_config.h"
+#include "dra/mig_partitions.h"
 
 namespace tessera::dra {
 namespace {
@@ -160,7 +162,28 @@ Status ClaimPreparer::Recover() {
     }
     prepared_[claim->uid] = std::move(*claim);
   }
-  // Leftovers of prepares that did not reach their checkpoint.
+  // Leftovers of prepares that did not reach their checkpoint: MIG
+  // instances on the GPUs tessera-dra manages that no claim holds, then files.
+  if (deps_.mig != nullptr && deps_.mig_gpus) {
+    const std::vector<MigGpu> managed = deps_.mig_gpus();
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<host::MigGpuState> states, deps_.mig->List());
+    for (const auto& g : states) {
+      if (std::none_of(managed.begin(), managed.end(), [&](const MigGpu& m) { return m.index == g.index; }))
+        continue;
+      for (const auto& i : g.instances) {
+        bool held = false;
+        for (const auto& [uid, claim] : prepared_) {
+          for (const auto& d : claim.devices) {
+            if (d.mig_gpu_index == g.index && d.mig_gpu_instance_id == i.gpu_instance_id) held = true;
+          }
+        }
+        if (held) continue;
+        log::Info("destroying a MIG instance no prepared claim holds",
+                  {{"gpu", g.index}, {"gpu_instance", static_cast<int>(i.gpu_instance_id)}});
+        TESSERA_RETURN_IF_ERROR(deps_.mig->DestroyInstance(g.index, i.gpu_instance_id));
+      }
+    }
+  }
   for (const auto& name : ListDir(config_.cdi_dir)) {
     const std::string uid = ClaimUidOfCdiSpecFile(name);
     if (!uid.empty() && prepared_.count(uid) == 0) {
@@ -179,12 +202,9 @@ Status ClaimPreparer::Recover() {
   return Status::Ok();
 }
 
-Status ClaimPreparer::Step(std::string_view step, const std::string& uid) {
+Status ClaimPreparer::Step(std::string_view step, bool& crash) {
   if (!deps_.on_step) return Status::Ok();
-  bool crash = false;
-  Status s = deps_.on_step(step, crash);
-  if (!s.ok() && !crash) RemoveFiles(uid);
-  return s;
+  return deps_.on_step(step, crash);
 }
 
 Result<PreparedClaim> ClaimPreparer::Prepare(const std::string& ns, const std::string& name,
@@ -193,8 +213,7 @@ Result<PreparedClaim> ClaimPreparer::Prepare(const std::string& ns, const std::s
   return PrepareLocked(ns, name, uid);
 }
 
-Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& uid,
-                                          std::vector<std::string>& env, std::string& limits_payload) {
+Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& uid, GpuConfig& gpu_config) {
   const std::string& driver = config_.driver_name;
   const Json* allocation = nullptr;
   if (auto status = claim.find("status"); status != claim.end() && status->is_object()) {
@@ -220,6 +239,20 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
     if (d.pool != config_.node_name) {
       return Error{"device '" + d.device + "' was allocated from pool '" + d.pool +
                    "', but this node's pool is '" + config_.node_name + "'"};
+    }
+    const std::vector<MigGpu> mig_gpus = deps_.mig_gpus ? deps_.mig_gpus() : std::vector<MigGpu>{};
+    if (auto ref = ParseMigDeviceName(d.device)) {
+      TESSERA_RETURN_IF_ERROR(PlanMigDevice(*ref, mig_gpus, d));
+      d.cdi_name = uid + "-" + d.device;
+      requests.insert(d.request);
+      out.devices.push_back(std::move(d));
+      continue;
+    }
+    for (const auto& m : mig_gpus) {
+      if ("gpu-" + std::to_string(m.index) == d.device) {
+        return Error{"device '" + d.device + "' is in MIG mode on this node: claims get its partitions (" +
+                     "DeviceClass mig.tessera.io), not the whole GPU"};
+      }
     }
     const core::Gpu* gpu = nullptr;
     std::string known;
@@ -269,6 +302,7 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
 
   // What is already prepared on each GPU, against what this claim adds.
   for (const auto& d : out.devices) {
+    if (d.mig_gpu_index >= 0) continue;  // an instance of its own: the scheduler's counters keep them apart
     const core::Gpu* gpu = nullptr;
     for (const auto& g : gpus) {
       if (g.uuid == d.uuid) gpu = &g;
@@ -279,7 +313,7 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
     for (const auto& [other_uid, other] : prepared_) {
       if (other_uid == uid) continue;
       for (const auto& od : other.devices) {
-        if (od.uuid != d.uuid) continue;
+        if (od.uuid != d.uuid || od.mig_gpu_index >= 0) continue;
         holders += (holders.empty() ? "" : ", ") + other.ns + "/" + other.name;
         if (od.share_id.empty()) exclusive_holder = other.ns + "/" + other.name;
         memory += od.memory_mib;
@@ -287,7 +321,7 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
       }
     }
     for (const auto& same : out.devices) {
-      if (same.uuid == d.uuid) {
+      if (same.uuid == d.uuid && same.mig_gpu_index < 0) {
         memory += same.memory_mib;
         cores += same.cores;
       }
@@ -309,7 +343,6 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
 
   // Opaque configuration for this driver, in the allocation's order (the
   // classes' entries come before the claim's, later wins).
-  GpuConfig gpu_config;
   const Json configs = devices.value("config", Json::array());
   size_t index = 0;
   for (const auto& c : configs.is_array() ? configs : Json::array()) {
@@ -333,16 +366,20 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
     gpu_config.MergeFrom(*parsed);
   }
 
+  return out;
+}
+
+Status ClaimPreparer::BuildEnv(const PreparedClaim& prepared, const GpuConfig& gpu_config,
+                               std::vector<std::string>& env, std::string& limits_payload) const {
   // The environment: the limits as the scheduler's payload (libvgpu's source
   // when the limits file is not mounted), the region, the visible GPUs.
-  const std::string container =
-      "claim:" + StringAt(claim["metadata"], "namespace") + "/" + StringAt(claim["metadata"], "name");
+  const std::string container = "claim:" + prepared.ns + "/" + prepared.name;
   core::PodAllocation payload;
   payload.node = config_.node_name;
   core::ContainerAllocation entry;
   entry.container = container;
   std::string visible;
-  for (const auto& d : out.devices) {
+  for (const auto& d : prepared.devices) {
     bool merged = false;
     for (auto& slice : entry.devices) {
       if (slice.uuid != d.uuid) continue;
@@ -372,7 +409,32 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
     env.push_back(std::string(contract::kOversubscribeEnv) + "=" + std::string(contract::kEnvTrue));
   }
   limits_payload = encoded;  // the limits file holds the same payload
-  return out;
+  return Status::Ok();
+}
+Status ClaimPreparer::PlanMigDevice(const MigDeviceRef& ref, const std::vector<MigGpu>& mig_gpus,
+                                    PreparedDevice& d) const {
+  const MigGpu* gpu = nullptr;
+  for (const auto& m : mig_gpus) {
+    if (m.index == ref.gpu_index) gpu = &m;
+  }
+  if (gpu == nullptr || deps_.mig == nullptr) {
+    return Error{"device '" + d.device + "' is a MIG partition of GPU " + std::to_string(ref.gpu_index) +
+                 ", which tessera-dra does not manage in MIG mode on this node"};
+  }
+  if (!d.share_id.empty()) return Error{"device '" + d.device + "' is a MIG partition and cannot be shared"};
+  for (const auto& profile : gpu->model->profiles) {
+    if (profile.id != ref.profile_id || profile.media_extension) continue;
+    if (MigDeviceName(ref.gpu_index, profile, ref.start) != d.device ||
+        std::find(profile.starts.begin(), profile.starts.end(), ref.start) == profile.starts.end()) {
+      break;
+    }
+    d.mig_gpu_index = ref.gpu_index;
+    d.mig_profile_id = ref.profile_id;
+    d.mig_start = ref.start;
+    return Status::Ok();
+  }
+  return Error{"device '" + d.device + "' is no MIG partition the " + gpu->model->key + " of GPU " +
+               std::to_string(ref.gpu_index) + " can hold"};
 }
 
 Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const std::string& name,
@@ -390,16 +452,47 @@ Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const 
     return Error{"ResourceClaim " + ns + "/" + name + " has UID " + actual_uid + ", not " + uid +
                  " (it was deleted and created again)"};
   }
-  TESSERA_RETURN_IF_ERROR(Step("read", uid));
+  bool crashed = false;
+  if (auto s = Step("read", crashed); !s.ok()) return s.error();
 
-  std::vector<std::string> env;
-  std::string limits_payload;
-  TESSERA_ASSIGN_OR_RETURN(PreparedClaim prepared, Plan(claim, uid, env, limits_payload));
+  GpuConfig gpu_config;
+  TESSERA_ASSIGN_OR_RETURN(PreparedClaim prepared, Plan(claim, uid, gpu_config));
   prepared.ns = ns;
   prepared.name = name;
   if (prepared.devices.empty()) {  // nothing of this driver's: nothing to make
     prepared_[uid] = prepared;
     return prepared;
+  }
+
+  // MIG partitions: their instances, made first (their UUIDs go into the
+  // limits and the spec); undone with everything else on a failure.
+  std::vector<std::pair<int, uint32_t>> made;
+  auto rollback = [&] {
+    RemoveFiles(uid);
+    for (const auto& [gpu, instance] : made) {
+      if (auto s = deps_.mig->DestroyInstance(gpu, instance); !s.ok()) {
+        log::Warn("cannot destroy a MIG instance made for a failed prepare",
+                  {{"gpu", gpu}, {"gpu_instance", static_cast<int>(instance)}, {"error", s.error().message}});
+      }
+    }
+  };
+  for (auto& d : prepared.devices) {
+    if (d.mig_gpu_index < 0) continue;
+    auto instance = deps_.mig->CreateInstance(d.mig_gpu_index, d.mig_profile_id, d.mig_start);
+    if (!instance.ok()) {
+      rollback();
+      return Error{"cannot create the MIG instance for device '" + d.device +
+                   "': " + instance.error().message};
+    }
+    made.emplace_back(d.mig_gpu_index, instance->gpu_instance_id);
+    d.uuid = instance->mig_uuid;
+    d.mig_gpu_instance_id = instance->gpu_instance_id;
+  }
+  std::vector<std::string> env;
+  std::string limits_payload;
+  if (auto s = BuildEnv(prepared, gpu_config, env, limits_payload); !s.ok()) {
+    rollback();
+    return s.error();
   }
 
   prepared.region_dir = RegionDirPath(uid);
@@ -419,37 +512,71 @@ Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const 
     return files::ReplaceAtomically(prepared.cdi_spec_path, prepared.cdi_spec.dump(2));
   };
   if (auto s = write(); !s.ok()) {
-    RemoveFiles(uid);
+    rollback();
     return s.error();
   }
-  TESSERA_RETURN_IF_ERROR(Step("written", uid));
+  bool crash = false;
+  if (auto s = Step("written", crash); !s.ok()) {
+    if (!crash) rollback();
+    return s.error();
+  }
 
   // The claim may have gone while this was written: then the kubelet will not
   // start the pod, and nothing would ever unprepare what is here.
   auto again = deps_.read_claim(ns, name);
   if (!again.ok() || !again->has_value() ||
       StringAt((**again).value("metadata", Json::object()), "uid") != uid) {
-    RemoveFiles(uid);
+    rollback();
     if (!again.ok())
       return Error{"cannot read ResourceClaim " + ns + "/" + name + " again: " + again.error().message};
     return Error{"ResourceClaim " + ns + "/" + name + " was deleted while it was being prepared"};
   }
-  TESSERA_RETURN_IF_ERROR(Step("rechecked", uid));
+  if (auto s = Step("rechecked", crash); !s.ok()) {
+    if (!crash) rollback();
+    return s.error();
+  }
 
   const std::string checkpoint = CheckpointPath(uid);
   Status s = files::MakeDirs(files::Join(config_.StateDir(), "claims"), 0700);
   if (s.ok()) s = files::ReplaceAtomically(checkpoint, PreparedClaimToJson(prepared).dump());
   if (!s.ok()) {
-    RemoveFiles(uid);
+    rollback();
     return Error{"cannot write the checkpoint: " + s.error().message};
   }
   prepared_[uid] = prepared;
   return prepared;
 }
 
+Status ClaimPreparer::DestroyInstances(const PreparedClaim& claim) {
+  std::vector<host::MigGpuState> states;
+  for (const auto& d : claim.devices) {
+    if (d.mig_gpu_index < 0) continue;
+    if (deps_.mig == nullptr)
+      return Error{"the claim holds MIG instances, but MIG is not managed here (--mig-gpus)"};
+    if (states.empty()) {
+      TESSERA_ASSIGN_OR_RETURN(states, deps_.mig->List());
+    }
+    // Only an instance that is still there (an unprepare cut short may have
+    // destroyed it already).
+    bool present = false;
+    for (const auto& g : states) {
+      for (const auto& i : g.instances) {
+        if (g.index == d.mig_gpu_index && i.gpu_instance_id == d.mig_gpu_instance_id) present = true;
+      }
+    }
+    if (!present) continue;
+    TESSERA_RETURN_IF_ERROR_WRAP(deps_.mig->DestroyInstance(d.mig_gpu_index, d.mig_gpu_instance_id),
+                                 "cannot destroy the MIG instance of device '" + d.device + "'");
+  }
+  return Status::Ok();
+}
+
 Status ClaimPreparer::Unprepare(const std::string& uid) {
   if (!IsSafeUid(uid)) return Error{"claim UID '" + uid + "' is not a UID"};
   std::lock_guard lock(mu_);
+  if (auto it = prepared_.find(uid); it != prepared_.end()) {
+    TESSERA_RETURN_IF_ERROR(DestroyInstances(it->second));
+  }
   RemoveFiles(uid);
   if (::unlink(CheckpointPath(uid).c_str()) != 0 && errno != ENOENT) {
     return Error{"cannot remove the checkpoint '" + CheckpointPath(uid) + "': " + std::strerror(errno)};

@@ -45,7 +45,10 @@
 #include "base/result.h"
 #include "core/device.h"
 #include "dra/config.h"
+#include "dra/gpu_config.h"
+#include "dra/mig_partitions.h"
 #include "dra/prepared_claim.h"
+#include "host/nvml_mig.h"
 
 namespace tessera::dra {
 
@@ -58,6 +61,10 @@ struct PreparerDeps {
   ClaimReader read_claim;
   // The node's GPUs now (index, UUID, memory in MiB).
   std::function<std::vector<core::Gpu>()> gpus;
+  // MIG (--mig-gpus): the driver that makes and destroys instances, and the
+  // GPUs whose partitions are published. Null / empty without MIG.
+  host::MigDriver* mig = nullptr;
+  std::function<std::vector<MigGpu>()> mig_gpus;
   // Test seam: called with the name of each step as it completes
   // ("read", "written", "rechecked"); an error returned aborts the prepare
   // there, as a crash would, without rolling back when `crash` is true.
@@ -84,11 +91,16 @@ class ClaimPreparer {
 
  private:
   Result<PreparedClaim> PrepareLocked(const std::string& ns, const std::string& name, const std::string& uid);
-  // Checks everything and computes what Prepare writes: the devices, the
-  // container environment and the limits file's content. Writes nothing.
-  Result<PreparedClaim> Plan(const nlohmann::json& claim, const std::string& uid,
-                             std::vector<std::string>& env, std::string& limits_payload);
-  Status Step(std::string_view step, const std::string& uid);
+  // Checks everything and computes what Prepare makes: the devices and the
+  // GpuConfig that applies. Changes nothing.
+  Result<PreparedClaim> Plan(const nlohmann::json& claim, const std::string& uid, GpuConfig& gpu_config);
+  Status PlanMigDevice(const MigDeviceRef& ref, const std::vector<MigGpu>& mig_gpus,
+                       PreparedDevice& device) const;
+  // The container environment and the limits file's content.
+  Status BuildEnv(const PreparedClaim& prepared, const GpuConfig& gpu_config, std::vector<std::string>& env,
+                  std::string& limits_payload) const;
+  Status DestroyInstances(const PreparedClaim& claim);
+  Status Step(std::string_view step, bool& crash);
   void RemoveFiles(const std::string& uid);
 
   const DraConfig config_;

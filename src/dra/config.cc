@@ -105,6 +105,11 @@ Status Validate(const DraConfig& c) {
     return Error{"--cores-min is above 100 (percent of a GPU)"};
   }
   if (c.resync_seconds < 1) return Error{"--resync-seconds must be at least 1"};
+  if (c.mig_gpus != "none" && c.mig_gpus != "all" &&
+      (c.mig_gpus.empty() || c.mig_gpus.find_first_not_of("0123456789,") != std::string::npos ||
+       c.mig_gpus.front() == ',' || c.mig_gpus.back() == ',' || c.mig_gpus.find(",,") != std::string::npos)) {
+    return Error{"--mig-gpus '" + c.mig_gpus + "' is not none, all or GPU indices such as 0,2"};
+  }
   if (!log::ParseLevel(c.log_level).ok()) {
     return Error{"--log-level '" + c.log_level + "' is not one of trace, debug, info, warn, error"};
   }
@@ -138,6 +143,7 @@ CommandLine ParseCommandLine(int argc, const char* const* argv, const std::strin
   app.add_option("--cores-default", c.cores_default, "cores request policy default (\"\" = 100)");
   app.add_option("--cores-min", c.cores_min, "cores request policy validRange.min");
   app.add_option("--cores-step", c.cores_step, "cores request policy validRange.step");
+  app.add_option("--mig-gpus", c.mig_gpus, "GPUs published as MIG partitions: none, all or indices (0,2)");
   app.add_option("--publish-slices", c.publish_slices, "publish ResourceSlices for this node");
   app.add_option("--remove-slices-on-exit", c.remove_slices_on_exit, "delete this node's slices on SIGTERM");
   app.add_option("--resync-seconds", c.resync_seconds, "how often the inventory and slices are re-checked");

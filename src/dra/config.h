@@ -61,6 +61,10 @@ struct DraConfig {
   std::string cores_default = "100";
   std::string cores_min = "1";
   std::string cores_step = "1";
+  // GPUs published as MIG partitions (mig_partitions.h): "none", "all" (every
+  // MIG-capable GPU) or indices ("0,2"). tessera-dra turns MIG mode on there
+  // and owns their instances.
+  std::string mig_gpus = "none";
   bool publish_slices = true;
   bool remove_slices_on_exit = false;
   int resync_seconds = 30;  // the inventory is re-read and the slices re-checked this often

@@ -31,6 +31,7 @@ TEST(DraConfigTest, BadInputNamesTheFlag) {
       {{"--device-mode", "mig"}, "--device-mode"},
       {{"--resync-seconds", "0"}, "--resync-seconds must be at least 1"},
       {{"--log-level", "loud"}, "--log-level 'loud'"},
+      {{"--mig-gpus", "0,,1"}, "--mig-gpus '0,,1' is not none, all or GPU indices"},
   };
   for (const auto& [args, error] : cases) {
     auto c = Parse(args);

@@ -21,6 +21,7 @@
 #include "dra/gpu_details.h"
 #include "dra/resource_slices.h"
 #include "host/nvml_inventory.h"
+#include "host/nvml_mig.h"
 #include "kube/config.h"
 
 namespace {
@@ -82,6 +83,16 @@ int Run(int argc, char** argv) {
     return 1;
   }
   const tessera::host::NvmlApi& api = (*library)->api();
+  std::unique_ptr<tessera::host::NvmlMigDriver> mig;
+  if (config.mig_gpus != "none") {
+    auto loaded = tessera::host::NvmlMigDriver::Load(api, config.nvml_library);
+    if (!loaded.ok()) {
+      log::Error("cannot start: --mig-gpus is set but MIG cannot be managed",
+                 {{"error", loaded.error().message}});
+      return 1;
+    }
+    mig = std::move(loaded).value();
+  }
   tessera::host::NvmlInventory inventory(api, std::move(library).value());
   Gpus gpus;
   auto discovered = inventory.Discover();
@@ -93,6 +104,17 @@ int Run(int argc, char** argv) {
   auto details = tessera::dra::ReadSystemDetails(config.nvml_library);
   if (!details.ok()) log::Warn("GPU details unavailable", {{"error", details.error().message}});
   const tessera::dra::SystemDetails system = details.ok() ? *details : tessera::dra::SystemDetails{};
+  std::vector<tessera::dra::MigGpu> mig_gpus;
+  if (mig) {
+    std::vector<std::string> skipped;
+    auto selected = tessera::dra::SelectMigGpus(config.mig_gpus, gpus.Get(), *mig, &skipped);
+    if (!selected.ok()) {
+      log::Error("cannot start: --mig-gpus", {{"error", selected.error().message}});
+      return 2;
+    }
+    for (const auto& why : skipped) log::Error("MIG partitions not published", {{"reason", why}});
+    mig_gpus = *selected;
+  }
 
   if (config.ld_so_preload) {
     if (auto s = tessera::files::ReplaceAtomically(config.PreloadFileHostPath(),
@@ -125,6 +147,8 @@ int Run(int argc, char** argv) {
     return tessera::Error{claim.error().message};
   };
   deps.gpus = [&gpus] { return gpus.Get(); };
+  deps.mig = mig.get();
+  deps.mig_gpus = [&mig_gpus] { return mig_gpus; };
   tessera::dra::ClaimPreparer preparer(config, deps);
   if (auto s = preparer.Recover(); !s.ok()) {
     log::Error("cannot recover the prepared claims", {{"error", s.error().message}});
@@ -160,14 +184,14 @@ int Run(int argc, char** argv) {
       lock.unlock();
       if (config.publish_slices) {
         if (auto again = inventory.Discover(); again.ok()) gpus.Set(*again);
-        auto devices = tessera::dra::BuildDevices(config, gpus.Get(), system);
-        if (!devices.ok()) {
-          log::Error("cannot describe the GPUs as devices", {{"error", devices.error().message}});
-        } else if (auto writes = publisher.Sync(*devices); !writes.ok()) {
+        auto pool = tessera::dra::BuildPool(config, gpus.Get(), system, mig_gpus);
+        if (!pool.ok()) {
+          log::Error("cannot describe the GPUs as devices", {{"error", pool.error().message}});
+        } else if (auto writes = publisher.Sync(*pool); !writes.ok()) {
           log::Warn("ResourceSlices not published", {{"error", writes.error().message}});
         } else if (*writes > 0) {
           log::Info("ResourceSlices published",
-                    {{"devices", static_cast<int>(devices->size())}, {"writes", *writes}});
+                    {{"devices", static_cast<int>(pool->devices.size())}, {"writes", *writes}});
         }
       }
       lock.lock();

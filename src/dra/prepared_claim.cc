@@ -14,7 +14,11 @@ nlohmann::json PreparedClaimToJson(const PreparedClaim& c) {
                        {"cdiName", d.cdi_name},
                        {"uuid", d.uuid},
                        {"memoryMiB", d.memory_mib},
-                       {"cores", d.cores}});
+                       {"cores", d.cores},
+                       {"migGpu", d.mig_gpu_index},
+                       {"migProfile", d.mig_profile_id},
+                       {"migStart", d.mig_start},
+                       {"migGpuInstance", d.mig_gpu_instance_id}});
   }
   return {{"version", 1},
           {"namespace", c.ns},
@@ -44,6 +48,10 @@ Result<PreparedClaim> PreparedClaimFromJson(const nlohmann::json& j) {
       device.uuid = d.at("uuid").get<std::string>();
       device.memory_mib = d.at("memoryMiB").get<int64_t>();
       device.cores = d.at("cores").get<int>();
+      device.mig_gpu_index = d.value("migGpu", -1);
+      device.mig_profile_id = d.value("migProfile", 0u);
+      device.mig_start = d.value("migStart", 0u);
+      device.mig_gpu_instance_id = d.value("migGpuInstance", 0u);
       c.devices.push_back(std::move(device));
     }
     c.cdi_spec_path = j.at("cdiSpecPath").get<std::string>();

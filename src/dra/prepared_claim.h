@@ -29,6 +29,11 @@ struct PreparedDevice {
   std::string uuid;        // the GPU behind it
   int64_t memory_mib = 0;  // the limit libvgpu holds it to; 0 = no limit
   int cores = 0;           // percent; 0 = no limit
+  // A MIG partition (mig_partitions.h): the instance made for it. -1 = a GPU.
+  int mig_gpu_index = -1;
+  uint32_t mig_profile_id = 0;
+  uint32_t mig_start = 0;
+  uint32_t mig_gpu_instance_id = 0;
   bool operator==(const PreparedDevice&) const = default;
 };
 

@@ -96,28 +96,70 @@ Result<std::vector<Json>> BuildDevices(const DraConfig& config, const std::vecto
   return devices;
 }
 
+Result<Pool> BuildPool(const DraConfig& config, const std::vector<core::Gpu>& gpus,
+                       const SystemDetails& details, const std::vector<MigGpu>& mig_gpus) {
+  std::vector<core::Gpu> whole;
+  for (const auto& g : gpus) {
+    const bool mig =
+        std::any_of(mig_gpus.begin(), mig_gpus.end(), [&](const MigGpu& m) { return m.index == g.index; });
+    if (!mig) whole.push_back(g);
+  }
+  Pool pool;
+  TESSERA_ASSIGN_OR_RETURN(pool.devices, BuildDevices(config, whole, details));
+  for (const auto& m : mig_gpus) {
+    // The parent's attributes, as its whole-GPU device would carry them.
+    std::vector<core::Gpu> parent;
+    for (const auto& g : gpus) {
+      if (g.index == m.index && g.healthy) parent.push_back(g);
+    }
+    if (parent.empty()) continue;  // unhealthy (or gone): none of its partitions
+    DraConfig whole_mode = config;
+    whole_mode.device_mode = DeviceMode::kWhole;
+    TESSERA_ASSIGN_OR_RETURN(const std::vector<Json> parent_device,
+                             BuildDevices(whole_mode, parent, details));
+    pool.counter_sets.push_back(MigCounterSet(m));
+    for (auto& d : MigDevices(m, parent_device.at(0)["attributes"])) pool.devices.push_back(std::move(d));
+  }
+  return pool;
+}
+
 std::vector<Json> BuildResourceSlices(const DraConfig& config, const std::vector<Json>& devices,
                                       int64_t generation) {
-  const size_t count = std::max<size_t>(1, (devices.size() + kMaxDevicesPerSlice - 1) / kMaxDevicesPerSlice);
+  return BuildResourceSlices(config, Pool{devices, {}}, generation);
+}
+
+std::vector<Json> BuildResourceSlices(const DraConfig& config, const Pool& pool, int64_t generation) {
+  const size_t per_slice = pool.counter_sets.empty() ? kMaxDevicesPerSlice : kMaxDevicesPerSliceWithCounters;
+  const size_t device_slices = std::max<size_t>(1, (pool.devices.size() + per_slice - 1) / per_slice);
+  const size_t counter_slices =
+      (pool.counter_sets.size() + kMaxCounterSetsPerSlice - 1) / kMaxCounterSetsPerSlice;
+  const int64_t count = static_cast<int64_t>(device_slices + counter_slices);
+  auto slice = [&](const std::string& name, const char* key, Json items) {
+    return Json{
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceSlice"},
+        {"metadata", {{"name", config.node_name + "-" + config.driver_name + "-" + name}}},
+        {"spec",
+         {{"driver", config.driver_name},
+          {"nodeName", config.node_name},
+          {"pool", {{"name", config.node_name}, {"generation", generation}, {"resourceSliceCount", count}}},
+          {key, std::move(items)}}}};
+  };
   std::vector<Json> slices;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < device_slices; ++i) {
     Json chunk = Json::array();
-    for (size_t d = i * kMaxDevicesPerSlice; d < std::min(devices.size(), (i + 1) * kMaxDevicesPerSlice);
-         ++d) {
-      chunk.push_back(devices[d]);
+    for (size_t d = i * per_slice; d < std::min(pool.devices.size(), (i + 1) * per_slice); ++d) {
+      chunk.push_back(pool.devices[d]);
     }
-    slices.push_back(
-        {{"apiVersion", "resource.k8s.io/v1"},
-         {"kind", "ResourceSlice"},
-         {"metadata", {{"name", config.node_name + "-" + config.driver_name + "-" + std::to_string(i)}}},
-         {"spec",
-          {{"driver", config.driver_name},
-           {"nodeName", config.node_name},
-           {"pool",
-            {{"name", config.node_name},
-             {"generation", generation},
-             {"resourceSliceCount", static_cast<int64_t>(count)}}},
-           {"devices", chunk}}}});
+    slices.push_back(slice(std::to_string(i), "devices", std::move(chunk)));
+  }
+  for (size_t j = 0; j < counter_slices; ++j) {
+    Json chunk = Json::array();
+    for (size_t c = j * kMaxCounterSetsPerSlice;
+         c < std::min(pool.counter_sets.size(), (j + 1) * kMaxCounterSetsPerSlice); ++c) {
+      chunk.push_back(pool.counter_sets[c]);
+    }
+    slices.push_back(slice("counters-" + std::to_string(j), "sharedCounters", std::move(chunk)));
   }
   return slices;
 }
@@ -137,7 +179,7 @@ Result<std::vector<Json>> SlicePublisher::Existing() {
   return mine;
 }
 
-Result<int> SlicePublisher::Sync(const std::vector<Json>& devices) {
+Result<int> SlicePublisher::Sync(const Pool& pool) {
   if (owner_.is_null()) {
     auto node = client_->Get(kube::resources::kNodes, "", config_.node_name);
     if (node.ok()) {
@@ -152,7 +194,7 @@ Result<int> SlicePublisher::Sync(const std::vector<Json>& devices) {
   int64_t generation = 0;
   for (const auto& s : existing)
     generation = std::max<int64_t>(generation, s["spec"]["pool"].value("generation", 0));
-  std::vector<Json> desired = BuildResourceSlices(config_, devices, generation);
+  std::vector<Json> desired = BuildResourceSlices(config_, pool, generation);
 
   // In place: every desired slice exists with the same spec, and nothing else.
   bool same = existing.size() == desired.size();
@@ -163,7 +205,7 @@ Result<int> SlicePublisher::Sync(const std::vector<Json>& devices) {
   }
   if (same) return 0;
 
-  desired = BuildResourceSlices(config_, devices, generation + 1);
+  desired = BuildResourceSlices(config_, pool, generation + 1);
   int writes = 0;
   for (const auto& s : existing) {  // obsolete slices first
     const bool wanted = std::any_of(desired.begin(), desired.end(),

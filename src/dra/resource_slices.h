@@ -32,6 +32,7 @@
 #include "core/device.h"
 #include "dra/config.h"
 #include "dra/gpu_details.h"
+#include "dra/mig_partitions.h"
 #include "kube/client.h"
 
 namespace tessera::dra {
@@ -42,13 +43,33 @@ extern const kube::ResourceType kResourceClaims;
 }  // namespace resources
 
 inline constexpr size_t kMaxDevicesPerSlice = 128;
+// Once a slice's devices consume counters (1.35+: ResourceSliceMaxDevicesWithTaintsOrConsumesCounters).
+inline constexpr size_t kMaxDevicesPerSliceWithCounters = 64;
+// Counter sets per slice (1.35+), which holds counters or devices, never both.
+inline constexpr size_t kMaxCounterSetsPerSlice = 8;
 
 // The devices of the pool (spec.devices entries), in index order.
 Result<std::vector<nlohmann::json>> BuildDevices(const DraConfig& config, const std::vector<core::Gpu>& gpus,
                                                  const SystemDetails& details);
 
-// The pool's slices: names "<node>-<driver>-<i>", spec.pool {name: node,
-// generation, resourceSliceCount}.
+// A pool: its devices and, with MIG partitions (mig_partitions.h), the
+// counter sets they consume.
+struct Pool {
+  std::vector<nlohmann::json> devices;
+  std::vector<nlohmann::json> counter_sets;
+};
+
+// The whole-GPU devices of the GPUs not in `mig_gpus` and the partitions
+// and counter sets of those that are.
+Result<Pool> BuildPool(const DraConfig& config, const std::vector<core::Gpu>& gpus,
+                       const SystemDetails& details, const std::vector<MigGpu>& mig_gpus);
+
+// The pool's slices, named "<node>-<driver>-<i>" (devices; 128 per slice, 64
+// once counters are used) and "<node>-<driver>-counters-<j>" (8 counter sets
+// per slice, in slices of their own as 1.35+ servers require); spec.pool
+// {name: node, generation, resourceSliceCount} on each.
+std::vector<nlohmann::json> BuildResourceSlices(const DraConfig& config, const Pool& pool,
+                                                int64_t generation);
 std::vector<nlohmann::json> BuildResourceSlices(const DraConfig& config,
                                                 const std::vector<nlohmann::json>& devices,
                                                 int64_t generation);
@@ -58,7 +79,8 @@ class SlicePublisher {
   SlicePublisher(const DraConfig& config, std::shared_ptr<kube::Client> client);
 
   // Returns how many API writes it made (0 when everything was in place).
-  Result<int> Sync(const std::vector<nlohmann::json>& devices);
+  Result<int> Sync(const Pool& pool);
+  Result<int> Sync(const std::vector<nlohmann::json>& devices) { return Sync(Pool{devices, {}}); }
   // Deletes every slice of this node and driver.
   Status RemoveAll();
 

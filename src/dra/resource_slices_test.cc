@@ -106,7 +106,8 @@ TEST(ResourceSlicesTest, ManyDevicesMakeSeveralSlicesOfOnePool) {
     EXPECT_EQ(s["spec"]["pool"], (Json{{"name", "node-a"}, {"generation", 7}, {"resourceSliceCount", 2}}));
   }
   EXPECT_EQ(slices[1]["metadata"]["name"], "node-a-gpu.tessera.io-1");
-  EXPECT_EQ(BuildResourceSlices(Config(), {}, 1).size(), 1u) << "an empty pool is one empty slice";
+  EXPECT_EQ(BuildResourceSlices(Config(), std::vector<Json>{}, 1).size(), 1u)
+      << "an empty pool is one empty slice";
 }
 
 TEST(ResourceSlicesTest, SemverOfNvidiaVersions) {

@@ -15,7 +15,7 @@
 set -uo pipefail
 
 source_dir=$(cd "${1:?usage: $0 SOURCE_DIR TESSERA_DRA_BINARY}" && pwd)
-binary=${2:?usage: $0 SOURCE_DIR TESSERA_DRA_BINARY}
+binary=$(cd "$(dirname "${2:?usage: $0 SOURCE_DIR TESSERA_DRA_BINARY}")" && pwd)/$(basename "$2")
 
 if ! command -v kubectl >/dev/null 2>&1; then
   echo "SKIPPED: no kubectl on this machine (the manifests are rendered with kubectl kustomize)"
@@ -56,6 +56,9 @@ dc = by.get(("DeviceClass", "gpu.tessera.io"))
 check(dc is not None and "namespace" not in dc["metadata"], "DeviceClass gpu.tessera.io, cluster-scoped (no namespace)")
 check(dc is not None and "device.driver == 'gpu.tessera.io'" in dc["spec"]["selectors"][0]["cel"]["expression"],
       "its selector names the driver")
+mig = by.get(("DeviceClass", "mig.tessera.io"))
+check(mig is not None and "namespace" not in mig["metadata"] and "== 'mig'" in mig["spec"]["selectors"][0]["cel"]["expression"],
+      "DeviceClass mig.tessera.io, cluster-scoped, selecting type mig")
 
 pod = by[("DaemonSet", "tessera-dra")]["spec"]["template"]["spec"]
 container = [c for c in pod["containers"] if c["name"] == "tessera-dra"][0]
