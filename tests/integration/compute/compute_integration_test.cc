@@ -226,40 +226,52 @@ TEST_F(ComputeTest, TwoTenantsWithDifferentQuotas) {
   EXPECT_NEAR(rb.share, 60.0, 10.0) << rb.out;
 }
 
-// Issue 19 item 4: two latency-bound tenants (four 1 ms kernels, then wait
-// for them) whose quotas fill the device. Shares are the simulator's device
-// time (event-timed kernel intervals on its timeline), per second after a
-// one-second warm-up. Before the fix the 30 % tenant got 26.7-28.7 % (its
-// kernels were charged as if they ran with the neighbour's queue ahead of
-// them) and the 70 % one was held back 9-11 % of the time while the device
-// idled.
+// Issue 19 item 4: latency-bound tenants (four 1 ms kernels, then wait for
+// them) whose quotas fill the device, a pair and a triple. Shares are the
+// simulator's device time (event-timed kernel intervals on its timeline), per
+// second after a one-second warm-up. Before the fix the 30 % tenants got
+// 23-30 % (their kernels were charged as if they ran with the neighbour's
+// queue ahead of them) and the largest tenant was held back 13-30 % of the
+// time while the device idled (docs/benchmarks.md, "Shares between tenants").
 TEST_F(ComputeTest, LatencyBoundTenantsWithQuotasFillingTheDeviceGetThem) {
   const std::vector<std::string> args = {"batch", "1000", "1", "3"};
-  pid_t small =
-      start("small", {{"CUDA_DEVICE_SM_LIMIT", "30"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, args);
-  pid_t large =
-      start("large", {{"CUDA_DEVICE_SM_LIMIT", "70"}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, args);
-  Result rs = finish(small), rl = finish(large);
-  ASSERT_EQ(rs.exit_code, 0) << rs.err;
-  ASSERT_EQ(rl.exit_code, 0) << rl.err;
-  ASSERT_EQ(rs.windows.size(), 3u) << rs.out;
-  // The 30 % tenant: the benchmark holds ±0.4 pp per second at load 11. Here
-  // ±1 pp on the mean and ±2 pp per second: a host that does not run the
-  // tenant for longer than burst / quota (30 ms) loses what accrues beyond
-  // the burst — 20 ms is 2 pp of its 300 ms — and this test may share two
-  // cores with a parallel build.
-  EXPECT_NEAR(rs.share, 30.0, 1.0) << rs.out;
-  for (double w : rs.windows) EXPECT_NEAR(w, 30.0, 2.0) << rs.out;
-  // The 70 % tenant is below its quota only by the device's idle time at its
-  // own synchronisations (the host wakes it late; the 30 % tenant's kernels
-  // cannot cover them all): the limiter must not hold it back as well. It may
-  // wait when the small tenant's host stalls and leaves it room beyond its
-  // quota, briefly: at most 5 % of the 4-s run (the old code: 9-11 %).
-  RegionSnapshot l = read_region("large");
-  ASSERT_TRUE(l.ok);
-  EXPECT_LT(l.throttled_ns, 200'000'000u) << rl.out;
-  EXPECT_GT(rl.share, 60.0) << rl.out;  // host-bound, loosely: 68.6-69.6 % at load 11
-  EXPECT_LT(rl.share, 72.0) << rl.out;  // and never above its quota
+  for (const std::vector<int>& quotas : {std::vector<int>{30, 70}, std::vector<int>{10, 30, 60}}) {
+    std::string group;
+    for (int q : quotas) group += "-" + std::to_string(q);
+    SCOPED_TRACE("quotas" + group);
+    std::vector<pid_t> pids;
+    for (int q : quotas)
+      pids.push_back(start(
+          "t" + group + "-" + std::to_string(q),
+          {{"CUDA_DEVICE_SM_LIMIT", std::to_string(q)}, {"GPU_CORE_UTILIZATION_POLICY", "force"}}, args));
+    std::vector<Result> results;
+    for (pid_t pid : pids) results.push_back(finish(pid));
+    for (const Result& r : results) {
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      ASSERT_EQ(r.windows.size(), 3u) << r.out;
+    }
+    // Every tenant but the largest: the benchmark holds ±0.5 pp per second at
+    // load 11-13. Here ±1 pp on the mean and ±2 pp per second: a host that
+    // does not run a tenant for longer than burst / quota (30 ms) loses what
+    // accrues beyond the burst — 20 ms is 2 pp of a second — and this test
+    // may share two cores with a parallel build.
+    for (size_t i = 0; i + 1 < quotas.size(); ++i) {
+      EXPECT_NEAR(results[i].share, quotas[i], 1.0) << results[i].out;
+      for (double w : results[i].windows) EXPECT_NEAR(w, quotas[i], 2.0) << results[i].out;
+    }
+    // The largest is below its quota only by the device's idle time at its
+    // own synchronisations (the host wakes it late; the others' kernels,
+    // capped by their quotas, cannot cover them all): the limiter must not
+    // hold it back as well. It may wait when a neighbour's host stalls and
+    // leaves it room beyond its quota, briefly: at most 5 % of the 4-s run.
+    const int largest = quotas.back();
+    const Result& rl = results.back();
+    RegionSnapshot l = read_region("t" + group + "-" + std::to_string(largest));
+    ASSERT_TRUE(l.ok);
+    EXPECT_LT(l.throttled_ns, 200'000'000u) << rl.out;
+    EXPECT_GT(rl.share, largest - 10.0) << rl.out;  // host-bound, loosely: within 1 pp at load 11-13
+    EXPECT_LT(rl.share, largest + 2.0) << rl.out;   // and not above its quota
+  }
 }
 
 TEST_F(ComputeTest, HighPriorityGetsItsQuotaFirst) {
