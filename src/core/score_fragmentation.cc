@@ -446,6 +446,50 @@ double FragmentationPolicy::NodeBias(const NodeState& node) const {
   return (options_.order > 0 ? -1e-4 : 1e-4) * x;
 }
 
+double FragmentationPolicy::SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
+                                              int64_t cpu_free) const {
+  const PreparedMix& mix = *prepared_;
+  const size_t g_count = node.gpus().size();
+  int64_t total = 0;
+  for (size_t g = 0; g < g_count; ++g) total += free[g];
+  double f = 0;
+  for (size_t m = 0; m < mix.size(); ++m) {
+    const int k = mix.gpus()[m];
+    int64_t usable = 0;
+    if (k > 0) {
+      int64_t slots = 0;
+      int unit = 0;
+      for (size_t g = 0; g < g_count; ++g) {
+        const int need = needs[g][m];
+        if (need == INT_MAX) continue;
+        slots += free[g] / need;
+        if (unit == 0) unit = need;
+      }
+      int64_t count = slots / k;
+      const int64_t cpu_need = mix.cpu_milli()[m];
+      if (node.tracks_cpu() && cpu_need > 0)
+        count = std::min(count, std::max<int64_t>(0, cpu_free) / cpu_need);
+      usable = count * k * unit;
+    }
+    f += mix.weights()[m] * static_cast<double>(total - usable);
+  }
+  return f;
+}
+
+double FragmentationPolicy::SlotGrowth(const NodeState& node, std::span<const int> gpus,
+                                       std::span<const int> milli, int64_t cpu_milli) const {
+  const auto& states = node.gpus();
+  std::vector<const int*> needs(states.size());
+  std::vector<int> free(states.size());
+  for (size_t g = 0; g < states.size(); ++g) {
+    needs[g] = prepared_->NeedsOn(states[g].gpu);
+    free[g] = states[g].free_milli();
+  }
+  const double before = SlotFragmentation(node, needs.data(), free.data(), node.free_cpu_milli());
+  for (size_t i = 0; i < gpus.size(); ++i) free[gpus[i]] -= milli[i];
+  return SlotFragmentation(node, needs.data(), free.data(), node.free_cpu_milli() - cpu_milli) - before;
+}
+
 std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, const PodRequest& pod) const {
   const HostResources host = HostDemandOf(pod);
   const int64_t capacity = std::max<int64_t>(1, node.milli_capacity());
@@ -466,7 +510,8 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
     if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
     FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
-    double growth = meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
+    double growth = options_.slots ? SlotGrowth(node, {}, {}, host.cpu_milli)
+                                   : meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
     double util = static_cast<double>(capacity - node.free_milli_total()) / static_cast<double>(capacity);
     double bias = NodeBias(node);
     if (options_.cpu_only_away > 0)
@@ -485,7 +530,9 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
     if (mix_.empty()) return Candidate{util_after, std::move(fit.placement)};
     FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
-    double growth = meter.AfterMany(gpus, milli, host.cpu_milli, host.memory_mib) - meter.current();
+    double growth = options_.slots
+                        ? SlotGrowth(node, gpus, milli, host.cpu_milli)
+                        : meter.AfterMany(gpus, milli, host.cpu_milli, host.memory_mib) - meter.current();
     double bias = NodeBias(node);
     if (gpu_containers == 0 && options_.cpu_only_away > 0) {
       // A pod without GPUs: among equal scores, the node with the least free
@@ -554,6 +601,10 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   for (size_t g = 0; g < g_count; ++g) {
     if (fits[g] < 0) continue;
     double growth = cand_after[distinct[g]] - meter.current();
+    if (options_.slots) {
+      const int one_gpu = static_cast<int>(g);
+      growth = SlotGrowth(node, {&one_gpu, 1}, {&taken[g], 1}, host.cpu_milli);
+    }
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken[g]) / capacity;
     double score = Score(growth, util_after);
     // Inside the node: the highest score wins; equal scores go to the smaller

@@ -213,6 +213,10 @@ class FragmentationPolicy : public Policy {
     double pack_weight = 0;        // + weight × node utilisation after placement
     bool demand_weighted = false;  // shape weight × its GPU demand
     double order = 0;  // tie-break by a node property (1 GPUs, 2 CPU/GPU, 3 idle GPUs, 4 free CPU)
+    // > 0: a shape's fragment is the free share that repeated tasks of it
+    // could not use (GPU slots in whole multiples of its need, capped by the
+    // node's free CPU) — "the typical tasks a placement prevents".
+    bool slots = false;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
@@ -231,6 +235,13 @@ class FragmentationPolicy : public Policy {
   double Score(double growth, double util_after) const;
   void SetMix(WorkloadMix mix);
   double NodeBias(const NodeState& node) const;
+  // Options::slots: the mix-weighted free share repeated tasks of each shape
+  // could not use, for GPU free shares `free` and free CPU `cpu_free`.
+  double SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
+                           int64_t cpu_free) const;
+  // Options::slots: growth of SlotFragmentation when milli[k] leaves gpus[k].
+  double SlotGrowth(const NodeState& node, std::span<const int> gpus, std::span<const int> milli,
+                    int64_t cpu_milli) const;
 
   Options options_;
   bool learn_ = true;

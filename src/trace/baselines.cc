@@ -247,6 +247,7 @@ constexpr ExperimentOption kExperimentOptions[] = {
     {"tol", "a number >= 0 (band width of linear bands when sig=0)", 0, 1e12, false},
     {"pack", "a number (packing weight)", -1e12, 1e12, false},
     {"dw", "0 or 1", 0, 1, true},
+    {"slots", "0 or 1", 0, 1, true},
     {"cov", "a number in (0, 1], e.g. 0.95", 1e-9, 1, false},
     {"relearn", "a whole number >= 1 (pods between mix updates)", 1, 1e12, true},
     {"prior", "0 or 1", 0, 1, true},
@@ -322,6 +323,7 @@ Result<std::unique_ptr<core::Policy>> MakeExperimentPolicy(std::string_view name
   if (auto v = option("order")) o.order = *v;
   if (auto v = option("inner")) o.inner_exact = *v != 0;
   if (auto v = option("dw")) o.demand_weighted = *v != 0;
+  if (auto v = option("slots")) o.slots = *v != 0;
   if (auto v = option("relearn")) o.relearn_every = static_cast<int64_t>(*v);
   const bool prior = option("prior").value_or(0) != 0;
   const bool fixed = option("fixed").value_or(0) != 0;

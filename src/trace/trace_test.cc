@@ -208,6 +208,7 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
       {"tessera:relearn=2.5", "option relearn: '2.5' is out of range"},
       {"tessera:order=5", "option order: '5' is out of range"},
       {"tessera:inner=2", "option inner: '2' is out of range; expected 0 or 1"},
+      {"tessera:slots=2", "option slots: '2' is out of range; expected 0 or 1"},
       {"tessera:prior=1,bogus=1", "unknown option 'bogus'"},
       {"tessera:fixed=1,sig=abc", "option sig: 'abc' is not a number"},
       {"tessera:prior=1,fixed=1", "prior=1 and fixed=1 exclude each other"},
@@ -226,8 +227,9 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
   auto unknown = MakeTracePolicy("fdg", tasks);
   ASSERT_FALSE(unknown.ok());
   EXPECT_THAT(unknown.error().message, HasSubstr("unknown policy 'fdg' (valid: random, dotprod"));
-  for (const char* good : {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
-                           "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0"}) {
+  for (const char* good :
+       {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
+        "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0", "tessera:prior=1,slots=1,sig=2000"}) {
     EXPECT_TRUE(MakeTracePolicy(good, tasks).ok()) << good;
   }
 }

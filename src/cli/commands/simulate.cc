@@ -145,6 +145,7 @@ const CommandRegistration kSimulate{
            "  tol=N      with sig=0: linear bands of this width (0 = exact growth)\n"
            "  pack=W     add W x node utilisation after placement (default 0)\n"
            "  dw=0|1     weight shapes by their GPU demand\n"
+           "  slots=0|1  a shape's fragment: the free share repeated tasks of it could not use\n"
            "  cov=F      the typical shapes cover this share of pods, 0 < F <= 1 (default 0.95)\n"
            "  relearn=N  recompute the mix every N arrivals (default 512)\n"
            "  prior=0|1  start the mix from the trace's task counts (as --policy tessera does; without\n"

@@ -119,9 +119,10 @@ TEST_F(CliTest, HelpTeachesAndListsEverySubcommandOnOneLine) {
 TEST_F(CliTest, SimulateHelpExplainsTheMetricAndPolicyOptions) {
   Outcome help = Tessera({"simulate", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;
-  for (const char* part : {"Tasks arrive one by one", "unallocated GPU %", "'tessera:KEY=VALUE,...'", "sig=N",
-                           "tol=N", "pack=W", "dw=0|1", "cov=F", "relearn=N", "prior=0|1", "fixed=0|1",
-                           "inner=0|1", "away=N", "order=K", "mem=0|1", "1.01 to 100", "pods_file"}) {
+  for (const char* part :
+       {"Tasks arrive one by one", "unallocated GPU %", "'tessera:KEY=VALUE,...'", "sig=N", "tol=N", "pack=W",
+        "dw=0|1", "slots=0|1", "cov=F", "relearn=N", "prior=0|1", "fixed=0|1", "inner=0|1", "away=N",
+        "order=K", "mem=0|1", "1.01 to 100", "pods_file"}) {
     EXPECT_NE(help.out.find(part), std::string::npos) << "simulate --help lacks '" << part << "'";
   }
 }
