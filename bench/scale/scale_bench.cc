@@ -119,6 +119,41 @@ double TimedList(int port, const std::string& path, size_t* bytes) {
   return res && res->status == 200 ? ms : -1;
 }
 
+// A streaming list of `plural` read from the stand-in by a client that only
+// splits lines, until the initial-events-end BOOKMARK: the stand-in's own
+// serving time for what the scheduler reads at start. Returns ms (-1 on
+// failure); *cpu_s is this process's CPU meanwhile (the stand-in serving and
+// the line splitting).
+double TimedStreamingList(int port, const std::string& plural, size_t* bytes, double* cpu_s) {
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(120, 0);
+  const std::string path = "/api/v1/" + plural +
+                           "?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&"
+                           "resourceVersionMatch=NotOlderThan&timeoutSeconds=60";
+  std::string pending;
+  size_t total = 0;
+  bool ended = false;
+  const double cpu0 = CpuSecondsOf(getpid());
+  const auto t0 = Clock::now();
+  auto res = http.Get(path, [&](const char* data, size_t n) {
+    total += n;
+    pending.append(data, n);
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      const std::string_view line(pending.data(), nl);
+      if (line.find("\"type\":\"BOOKMARK\"") != std::string_view::npos &&
+          line.find("initial-events-end") != std::string_view::npos) {
+        ended = true;
+      }
+      pending.erase(0, nl + 1);
+    }
+    return !ended;  // stop reading at the bookmark
+  });
+  const double ms = Ms(Clock::now() - t0);
+  *cpu_s = CpuSecondsOf(getpid()) - cpu0;
+  *bytes = total;
+  return ended ? ms : -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -166,6 +201,17 @@ int main(int argc, char** argv) {
   const double list_nodes = TimedList(server.port(), "/api/v1/nodes", &bytes);
   std::printf("stand-in serving one full list: pods %.0f ms (%.1f MB), nodes %.0f ms (%.1f MB)\n", list_pods,
               pods_mb, list_nodes, bytes / 1e6);
+  if (so.streaming_lists) {
+    double pods_cpu = 0, nodes_cpu = 0;
+    size_t stream_pod_bytes = 0;
+    const double stream_pods = TimedStreamingList(server.port(), "pods", &stream_pod_bytes, &pods_cpu);
+    const double stream_nodes = TimedStreamingList(server.port(), "nodes", &bytes, &nodes_cpu);
+    std::printf(
+        "stand-in serving one streaming list alone: pods %.0f ms (%.2f s CPU, %.1f MB), nodes %.0f ms (%.2f "
+        "s "
+        "CPU, %.1f MB)\n",
+        stream_pods, pods_cpu, stream_pod_bytes / 1e6, stream_nodes, nodes_cpu, bytes / 1e6);
+  }
 
   const int port = tessera::testing::FreePort();
   const int dashboard_port = tessera::testing::FreePort();
@@ -189,6 +235,7 @@ int main(int argc, char** argv) {
               "logLevel=" + StrArg(argc, argv, "--log-level", "info")};
   cmd.stderr_path = StrArg(argc, argv, "--log", "/tmp/scale_bench_scheduler.log");
   cmd.stdout_path = cmd.stderr_path;
+  const double bench_cpu_at_start = CpuSecondsOf(getpid());
   const auto started = Clock::now();
   pid_t pid = tessera::testing::Spawn(cmd);
   if (pid <= 0) {
@@ -219,12 +266,21 @@ int main(int argc, char** argv) {
   }
   const Memory at_ready = MemoryOf(pid);
   const double cpu_at_ready = CpuSecondsOf(pid);
+  const double stand_in_cpu = CpuSecondsOf(getpid()) - bench_cpu_at_start;
   std::printf(
-      "tessera-scheduler (policy %s, %s): ready %.2f s after start (%.2f s of CPU); resident %.0f MB (peak "
-      "%.0f "
-      "MB)\n",
+      "tessera-scheduler (policy %s, %s): ready %.2f s after start (%.2f s of its CPU; the stand-in used "
+      "%.2f "
+      "s of CPU serving it meanwhile); resident %.0f MB (peak %.0f MB)\n",
       policy.c_str(), so.streaming_lists ? "streaming list offered" : "paginated lists", ready_ms / 1e3,
-      cpu_at_ready, at_ready.rss_mb, at_ready.hwm_mb);
+      cpu_at_ready, stand_in_cpu, at_ready.rss_mb, at_ready.hwm_mb);
+  std::printf("load average at ready: %s",
+              [] {
+                std::ifstream f("/proc/loadavg");
+                std::string line;
+                std::getline(f, line);
+                return line + "\n";
+              }()
+                  .c_str());
   if (auto m = http.Get("/metrics"); m) {
     for (const char* metric : {"tessera_scheduler_nodes ", "tessera_scheduler_pods ",
                                "tessera_scheduler_inconsistent_annotations_total "}) {
@@ -258,6 +314,7 @@ int main(int argc, char** argv) {
     return true;
   };
   std::vector<double> filter_ms, prio_ms;
+  const double cpu_before_latency = CpuSecondsOf(pid);
   for (int i = 0; i < iterations; ++i) {
     if (!cycle(8000, &filter_ms, &prio_ms)) {
       std::fprintf(stderr, "filter/prioritize failed\n");
@@ -268,6 +325,8 @@ int main(int argc, char** argv) {
   std::printf("over HTTP, %d unseen pods, %zu NodeNames each:\n  filter:     %s\n  prioritize: %s\n",
               iterations, names.size(), tessera::bench::LatencySummary(filter_ms).c_str(),
               tessera::bench::LatencySummary(prio_ms).c_str());
+  std::printf("  tessera-scheduler's CPU per filter + prioritize, mean: %.2f ms\n",
+              (CpuSecondsOf(pid) - cpu_before_latency) * 1e3 / std::max(1, iterations));
   const Memory after_latency = MemoryOf(pid);
   std::printf("  resident %.0f MB (peak %.0f MB)\n", after_latency.rss_mb, after_latency.hwm_mb);
 

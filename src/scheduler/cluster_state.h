@@ -209,7 +209,7 @@ class ClusterState {
   // room it needs there is kept from every other pod of lower or equal
   // priority until the hold is released (the pod binds, is deleted, or is no
   // longer nominated there) or `ttl` passes. The room is not a fixed set of
-  // GPUs: wherever such a pod is checked against the node (filter, reserve,
+  // GPUs: wherever such a pod is checked against the node (filter, bind,
   // preempt), the nominees of at least its priority are placed first, by
   // core::FitNode, on the node without its terminating pods (their victims
   // are leaving), and the pod must fit beside them. A nominee that does not

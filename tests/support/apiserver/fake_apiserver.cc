@@ -50,6 +50,8 @@ const std::vector<Kind>& Kinds() {
         "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
         "reportingComponent", "source", "type"}},
       {"/apis/coordination.k8s.io/v1", "coordination.k8s.io/v1", "Lease", "leases", true, false, {}},
+      // What tessera-scheduler's preempt verb lists (preemption.h).
+      {"/apis/policy/v1", "policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, {}},
       // What `tessera webhook-certs` keeps the webhook's certificate in and trusts it by.
       {"/api/v1", "v1", "Secret", "secrets", true, false, {"type"}},
       {"/apis/admissionregistration.k8s.io/v1",
