@@ -20,14 +20,16 @@ nlohmann::json BindMount(const std::string& host, const std::string& container, 
 nlohmann::json BuildCdiSpec(const DraConfig& config, const PreparedClaim& claim,
                             const std::vector<std::string>& env,
                             const std::vector<std::pair<std::string, int>>& gpu_index_of) {
-  nlohmann::json mounts = nlohmann::json::array();
-  mounts.push_back(BindMount(config.libvgpu_host_path, config.libvgpu_container_path, true));
-  if (config.ld_so_preload)
-    mounts.push_back(BindMount(config.PreloadFileHostPath(), kPreloadContainerPath, true));
-  mounts.push_back(BindMount(claim.region_dir, config.region_container_dir, false));
-  mounts.push_back(BindMount(claim.limits_dir, contract::kLimitsContainerDir, true));
-
-  nlohmann::json common = {{"env", env}, {"mounts", mounts}};
+  nlohmann::json common = {{"env", env}};
+  if (!claim.region_dir.empty()) {  // a libvgpu slice (not a MIG instance)
+    nlohmann::json mounts = nlohmann::json::array();
+    mounts.push_back(BindMount(config.libvgpu_host_path, config.libvgpu_container_path, true));
+    if (config.ld_so_preload)
+      mounts.push_back(BindMount(config.PreloadFileHostPath(), kPreloadContainerPath, true));
+    mounts.push_back(BindMount(claim.region_dir, config.region_container_dir, false));
+    mounts.push_back(BindMount(claim.limits_dir, contract::kLimitsContainerDir, true));
+    common["mounts"] = mounts;
+  }
   if (config.device_nodes) {
     common["deviceNodes"] = {{{"path", "/dev/nvidiactl"}}, {{"path", "/dev/nvidia-uvm"}}};
   }

@@ -13,6 +13,10 @@
 //  - device nodes /dev/nvidiactl and /dev/nvidia-uvm when configured.
 // Each device adds its GPU's /dev/nvidia<index> when device nodes are on.
 //
+// A claim of MIG partitions (mig_partitions.h) gets NVIDIA_VISIBLE_DEVICES
+// with the instances' UUIDs and the device nodes only: the GPU isolates an
+// instance, libvgpu has no part (as in tessera-node's MIG containers).
+//
 // Every container that gets a claim shares its region and limits: the
 // claim's capacity is the containers' together (one libvgpu slice).
 //

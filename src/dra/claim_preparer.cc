@@ -299,6 +299,14 @@ Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& 
     out.devices.push_back(std::move(d));
   }
   if (out.devices.empty()) return out;
+  const auto mig = std::count_if(out.devices.begin(), out.devices.end(),
+                                 [](const auto& d) { return d.mig_gpu_index >= 0; });
+  if (mig > 0 && mig < static_cast<long>(out.devices.size())) {
+    return Error{
+        "the claim holds MIG partitions and shared GPUs together; a container gets either (a MIG "
+        "instance is isolated by the GPU, a share by libvgpu, which would hide the instance): "
+        "use one claim for each"};
+  }
 
   // What is already prepared on each GPU, against what this claim adds.
   for (const auto& d : out.devices) {
@@ -431,6 +439,8 @@ Status ClaimPreparer::PlanMigDevice(const MigDeviceRef& ref, const std::vector<M
     d.mig_gpu_index = ref.gpu_index;
     d.mig_profile_id = ref.profile_id;
     d.mig_start = ref.start;
+    d.mig_parent_uuid = gpu->uuid;
+    d.mig_profile = profile.name;
     return Status::Ok();
   }
   return Error{"device '" + d.device + "' is no MIG partition the " + gpu->model->key + " of GPU " +
@@ -488,21 +498,34 @@ Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const 
     d.uuid = instance->mig_uuid;
     d.mig_gpu_instance_id = instance->gpu_instance_id;
   }
+  // MIG partitions: the instances and nothing else (tessera-node's MIG
+  // containers likewise): the GPU isolates them, libvgpu has no part.
+  const bool mig_only = !made.empty();
   std::vector<std::string> env;
   std::string limits_payload;
-  if (auto s = BuildEnv(prepared, gpu_config, env, limits_payload); !s.ok()) {
+  if (mig_only) {
+    std::string visible;
+    for (const auto& d : prepared.devices) visible += (visible.empty() ? "" : ",") + d.uuid;
+    env.push_back(std::string(contract::kVisibleDevicesEnv) + "=" + visible);
+  } else if (auto s = BuildEnv(prepared, gpu_config, env, limits_payload); !s.ok()) {
     rollback();
     return s.error();
   }
 
-  prepared.region_dir = RegionDirPath(uid);
-  prepared.limits_dir = LimitsDirPath(uid);
+  if (!mig_only) {
+    prepared.region_dir = RegionDirPath(uid);
+    prepared.limits_dir = LimitsDirPath(uid);
+  }
   prepared.cdi_spec_path = CdiSpecPath(uid);
   std::vector<std::pair<std::string, int>> indices;
   for (const auto& g : deps_.gpus()) indices.emplace_back(g.uuid, g.index);
   prepared.cdi_spec = BuildCdiSpec(config_, prepared, env, indices);
 
   auto write = [&]() -> Status {
+    if (mig_only) {
+      TESSERA_RETURN_IF_ERROR(files::MakeDirs(config_.cdi_dir, 0755));
+      return files::ReplaceAtomically(prepared.cdi_spec_path, prepared.cdi_spec.dump(2));
+    }
     TESSERA_RETURN_IF_ERROR(files::MakeDirs(config_.region_host_dir, 0755));
     TESSERA_RETURN_IF_ERROR(MakeDir(prepared.region_dir, 0777));
     TESSERA_RETURN_IF_ERROR(MakeDir(prepared.limits_dir, 0755));

@@ -216,6 +216,8 @@ TEST_F(MigPrepareTest, PrepareMakesTheInstanceAndUnprepareDestroysIt) {
     if (e == "NVIDIA_VISIBLE_DEVICES=" + instance.mig_uuid) visible = true;
   }
   EXPECT_TRUE(visible) << prepared->cdi_spec.dump(2);
+  EXPECT_FALSE(prepared->cdi_spec["containerEdits"].contains("mounts")) << "no libvgpu in a MIG container";
+  EXPECT_TRUE(prepared->region_dir.empty());
   // A restarted plugin keeps the instance its checkpoint holds.
   auto restarted = MakePreparer();
   EXPECT_EQ(driver_.gpus[0].instances.size(), 1u);
@@ -244,6 +246,18 @@ TEST_F(MigPrepareTest, BadPartitionsAndTakenPlacementsLeaveNothing) {
     EXPECT_EQ(driver_.gpus[0].instances.size(), 1u) << device;
     EXPECT_FALSE(std::filesystem::exists(p->CdiSpecPath(uid))) << device;
   }
+}
+
+TEST_F(MigPrepareTest, AClaimHoldsPartitionsOrSharesNotBoth) {
+  const std::string uid = "40000000-0000-4000-8000-000000000004";
+  Add("mixed", uid, "gpu-0-mig-1g10gb-19-0");
+  claims_["mixed"]["status"]["allocation"]["devices"]["results"].push_back(
+      {{"request", "gpu"}, {"driver", "gpu.tessera.io"}, {"pool", "node-a"}, {"device", "gpu-1"}});
+  auto prepared = MakePreparer()->Prepare("team", "mixed", uid);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_NE(prepared.error().message.find("MIG partitions and shared GPUs together"), std::string::npos)
+      << prepared.error().message;
+  EXPECT_TRUE(driver_.gpus[0].instances.empty());
 }
 
 TEST_F(MigPrepareTest, InstancesNoClaimHoldsAreDestroyedAtStart) {

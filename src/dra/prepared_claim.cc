@@ -18,7 +18,9 @@ nlohmann::json PreparedClaimToJson(const PreparedClaim& c) {
                        {"migGpu", d.mig_gpu_index},
                        {"migProfile", d.mig_profile_id},
                        {"migStart", d.mig_start},
-                       {"migGpuInstance", d.mig_gpu_instance_id}});
+                       {"migGpuInstance", d.mig_gpu_instance_id},
+                       {"migParentUUID", d.mig_parent_uuid},
+                       {"migProfileName", d.mig_profile}});
   }
   return {{"version", 1},
           {"namespace", c.ns},
@@ -52,6 +54,8 @@ Result<PreparedClaim> PreparedClaimFromJson(const nlohmann::json& j) {
       device.mig_profile_id = d.value("migProfile", 0u);
       device.mig_start = d.value("migStart", 0u);
       device.mig_gpu_instance_id = d.value("migGpuInstance", 0u);
+      device.mig_parent_uuid = d.value("migParentUUID", "");
+      device.mig_profile = d.value("migProfileName", "");
       c.devices.push_back(std::move(device));
     }
     c.cdi_spec_path = j.at("cdiSpecPath").get<std::string>();

@@ -34,6 +34,8 @@ struct PreparedDevice {
   uint32_t mig_profile_id = 0;
   uint32_t mig_start = 0;
   uint32_t mig_gpu_instance_id = 0;
+  std::string mig_parent_uuid{};  // the GPU the instance is on
+  std::string mig_profile{};      // "1g.10gb"
   bool operator==(const PreparedDevice&) const = default;
 };
 

@@ -83,10 +83,14 @@ class DraIntegrationTest : public ::testing::Test {
   }
 
   // The DeviceClass of deploy/dra, as `kubectl apply -k deploy/dra` creates it.
-  static Json GpuClass() {
-    const YAML::Node node =
-        YAML::LoadFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/dra/deviceclasses.yaml");
-    return ToJson(node);
+  static Json GpuClass(const std::string& name = "gpu.tessera.io") {
+    for (const auto& doc :
+         YAML::LoadAllFromFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/dra/deviceclasses.yaml")) {
+      Json object = ToJson(doc);
+      if (object["metadata"]["name"] == name) return object;
+    }
+    ADD_FAILURE() << "deploy/dra/deviceclasses.yaml has no DeviceClass " << name;
+    return Json();
   }
   static Json ToJson(const YAML::Node& node) {
     if (node.IsMap()) {
@@ -124,8 +128,10 @@ class DraIntegrationTest : public ::testing::Test {
             "--remove-slices-on-exit=true"};
   }
 
-  void StartDra() {
-    dra_ = testing::SpawnOnSimGpu(sim_, {.argv = DraArgs(), .stdout_path = log_, .stderr_path = log_});
+  void StartDra(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = DraArgs();
+    args.insert(args.end(), extra.begin(), extra.end());
+    dra_ = testing::SpawnOnSimGpu(sim_, {.argv = args, .stdout_path = log_, .stderr_path = log_});
     ASSERT_GE(dra_, 0);
   }
   // Stops the plugin; returns its exit code.
@@ -140,10 +146,18 @@ class DraIntegrationTest : public ::testing::Test {
 
   std::vector<Json> Slices() const { return api_.ListObjects("resourceslices"); }
 
-  void StartAndWaitForSlices() {
-    StartDra();
+  void StartAndWaitForSlices(const std::vector<std::string>& extra = {}) {
+    StartDra(extra);
     ASSERT_TRUE(kubelet_->WaitForPlugin(kDriver, kWait)) << Log();
-    ASSERT_TRUE(testing::WaitFor([&] { return !Slices().empty(); }, kWait)) << Log();
+    // The whole pool: as many slices as it says it has.
+    ASSERT_TRUE(testing::WaitFor(
+        [&] {
+          auto slices = Slices();
+          return !slices.empty() &&
+                 slices.size() == slices[0]["spec"]["pool"]["resourceSliceCount"].get<size_t>();
+        },
+        kWait))
+        << Log();
   }
 
   Json Claim(const std::string& name, const std::string& memory, const std::string& cores,
@@ -230,7 +244,7 @@ class DraIntegrationTest : public ::testing::Test {
         preload = resolve(line);
       }
     }
-    EXPECT_FALSE(preload.empty()) << "the spec mounts no /etc/ld.so.preload";
+    // A MIG claim's spec has no libvgpu (nor preload file): the GPU isolates it.
     std::vector<std::string> argv = {TESSERA_VGPU_PROBE};
     argv.insert(argv.end(), ops.begin(), ops.end());
     testing::Command c = testing::ContainerCommand(sim_, argv, env[contract_region_env_], preload);
@@ -242,8 +256,7 @@ class DraIntegrationTest : public ::testing::Test {
   const std::string root_ = tmp_.path();
   const std::string log_ = root_ + "/dra.log";
   const std::string contract_region_env_ = "CUDA_DEVICE_MEMORY_SHARED_CACHE";
-  const testing::SimGpu sim_{
-      .gpus = "2xA100-80GB", .state_dir = root_ + "/sim", .lib_dir = TESSERA_SIM_LIB_DIR};
+  testing::SimGpu sim_{.gpus = "2xA100-80GB", .state_dir = root_ + "/sim", .lib_dir = TESSERA_SIM_LIB_DIR};
   mutable testing::FakeApiServer api_;
   std::unique_ptr<KubeletDraStandIn> kubelet_;
   pid_t dra_ = -1;
@@ -418,6 +431,75 @@ TEST_F(DraIntegrationTest, BadClaimsGetClearErrorsAndLeaveNothing) {
   r = kubelet_->NodePrepareResources(kDriver, {Ref(gone)});
   EXPECT_NE(r.kubelet_error.find("does not exist"), std::string::npos) << r.kubelet_error;
 
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+}
+
+TEST_F(DraIntegrationTest, MigPartitionIsMadeAtPrepareAndFreedAtUnprepare) {
+  // GPU 0 with MIG mode on (an A100 turns it on only at a reset).
+  sim_.config = "gpus:\n  - model: A100-80GB\n    mig: true\n  - model: A100-80GB\n";
+  StartAndWaitForSlices({"--mig-gpus=0"});
+  ASSERT_TRUE(api_.CreateObject("deviceclasses", GpuClass("mig.tessera.io")).ok());
+  std::map<std::string, Json> devices;
+  int counter_slices = 0;
+  for (const auto& slice : Slices()) {
+    if (slice["spec"].contains("sharedCounters")) ++counter_slices;
+    for (const auto& d : slice["spec"].value("devices", Json::array())) devices[d["name"]] = d;
+  }
+  EXPECT_EQ(counter_slices, 1) << Log();
+  EXPECT_EQ(devices.count("gpu-1"), 1u) << "the GPU without MIG stays whole";
+  EXPECT_EQ(devices.count("gpu-0"), 0u);
+  ASSERT_EQ(devices.count("gpu-0-mig-7g80gb-0-0"), 1u);
+
+  auto claim = [&](const std::string& name, const std::string& profile) {
+    Json c = {
+        {"metadata", {{"name", name}, {"namespace", "team"}}},
+        {"spec",
+         {{"devices",
+           {{"requests",
+             Json::array(
+                 {{{"name", "mig"},
+                   {"exactly",
+                    {{"deviceClassName", "mig.tessera.io"},
+                     {"selectors",
+                      Json::array({{{"cel",
+                                     {{"expression", "device.attributes['gpu.tessera.io'].profile == '" +
+                                                         profile + "'"}}}}})}}}}})}}}}}};
+    auto created = api_.CreateObject("resourceclaims", c);
+    EXPECT_TRUE(created.ok());
+    return created.ok() ? *created : Json();
+  };
+  DraSchedulerStandIn::Options options;
+  options.api_url = api_.url();
+  DraSchedulerStandIn scheduler(options);
+  const Json small = claim("small", "1g.10gb");
+  const Json big = claim("big", "7g.80gb");
+  auto allocated = scheduler.ScheduleOnNode("team", {"small"}, "node-a", {"p1", "u1"});
+  ASSERT_TRUE(allocated.ok()) << allocated.error().message;
+  const std::string device = allocated->at(0)["status"]["allocation"]["devices"]["results"][0]["device"];
+  EXPECT_FALSE(scheduler.ScheduleOnNode("team", {"big"}, "node-a", {"p2", "u2"}).ok())
+      << "the whole GPU's partition overlaps the 1g one: the counters refuse it";
+
+  auto prepared = kubelet_->NodePrepareResources(kDriver, {Ref(small)});
+  ASSERT_EQ(prepared.kubelet_error, "") << Log();
+  const std::string id = prepared.response.claims().at(small["metadata"]["uid"]).devices(0).cdi_device_ids(0);
+  auto run = RunInContainer(id, {"init", "ctx:0", "meminfo", "count"});
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err;
+
+  const std::string memory = devices.at(device)["capacity"]["memory"]["value"];  // "<n>Mi"
+  const uint64_t mib = std::stoull(memory.substr(0, memory.size() - 2));
+  EXPECT_EQ(ProbeLine(run.out, "meminfo").at(3), std::to_string(mib << 20)) << "the MIG instance's memory\n"
+                                                                            << run.out;
+  EXPECT_EQ(ProbeLine(run.out, "count").at(2), "1") << "only the instance is visible\n" << run.out;
+
+  // Unprepared and released: the instance is gone, the whole GPU's partition fits.
+  ASSERT_EQ(kubelet_->NodeUnprepareResources(kDriver, {Ref(small)}).kubelet_error, "");
+  ASSERT_TRUE(api_.DeleteObject("resourceclaims", "team", "small").ok());
+  auto whole = scheduler.ScheduleOnNode("team", {"big"}, "node-a", {"p2", "u2"});
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  auto prepared_big = kubelet_->NodePrepareResources(kDriver, {Ref(big)});
+  ASSERT_EQ(prepared_big.kubelet_error, "") << "the 1g instance was destroyed\n" << Log();
+  ASSERT_EQ(kubelet_->NodeUnprepareResources(kDriver, {Ref(big)}).kubelet_error, "");
   EXPECT_TRUE(CdiSpecs().empty());
   EXPECT_TRUE(Regions().empty());
 }
