@@ -10,7 +10,8 @@
 //  - the same with 8 claims in one call;
 //  - ResourceSlice publication for 8 GPUs: building the devices and the first
 //    Sync (create), a resync with nothing changed (list only), and a change
-//    (a GPU gone: update with the generation bumped).
+//    (a GPU gone: update with the generation bumped); then the same 8 GPUs
+//    published as MIG partitions (mig_partitions.h).
 //
 //   dra_bench [claims=200] [rounds=50]
 #include <chrono>
@@ -193,6 +194,43 @@ int main(int argc, char** argv) {
   std::printf("slices, 8 GPUs: resync, unchanged (list only): %s\n",
               tessera::bench::LatencySummary(resync).c_str());
   std::printf("slices, 8 GPUs: a GPU gone (update): %s\n", tessera::bench::LatencySummary(change).c_str());
+
+  // The same 8 GPUs as MIG partitions (every A100-80GB profile at every
+  // placement, with one counter set per GPU).
+  std::vector<dra::MigGpu> mig;
+  for (const auto& g : gpus) mig.push_back({g.index, g.uuid, tessera::core::mig::FindModel("A100-80GB")});
+  std::vector<double> mig_build, mig_first, mig_resync, mig_change;
+  size_t mig_devices = 0, mig_slices = 0;
+  for (int round = 0; round < rounds; ++round) {
+    auto start = Clock::now();
+    auto pool = dra::BuildPool(config, gpus, details, mig);
+    mig_build.push_back(Ms(start));
+    if (!pool.ok()) return 1;
+    mig_devices = pool->devices.size();
+    mig_slices = dra::BuildResourceSlices(config, *pool, 1).size();
+    start = Clock::now();
+    if (!publisher.Sync(*pool).ok()) return 1;
+    mig_first.push_back(Ms(start));
+    start = Clock::now();
+    auto none = publisher.Sync(*pool);
+    mig_resync.push_back(Ms(start));
+    if (!none.ok() || *none != 0) return 1;
+    auto unhealthy = gpus;
+    unhealthy[7].healthy = false;  // its partitions leave the pool
+    auto fewer = dra::BuildPool(config, unhealthy, details, mig);
+    start = Clock::now();
+    if (!publisher.Sync(*fewer).ok()) return 1;
+    mig_change.push_back(Ms(start));
+    if (!publisher.RemoveAll().ok()) return 1;
+  }
+  std::printf("slices, 8 MIG GPUs (%zu devices, %zu slices): build pool: %s\n", mig_devices, mig_slices,
+              tessera::bench::LatencySummary(mig_build).c_str());
+  std::printf("slices, 8 MIG GPUs: first publication (create): %s\n",
+              tessera::bench::LatencySummary(mig_first).c_str());
+  std::printf("slices, 8 MIG GPUs: resync, unchanged (list only): %s\n",
+              tessera::bench::LatencySummary(mig_resync).c_str());
+  std::printf("slices, 8 MIG GPUs: a GPU gone (updates, a slice fewer or rewritten): %s\n",
+              tessera::bench::LatencySummary(mig_change).c_str());
   kubelet.Stop();
   plugin.Stop();
   api.Stop();
