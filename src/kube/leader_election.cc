@@ -55,11 +55,19 @@ std::string LeaderElector::Holder() const {
   return holder_;
 }
 
+std::optional<Clock::Monotonic> LeaderElector::TookOverAt() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!leading_) return std::nullopt;
+  return took_over_at_;
+}
+
 void LeaderElector::SetLeading(bool leading) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (leading_ == leading) return;
     leading_ = leading;
+    took_over_at_.reset();
+    if (leading && !created_lease_) took_over_at_ = clock_->Now();
   }
   if (leading && config_.on_started_leading) config_.on_started_leading();
   if (!leading && config_.on_stopped_leading) config_.on_stopped_leading();
@@ -121,6 +129,7 @@ bool LeaderElector::TryAcquireOrRenew() {
     auto created = store_->Create(desired);
     if (!created.ok()) return failed(created.error());
     observed_ = *created;
+    created_lease_ = true;
     std::lock_guard<std::mutex> lock(mu_);
     holder_ = config_.identity;
     return true;
@@ -148,6 +157,7 @@ bool LeaderElector::TryAcquireOrRenew() {
   auto updated = store_->Update(desired);
   if (!updated.ok()) return failed(updated.error());  // a conflict means someone else moved first
   observed_ = *updated;
+  created_lease_ = false;
   std::lock_guard<std::mutex> lock(mu_);
   holder_ = config_.identity;
   return true;

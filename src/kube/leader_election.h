@@ -98,6 +98,13 @@ class LeaderElector {
 
   bool IsLeader() const;
   std::string Holder() const;  // last observed holder ("" when none/unknown)
+  // While leading: when this leadership began, if it began by taking over a
+  // Lease that already existed (another holder's, an expired or released one,
+  // or one an earlier process with this identity held). nullopt when not
+  // leading or when this process created the Lease. A caller that acts for
+  // the leader uses it to wait out what a predecessor may still have in
+  // flight (tessera-scheduler: Bindings sent before it lost the lease).
+  std::optional<Clock::Monotonic> TookOverAt() const;
   const LeaderElectionConfig& config() const { return config_; }
 
  private:
@@ -113,6 +120,8 @@ class LeaderElector {
   bool leading_ = false;                 // guarded by mu_
   Clock::Monotonic last_renew_{};        // guarded by mu_
   std::string holder_;                   // guarded by mu_
+  std::optional<Clock::Monotonic> took_over_at_;  // guarded by mu_
+  bool created_lease_ = false;           // elector thread only: the last successful attempt created the Lease
   std::optional<LeaseRecord> observed_;  // elector thread only
   std::string lease_error_;              // elector thread only: the last attempt's API error ("" = none)
   bool lease_failing_ = false;           // elector thread only: an outage of the Lease API was logged

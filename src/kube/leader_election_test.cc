@@ -193,6 +193,47 @@ TEST_F(LeaderElectionTest, ConflictingUpdateLosesTheRace) {
   EXPECT_EQ(store.lease->holder_identity, "c");
 }
 
+// A Lease that existed before this leadership may have a predecessor whose
+// requests are still in flight: TookOverAt says when the takeover happened.
+// Creating the Lease means nobody led before.
+TEST_F(LeaderElectionTest, TookOverAtMarksLeadershipTakenFromAnExistingLease) {
+  int a_started = 0, a_stopped = 0;
+  LeaderElector a(&store, Config("a", &a_started, &a_stopped), &clock);
+  EXPECT_FALSE(a.TookOverAt().has_value()) << "not leading";
+  a.Tick();
+  ASSERT_TRUE(a.IsLeader());
+  EXPECT_FALSE(a.TookOverAt().has_value()) << "a created the Lease";
+  clock.Advance(seconds(2));
+  a.Tick();
+  EXPECT_FALSE(a.TookOverAt().has_value()) << "a renewal is no takeover";
+
+  // A new process with the same identity (a restarted replica) renews the
+  // Lease its earlier incarnation held: that earlier one's Bindings may land.
+  clock.Advance(seconds(1));
+  int c_started = 0, c_stopped = 0;
+  LeaderElector again(&store, Config("a", &c_started, &c_stopped), &clock);
+  again.Tick();
+  ASSERT_TRUE(again.IsLeader());
+  ASSERT_TRUE(again.TookOverAt().has_value());
+  EXPECT_EQ(*again.TookOverAt(), clock.Now());
+
+  // Another candidate after expiry; and the mark goes when leadership does.
+  int b_started = 0, b_stopped = 0;
+  LeaderElector b(&store, Config("b", &b_started, &b_stopped), &clock);
+  clock.Advance(seconds(15));
+  const auto taken = clock.Now();
+  b.Tick();
+  ASSERT_TRUE(b.IsLeader());
+  ASSERT_TRUE(b.TookOverAt().has_value());
+  EXPECT_EQ(*b.TookOverAt(), taken);
+  clock.Advance(seconds(2));
+  b.Tick();
+  EXPECT_EQ(*b.TookOverAt(), taken) << "renewals keep the takeover time";
+  again.Tick();
+  EXPECT_FALSE(again.IsLeader());
+  EXPECT_FALSE(again.TookOverAt().has_value());
+}
+
 TEST_F(LeaderElectionTest, ReleaseOnStopFreesTheLease) {
   auto a = std::make_unique<LeaderElector>(&store, Config("a", &started, &stopped), &clock);
   a->Tick();

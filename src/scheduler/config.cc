@@ -90,6 +90,15 @@ config::YamlConfig Keys(SchedulerConfig& c) {
                "a leader that cannot renew for this long steps down")
       .Seconds("leaderElection.retryPeriodSeconds", &c.retry_period,
                "interval between acquire/renew attempts")
+      .Custom(
+          "leaderElection.takeoverSettleSeconds", "seconds", "a number of seconds (0 or more)",
+          [&c](std::string_view text) -> Status {
+            TESSERA_ASSIGN_OR_RETURN(c.takeover_settle, config::ParseSeconds(text, /*zero_allowed=*/true));
+            return Status::Ok();
+          },
+          [&c] { return c.takeover_settle ? Seconds(*c.takeover_settle) : std::string("unset"); },
+          "after taking the lease over, bind nothing for this long: Bindings the previous leader sent may "
+          "still land (unset = kube.timeoutSeconds; 0 = no wait)")
       .String("logLevel", &c.log_level, "trace, debug, info, warn or error")
       .Bool("dashboard.enabled", &c.dashboard.enabled, "serve the web dashboard on its own listener")
       .String("dashboard.bindAddress", &c.dashboard.bind_address, "address the dashboard listens on")

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -57,6 +58,15 @@ struct SchedulerConfig {
   std::chrono::milliseconds lease_duration{15000};
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
+  // After taking the Lease over (from another replica, an expired or released
+  // lease, or this identity's previous process), bind nothing for this long:
+  // a Binding the previous leader sent may still land after its client gave
+  // up, and this replica knows nothing of it until it does. Unset = api_timeout.
+  // Together with lease_duration - renew_deadline (the gap between the last
+  // moment a deposed leader may bind and the first a successor may lead) it
+  // bounds how late a predecessor's Binding can land without harm.
+  std::optional<std::chrono::milliseconds> takeover_settle;
+  std::chrono::milliseconds TakeoverSettle() const { return takeover_settle.value_or(api_timeout); }
 
   std::string log_level = "info";  // trace|debug|info|warn|error
 

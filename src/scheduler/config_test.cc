@@ -79,5 +79,25 @@ TEST(ConfigTest, InventoryStaleSecondsDefaultsTo120AndZeroSwitchesItOff) {
   }
 }
 
+TEST(ConfigTest, TakeoverSettleDefaultsToTheApiTimeoutAndCanBeSetOrSwitchedOff) {
+  SchedulerConfig c;
+  EXPECT_EQ(c.TakeoverSettle(), c.api_timeout);
+  ASSERT_TRUE(ApplyConfigYaml("kube:\n  timeoutSeconds: 4\n", "f.yaml", c).ok());
+  EXPECT_EQ(c.TakeoverSettle(), std::chrono::seconds(4)) << "unset follows kube.timeoutSeconds";
+  ASSERT_TRUE(ApplyConfigSetting("leaderElection.takeoverSettleSeconds", "2.5", "--set", c).ok());
+  EXPECT_EQ(c.TakeoverSettle(), std::chrono::milliseconds(2500));
+  ASSERT_TRUE(ApplyConfigSetting("leaderElection.takeoverSettleSeconds", "0", "--set", c).ok());
+  EXPECT_EQ(c.TakeoverSettle(), std::chrono::milliseconds(0));
+  EXPECT_TRUE(c.Validate().ok());
+  for (const char* bad : {"-1", "later"}) {
+    auto s = ApplyConfigSetting("leaderElection.takeoverSettleSeconds", bad, "--set", c);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_NE(s.error().message.find("leaderElection.takeoverSettleSeconds"), std::string::npos)
+        << s.error().message;
+  }
+  EXPECT_EQ(c.TakeoverSettle(), std::chrono::milliseconds(0)) << "a refused value changes nothing";
+  EXPECT_NE(ConfigKeysHelp().find("leaderElection.takeoverSettleSeconds"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -417,6 +417,10 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     return fail(200,
                 "tessera-scheduler " + me + " is not the leader" + why + "; only the leader binds, retry");
   }
+  if (std::string held = deps_.bind_held ? deps_.bind_held() : ""; !held.empty()) {
+    ++counters_.bind_settling;  // logged once per takeover by the scheduler, not per bind
+    return answer_error(200, "bind " + key + ": " + held + "; retry");
+  }
   auto pod = deps_.get_pod(ns, name);
   if (!pod.ok()) return fail(200, "bind " + key + ": cannot read the pod: " + pod.error().message);
   const std::string pod_uid = pod->contains("metadata") ? (*pod)["metadata"].value("uid", "") : "";

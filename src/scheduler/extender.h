@@ -91,6 +91,9 @@ struct ExtenderDeps {
   std::function<bool()> is_leader;
   // Who leads, for the follower's error message ("" = unknown).
   std::function<std::string()> leader_identity;
+  // Why the leader may not bind yet ("" = it may): just after a takeover, a
+  // Binding its predecessor sent may still land. Unset = never held.
+  std::function<std::string()> bind_held;
   // The pod as the API server has it (informer cache, else a GET).
   std::function<Result<nlohmann::json>(const std::string& ns, const std::string& name)> get_pod;
   // POST pods/<name>/binding with the annotations in the Binding's metadata.
@@ -110,7 +113,8 @@ struct ExtenderCounters {
   std::atomic<uint64_t> binds{0};
   std::atomic<uint64_t> bind_errors{0};
   std::atomic<uint64_t> bind_not_leader{0};
-  std::atomic<uint64_t> not_ready{0};  // filter, prioritize and bind calls refused before readiness
+  std::atomic<uint64_t> bind_settling{0};  // bind calls refused while a new leader waits out its predecessor
+  std::atomic<uint64_t> not_ready{0};      // filter, prioritize and bind calls refused before readiness
   std::atomic<uint64_t> filter_micros{0};
   std::atomic<uint64_t> prioritize_micros{0};
   std::atomic<uint64_t> bind_micros{0};

@@ -53,6 +53,7 @@ class ExtenderTest : public ::testing::Test {
     deps.is_leader = [this] { return leader_.load(); };
     deps.leader_identity = [this] { return holder_; };
     deps.not_ready = [this] { return not_ready_; };
+    deps.bind_held = [this] { return bind_held_; };
     deps.get_pod = [this](const std::string& ns, const std::string& name) -> Result<Json> {
       std::lock_guard lock(mu_);
       auto it = pods_.find(ns + "/" + name);
@@ -78,6 +79,7 @@ class ExtenderTest : public ::testing::Test {
   std::optional<kube::ApiError> bind_refusal_;  // the API server's answer to every Binding
   std::atomic<bool> leader_{true};
   std::string holder_ = "other";  // the Lease's holder as the elector last saw it
+  std::string bind_held_;         // the leader's settle after a takeover ("" = none)
   std::string not_ready_;         // "" = ready; read on each call
   std::unique_ptr<Extender> extender_;
 };
@@ -280,6 +282,25 @@ TEST_F(ExtenderTest, FollowerRefusesToBind) {
   EXPECT_NE(error.find("not the leader"), std::string::npos) << error;
   EXPECT_NE(error.find("other"), std::string::npos) << error;
   EXPECT_TRUE(binds_.empty());
+}
+
+// Just after a takeover the predecessor's Bindings may still land: the new
+// leader refuses binds (kube-scheduler retries) and reserves nothing.
+TEST_F(ExtenderTest, ALeaderSettlingAfterATakeoverRefusesToBindAndReservesNothing) {
+  bind_held_ = "this replica took the leader lease over 10 ms ago and waits 1990 ms more";
+  auto [status, result] = extender_->Bind(Json::parse(kBindArgs));
+  EXPECT_EQ(status, 200);
+  std::string error = result["Error"];
+  EXPECT_NE(error.find("bind default/p1: this replica took the leader lease over"), std::string::npos)
+      << error;
+  EXPECT_TRUE(binds_.empty());
+  EXPECT_EQ(state_.Stats().reservations, 0u);
+  EXPECT_EQ(extender_->counters().bind_settling.load(), 1u);
+
+  bind_held_.clear();
+  auto [status2, result2] = extender_->Bind(Json::parse(kBindArgs));
+  EXPECT_FALSE(result2.contains("Error") && !result2["Error"].get<std::string>().empty()) << result2.dump();
+  EXPECT_EQ(binds_.size(), 1u);
 }
 
 TEST_F(ExtenderTest, AFollowerWhoseLeaseNamesItselfDoesNotCallItselfTheLeader) {

@@ -82,8 +82,16 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     le.renew_deadline = config_.renew_deadline;
     le.retry_period = config_.retry_period;
     const std::string lease = config_.lease_namespace + "/" + config_.lease_name;
-    le.on_started_leading = [identity = config_.identity, lease] {
-      log::Info("leader: this replica now binds", {{"identity", identity}, {"lease", lease}});
+    le.on_started_leading = [identity = config_.identity, lease, settle = config_.TakeoverSettle(), this] {
+      // Called under no lock of the elector's; TookOverAt is already set.
+      if (elector_ && elector_->TookOverAt() && settle.count() > 0) {
+        log::Info(
+            "leader: this replica took the lease over and binds once a predecessor's Bindings can no "
+            "longer land",
+            {{"identity", identity}, {"lease", lease}, {"settle_ms", settle.count()}});
+      } else {
+        log::Info("leader: this replica now binds", {{"identity", identity}, {"lease", lease}});
+      }
     };
     le.on_stopped_leading = [identity = config_.identity, lease] {
       log::Warn("no longer the leader: this replica stops binding",
@@ -101,6 +109,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   deps.not_ready = [this] { return NotReadyReason(); };
   deps.is_leader = [this] { return IsLeader(); };
   deps.leader_identity = [this] { return elector_ ? elector_->Holder() : config_.identity; };
+  deps.bind_held = [this] { return BindHeldReason(); };
   deps.get_pod = [this](const std::string& ns, const std::string& name) { return GetPod(ns, name); };
   deps.bind = [this](const std::string& ns, const std::string& name, const std::string& node,
                      const std::map<std::string, std::string>& annotations) {
@@ -161,6 +170,21 @@ Scheduler::~Scheduler() {
 
 bool Scheduler::IsLeader() const {
   return !elector_ || elector_->IsLeader();
+}
+
+std::string Scheduler::BindHeldReason() const {
+  if (!elector_) return "";
+  const auto took_over = elector_->TookOverAt();
+  const auto settle = config_.TakeoverSettle();
+  if (!took_over || settle.count() <= 0) return "";
+  const auto elapsed = RealClock::Get()->Now() - *took_over;
+  if (elapsed >= settle) return "";
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(settle - elapsed);
+  return "this replica took the leader lease over " +
+         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count()) +
+         " ms ago and waits " + std::to_string(left.count()) +
+         " ms more (leaderElection.takeoverSettleSeconds) for Bindings the previous leader may still have in "
+         "flight";
 }
 
 std::string Scheduler::NotReadyReason() const {
@@ -405,6 +429,9 @@ std::string Scheduler::MetricsText() const {
        double(c.bind_errors)},
       {"tessera_scheduler_bind_not_leader_total", kCounter, "bind calls refused because this is a follower",
        double(c.bind_not_leader)},
+      {"tessera_scheduler_bind_settling_total", kCounter,
+       "bind calls refused while a new leader waits out Bindings its predecessor may still have in flight",
+       double(c.bind_settling)},
       {"tessera_scheduler_not_ready_refusals_total", kCounter,
        "filter, prioritize and bind calls refused because the view of nodes and pods was not complete yet",
        double(c.not_ready)},

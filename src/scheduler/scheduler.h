@@ -63,6 +63,9 @@ class Scheduler {
   // What the scheduler still waits for before it decides ("" when ready).
   std::string NotReadyReason() const;
   bool IsLeader() const;
+  // Why this leader may not bind yet ("" = it may): the settle after taking
+  // the lease over (SchedulerConfig::takeover_settle).
+  std::string BindHeldReason() const;
 
   ClusterState& state() { return state_; }
   Extender& extender() { return *extender_; }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/number_format.h"
 #include "core/inventory_codec.h"
 #include "testing/ports.h"
 #include "testing/process.h"
@@ -192,19 +193,21 @@ Status ChaosCluster::StartScheduler(int r) {
     // As deploy/scheduler runs it, with the periods shortened so that a
     // killed leader is replaced within seconds; the API timeout below the
     // reservation timeout, as the configuration requires.
-    const std::vector<std::string> argv = {TESSERA_SCHEDULER_BIN,
-                                           "--api-server=" + api_->url(),
-                                           "--port=" + std::to_string(s.port),
-                                           "--leader-elect=true",
-                                           "--identity=" + SchedulerIdentity(r),
-                                           "--set=dashboard.enabled=false",
-                                           "--set=leaderElection.namespace=kube-system",
-                                           "--set=leaderElection.leaseDurationSeconds=2",
-                                           "--set=leaderElection.renewDeadlineSeconds=1.5",
-                                           "--set=leaderElection.retryPeriodSeconds=0.25",
-                                           "--set=kube.timeoutSeconds=2",
-                                           "--set=reservationTimeoutSeconds=5",
-                                           "--set=inventoryStaleSeconds=60"};
+    const std::vector<std::string> argv = {
+        TESSERA_SCHEDULER_BIN,
+        "--api-server=" + api_->url(),
+        "--port=" + std::to_string(s.port),
+        "--leader-elect=true",
+        "--identity=" + SchedulerIdentity(r),
+        "--set=dashboard.enabled=false",
+        "--set=leaderElection.namespace=kube-system",
+        "--set=leaderElection.leaseDurationSeconds=2",
+        "--set=leaderElection.renewDeadlineSeconds=1.5",
+        "--set=leaderElection.retryPeriodSeconds=0.25",
+        "--set=kube.timeoutSeconds=2",
+        "--set=leaderElection.takeoverSettleSeconds=" + FormatNumber(options_.takeover_settle_ms / 1000.0),
+        "--set=reservationTimeoutSeconds=5",
+        "--set=inventoryStaleSeconds=60"};
     s.pid = SpawnLogged(argv, {}, tmp_.Path("scheduler-" + std::to_string(r) + ".log"));
     if (s.pid < 0) return Error{"cannot start " + SchedulerIdentity(r)};
   }

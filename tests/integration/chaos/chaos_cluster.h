@@ -34,6 +34,11 @@ struct ChaosClusterOptions {
   int gpus_per_node = 2;
   int split_count = 4;      // vGPU slots (device-plugin devices) per GPU
   uint64_t fault_seed = 1;  // the API-server stand-in's
+  // The schedulers' leaderElection.takeoverSettleSeconds, in ms. The latest a
+  // late answer lands is 3 s after it was sent (chaos_test.cc); a successor
+  // leads at least 0.5 s (lease - renew) after the predecessor's last bind,
+  // so 3 s covers it with room for the watch. 0 shows what happens without.
+  int takeover_settle_ms = 3000;
   std::string temp_prefix = "tchaos";
 };
 

@@ -37,9 +37,12 @@
 // TESSERA_CHAOS_PODS (1000), TESSERA_CHAOS_SEED (19), TESSERA_CHAOS_NODES (3),
 // TESSERA_CHAOS_WORKERS (12), TESSERA_CHAOS_LIFETIME_MS (100),
 // TESSERA_CHAOS_LATE_ANSWERS (0; 1: some answers take 2-3 s, longer than the
-// schedulers' 2 s API timeout, so a Binding lands after its client gave up:
-// open, see docs/testing.md, which is why the short run leaves it off). `make chaos`
-// runs the long version (docs/testing.md).
+// schedulers' 2 s API timeout, so a Binding lands after its client gave up;
+// a new leader waits those out, docs/testing.md),
+// TESSERA_CHAOS_TAKEOVER_SETTLE_MS (3000: the schedulers'
+// leaderElection.takeoverSettleSeconds; 0 with late answers shows the
+// overbooking the settle prevents). `make chaos` runs the long version
+// (docs/testing.md).
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -88,6 +91,7 @@ struct Settings {
   int workers = 12;
   int lifetime_ms = 100;
   bool late_answers = false;
+  int takeover_settle_ms = 3000;
 };
 
 // One variable as a whole number in [min, max]; unset keeps `*out`.
@@ -117,6 +121,9 @@ Result<Settings> SettingsFromEnvironment() {
   int64_t late = s.late_answers ? 1 : 0;
   TESSERA_RETURN_IF_ERROR(ReadSetting("TESSERA_CHAOS_LATE_ANSWERS", 0, 1, &late));
   s.late_answers = late == 1;
+  int64_t settle = s.takeover_settle_ms;
+  TESSERA_RETURN_IF_ERROR(ReadSetting("TESSERA_CHAOS_TAKEOVER_SETTLE_MS", 0, 60'000, &settle));
+  s.takeover_settle_ms = static_cast<int>(settle);
   s.pods = static_cast<int>(pods);
   s.seed = static_cast<uint64_t>(seed);
   s.nodes = static_cast<int>(nodes);
@@ -690,7 +697,9 @@ TEST(ChaosSettingsTest, AMalformedOrOutOfRangeSettingIsRefusedByName) {
 TEST(ChaosTest, PodsGetThroughFaultsAndKillsWithoutOvercommitOrLeaks) {
   auto settings = SettingsFromEnvironment();
   ASSERT_TRUE(settings.ok()) << settings.error().message;
-  ChaosCluster cluster({.nodes = settings->nodes, .fault_seed = settings->seed});
+  ChaosCluster cluster({.nodes = settings->nodes,
+                        .fault_seed = settings->seed,
+                        .takeover_settle_ms = settings->takeover_settle_ms});
   auto started = cluster.Start();
   ASSERT_TRUE(started.ok()) << started.error().message;
   ASSERT_TRUE(WaitFor([&] {
