@@ -128,8 +128,8 @@ std::string RefusalMessage(const core::NodeState& node, const core::FitResult& f
 Result<Reservation> ReserveSlice(SliceLedger& ledger, const std::vector<core::Gpu>& gpus,
                                  const SliceRequest& request, const std::vector<std::string>& command) {
   TESSERA_RETURN_IF_ERROR(Validate(request));
-  TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<core::Policy> policy,
-                           core::MakePolicy(CorePolicyName(request)));
+  TESSERA_ASSIGN_OR_RETURN(const std::string policy_name, CorePolicyName(request));
+  TESSERA_ASSIGN_OR_RETURN(const std::unique_ptr<core::Policy> policy, core::MakePolicy(policy_name));
   const core::PodRequest pod = ToPodRequest(request);
 
   Reservation out;

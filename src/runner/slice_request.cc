@@ -47,9 +47,7 @@ Status Validate(const SliceRequest& request) {
     return Error{"--gpucores: must be 0..100 (percent of a GPU; 100 = exclusive), got " +
                  std::to_string(request.cores)};
   }
-  if (request.policy != "binpack" && request.policy != "spread") {
-    return Error{"--policy: must be binpack or spread, got '" + request.policy + "'"};
-  }
+  if (auto name = CorePolicyName(request); !name.ok()) return name.error();
   if (request.core_policy != "force" && request.core_policy != "default" &&
       request.core_policy != "disable") {
     return Error{"--core-policy: must be force, default or disable, got '" + request.core_policy + "'"};
@@ -70,8 +68,20 @@ core::PodRequest ToPodRequest(const SliceRequest& request) {
   return pod;
 }
 
-std::string CorePolicyName(const SliceRequest& request) {
-  return "gpu-" + request.policy;
+Result<std::string> CorePolicyName(const SliceRequest& request) {
+  if (request.policy == "binpack" || request.policy == "spread")
+    return "gpu-" + request.policy;  // deprecated
+  for (const char* name : {"gpu-binpack", "gpu-spread", "node-binpack", "node-spread", "tessera"}) {
+    if (request.policy == name) return std::string(name);
+  }
+  return Error{"--policy: must be gpu-binpack, gpu-spread, node-binpack, node-spread or tessera, got '" +
+               request.policy + "'"};
+}
+
+std::string PolicyDeprecation(const SliceRequest& request) {
+  if (request.policy != "binpack" && request.policy != "spread") return "";
+  return "--policy " + request.policy + " is deprecated: write --policy gpu-" + request.policy +
+         " (the same GPUs; policy names are the scheduler's and simulate's, docs/placement.md)";
 }
 
 }  // namespace tessera::runner

@@ -19,7 +19,7 @@ struct SliceRequest {
   std::optional<int> memory_percent;   // per GPU, 1..100
   int cores = 0;                       // percent per GPU; 0 = no compute limit, 100 = exclusive
   std::vector<std::string> gpu_types;  // model must contain one of these (case-insensitive)
-  std::string policy = "binpack";      // binpack | spread (how GPUs are chosen)
+  std::string policy = "gpu-binpack";  // a core policy name (CorePolicyName): how GPUs are chosen
   // How libvgpu holds `cores` (GPU_CORE_UTILIZATION_POLICY, docs/compute.md):
   // "default" lets a job alone on its GPU use idle time beyond its quota,
   // "force" never, "disable" does not limit compute at all.
@@ -37,7 +37,12 @@ Status Validate(const SliceRequest& request);
 
 core::PodRequest ToPodRequest(const SliceRequest& request);
 
-// The core policy name for --policy ("binpack" -> "gpu-binpack").
-std::string CorePolicyName(const SliceRequest& request);
+// The core policy (core::MakePolicy) --policy names: gpu-binpack (the
+// default), gpu-spread, node-binpack, node-spread, tessera — the names of
+// tessera-scheduler and `tessera simulate`. The old spellings binpack and
+// spread (GPU level) are still taken as gpu-binpack / gpu-spread.
+Result<std::string> CorePolicyName(const SliceRequest& request);
+// A warning for a deprecated --policy spelling; "" when there is none.
+std::string PolicyDeprecation(const SliceRequest& request);
 
 }  // namespace tessera::runner

@@ -49,6 +49,25 @@ TEST(SliceRequest, ValidatesRanges) {
   EXPECT_EQ(Validate(r).error().message, "--core-policy: must be force, default or disable, got 'strict'");
 }
 
+TEST(SliceRequest, PolicyNamesAreThePlacementPoliciesAndTheOldSpellingsWarn) {
+  SliceRequest r;
+  EXPECT_EQ(r.policy, "gpu-binpack");
+  for (const char* name : {"gpu-binpack", "gpu-spread", "node-binpack", "node-spread", "tessera"}) {
+    r.policy = name;
+    EXPECT_TRUE(Validate(r).ok()) << name;
+    EXPECT_EQ(*CorePolicyName(r), name);
+    EXPECT_EQ(PolicyDeprecation(r), "") << name;
+  }
+  r.policy = "spread";  // before: GPU spread; the scheduler's policy.node spread is node-level
+  EXPECT_EQ(*CorePolicyName(r), "gpu-spread");
+  EXPECT_NE(PolicyDeprecation(r).find("write --policy gpu-spread"), std::string::npos)
+      << PolicyDeprecation(r);
+  r.policy = "binpack";
+  EXPECT_EQ(*CorePolicyName(r), "gpu-binpack");
+  r.policy = "fgd";  // a trace baseline, not a placement policy of run
+  EXPECT_NE(Validate(r).error().message.find("must be gpu-binpack, gpu-spread"), std::string::npos);
+}
+
 TEST(SliceRequest, MapsOntoOneContainerPod) {
   SliceRequest r;
   r.gpus = 2;

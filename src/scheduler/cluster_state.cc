@@ -39,7 +39,7 @@ void ExtenderScoresOf(size_t n, const ScoreAt& score_at, const NameAt& name_at, 
       best = lo = *s;
     } else {
       lo = std::min(lo, *s);
-      if (*s > best || (*s == best && name_at(k) < name_at(chosen))) {
+      if (core::Outranks(*s, name_at(k), best, name_at(chosen))) {
         chosen = k;
         best = *s;
       }
@@ -332,12 +332,21 @@ std::string ScoresKeyPrefix(std::string_view policy_name, uint64_t epoch) {
 }  // namespace
 
 void ClusterState::DropScoresOf(std::string_view policy_name, uint64_t keep_epoch) {
+  // The policy's own caches ("tessera@3|…") and those of its GPU-ordered
+  // forms ("tessera+gpu-spread@3|…", core::WithGpuOrder), which share its epoch.
   const std::string any = std::string(policy_name) + "@";
   const std::string keep = ScoresKeyPrefix(policy_name, keep_epoch);
+  const std::string ordered = std::string(policy_name) + "+gpu-";
+  auto stale = [&](const std::string& key) {
+    if (key.starts_with(any)) return !key.starts_with(keep);
+    if (!key.starts_with(ordered)) return false;
+    const size_t at = key.find('@', ordered.size());
+    return at != std::string::npos && !key.substr(at).starts_with("@" + std::to_string(keep_epoch) + "|");
+  };
   std::vector<std::shared_ptr<EvalCache>> dropped;  // freed after the lock
   std::lock_guard lock(caches_mu_);
   for (auto it = caches_.begin(); it != caches_.end();) {
-    if (it->first.starts_with(any) && !it->first.starts_with(keep)) {
+    if (stale(it->first)) {
       dropped.push_back(std::move(it->second));
       it = caches_.erase(it);
     } else {
@@ -468,15 +477,15 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
     if (!HasNode(slot)) continue;
     const NodeEntry& n = nodes_[slot];
     const CachedEval& e = cache.entries[slot];
-    if (e.epoch == n.epoch && e.version == n.Version()) continue;
+    if (e.node_epoch == n.epoch && e.node_version == n.Version()) continue;
     misses.push_back(slot);
   }
   auto refresh = [&](size_t k) {
     const NodeEntry& n = nodes_[misses[k]];
     CachedEval& e = cache.entries[misses[k]];
     evaluate(n, e);
-    e.epoch = n.epoch;
-    e.version = n.Version();
+    e.node_epoch = n.epoch;
+    e.node_version = n.Version();
   };
   // A warm request has a handful of misses: not worth waking a thread.
   constexpr size_t kShareFrom = 64;
@@ -528,8 +537,9 @@ void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& p
                               std::span<const std::string_view> nodes, NodeScores& out) const {
   ScoreWith(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod), nodes, out,
             [&](const NodeEntry& node, CachedEval& e) {
-              auto c = policy.Evaluate(node.state, pod);
-              e.score = c ? std::optional<double>(c->score) : std::nullopt;
+              // The whole candidate: bind commits its placement (Reserve).
+              e.candidate = policy.Evaluate(node.state, pod);
+              e.policy_epoch = policy.epoch();
             });
 }
 
@@ -544,7 +554,8 @@ void ClusterState::EvaluateMig(const NodeEntry& node, const core::PodRequest& po
   auto placed = PlaceDynamicMig(node.state, pod, node.PendingMig());
   e.fits = placed.ok();
   e.reason = placed.ok() ? "" : placed.error().message;
-  e.score = placed.ok() ? std::optional<double>(MigPlacementScore(*placed)) : std::nullopt;
+  e.candidate = placed.ok() ? std::optional<core::Candidate>(core::Candidate{MigPlacementScore(*placed), {}})
+                            : std::nullopt;
 }
 
 template <typename Evaluate>
@@ -566,8 +577,8 @@ void ClusterState::ScoreWith(const std::string& cache_key, std::span<const std::
       [&](size_t k) -> const double* {
         const uint32_t slot = slot_at[out.positions[k]];
         if (slot == kNoSlot) return nullptr;
-        const std::optional<double>& score = cache->entries[slot].score;
-        return score ? &*score : nullptr;
+        const std::optional<core::Candidate>& c = cache->entries[slot].candidate;
+        return c ? &c->score : nullptr;
       },
       [&](size_t k) { return nodes[out.positions[k]]; }, out.scores);
 }
@@ -627,8 +638,21 @@ std::vector<int> ClusterState::PrioritizeDynamicMig(const core::PodRequest& pod,
 }
 
 Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, const core::PodRequest& pod,
-                                                  const std::string& node, core::GpuOrder order,
+                                                  const std::string& node, const core::Policy* policy,
                                                   std::chrono::milliseconds ttl, Sharing sharing) {
+  if (sharing == Sharing::kVgpu && policy == nullptr)
+    return Error{"reserve " + pod_key + ": no policy given"};
+  // Prioritize's cache of this policy, epoch and shape, if it exists (never
+  // created here). Its mutex is taken before mu_, the order Filter and
+  // Prioritize take them in.
+  std::shared_ptr<EvalCache> scores;
+  if (sharing == Sharing::kVgpu) {
+    const std::string key = ScoresKeyPrefix(policy->name(), policy->epoch()) + ShapeKey(pod);
+    std::lock_guard caches_lock(caches_mu_);
+    if (auto it = caches_.find(key); it != caches_.end()) scores = it->second;
+  }
+  std::unique_lock<std::mutex> scores_lock;
+  if (scores) scores_lock = std::unique_lock(scores->mu);
   std::unique_lock lock(mu_);
   if (auto p = pods_.find(pod_key); p != pods_.end()) {
     return Error{"pod " + pod_key + " already has an allocation on node " + p->second.allocation.node};
@@ -660,14 +684,41 @@ Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, co
     }
     allocation = ToMigAllocation(n->state, pod, *placed);
   } else {
-    core::FitResult fit = core::FitNode(n->state, pod, order);
-    if (!fit.fits) return Error{"pod " + pod_key + " no longer fits on node " + node + ": " + fit.message};
-    allocation = core::ToAllocation(n->state, pod, fit.placement);
+    // The candidate prioritize kept for this node, when the node has not
+    // changed since; else the policy's evaluation now. Both are what
+    // policy.Evaluate gives for the node as it is, so the GPUs are the
+    // policy's whichever way they come.
+    const uint32_t slot = slots_.find(node)->second;
+    const core::CachedEvaluation* cached = nullptr;
+    if (scores && slot < scores->entries.size() &&
+        scores->entries[slot].Holds(n->epoch, n->Version(), policy->epoch())) {
+      cached = &scores->entries[slot];
+    }
+    std::optional<core::Candidate> fresh;
+    if (!cached) fresh = policy->Evaluate(n->state, pod);
+    const std::optional<core::Candidate>& candidate = cached ? cached->candidate : fresh;
+    if (!candidate) {
+      core::FitResult fit = core::FitNode(n->state, pod);
+      return Error{"pod " + pod_key + " no longer fits on node " + node + ": " +
+                   (fit.message.empty() ? "the policy " + std::string(policy->name()) + " finds no placement"
+                                        : fit.message)};
+    }
+    allocation = core::ToAllocation(n->state, pod, candidate->placement);
+    ++(cached ? reserves_from_cache_ : reserves_evaluated_);
   }
   TESSERA_RETURN_IF_ERROR_WRAP(ApplyLocked(*n, pod_key, allocation), "node " + node);
   reservations_[pod_key] = Reservation{allocation, clock_->Now() + ttl};
   keys_by_node_[node].insert(pod_key);
   return allocation;
+}
+
+Result<core::PodAllocation> ClusterState::Reserve(const std::string& pod_key, const core::PodRequest& pod,
+                                                  const std::string& node, core::GpuOrder order,
+                                                  std::chrono::milliseconds ttl, Sharing sharing) {
+  static const std::shared_ptr<const core::Policy> binpack = core::MakePolicy("node-binpack").value();
+  static const std::shared_ptr<const core::Policy> spread = core::MakePolicy("node-spread").value();
+  return Reserve(pod_key, pod, node, order == core::GpuOrder::kSpread ? spread.get() : binpack.get(), ttl,
+                 sharing);
 }
 
 void ClusterState::Unreserve(const std::string& pod_key) {
@@ -723,6 +774,8 @@ ClusterStats ClusterState::Stats() const {
   s.reservations = reservations_.size();
   s.reservations_expired = expired_;
   s.inconsistent = inconsistent_;
+  s.reserves_from_cache = reserves_from_cache_;
+  s.reserves_evaluated = reserves_evaluated_;
   std::lock_guard caches_lock(caches_mu_);
   s.evaluation_caches = caches_.size();
   return s;

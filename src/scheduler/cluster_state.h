@@ -91,6 +91,11 @@ struct ClusterStats {
   uint64_t inconsistent = 0;  // annotations that could not be applied (bad JSON, over capacity, unknown GPU)
   size_t mig_placements = 0;  // MIG instances held for bound or reserved pods (listed by the node or not)
   size_t evaluation_caches = 0;  // pod shapes with cached fit verdicts, shape × policy with cached scores
+  // vGPU reservations whose placement came from prioritize's cached
+  // candidate, and those the policy evaluated anew (the node had changed,
+  // or prioritize ran elsewhere or not at all).
+  uint64_t reserves_from_cache = 0;
+  uint64_t reserves_evaluated = 0;
 };
 
 // How a pod shares GPUs: vGPU slices (core's fit and policies) or a dynamic
@@ -155,15 +160,23 @@ class ClusterState {
   std::vector<int> PrioritizeDynamicMig(const core::PodRequest& pod,
                                         const std::vector<std::string>& nodes) const;
 
-  // Picks GPUs for `pod` on `node` (in `order`) against the current state,
-  // including other reservations, and holds them for `pod_key` until the pod
-  // is seen bound, Unreserve, or `ttl`. Fails with the fit reason when it no
-  // longer fits, or when the pod is already accounted. A pod still holding a
-  // reservation (an earlier bind's outcome unknown) gets that one again on
-  // the same node (its deadline at least `ttl` away), an error on another
-  // node. kDynamicMig: the
-  // instances PlaceDynamicMig picks beside the inventory's and every other
-  // pod's (ToMigAllocation; `order` is not used).
+  // Holds for `pod_key` the placement `policy` chooses for `pod` on `node`
+  // against the current state, including other reservations, until the pod
+  // is seen bound, Unreserve, or `ttl`: the candidate prioritize evaluated
+  // for this node (same policy, epoch and pod shape) while the node is
+  // unchanged since, else policy.Evaluate anew — the same GPUs either way,
+  // and the same GPUs core::Placer commits. Fails with the fit reason when
+  // it no longer fits, or when the pod is already accounted. A pod still
+  // holding a reservation (an earlier bind's outcome unknown) gets that one
+  // again on the same node (its deadline at least `ttl` away), an error on
+  // another node. kDynamicMig: the instances PlaceDynamicMig picks beside
+  // the inventory's and every other pod's (ToMigAllocation; `policy` is not
+  // used and may be null).
+  Result<core::PodAllocation> Reserve(const std::string& pod_key, const core::PodRequest& pod,
+                                      const std::string& node, const core::Policy* policy,
+                                      std::chrono::milliseconds ttl, Sharing sharing = Sharing::kVgpu);
+  // The same with FitNode's placement in `order` (core's node-binpack or
+  // node-spread policy; for dynamic MIG and tests).
   Result<core::PodAllocation> Reserve(const std::string& pod_key, const core::PodRequest& pod,
                                       const std::string& node, core::GpuOrder order,
                                       std::chrono::milliseconds ttl, Sharing sharing = Sharing::kVgpu);
@@ -264,11 +277,11 @@ class ClusterState {
   // node's (epoch, version) is unchanged: kube-scheduler asks filter and then
   // prioritize for the same pod, and consecutive pods of the same shape, over
   // nodes of which only the last bound one has changed.
-  struct CachedEval {
-    uint64_t epoch = 0;  // 0 = empty
-    uint64_t version = 0;
+  // node_epoch/node_version: NodeEntry::epoch and Version(). Prioritize
+  // keeps the policy's whole candidate (score and placement), which bind
+  // commits; dynamic MIG keeps its score in `candidate` (no placement).
+  struct CachedEval : core::CachedEvaluation {
     bool fits = false;
-    std::optional<double> score;
     std::string reason;
   };
   struct EvalCache {
@@ -374,6 +387,8 @@ class ClusterState {
   std::unordered_map<std::string, std::set<std::string>>
       keys_by_node_;                  // guarded by mu_; pods + reservations
   uint64_t expired_ = 0;              // guarded by mu_
+  uint64_t reserves_from_cache_ = 0;  // guarded by mu_
+  uint64_t reserves_evaluated_ = 0;   // guarded by mu_
   uint64_t inconsistent_ = 0;         // guarded by mu_
   uint64_t next_epoch_ = 0;           // guarded by mu_
   mutable std::mutex caches_mu_;      // taken after EvalCache::mu and mu_, never before

@@ -302,5 +302,80 @@ TEST(ClusterStateNamesTest, TheNodeScoredTenIsThePlacersChoice) {
   EXPECT_GE(decisions, 20);  // most shapes fit somewhere
 }
 
+// Bind commits the placement the policy chose at prioritize: three GPUs of
+// 10000 MiB with 4000/7000/10000 free and a learned mix of 4000 MiB pods,
+// where tessera puts a 3000 MiB pod on the middle GPU — not the one a
+// binpack or spread FitNode would take. From prioritize's cache while the
+// node is unchanged; evaluated anew, the same way, once it has changed.
+TEST(ClusterStateReserveTest, ReserveCommitsThePolicysCandidateCachedOrAnew) {
+  ClusterState state;
+  state.UpsertNode(NodeWithGpus("n", 1, 3, 10000));
+  auto request = [](int64_t mib) { return *core::DerivePodRequest(GpuPod("d", "p", 1, mib, 0), {}); };
+  ASSERT_TRUE(state.Reserve("d/a", request(6000), "n", core::GpuOrder::kBinpack, std::chrono::hours(1)).ok());
+  ASSERT_TRUE(state.Reserve("d/b", request(3000), "n", core::GpuOrder::kSpread, std::chrono::hours(1)).ok());
+  std::shared_ptr<core::Policy> tessera = std::move(core::MakePolicy("tessera").value());
+  for (int i = 0; i < 3; ++i) tessera->Observe(request(4000));
+  const core::PodRequest pod = request(3000);
+  const core::NodeState before = *state.Node("n");
+  auto uuid_of = [&](const core::Placement& p) {
+    return before.gpus()[p.containers.at(0).slices.at(0).gpu].gpu.uuid;
+  };
+  const std::string binpack = uuid_of(core::FitNode(before, pod, core::GpuOrder::kBinpack).placement);
+  const std::string spread = uuid_of(core::FitNode(before, pod, core::GpuOrder::kSpread).placement);
+  const std::string chosen = uuid_of(tessera->Evaluate(before, pod)->placement);
+  ASSERT_NE(chosen, binpack);
+  ASSERT_NE(chosen, spread);
+
+  const ClusterStats base = state.Stats();  // the set-up's reservations evaluated anew
+  EXPECT_EQ(state.Prioritize(pod, *tessera, {"n"}), std::vector<int>{10});
+  auto reserved = state.Reserve("d/new", pod, "n", tessera.get(), std::chrono::hours(1));
+  ASSERT_TRUE(reserved.ok()) << reserved.error().message;
+  EXPECT_EQ(reserved->containers.at(0).devices.at(0).uuid, chosen);
+  EXPECT_EQ(state.Stats().reserves_from_cache, base.reserves_from_cache + 1);
+  EXPECT_EQ(state.Stats().reserves_evaluated, base.reserves_evaluated);
+
+  // Given back; another pod changes the node: the cached candidate no
+  // longer holds, and the policy decides again against the node as it is.
+  state.Unreserve("d/new");
+  ASSERT_TRUE(state.Reserve("d/c", request(500), "n", core::GpuOrder::kSpread, std::chrono::hours(1)).ok());
+  const core::NodeState now = *state.Node("n");
+  const uint64_t evaluated = state.Stats().reserves_evaluated;
+  auto again = state.Reserve("d/new", pod, "n", tessera.get(), std::chrono::hours(1));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(state.Stats().reserves_evaluated, evaluated + 1);
+  EXPECT_EQ(state.Stats().reserves_from_cache, base.reserves_from_cache + 1);
+  EXPECT_EQ(*again, core::ToAllocation(now, pod, tessera->Evaluate(now, pod)->placement));
+
+  // With the GPUs in HAMi's spread order (tessera's node, spread GPUs).
+  state.Unreserve("d/new");
+  auto ordered = core::WithGpuOrder(tessera, core::GpuOrder::kSpread);
+  auto spreaded = state.Reserve("d/new", pod, "n", ordered.get(), std::chrono::hours(1));
+  ASSERT_TRUE(spreaded.ok());
+  EXPECT_EQ(*spreaded,
+            core::ToAllocation(now, pod, core::FitNode(now, pod, core::GpuOrder::kSpread).placement));
+
+  // Nothing fits: the reason is fit's, and nothing is held.
+  auto big = state.Reserve("d/big", request(9000), "n", tessera.get(), std::chrono::hours(1));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().message.find("no longer fits on node n"), std::string::npos) << big.error().message;
+  EXPECT_FALSE(state.AllocationOf("d/big").has_value());
+}
+
+// A composed policy's cached scores are dropped with its node policy's at a relearn.
+TEST(ClusterStateReserveTest, DropScoresOfDropsTheGpuOrderedFormsToo) {
+  ClusterState state;
+  state.UpsertNode(NodeWithGpus("n", 1, 2, 10000));
+  std::shared_ptr<core::Policy> tessera = std::move(core::MakePolicy("tessera").value());
+  const core::PodRequest pod = *core::DerivePodRequest(GpuPod("d", "p", 1, 1000, 0), {});
+  tessera->Observe(pod);
+  (void)state.Prioritize(pod, *tessera, {"n"});
+  (void)state.Prioritize(pod, *core::WithGpuOrder(tessera, core::GpuOrder::kBinpack), {"n"});
+  const size_t with_both = state.Stats().evaluation_caches;
+  state.DropScoresOf("tessera", tessera->epoch());
+  EXPECT_EQ(state.Stats().evaluation_caches, with_both) << "current epoch kept";
+  state.DropScoresOf("tessera", tessera->epoch() + 1);
+  EXPECT_EQ(state.Stats().evaluation_caches, with_both - 2);
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

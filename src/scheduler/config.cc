@@ -56,9 +56,11 @@ config::YamlConfig Keys(SchedulerConfig& c) {
       .Int("defaults.cores", &c.resources.default_cores,
            "percent of compute per vGPU when gpucores is not given (0 = no limit)")
       .String("policy.node", &c.node_policy,
-              "node policy when the pod has no override: binpack, spread, tessera, gpu-binpack, gpu-spread")
+              "node policy when the pod has no override: tessera (fragmentation-aware), binpack or spread "
+              "(HAMi's node-scheduler-policy), gpu-binpack, gpu-spread")
       .String("policy.gpu", &c.gpu_policy,
-              "GPU order inside the chosen node when the pod has no override: binpack, spread")
+              "GPUs inside the chosen node when the pod has no override: binpack or spread (HAMi's "
+              "gpu-scheduler-policy), \"\" = as the node policy places them (tessera: its own choice)")
       .Seconds("reservationTimeoutSeconds", &c.reservation_timeout,
                "how long a bind's reservation is held until the pod shows up bound; must exceed "
                "kube.timeoutSeconds")
@@ -135,16 +137,8 @@ Status LoadConfigFile(const std::string& path, SchedulerConfig& config) {
 Status SchedulerConfig::Validate() const {
   TESSERA_RETURN_IF_ERROR_WRAP(resources.Validate(), "resources/defaults");
   if (scheduler_name.empty()) return Error{"schedulerName must not be empty"};
-  static const std::set<std::string> kNodePolicies = {"binpack", "spread"};
-  if (!kNodePolicies.count(node_policy)) {
-    auto p = core::MakePolicy(node_policy);
-    if (!p.ok())
-      return Error{"policy.node '" + node_policy +
-                   "' is not binpack, spread or a core policy: " + p.error().message};
-  }
-  if (gpu_policy != "binpack" && gpu_policy != "spread") {
-    return Error{"policy.gpu '" + gpu_policy + "' must be binpack or spread"};
-  }
+  TESSERA_RETURN_IF_ERROR_WRAP(CoreNodePolicyName(node_policy), "policy.node");
+  TESSERA_RETURN_IF_ERROR_WRAP(GpuOrderOf(gpu_policy), "policy.gpu");
   if (port < 1 || port > 65535) return Error{"server.port " + std::to_string(port) + " must be 1..65535"};
   if (webhook_port < 0 || webhook_port > 65535 || (webhook_port != 0 && webhook_port == port)) {
     return Error{"server.webhookPort " + std::to_string(webhook_port) +
@@ -197,6 +191,23 @@ Status SchedulerConfig::Validate() const {
   if (!kLevels.count(log_level))
     return Error{"logLevel '" + log_level + "' must be trace, debug, info, warn or error"};
   return Status::Ok();
+}
+
+Result<std::string> CoreNodePolicyName(std::string_view value) {
+  if (value == "binpack") return std::string("node-binpack");
+  if (value == "spread") return std::string("node-spread");
+  for (const std::string& name : core::PolicyNames()) {
+    if (value == name) return name;
+  }
+  return Error{"'" + std::string(value) + "' is not a node policy (" + std::string(kNodePolicyValues) + ")"};
+}
+
+Result<std::optional<core::GpuOrder>> GpuOrderOf(std::string_view value) {
+  if (value.empty()) return std::optional<core::GpuOrder>();
+  if (value == "binpack" || value == "gpu-binpack") return std::optional(core::GpuOrder::kBinpack);
+  if (value == "spread" || value == "gpu-spread") return std::optional(core::GpuOrder::kSpread);
+  return Error{"'" + std::string(value) + "' is not a GPU policy (" + std::string(kGpuPolicyValues) +
+               ": the node policy's own choice)"};
 }
 
 std::string ConfigKeysHelp() {

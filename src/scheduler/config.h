@@ -11,8 +11,10 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "base/result.h"
+#include "core/fit.h"
 #include "core/resource_config.h"
 
 namespace tessera::scheduler {
@@ -22,9 +24,12 @@ struct SchedulerConfig {
   core::ResourceConfig resources;
   // schedulerName the webhook writes into pods that ask for tessera resources.
   std::string scheduler_name = "tessera-scheduler";
-  // Placement policies used when a pod carries no override annotation.
-  std::string node_policy = "binpack";  // binpack | spread | tessera | gpu-binpack | gpu-spread
-  std::string gpu_policy = "spread";    // binpack | spread
+  // Placement policies used when a pod carries no override annotation, one
+  // level each as HAMi splits them (docs/placement.md, "Policy names"): the
+  // node (kNodePolicyValues) and the GPUs inside it (kGpuPolicyValues; ""
+  // = as the node policy places them, tessera's own choice by default).
+  std::string node_policy = "tessera";
+  std::string gpu_policy;
   // How long a bind's reservation is held when the API never shows the pod
   // bound (bind failed silently, watch lagging). Must exceed api_timeout.
   std::chrono::milliseconds reservation_timeout{60000};
@@ -86,6 +91,19 @@ struct SchedulerConfig {
 
   Status Validate() const;
 };
+
+// The values policy.node, policy.gpu and the pods' policy annotations take.
+inline constexpr std::string_view kNodePolicyValues = "tessera, binpack, spread, gpu-binpack, gpu-spread";
+inline constexpr std::string_view kGpuPolicyValues = "binpack, spread, or empty";
+// The core policy (core::MakePolicy) a node-level value names: binpack and
+// spread are HAMi's node-scheduler-policy values (core's node-binpack and
+// node-spread, also accepted as such); tessera, gpu-binpack and gpu-spread
+// are core's own. Error: the value is none of kNodePolicyValues.
+Result<std::string> CoreNodePolicyName(std::string_view value);
+// The GPU order a GPU-level value names: binpack / spread (HAMi's
+// gpu-scheduler-policy values; gpu-binpack / gpu-spread accepted too), or
+// nullopt for "" (the node policy's own choice).
+Result<std::optional<core::GpuOrder>> GpuOrderOf(std::string_view value);
 
 // Applies the YAML text over `config` (keys absent from the file keep their
 // value). `origin` names the file in errors.

@@ -62,6 +62,38 @@ TEST(ConfigTest, BadInputNamesTheKey) {
   EXPECT_FALSE(v.Validate().ok());
 }
 
+TEST(ConfigTest, PoliciesDefaultToTesseraAndTakeHamisLevelValues) {
+  SchedulerConfig c;
+  EXPECT_EQ(c.node_policy, "tessera");
+  EXPECT_EQ(c.gpu_policy, "");
+  EXPECT_TRUE(c.Validate().ok());
+  EXPECT_NE(ConfigKeysHelp().find("policy.node (string, default tessera)"), std::string::npos);
+  // HAMi's values, one level per key, and core's names for the node level.
+  for (const char* node : {"tessera", "binpack", "spread", "node-binpack", "gpu-spread"}) {
+    for (const char* gpu : {"", "binpack", "spread", "gpu-binpack"}) {
+      c.node_policy = node;
+      c.gpu_policy = gpu;
+      EXPECT_TRUE(c.Validate().ok()) << node << " " << gpu;
+    }
+  }
+  EXPECT_EQ(*CoreNodePolicyName("binpack"), "node-binpack");
+  EXPECT_EQ(*CoreNodePolicyName("spread"), "node-spread");
+  EXPECT_EQ(*CoreNodePolicyName("tessera"), "tessera");
+  EXPECT_EQ(*GpuOrderOf("spread"), core::GpuOrder::kSpread);
+  EXPECT_FALSE(GpuOrderOf("")->has_value());
+  // Bad values name the key and list the valid ones.
+  c = SchedulerConfig{};
+  c.node_policy = "random";
+  ASSERT_FALSE(c.Validate().ok());
+  EXPECT_NE(c.Validate().error().message.find("policy.node: 'random' is not a node policy (tessera, binpack"),
+            std::string::npos)
+      << c.Validate().error().message;
+  c = SchedulerConfig{};
+  c.gpu_policy = "tessera";  // the node policy's own choice is "" (unset)
+  ASSERT_FALSE(c.Validate().ok());
+  EXPECT_NE(c.Validate().error().message.find("policy.gpu"), std::string::npos);
+}
+
 TEST(ConfigTest, InventoryStaleSecondsDefaultsTo120AndZeroSwitchesItOff) {
   SchedulerConfig c;
   EXPECT_EQ(c.inventory_stale, std::chrono::seconds(120));

@@ -180,13 +180,11 @@ std::string Extender::RefusalBeforeReady() {
 }
 
 Result<std::shared_ptr<const core::Policy>> Extender::NodePolicy(const std::string& value) const {
-  std::string name = value;
-  if (value == "binpack") name = "node-binpack";
-  if (value == "spread") name = "node-spread";
+  TESSERA_ASSIGN_OR_RETURN(const std::string name, CoreNodePolicyName(value));
   if (name == kLearningPolicy) return std::shared_ptr<const core::Policy>(learner_.Current());
   auto it = policies_.find(name);
   if (it == policies_.end() || it->second->picks_uniformly()) {
-    return Error{"'" + value + "' is not a node policy (binpack, spread, tessera, gpu-binpack, gpu-spread)"};
+    return Error{"'" + value + "' is not a node policy (" + std::string(kNodePolicyValues) + ")"};
   }
   return it->second;
 }
@@ -267,13 +265,8 @@ Result<Extender::Policies> Extender::PoliciesFor(const Json& pod) const {
   TESSERA_ASSIGN_OR_RETURN_WRAP(out.node, NodePolicy(node_value), out.node_source);
   const std::string gpu_value = choose(kGpuPolicyAnnotation, kHamiGpuPolicyAnnotation,
                                        deps_.config.gpu_policy, "policy.gpu", out.gpu_source);
-  if (gpu_value == "binpack") {
-    out.gpu = core::GpuOrder::kBinpack;
-  } else if (gpu_value == "spread") {
-    out.gpu = core::GpuOrder::kSpread;
-  } else {
-    return Error{out.gpu_source + ": '" + gpu_value + "' is not binpack or spread"};
-  }
+  TESSERA_ASSIGN_OR_RETURN_WRAP(out.gpu, GpuOrderOf(gpu_value), out.gpu_source);
+  if (out.gpu) out.node = core::WithGpuOrder(std::move(out.node), *out.gpu);
   return out;
 }
 
@@ -442,8 +435,10 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     auto policies = PoliciesFor(*pod);
     if (!policies.ok()) return fail(200, "bind " + key + ": " + policies.error().message);
     const bool mig = WantsDynamicMig(*pod);
+    // The placement the policy chooses on this node: prioritize's cached
+    // candidate while the node is unchanged, else evaluated anew.
     auto allocation =
-        deps_.state->Reserve(key, *request, node, policies->gpu, deps_.config.reservation_timeout,
+        deps_.state->Reserve(key, *request, node, policies->node.get(), deps_.config.reservation_timeout,
                              mig ? Sharing::kDynamicMig : Sharing::kVgpu);
     if (!allocation.ok()) return fail(200, "bind " + key + ": " + allocation.error().message);
     // Room held for a pod nominated after preemption stays its own: a
@@ -464,8 +459,9 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     }
     annotations[std::string(core::kAllocationAnnotation)] = *text;
     gpus = DescribeSlices(*allocation);
-    why = "node by " + policies->node_source + " " + std::string(policies->node->name()) + ", GPUs by " +
-          policies->gpu_source + " " + (policies->gpu == core::GpuOrder::kBinpack ? "binpack" : "spread");
+    why = "policy " + std::string(policies->node->name()) + ": node by " + policies->node_source + ", GPUs by " +
+          (policies->gpu ? policies->gpu_source + " " + std::string(core::GpuOrderName(*policies->gpu))
+                         : "the node policy (" + policies->gpu_source + " unset)");
     if (mig) {
       why = "dynamic MIG (" + std::string(kVgpuModeAnnotation) +
             "): the fullest mig-dynamic GPU with room, placement by core/mig's Placer";

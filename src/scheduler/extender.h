@@ -74,7 +74,8 @@
 
 namespace tessera::scheduler {
 
-// Pod annotations that override the configured policies (HAMi's names are aliases).
+// Pod annotations that override the configured policies, one level each
+// (HAMi's names are aliases; values as policy.node / policy.gpu take them).
 inline constexpr std::string_view kNodePolicyAnnotation = "tessera.io/node-policy";
 inline constexpr std::string_view kGpuPolicyAnnotation = "tessera.io/gpu-policy";
 inline constexpr std::string_view kHamiNodePolicyAnnotation = "hami.io/node-scheduler-policy";
@@ -144,8 +145,12 @@ class Extender {
   const ExtenderCounters& counters() const { return counters_; }
 
   struct Policies {
-    std::shared_ptr<const core::Policy> node;  // held: `tessera` is replaced when it relearns
-    core::GpuOrder gpu = core::GpuOrder::kSpread;
+    // The placement policy: the node policy, with its GPUs picked in `gpu`
+    // order when one is set (core::WithGpuOrder). Prioritize scores with it
+    // and bind commits its placement for the chosen node. Held: `tessera` is
+    // replaced when it relearns.
+    std::shared_ptr<const core::Policy> node;
+    std::optional<core::GpuOrder> gpu;  // nullopt: the node policy's own GPU choice
     // Where each came from, for the log: "policy.node" or "pod annotation ...".
     std::string node_source;
     std::string gpu_source;

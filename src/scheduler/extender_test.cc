@@ -221,7 +221,10 @@ TEST_F(ExtenderTest, PrioritizeAnswersABareHostPriorityList) {
                   .Reserve("default/already", *core::DerivePodRequest(placed, {}), "node-c",
                            core::GpuOrder::kBinpack, std::chrono::hours(1))
                   .ok());
-  auto [status, list] = extender_->Prioritize(Json::parse(kFilterArgs));
+  // HAMi's annotation picks node binpack for this pod (the default is tessera).
+  Json binpack = Json::parse(kFilterArgs);
+  binpack["Pod"]["metadata"]["annotations"]["hami.io/node-scheduler-policy"] = "binpack";
+  auto [status, list] = extender_->Prioritize(binpack);
   EXPECT_EQ(status, 200);
   ASSERT_TRUE(list.is_array());
   ASSERT_EQ(list.size(), 3u);
@@ -419,9 +422,11 @@ TEST_F(ExtenderTest, EachBindIsLoggedWithItsGpusAndWhy) {
   ASSERT_EQ(bound.size(), 1u);
   auto allocation = core::DecodeAllocation(binds_.at(0).annotations.at("tessera.io/allocation"));
   ASSERT_TRUE(allocation.ok());
-  EXPECT_EQ(bound[0],
-            "bound pod pod=default/p1 node=node-a gpus=app:" + allocation->containers[0].devices[0].uuid +
-                ":30000MiB:30% why=\"node by policy.node node-binpack, GPUs by policy.gpu spread\"");
+  EXPECT_EQ(
+      bound[0],
+      "bound pod pod=default/p1 node=node-a gpus=app:" + allocation->containers[0].devices[0].uuid +
+          ":30000MiB:30% why=\"policy tessera: node by policy.node, GPUs by the node policy (policy.gpu "
+          "unset)\"");
   EXPECT_EQ(capture.Lines().back().level, log::Level::kInfo);
 
   fail_binds_ = true;

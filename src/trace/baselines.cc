@@ -357,7 +357,8 @@ core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double cover
 }
 
 std::vector<std::string> TracePolicyNames() {
-  return {"random", "dotprod", "clustering", "packing", "bestfit", "fgd", "tessera", "tessera-online"};
+  return {"random",  "dotprod",        "clustering",   "packing",     "bestfit",     "fgd",
+          "tessera", "tessera-online", "node-binpack", "node-spread", "gpu-binpack", "gpu-spread"};
 }
 
 Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
@@ -376,6 +377,11 @@ Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
     return std::unique_ptr<core::Policy>(new core::FragmentationPolicy({}, std::move(prior)));
   }
   if (name == "tessera-online") return core::MakePolicy("tessera");
+  // The placement policies of tessera-scheduler and `tessera run`, by the
+  // same names (docs/placement.md, "Policy names").
+  for (const std::string& core_name : core::PolicyNames()) {
+    if (name == core_name) return core::MakePolicy(name);
+  }
   // Experiments: "tessera:sig=1000,inner=1,away=1,prior=1" (docs/placement.md).
   if (name.rfind("tessera:", 0) == 0) return MakeExperimentPolicy(name, tasks);
   std::string all;

@@ -23,8 +23,10 @@ core::WorkloadMix TypicalTasks(const std::vector<TraceTask>& tasks, double cover
 
 // random, dotprod, clustering, packing, bestfit, fgd; tessera (core's default
 // policy, its online mix starting from the counts of `tasks`, as FGD's typical
-// tasks do); tessera-online (no prior: learns from arrivals only). Names of the
-// form "tessera:k=v,..." build experiment variants (docs/placement.md).
+// tasks do); tessera-online (no prior: learns from arrivals only); the
+// placement policies of the scheduler and `tessera run` by their names
+// (node-binpack, node-spread, gpu-binpack, gpu-spread). Names of the form
+// "tessera:k=v,..." build experiment variants (docs/placement.md).
 Result<std::unique_ptr<core::Policy>> MakeTracePolicy(std::string_view name,
                                                       const std::vector<TraceTask>& tasks);
 std::vector<std::string> TracePolicyNames();

@@ -84,8 +84,11 @@ const CommandRegistration kRun{
        cmd->add_option("--gpu-type", flags->options.slice.gpu_types,
                        "Only GPUs whose model contains this text (repeatable, e.g. A100)");
        cmd->add_option("--policy", flags->options.slice.policy,
-                       "binpack: fill used GPUs first (default); spread: prefer empty GPUs")
-           ->default_val("binpack");
+                       "How the GPUs are chosen, by the placement policies' names (docs/placement.md): "
+                       "gpu-binpack: fill used GPUs first (default); gpu-spread: prefer empty GPUs; tessera: "
+                       "fragmentation-aware; node-binpack / node-spread: as gpu-binpack / gpu-spread on one "
+                       "machine. binpack and spread are deprecated spellings of gpu-binpack and gpu-spread")
+           ->default_val("gpu-binpack");
        cmd->add_option(
            "--sim", flags->sim,
            "Use the simulated GPU with this spec (e.g. 2xA100-80GB, A100-40GB,L4) even if a driver exists");
@@ -104,6 +107,9 @@ const CommandRegistration kRun{
        cmd->add_option("command", flags->command, "The command to run, after --")->expected(-1);
        cmd->callback([flags] {
          auto& opt = flags->options;
+         if (std::string note = runner::PolicyDeprecation(opt.slice); !note.empty()) {
+           std::cerr << "tessera run: warning: " << note << "\n";
+         }
          if (!flags->gpumem.empty()) {
            if (auto st = runner::ParseGpuMemory(flags->gpumem, opt.slice); !st.ok()) {
              std::cerr << "tessera run: " << st.error().message << "\n";
