@@ -3,6 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -54,6 +56,8 @@ const std::vector<Kind>& Kinds() {
       {"/apis/policy/v1", "policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", true, true, {}},
       // What `tessera webhook-certs` keeps the webhook's certificate in and trusts it by.
       {"/api/v1", "v1", "Secret", "secrets", true, false, {"type"}},
+      // Checked at pod creation (QuotaRefusal below).
+      {"/api/v1", "v1", "ResourceQuota", "resourcequotas", true, true, {}},
       {"/apis/admissionregistration.k8s.io/v1",
        "admissionregistration.k8s.io/v1",
        "MutatingWebhookConfiguration",
@@ -951,6 +955,190 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
       });
 }
 
+namespace {
+
+// ResourceQuota admission, as kube-apiserver runs it after the mutating
+// webhooks: a pod whose requests would take a namespace's usage over a
+// quota's spec.hard is refused with 403 Forbidden,
+//   pods "p" is forbidden: exceeded quota: <name>, requested: <r>=<v>, used: <r>=<v>, limited: <r>=<v>
+// naming the first quota (by name) it exceeds and only the resources it
+// exceeds, sorted. A pod's request of a resource is, per container, its
+// requests entry or else its limits entry (the API server's defaulting),
+// summed over the app containers and at least the largest init container's.
+// Counted: pods, count/pods, cpu, memory, requests.* and limits.* of cpu and
+// memory, and extended resources as requests.<name> (the only form quota
+// takes for them). Used is what the namespace's pods that are not
+// Succeeded/Failed request now (what the quota controller converges to);
+// status.used is not written. Quantities are decimal with the usual
+// suffixes; sums are shown in whole units or milli ("500m"), not in the
+// binary suffix a real server may keep. Scopes are not supported: such a
+// quota is refused at creation.
+using Milli = long double;  // milli-units; exact for the sizes tests use
+
+std::optional<Milli> ParseQuantityMilli(const std::string& text) {
+  static const std::vector<std::pair<std::string, Milli>> kSuffixes = {
+      {"Ki", 1024.0L}, {"Mi", 1048576.0L}, {"Gi", 1073741824.0L}, {"Ti", 1099511627776.0L},
+      {"m", 1e-3L},    {"k", 1e3L},        {"M", 1e6L},           {"G", 1e9L},
+      {"T", 1e12L},    {"P", 1e15L},       {"E", 1e18L}};
+  size_t end = 0;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
+    ++end;
+  if (end == 0) return std::nullopt;
+  Milli value = 0;
+  try {
+    value = std::stold(text.substr(0, end));
+  } catch (...) {
+    return std::nullopt;
+  }
+  const std::string suffix = text.substr(end);
+  Milli scale = 1;
+  if (!suffix.empty()) {
+    auto it =
+        std::find_if(kSuffixes.begin(), kSuffixes.end(), [&](const auto& s) { return s.first == suffix; });
+    if (it == kSuffixes.end()) return std::nullopt;
+    scale = it->second;
+  }
+  return std::ceil(value * scale * 1000.0L);
+}
+
+std::string FormatMilli(Milli milli) {
+  const long long m = static_cast<long long>(milli);
+  return m % 1000 == 0 ? std::to_string(m / 1000) : std::to_string(m) + "m";
+}
+
+bool IsExtendedResource(const std::string& name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) return false;
+  const std::string domain = name.substr(0, slash);
+  return domain != "kubernetes.io" && !domain.ends_with(".kubernetes.io") && !name.starts_with("requests.") &&
+         !name.starts_with("limits.");
+}
+
+// The quota names a pod's resource usage is counted under.
+std::map<std::string, Milli> PodQuotaUsage(const Json& pod) {
+  std::map<std::string, Milli> requests, limits;
+  auto of = [](const Json& container, const char* field) {
+    std::map<std::string, Milli> out;
+    if (!container.is_object() || !container.contains("resources") || !container["resources"].is_object())
+      return out;
+    const Json& r = container["resources"];
+    if (r.contains(field) && r[field].is_object()) {
+      for (const auto& [name, v] : r[field].items()) {
+        if (auto q = v.is_string() ? ParseQuantityMilli(v.get<std::string>()) : std::nullopt) out[name] = *q;
+      }
+    }
+    return out;
+  };
+  auto effective = [&](const Json& c, std::map<std::string, Milli>& req, std::map<std::string, Milli>& lim) {
+    lim = of(c, "limits");
+    req = of(c, "requests");
+    for (const auto& [name, v] : lim) req.emplace(name, v);  // defaulting: requests from limits
+  };
+  auto containers = [&pod](const char* list) -> std::vector<Json> {
+    if (!pod.contains("spec") || !pod["spec"].is_object() || !pod["spec"].contains(list) ||
+        !pod["spec"][list].is_array())
+      return {};
+    return pod["spec"][list].get<std::vector<Json>>();
+  };
+  for (const Json& c : containers("containers")) {
+    std::map<std::string, Milli> req, lim;
+    effective(c, req, lim);
+    for (const auto& [n, v] : req) requests[n] += v;
+    for (const auto& [n, v] : lim) limits[n] += v;
+  }
+  for (const Json& c : containers("initContainers")) {
+    std::map<std::string, Milli> req, lim;
+    effective(c, req, lim);
+    for (const auto& [n, v] : req) requests[n] = std::max(requests[n], v);
+    for (const auto& [n, v] : lim) limits[n] = std::max(limits[n], v);
+  }
+  std::map<std::string, Milli> usage = {{"pods", 1000}, {"count/pods", 1000}};
+  for (const auto& [n, v] : requests) {
+    if (n == "cpu" || n == "memory" || n == "ephemeral-storage") {
+      usage[n] += v;
+      usage["requests." + n] += v;
+    } else if (IsExtendedResource(n)) {
+      usage["requests." + n] += v;
+    }
+  }
+  for (const auto& [n, v] : limits) {
+    if (n == "cpu" || n == "memory" || n == "ephemeral-storage") usage["limits." + n] += v;
+  }
+  return usage;
+}
+
+bool PodIsTerminal(const Json& pod) {
+  if (!pod.contains("status") || !pod["status"].is_object()) return false;
+  const std::string phase = pod["status"].value("phase", "");
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+// spec.hard of a ResourceQuota (an empty object when it has none).
+Json HardOf(const Json& quota) {
+  if (!quota.contains("spec") || !quota["spec"].is_object() || !quota["spec"].contains("hard") ||
+      !quota["spec"]["hard"].is_object())
+    return Json::object();
+  return quota["spec"]["hard"];
+}
+
+// Why a new ResourceQuota cannot be stored ("" = it can).
+std::string QuotaInvalid(const Json& quota) {
+  if (quota.contains("spec") && quota["spec"].is_object() &&
+      (quota["spec"].contains("scopes") || quota["spec"].contains("scopeSelector"))) {
+    return "quota scopes are not supported by the API-server stand-in";
+  }
+  const Json hard = HardOf(quota);
+  for (const auto& [name, v] : hard.items()) {
+    if (IsExtendedResource(name) || (name.starts_with("limits.") && IsExtendedResource(name.substr(7)))) {
+      return "spec.hard[" + name + "]: Invalid value: \"" + name +
+             "\": must be a standard resource for quota";
+    }
+    if (!v.is_string() || !ParseQuantityMilli(v.get<std::string>())) {
+      return "spec.hard[" + name + "]: Invalid value: quantities must match the regular expression";
+    }
+  }
+  return "";
+}
+
+// The refusal of `pod` (to be created in a namespace whose quotas are
+// `quotas` and pods `pods`, keyed "ns/name"), or nullopt when it is admitted.
+std::optional<std::pair<int, Json>> QuotaRefusal(const std::map<std::string, Json>& quotas,
+                                                 const std::map<std::string, Json>& pods,
+                                                 const std::string& ns, const Json& pod) {
+  const std::string prefix = ns + "/";
+  const std::map<std::string, Milli> requested = PodQuotaUsage(pod);
+  for (auto q = quotas.lower_bound(prefix); q != quotas.end() && q->first.starts_with(prefix); ++q) {
+    const Json hard = HardOf(q->second);
+    std::map<std::string, Milli> used;
+    for (auto p = pods.lower_bound(prefix); p != pods.end() && p->first.starts_with(prefix); ++p) {
+      if (PodIsTerminal(p->second)) continue;
+      for (const auto& [n, v] : PodQuotaUsage(p->second)) used[n] += v;
+    }
+    std::string req_text, used_text, hard_text;
+    for (const auto& [name, limit] : hard.items()) {  // sorted by name
+      auto r = requested.find(name);
+      if (r == requested.end() || r->second == 0) continue;
+      const Milli limited = ParseQuantityMilli(limit.get<std::string>()).value_or(0);
+      if (used[name] + r->second <= limited) continue;
+      const std::string sep = req_text.empty() ? "" : ",";
+      req_text += sep + name + "=" + FormatMilli(r->second);
+      used_text += sep + name + "=" + FormatMilli(used[name]);
+      hard_text += sep + name + "=" + FormatMilli(limited);
+    }
+    if (req_text.empty()) continue;
+    const std::string name = MetaString(pod, "name");
+    return std::pair<int, Json>{
+        403,
+        StatusBody(403, "Forbidden",
+                   "pods \"" + name + "\" is forbidden: exceeded quota: " + MetaString(q->second, "name") +
+                       ", requested: " + req_text + ", used: " + used_text + ", limited: " + hard_text,
+                   {{"name", name}, {"kind", "pods"}})};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::pair<int, Json> FakeApiServer::CreateLocked(const Kind& kind, const std::string& ns, Json object) {
   if (!object.is_object()) return {400, StatusBody(400, "BadRequest", "the body is not a JSON object")};
   if (object.contains("kind") && object["kind"] != kind.kind) {
@@ -985,6 +1173,15 @@ std::pair<int, Json> FakeApiServer::CreateLocked(const Kind& kind, const std::st
   }
   if (!MetaString(object, "resourceVersion").empty()) {
     return {400, StatusBody(400, "BadRequest", "resourceVersion should not be set on objects to be created")};
+  }
+  if (kind.plural == "resourcequotas") {
+    if (std::string why = QuotaInvalid(object); !why.empty()) {
+      return {422, StatusBody(422, "Invalid", "ResourceQuota \"" + name + "\" is invalid: " + why)};
+    }
+  }
+  if (kind.plural == "pods") {
+    if (auto refused = QuotaRefusal(objects_["resourcequotas"], objects_["pods"], ns, object))
+      return *refused;
   }
   auto& objs = objects_[kind.plural];
   const std::string key = Key(kind.namespaced ? ns : "", name);

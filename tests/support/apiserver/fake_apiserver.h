@@ -29,9 +29,14 @@
 //    not a snapshot) and streaming lists (a watch with sendInitialEvents=true
 //    and resourceVersionMatch=NotOlderThan ends its initial ADDED events with
 //    a BOOKMARK annotated k8s.io/initial-events-end: "true"), as KEP-3157.
+//  - ResourceQuota admission on pod creation (resourcequotas, core/v1), as
+//    kube-apiserver runs it after the mutating webhooks: 403 Forbidden
+//    "exceeded quota: <name>, requested: ..., used: ..., limited: ..." (the
+//    rules and what is simplified: QuotaRefusal in the .cc).
 // Not implemented: graceful pod deletion (deletes
-// are immediate), strategic-merge and JSON patch (415), admission, defaulting
-// beyond pod phase, validation beyond names and namespaces.
+// are immediate), strategic-merge and JSON patch (415), other admission
+// (mutating webhooks are not called: tests post to the webhook themselves),
+// defaulting beyond pod phase, validation beyond names and namespaces.
 //
 // Test hooks: fault injection (status codes, garbage bodies, delays; on every
 // matching request or on a seeded random share of them, counted), dropping
@@ -137,7 +142,7 @@ class FakeApiServer {
   std::string url() const;  // http(s)://127.0.0.1:<port>
 
   // Direct store access, with the same semantics (and watch events) as REST.
-  // `plural` is "pods", "nodes", "events", "secrets", "leases",
+  // `plural` is "pods", "nodes", "events", "secrets", "leases", "resourcequotas",
   // "mutatingwebhookconfigurations", "deviceclasses",
   // "resourceslices", "resourceclaims" or "resourceclaimtemplates".
   tessera::Result<Json> CreateObject(const std::string& plural, Json object);
