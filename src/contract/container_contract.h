@@ -44,6 +44,13 @@ inline constexpr std::string_view kAllocationAnnotation = "tessera.io/allocation
 // the webhook wires into NVIDIA_VISIBLE_DEVICES.
 inline constexpr std::string_view kVisibleDevicesAnnotationPrefix = "tessera.io/visible-devices.";
 inline constexpr std::string_view kVisibleDevicesInitInfix = "init-";
+// Per container, keyed the same way: its limits (core::EncodeContainerLimits,
+// what tessera-node's limits file holds), written by bind. The webhook mounts
+// it into that container alone as a Downward API file at
+// kPodLimitsContainerDir/kLimitsFileName (read-only, like every Downward API
+// volume), so libvgpu has limits the container cannot write from its first
+// call, before tessera-node has tied the container to its pod.
+inline constexpr std::string_view kLimitsAnnotationPrefix = "tessera.io/limits.";
 // The host directory Allocate made for a container (on the device plugin's answer).
 inline constexpr std::string_view kRegionDirAnnotation = "tessera.io/region-dir";
 
@@ -68,6 +75,13 @@ inline constexpr const char* kContextOverheadEnv = "TESSERA_CONTEXT_OVERHEAD";
 inline constexpr const char* kLimitsEnv = "TESSERA_LIMITS";
 inline constexpr const char* kLimitsContainerDir = "/run/tessera/limits";
 inline constexpr const char* kLimitsFileName = "limits.json";
+// The Downward API directory of the container's own limits annotation (see
+// kLimitsAnnotationPrefix); libvgpu reads kLimitsFileName there while the
+// node's limits file is not there. Where the directory does not exist,
+// TESSERA_POD_LIMITS may name the file (tests); an empty file (the pod was not
+// placed by tessera-scheduler) means none.
+inline constexpr const char* kPodLimitsContainerDir = "/run/tessera/pod-limits";
+inline constexpr const char* kPodLimitsEnv = "TESSERA_POD_LIMITS";
 // The `tessera run` job a process belongs to (the ledger's job id), for the
 // job's own use; no part of tessera reads it back.
 inline constexpr const char* kJobIdEnv = "TESSERA_JOB_ID";

@@ -103,6 +103,20 @@ Result<nlohmann::json> AllocationToJson(const PodAllocation& allocation) {
       {"version", kAllocationVersion}, {"node", allocation.node}, {"containers", std::move(containers)}};
 }
 
+Result<std::string> EncodeContainerLimits(const PodAllocation& pod, const std::string& container) {
+  for (const auto& c : pod.containers) {
+    if (c.container != container) continue;
+    PodAllocation one;
+    one.node = pod.node;
+    ContainerAllocation entry = c;
+    std::erase_if(entry.devices, [](const DeviceSlice& d) { return !d.mig_profile.empty(); });
+    if (entry.devices.empty()) return Error{"container '" + container + "' has no vGPU slice"};
+    one.containers.push_back(std::move(entry));
+    return EncodeAllocation(one);
+  }
+  return Error{"the allocation has no container '" + container + "'"};
+}
+
 Result<std::string> EncodeAllocation(const PodAllocation& allocation) {
   return EncodeWith(allocation, AllocationToJson);
 }

@@ -68,4 +68,13 @@ Result<PodAllocation> DecodeAllocation(std::string_view text);
 Result<ContainerAllocation> SelectContainerAllocation(const PodAllocation& allocation,
                                                       std::string_view container_name);
 
+// One container's limits as libvgpu reads them from a file it cannot write
+// (vgpu::parse_limits): version 1, the pod's node, that container's entry
+// alone, without MIG instances (the GPU isolates those; libvgpu does not run
+// there). tessera-node's limits file and the per-container limits annotation
+// bind writes (contract::kLimitsAnnotationPrefix) both hold it. Errors when
+// the container is not in the allocation or has no device that is not a MIG
+// instance.
+Result<std::string> EncodeContainerLimits(const PodAllocation& pod, const std::string& container);
+
 }  // namespace tessera::core

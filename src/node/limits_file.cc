@@ -26,21 +26,6 @@ Status MakeLimitsDirectory(const std::string& root, const std::string& region_na
   return Status::Ok();
 }
 
-Result<std::string> EncodeContainerLimits(const core::PodAllocation& pod, const std::string& container) {
-  for (const auto& c : pod.containers) {
-    if (c.container != container) continue;
-    core::PodAllocation one;
-    one.node = pod.node;
-    core::ContainerAllocation entry = c;
-    // A MIG instance is isolated by the GPU; libvgpu does not run there.
-    std::erase_if(entry.devices, [](const core::DeviceSlice& d) { return !d.mig_profile.empty(); });
-    if (entry.devices.empty()) return Error{"container '" + container + "' has no vGPU slice"};
-    one.containers.push_back(std::move(entry));
-    return core::EncodeAllocation(one);
-  }
-  return Error{"the allocation has no container '" + container + "'"};
-}
-
 std::string EncodeUnplacedLimits(UnplacedPodsPolicy policy, const std::vector<std::string>& gpu_uuids) {
   if (policy == UnplacedPodsPolicy::kRefuse) return R"({"version":1,"unplaced":"refuse"})";
   std::string gpus;
@@ -63,7 +48,7 @@ int WriteContainerLimits(const std::string& root, const std::vector<RegionDir>& 
     }
     Result<std::string> text = Error{"no allocation"};
     if (pod != nullptr) {
-      text = EncodeContainerLimits(pod->allocation, region.owner->container_name);
+      text = core::EncodeContainerLimits(pod->allocation, region.owner->container_name);
     } else {
       for (const auto& u : unplaced) {
         if (u.pod_namespace != region.owner->pod_namespace || u.pod_name != region.owner->pod_name) continue;

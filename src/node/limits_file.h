@@ -42,11 +42,6 @@ std::string LimitsDirName(const std::string& region_name);
 // namespace, and it is mounted read-only anyway). Sets `path` to it.
 Status MakeLimitsDirectory(const std::string& root, const std::string& region_name, std::string& path);
 
-// The payload of the file for `container` of `pod`: version 1, the pod's
-// node, the one container entry. Errors when the container is not in the
-// allocation or has no device that is not a MIG instance.
-Result<std::string> EncodeContainerLimits(const core::PodAllocation& pod, const std::string& container);
-
 // The file for a container of a pod tessera-scheduler did not place: the
 // node's policy for such pods, and under whole-gpu the GPUs behind the
 // kubelet's device IDs (vgpu::parse_limits reads both forms).

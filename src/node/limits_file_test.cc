@@ -24,7 +24,7 @@ core::PodAllocation TwoContainers() {
 }
 
 TEST(LimitsFile, HoldsTheOneContainerAndLibvgpuReadsIt) {
-  auto text = EncodeContainerLimits(TwoContainers(), "side");
+  auto text = core::EncodeContainerLimits(TwoContainers(), "side");
   ASSERT_TRUE(text.ok()) << text.error().message;
   std::vector<vgpu::DeviceGrant> grants;
   std::string error;
@@ -35,9 +35,9 @@ TEST(LimitsFile, HoldsTheOneContainerAndLibvgpuReadsIt) {
 }
 
 TEST(LimitsFile, AContainerWithoutASliceHasNoFile) {
-  EXPECT_FALSE(EncodeContainerLimits(TwoContainers(), "other").ok());
+  EXPECT_FALSE(core::EncodeContainerLimits(TwoContainers(), "other").ok());
   core::PodAllocation mig{"node-a", {{"main", {{kGpu, 10240, 0, "1g.10gb", 0}}, false}}};
-  EXPECT_FALSE(EncodeContainerLimits(mig, "main").ok());
+  EXPECT_FALSE(core::EncodeContainerLimits(mig, "main").ok());
 }
 
 class WriteLimitsTest : public ::testing::Test {

@@ -489,6 +489,9 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
           threads = std::max(threads, d.cores);
         }
         annotations[VisibleDevicesAnnotation(c.init, i)] = uuids;
+        // The container's own limits, mounted into it alone by the webhook.
+        if (auto limits = core::EncodeContainerLimits(*allocation, c.container); limits.ok())
+          annotations[LimitsAnnotation(c.init, i)] = *limits;
         if (!pinned.empty()) {
           annotations[MpsThreadPercentageAnnotation(c.init, i)] = std::to_string(threads);
           annotations[MpsPinnedMemoryAnnotation(c.init, i)] = pinned;

@@ -263,6 +263,10 @@ TEST_F(ExtenderTest, BindWritesAllocationWithTheBinding) {
   EXPECT_EQ(allocation->containers[0].devices[0].cores, 30);
   EXPECT_EQ(binds_[0].annotations.at("tessera.io/visible-devices.0"),
             allocation->containers[0].devices[0].uuid);
+  // The container's own limits, what tessera-node's limits file will hold,
+  // which the webhook mounts into that container read-only.
+  EXPECT_EQ(binds_[0].annotations.at("tessera.io/limits.0"),
+            *core::EncodeContainerLimits(*allocation, "app"));
   // Held until the informer shows the pod bound.
   EXPECT_EQ(state_.Stats().reservations, 1u);
   Json bound = pods_["default/p1"];

@@ -77,6 +77,58 @@ void WireEnv(const Json& container, const std::string& base, bool init, size_t i
     patch.push_back({{"op", "add"}, {"path", base + "/env/-"}, {"value", std::move(e)}});
 }
 
+bool MountsAt(const Json& container, std::string_view path) {
+  auto mounts = container.find("volumeMounts");
+  if (mounts == container.end() || !mounts->is_array()) return false;
+  for (const Json& m : *mounts) {
+    if (m.is_object() && m.value("mountPath", "") == path) return true;
+  }
+  return false;
+}
+
+bool HasVolume(const Json& spec, const std::string& name) {
+  auto volumes = spec.find("volumes");
+  if (volumes == spec.end() || !volumes->is_array()) return false;
+  for (const Json& v : *volumes) {
+    if (v.is_object() && v.value("name", "") == name) return true;
+  }
+  return false;
+}
+
+// The container's own limits annotation as a read-only file: a Downward API
+// volume per container (a pod-level volume mounted into that container alone,
+// so no container reads another's limits and none can write its own). An
+// annotation bind has not written yet is an empty file until it is.
+void WireLimitsVolume(const Json& spec, const Json& container, const std::string& base, bool init,
+                      size_t index, bool& volumes_added, Json& patch) {
+  if (MountsAt(container, contract::kPodLimitsContainerDir)) return;
+  const std::string name = LimitsVolumeName(init, index);
+  if (!HasVolume(spec, name)) {
+    Json volume = {
+        {"name", name},
+        {"downwardAPI",
+         {{"items",
+           {{{"path", contract::kLimitsFileName},
+             {"fieldRef",
+              {{"apiVersion", "v1"},
+               {"fieldPath", "metadata.annotations['" + LimitsAnnotation(init, index) + "']"}}}}}}}}};
+    const bool have_list = spec.contains("volumes") && spec["volumes"].is_array();
+    if (!have_list && !volumes_added) {
+      patch.push_back({{"op", "add"}, {"path", "/spec/volumes"}, {"value", Json::array({volume})}});
+    } else {
+      patch.push_back({{"op", "add"}, {"path", "/spec/volumes/-"}, {"value", volume}});
+    }
+    volumes_added = true;
+  }
+  Json mount = {{"name", name}, {"mountPath", contract::kPodLimitsContainerDir}, {"readOnly", true}};
+  auto mounts = container.find("volumeMounts");
+  if (mounts == container.end() || !mounts->is_array()) {
+    patch.push_back({{"op", "add"}, {"path", base + "/volumeMounts"}, {"value", Json::array({mount})}});
+  } else {
+    patch.push_back({{"op", "add"}, {"path", base + "/volumeMounts/-"}, {"value", mount}});
+  }
+}
+
 Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers,
                            const SchedulerConfig& config, int64_t largest_gpu_mib) {
   if (largest_gpu_mib <= 0) return Status::Ok();
@@ -121,6 +173,16 @@ std::string VisibleDevicesAnnotation(bool init_container, size_t index) {
   std::string key(contract::kVisibleDevicesAnnotationPrefix);
   if (init_container) key += contract::kVisibleDevicesInitInfix;
   return key + std::to_string(index);
+}
+
+std::string LimitsAnnotation(bool init_container, size_t index) {
+  std::string key(contract::kLimitsAnnotationPrefix);
+  if (init_container) key += contract::kVisibleDevicesInitInfix;
+  return key + std::to_string(index);
+}
+
+std::string LimitsVolumeName(bool init_container, size_t index) {
+  return std::string("tessera-limits-") + (init_container ? "init-" : "") + std::to_string(index);
 }
 
 std::string MpsThreadPercentageAnnotation(bool init_container, size_t index) {
@@ -227,6 +289,7 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
   // own env wins over a device plugin's); and libvgpu, the only reader of the
   // rest, is not in a MIG container (docs/decisions.md).
   if (WantsDynamicMig(pod)) return patch;
+  bool volumes_added = false;  // this patch created spec.volumes
   for (const char* list : {"initContainers", "containers"}) {
     const bool init = std::string_view(list) == "initContainers";
     std::map<std::string, std::pair<std::optional<int>, bool>> gpu_containers;  // name -> priority, mps
@@ -240,8 +303,9 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
       if (!container.is_object()) continue;
       auto gpu = gpu_containers.find(container.value("name", ""));
       if (gpu == gpu_containers.end()) continue;
-      WireEnv(container, "/spec/" + std::string(list) + "/" + std::to_string(i), init, i, gpu->second.first,
-              gpu->second.second, patch);
+      const std::string base = "/spec/" + std::string(list) + "/" + std::to_string(i);
+      WireEnv(container, base, init, i, gpu->second.first, gpu->second.second, patch);
+      WireLimitsVolume(spec, container, base, init, i, volumes_added, patch);
     }
   }
   return patch;

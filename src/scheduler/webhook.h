@@ -16,6 +16,9 @@
 //    nvidia.com/priority, CUDA_TASK_PRIORITY=<that value> (a literal: 0 =
 //    high, 1 and above = low, the convention of HAMi, CUDA and libvgpu).
 //    Variables the container already sets are left alone.
+//    Each GPU container also gets a read-only Downward API volume with its own
+//    limits annotation (LimitsAnnotation) at contract::kPodLimitsContainerDir,
+//    unless it already mounts something there.
 //    A pod asking for dynamic MIG (WantsDynamicMig, HAMi's
 //    nvidia.com/vgpu-mode: mig) gets none of these variables: its device is a
 //    MIG instance tessera-node creates at Allocate, whose answer sets
@@ -77,6 +80,16 @@ nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& confi
 // "tessera.io/visible-devices.init-0" (contract/container_contract.h, whose
 // variable names the patch also uses).
 std::string VisibleDevicesAnnotation(bool init_container, size_t index);
+
+// The pod annotation carrying one container's limits (core::EncodeContainerLimits),
+// keyed by position like the visible devices: "tessera.io/limits.0",
+// "tessera.io/limits.init-0". Bind writes it for every container with a vGPU
+// slice; the webhook mounts it into that container alone, read-only, as
+// contract::kPodLimitsContainerDir/limits.json through a Downward API volume
+// named LimitsVolumeName() (docs/security.md: limits a container cannot write
+// before tessera-node knows its pod).
+std::string LimitsAnnotation(bool init_container, size_t index);
+std::string LimitsVolumeName(bool init_container, size_t index);
 
 // The pod annotations bind writes for a container with MPS shares (the
 // device's "mps" in the allocation), keyed by position like the visible

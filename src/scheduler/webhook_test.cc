@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "scheduler/testing.h"
 
 namespace tessera::scheduler {
@@ -173,7 +175,9 @@ TEST(WebhookTest, DynamicMigPodGetsLimitsButNoDeviceOrLibvgpuVariables) {
     // writes no visible-devices annotation for a MIG device) and win over
     // Allocate's MIG UUID; the others are libvgpu's, which a MIG container lacks.
     EXPECT_FALSE(c->contains("env")) << c->dump();
+    EXPECT_FALSE(c->contains("volumeMounts")) << "no libvgpu, no limits file: " << c->dump();
   }
+  EXPECT_FALSE(mutated["spec"].contains("volumes"));
   auto again = MutationPatch(mutated, SchedulerConfig{}, 81920);
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE(again->empty()) << again->dump();
@@ -190,6 +194,66 @@ TEST(WebhookTest, DynamicMigPodGetsLimitsButNoDeviceOrLibvgpuVariables) {
   Json too_big = PodWithLimits({{"nvidia.com/gpumem", "90000"}});
   too_big["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
   EXPECT_NE(PatchError(too_big, 81920).find("largest GPU"), std::string::npos);
+}
+
+// The volume named `name` in the pod, or null.
+Json VolumeOf(const Json& pod, const std::string& name) {
+  for (const Json& v : pod["spec"].value("volumes", Json::array())) {
+    if (v.value("name", "") == name) return v;
+  }
+  return nullptr;
+}
+
+// Each GPU container gets its own limits annotation as a read-only Downward
+// API file (docs/security.md): no other container mounts it, none can write it.
+TEST(WebhookTest, EachGpuContainerMountsItsOwnLimitsAnnotationReadOnly) {
+  Json pod = PodWithLimits({{"nvidia.com/gpumem", "1000"}});
+  pod["spec"]["initContainers"] = {
+      {{"name", "warmup"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}};
+  pod["spec"]["containers"].push_back({{"name", "sidecar"}, {"image", "busybox"}});
+  Json second = {{"name", "second"}};
+  second["resources"]["limits"]["nvidia.com/gpumem"] = "2000";
+  pod["spec"]["containers"].push_back(second);
+  auto patch = MutationPatch(pod, SchedulerConfig{}, 81920);
+  ASSERT_TRUE(patch.ok()) << patch.error().message;
+  Json mutated = pod.patch(*patch);
+  for (const auto& [list, index, volume, annotation] :
+       {std::tuple{"initContainers", 0, "tessera-limits-init-0", "tessera.io/limits.init-0"},
+        std::tuple{"containers", 0, "tessera-limits-0", "tessera.io/limits.0"},
+        std::tuple{"containers", 2, "tessera-limits-2", "tessera.io/limits.2"}}) {
+    const Json v = VolumeOf(mutated, volume);
+    ASSERT_TRUE(v.is_object()) << volume << " in " << mutated["spec"].dump();
+    ASSERT_EQ(v["downwardAPI"]["items"].size(), 1u);
+    EXPECT_EQ(v["downwardAPI"]["items"][0]["path"], "limits.json");
+    EXPECT_EQ(v["downwardAPI"]["items"][0]["fieldRef"]["fieldPath"],
+              std::string("metadata.annotations['") + annotation + "']");
+    const Json& c = mutated["spec"][list][index];
+    ASSERT_EQ(c["volumeMounts"].size(), 1u) << c.dump();
+    EXPECT_EQ(c["volumeMounts"][0]["name"], volume);
+    EXPECT_EQ(c["volumeMounts"][0]["mountPath"], "/run/tessera/pod-limits");
+    EXPECT_EQ(c["volumeMounts"][0]["readOnly"], true);
+  }
+  EXPECT_EQ(mutated["spec"]["volumes"].size(), 3u);
+  EXPECT_FALSE(mutated["spec"]["containers"][1].contains("volumeMounts")) << "the sidecar asks for no GPU";
+  auto again = MutationPatch(mutated, SchedulerConfig{}, 81920);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+
+  // Volumes and mounts the pod already has stay; a container that mounts
+  // something at that path itself is left alone.
+  Json own = PodWithLimits({{"nvidia.com/gpumem", "1000"}});
+  own["spec"]["volumes"] = Json::array({{{"name", "data"}, {"emptyDir", Json::object()}}});
+  own["spec"]["containers"][0]["volumeMounts"] = Json::array({{{"name", "data"}, {"mountPath", "/data"}}});
+  Json own_mutated = own.patch(*MutationPatch(own, SchedulerConfig{}, 81920));
+  EXPECT_EQ(own_mutated["spec"]["volumes"].size(), 2u);
+  EXPECT_EQ(own_mutated["spec"]["containers"][0]["volumeMounts"].size(), 2u);
+  EXPECT_EQ(own_mutated["spec"]["containers"][0]["volumeMounts"][0]["name"], "data");
+  Json taken = PodWithLimits({{"nvidia.com/gpumem", "1000"}});
+  taken["spec"]["containers"][0]["volumeMounts"] =
+      Json::array({{{"name", "mine"}, {"mountPath", "/run/tessera/pod-limits"}}});
+  Json taken_mutated = taken.patch(*MutationPatch(taken, SchedulerConfig{}, 81920));
+  EXPECT_FALSE(taken_mutated["spec"].contains("volumes"));
+  EXPECT_EQ(taken_mutated["spec"]["containers"][0]["volumeMounts"].size(), 1u);
 }
 
 TEST(WebhookTest, ResponseCarriesBase64JsonPatch) {

@@ -426,11 +426,12 @@ Config load_config(EnvLookup lookup, void* context) {
   return c;
 }
 
-std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir) {
+std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir,
+                                const char* env_name) {
   struct stat st {};
   if (fixed_dir != nullptr && stat(fixed_dir, &st) == 0 && S_ISDIR(st.st_mode))
     return std::string(fixed_dir) + "/" + contract::kLimitsFileName;
-  const char* v = lookup(context, contract::kLimitsEnv);
+  const char* v = lookup(context, env_name);
   return v != nullptr ? std::string(v) : std::string();
 }
 
@@ -554,6 +555,28 @@ void apply_limits_file(Config& c, const std::string& path, const char* text, con
   c.limits_from_file = true;
 }
 
+void apply_pod_limits_file(Config& c, const std::string& path, const char* text,
+                           const std::string& read_error) {
+  if (path.empty() || c.limits_unusable) return;
+  if (!c.limits_path.empty() && !c.limits_pending) return;  // the node's file applies
+  if (text == nullptr && read_error.empty()) return;
+  if (text != nullptr && read_error.empty() && text[strspn(text, " \t\r\n")] == '\0') return;
+  const std::string node_path = c.limits_path;
+  const bool pending = c.limits_pending;
+  if (pending)
+    std::erase_if(c.problems,
+                  [&](const std::string& p) { return p.rfind("limits file " + node_path, 0) == 0; });
+  apply_limits_file(c, path, text, read_error);
+  if (pending) {
+    // Watch for the node's file still; until it is there, the pod's holds.
+    c.limits_path = node_path;
+    c.limits_pending = true;
+    if (!c.limits_unusable)
+      c.problems.push_back("limits file " + node_path + " is not there yet; the pod's own limits (" + path +
+                           ", read-only) apply until it appears");
+  }
+}
+
 bool read_small_file(const std::string& path, std::string* text, std::string* error, bool* missing) {
   *missing = false;
   FILE* f = fopen(path.c_str(), "re");
@@ -590,6 +613,14 @@ Config load_config_from_process_env() {
     bool missing = false;
     bool ok = read_small_file(path, &text, &error, &missing);
     apply_limits_file(c, path, ok ? text.c_str() : nullptr, error);
+  }
+  const std::string pod_path = resolve_limits_path(&process_getenv, nullptr, contract::kPodLimitsContainerDir,
+                                                   contract::kPodLimitsEnv);
+  if (!pod_path.empty() && (c.limits_path.empty() || c.limits_pending)) {
+    std::string text, error;
+    bool missing = false;
+    bool ok = read_small_file(pod_path, &text, &error, &missing);
+    apply_pod_limits_file(c, pod_path, ok ? text.c_str() : nullptr, error);
   }
   return c;
 }

@@ -41,6 +41,8 @@
 #include <string>
 #include <vector>
 
+#include "contract/container_contract.h"
+
 namespace tessera::vgpu {
 
 inline constexpr const char* kDefaultRegionPath = "/tmp/tessera/vgpu.region";
@@ -125,8 +127,21 @@ Config load_config_from_process_env();
 
 // The limits file to use: kLimitsFileName in `fixed_dir` when that directory
 // exists (tessera-node's read-only mount; the environment cannot move it),
-// else TESSERA_LIMITS from the environment, else "".
-std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir);
+// else the variable `env_name` (TESSERA_LIMITS) from the environment, else "".
+std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fixed_dir,
+                                const char* env_name = contract::kLimitsEnv);
+
+// Applies the pod's own limits file (contract::kPodLimitsContainerDir: the
+// limits annotation bind wrote, mounted read-only by the webhook) while the
+// node's limits file is not configured or not there yet, so that limits the
+// container cannot write hold from the first call rather than the
+// environment's. The node's file, once there, wins (refresh picks it up).
+// Nothing changes when `text` is nullptr without `read_error` (not mounted: a
+// pod admitted before the webhook wired it) or blank (no annotation: the pod
+// was not placed by tessera-scheduler); unreadable or invalid makes no device
+// visible, as for the node's file.
+void apply_pod_limits_file(Config& config, const std::string& path, const char* text,
+                           const std::string& read_error);
 
 // Applies the limits file at `path` to `config` (see the top of this file).
 // `text` is its content, nullptr when it does not exist; `read_error` says why

@@ -261,6 +261,66 @@ TEST(LimitsFile, NotThereYetLeavesTheEnvironmentInForce) {
   EXPECT_NE(c.problems[0].find("is not there yet"), std::string::npos);
 }
 
+// The pod's own limits (the annotation bind wrote, mounted read-only by the
+// webhook) close the window before the node's file exists: they, not the
+// environment, hold from the first call; the node's file still wins.
+TEST(PodLimitsFile, HoldsWhileTheNodesFileIsNotThereAndNotAfter) {
+  Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "80g"},
+                   {"CUDA_DEVICE_SM_LIMIT", "100"},
+                   {"GPU_CORE_UTILIZATION_POLICY", "disable"}});
+  apply_limits_file(c, "/run/l.json", nullptr, "");
+  ASSERT_TRUE(c.limits_pending);
+  const std::string pod = LimitsPayload(kUuidA, 1000);
+  apply_pod_limits_file(c, "/run/pod/limits.json", pod.c_str(), "");
+  EXPECT_TRUE(c.limits_from_file);
+  EXPECT_TRUE(c.limits_pending) << "the node's file is still awaited";
+  EXPECT_EQ(c.limits_path, "/run/l.json") << "refresh keeps watching the node's file";
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 1000ull << 20);
+  EXPECT_EQ(c.cores_for(kUuidA, 0), 20);
+  EXPECT_EQ(c.core_policy, "default");
+  EXPECT_FALSE(c.device_visible(kUuidB));
+  bool said = false;
+  for (const auto& p : c.problems) {
+    EXPECT_EQ(p.find("the environment's limits apply"), std::string::npos) << p;
+    said =
+        said || p.find("the pod's own limits (/run/pod/limits.json, read-only) apply") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+
+  // The node's file there: the pod's is not consulted.
+  Config node = load({});
+  const std::string node_text = LimitsPayload(kUuidA, 2000);
+  apply_limits_file(node, "/run/l.json", node_text.c_str(), "");
+  apply_pod_limits_file(node, "/run/pod/limits.json", pod.c_str(), "");
+  EXPECT_EQ(node.memory_limit_for(kUuidA, 0), 2000ull << 20);
+
+  // No node file configured at all (a node without tessera-node's mount).
+  Config bare = load({{"CUDA_DEVICE_MEMORY_LIMIT", "80g"}});
+  apply_pod_limits_file(bare, "/run/pod/limits.json", pod.c_str(), "");
+  EXPECT_EQ(bare.memory_limit_for(kUuidA, 0), 1000ull << 20);
+  EXPECT_EQ(bare.limits_path, "/run/pod/limits.json");
+}
+
+TEST(PodLimitsFile, BlankOrAbsentChangesNothingAndInvalidShowsNoDevice) {
+  for (const char* blank : {"", " \n"}) {
+    Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+    apply_limits_file(c, "/run/l.json", nullptr, "");
+    apply_pod_limits_file(c, "/run/pod/limits.json", blank, "");
+    EXPECT_FALSE(c.limits_from_file) << "no annotation: the pod was not placed by tessera-scheduler";
+    EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 2ull << 30);
+  }
+  Config absent = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  apply_pod_limits_file(absent, "/run/pod/limits.json", nullptr, "");
+  EXPECT_EQ(absent.memory_limit_for(kUuidA, 0), 2ull << 30);
+  EXPECT_TRUE(absent.problems.empty());
+
+  Config bad = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
+  apply_limits_file(bad, "/run/l.json", nullptr, "");
+  apply_pod_limits_file(bad, "/run/pod/limits.json", "{\"version\":1,", "");
+  EXPECT_TRUE(bad.limits_unusable);
+  EXPECT_FALSE(bad.device_visible(kUuidA));
+}
+
 TEST(LimitsFile, UnusableLeavesNothingVisible) {
   for (const std::string& bad :
        {std::string("{\"version\":1,"),

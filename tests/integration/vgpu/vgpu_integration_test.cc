@@ -1340,6 +1340,25 @@ TEST_F(HostileTenantTest, ALimitsFileThatAppearsLaterAppliesFromThen) {
   EXPECT_EQ(held_err().find("changed from outside libvgpu"), std::string::npos) << held_err();
 }
 
+// The window before tessera-node has written the node's limits file: the
+// pod's own limits (the annotation bind wrote, a read-only Downward API file
+// from the webhook) hold from the first call, not the environment the tenant
+// sets, and a rewritten region changes nothing.
+TEST_F(HostileTenantTest, ThePodsOwnLimitsHoldBeforeTheNodesFileExists) {
+  const std::string pod_limits = write_limits(1000, "pod-limits.json");
+  ProbeRun r = run({"init", "ctx:0", "alloc:700", "tamper:81920", "alloc:1000", "meminfo"},
+                   {{"TESSERA_LIMITS", dir_ + "/not-yet.json"},
+                    {"TESSERA_POD_LIMITS", pod_limits},
+                    {"CUDA_DEVICE_MEMORY_LIMIT", "80g"},
+                    {"CUDA_DISABLE_CONTROL", "true"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.rc("alloc", 0), CUDA_SUCCESS) << r.out << r.err;
+  EXPECT_EQ(r.rc("alloc", 1), CUDA_ERROR_OUT_OF_MEMORY) << r.out << r.err;
+  EXPECT_EQ(r.value("meminfo", 3), 1000 * kMiB) << r.out;
+  EXPECT_NE(r.err.find("the pod's own limits (" + pod_limits + ", read-only) apply"), std::string::npos)
+      << r.err;
+}
+
 // A pod tessera did not place, under unplaced_pods: refuse: the node's file
 // says so, and dropping TESSERA_UNPLACED_PODS from the environment does not
 // bring the GPUs back.
