@@ -293,8 +293,9 @@ class ClusterState {
 
  public:
   // Bounds of the evaluation caches (pod shapes × verbs × policy epochs):
-  // at most kMaxCachedEvaluations entries over all of them (~72 bytes each,
-  // plus the reason text of a node that does not fit), and never fewer than
+  // at most kMaxCachedEvaluations entries over all of them (104 bytes each,
+  // plus the placement of a fitting prioritize entry and the reason text of
+  // a node that does not fit), and never fewer than
   // kMinEvaluationCaches caches (filter and prioritize of a few shapes in
   // flight at once) nor more than kMaxEvaluationCaches.
   static constexpr size_t kMaxCachedEvaluations = 256 * 1024;
