@@ -504,5 +504,24 @@ TEST_F(DraIntegrationTest, MigPartitionIsMadeAtPrepareAndFreedAtUnprepare) {
   EXPECT_TRUE(Regions().empty());
 }
 
+TEST_F(DraIntegrationTest, AGpuWithACriticalXidLeavesTheSlice) {
+  StartAndWaitForSlices();
+  ASSERT_EQ(Slices()[0]["spec"]["devices"].size(), 2u);
+  const int64_t generation = Slices()[0]["spec"]["pool"]["generation"];
+  auto injected = testing::RunShell("TESSERA_SIM_STATE=" + root_ + "/sim " + TESSERA_CLI_BINARY +
+                                    " sim inject-xid --gpu 1 --xid 79");
+  ASSERT_EQ(injected.exit_code, 0) << injected.output;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        auto slices = Slices();
+        return slices.size() == 1 && slices[0]["spec"]["devices"].size() == 1u;
+      },
+      kWait))
+      << Log();
+  const Json slice = Slices()[0];
+  EXPECT_EQ(slice["spec"]["devices"][0]["name"], "gpu-0");
+  EXPECT_GT(slice["spec"]["pool"]["generation"].get<int64_t>(), generation);
+}
+
 }  // namespace
 }  // namespace tessera
