@@ -80,7 +80,9 @@ TEST(SliceRequest, MapsOntoOneContainerPod) {
   EXPECT_EQ(pod.containers[0].memory_mib, 4000);
   EXPECT_EQ(pod.containers[0].cores, 30);
   EXPECT_EQ(pod.filter.use_types, std::vector<std::string>{"A100"});
-  EXPECT_EQ(CorePolicyName(r), "gpu-binpack");
+  auto policy = CorePolicyName(r);
+  ASSERT_TRUE(policy.ok()) << policy.error().message;
+  EXPECT_EQ(*policy, "gpu-binpack");
 }
 
 }  // namespace
