@@ -4,6 +4,7 @@
 #include <map>
 
 #include "contract/container_contract.h"
+#include "host/compute_check.h"
 #include "vgpu/config.h"
 
 namespace tessera::node {
@@ -209,21 +210,23 @@ std::vector<ComputeViolation> Enforcer::ComputePass(const std::vector<Attributed
     v.gpu_uuid = key.second;
     v.quota_percent = *quota;
     std::set<uint32_t> own_pids;
-    bool known = false, bypass = false;
+    std::vector<host::ComputeUser> users;
     for (const auto* m : members) {
       own_pids.insert(m->process.host_pid);
       if (m->sm_util_percent < 0) continue;
-      known = true;
-      v.used_percent += m->sm_util_percent;
-      if (m->sm_util_percent > 0 && !InRegion(region, m->process.container_pid)) bypass = true;
+      users.push_back({m->process.host_pid, m->sm_util_percent, InRegion(region, m->process.container_pid)});
     }
-    if (!known) continue;
+    if (users.empty()) continue;  // the driver gave no figure
+    int others = 0;
     if (auto g = gpu_by_uuid.find(key.second); g != gpu_by_uuid.end()) {
       for (const auto& p : g->second->processes)
-        if (own_pids.count(p.pid) == 0 && p.sm_util_percent > 0) v.others_percent += p.sm_util_percent;
+        if (own_pids.count(p.pid) == 0 && p.sm_util_percent > 0) others += p.sm_util_percent;
     }
-    if (v.used_percent <= *quota + policy_.compute_tolerance_percent) continue;
-    if (v.others_percent == 0 && !bypass) continue;  // idle time, used by libvgpu's own rules
+    const host::ComputeJudgement judged =
+        host::JudgeComputePass(users, others, *quota, policy_.compute_tolerance_percent);
+    v.used_percent = judged.used_percent;
+    v.others_percent = judged.others_percent;
+    if (!judged.over) continue;  // within the quota, or idle time used by libvgpu's own rules
     auto previous = compute_over_.find(key);
     v.passes_over = (previous == compute_over_.end() ? 0 : previous->second) + 1;
     over_now[key] = v.passes_over;
@@ -241,9 +244,8 @@ std::vector<ComputeViolation> Enforcer::ComputePass(const std::vector<Attributed
       candidates.push_back(std::move(o));
     }
     std::sort(candidates.begin(), candidates.end(), [](const ComputeOffender& a, const ComputeOffender& b) {
-      if (a.in_region != b.in_region) return !a.in_region;
-      if (a.sm_util_percent != b.sm_util_percent) return a.sm_util_percent > b.sm_util_percent;
-      return a.process.host_pid < b.process.host_pid;
+      return host::KilledFirst({a.process.host_pid, a.sm_util_percent, a.in_region},
+                               {b.process.host_pid, b.sm_util_percent, b.in_region});
     });
     v.offenders = TakeOffenders(candidates, &ComputeOffender::sm_util_percent, v.used_percent,
                                 *quota + policy_.compute_tolerance_percent, v.kill, *inspector_);

@@ -13,6 +13,7 @@
 #include "base/files.h"
 #include "contract/container_contract.h"
 #include "core/allocation_codec.h"
+#include "host/compute_check.h"
 #include "host/nvml_api.h"
 #include "host/nvml_inventory.h"
 #include "host/region_reader.h"
@@ -119,7 +120,12 @@ void JobWatch::PassOnce() {
   if (samples.ok()) {
     const std::set<uint32_t> job = Descendants(options_.root_pid, ReadParents(options_.proc_root));
     auto region = host::ReadRegion(options_.region_path);
+    std::set<uint32_t> in_region;  // pids libvgpu knows (the job shares our pid namespace)
+    if (region.ok()) {
+      for (const auto& slot : region->processes) in_region.insert(slot.pid);
+    }
     for (const auto& gpu : *samples) {
+      if (gpu.processes_known) CheckCompute(gpu, job, in_region);
       auto limit = options_.memory_limits.find(gpu.uuid);
       if (limit == options_.memory_limits.end() || limit->second == 0 || !gpu.processes_known) continue;
       std::vector<JobProcessUsage> mine;
@@ -152,6 +158,40 @@ void JobWatch::PassOnce() {
   ++passes_;
 }
 
+void JobWatch::CheckCompute(const host::GpuSample& gpu, const std::set<uint32_t>& job,
+                            const std::set<uint32_t>& in_region) {
+  auto quota = options_.core_quotas.find(gpu.uuid);
+  if (quota == options_.core_quotas.end() || quota->second <= 0 || quota->second >= 100) return;
+  std::vector<host::ComputeUser> users;
+  int others = 0;
+  for (const auto& p : gpu.processes) {
+    if (p.sm_util_percent < 0) continue;
+    if (job.count(p.pid) == 0) {
+      others += p.sm_util_percent;
+    } else {
+      users.push_back({p.pid, p.sm_util_percent, in_region.count(p.pid) > 0});
+    }
+  }
+  const int tolerance = options_.compute_tolerance_percent;
+  const host::ComputeJudgement judged = host::JudgeComputePass(users, others, quota->second, tolerance);
+  if (!judged.over) {
+    compute_over_.erase(gpu.uuid);
+    return;
+  }
+  const int passes = ++compute_over_[gpu.uuid];
+  if (passes < options_.compute_window_passes) return;
+  for (const auto& o : host::ComputeOffenders(users, quota->second, tolerance)) {
+    const bool killed = kill_(o.pid);
+    if (killed) ++kills_;
+    report_("the job uses " + std::to_string(judged.used_percent) + " % of GPU " + gpu.uuid +
+            "'s SMs (others " + std::to_string(judged.others_percent) + " %), over its " +
+            std::to_string(quota->second) + " % for " + std::to_string(passes) + " passes: " +
+            (killed ? "killed" : "could not kill") + " process " + std::to_string(o.pid) + " using " +
+            std::to_string(o.sm_util_percent) + " %" + (o.in_region ? "" : ", which libvgpu does not know"));
+  }
+  compute_over_.erase(gpu.uuid);  // a new window for what is left
+}
+
 std::unique_ptr<RunningJobWatch> StartJobWatch(const ReservedSlice& slice, const LocalGpus& local) {
   auto running = std::make_unique<RunningJobWatch>();
   auto report = [](const std::string& line) { std::cerr << "tessera run: " << line << "\n"; };
@@ -171,8 +211,10 @@ std::unique_ptr<RunningJobWatch> StartJobWatch(const ReservedSlice& slice, const
   auto text = core::EncodeAllocation(slice.allocation);
   options.limits_text = text.ok() ? *text : "";
   options.region_path = slice.entry.region_path;
-  for (const auto& d : slice.entry.slices.devices)
+  for (const auto& d : slice.entry.slices.devices) {
     options.memory_limits[d.uuid] = uint64_t(d.memory_mib) << 20;
+    options.core_quotas[d.uuid] = d.cores;
+  }
   options.root_pid = static_cast<uint32_t>(::getpid());
   running->watch = std::make_unique<JobWatch>(options, running->gpus.get(), report);
   running->watch->Start();

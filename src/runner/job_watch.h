@@ -12,7 +12,14 @@
 //      stay its descendants — and when the sum passes the slice by more than
 //      the tolerance, kills (SIGKILL) processes until the rest fits: first
 //      those whose memory libvgpu did not account (the job's region), then
-//      the largest. Each kill is reported with why.
+//      the largest. Each kill is reported with why;
+//   3. per GPU of the slice with a compute quota, adds up the job's SM
+//      utilisation (NVML, per process) and judges it as tessera-node judges a
+//      container (host/compute_check.h): over quota + tolerance while another
+//      tenant used the GPU or a busy process of the job runs without
+//      libvgpu, for compute_window_passes passes in a row, kills the
+//      offenders (those libvgpu does not know first, then the busiest) until
+//      the rest is within the quota.
 //
 // It guards against a job that means to get around its slice, not against the
 // machine's user, who can run the program without `tessera run` at all.
@@ -65,7 +72,10 @@ struct JobWatchOptions {
   std::string limits_text;                        // what it must hold
   std::string region_path;                        // the job's region (libvgpu's accounting)
   std::map<std::string, uint64_t> memory_limits;  // GPU uuid -> the slice's bytes (0 = none)
-  uint32_t root_pid = 0;                          // the supervisor: the job is its descendants
+  std::map<std::string, int> core_quotas;         // GPU uuid -> the slice's cores (0 or 100 = none)
+  int compute_tolerance_percent = 10;             // as tessera-node's defaults
+  int compute_window_passes = 3;
+  uint32_t root_pid = 0;  // the supervisor: the job is its descendants
   std::string proc_root = "/proc";
 };
 
@@ -90,13 +100,16 @@ class JobWatch {
 
  private:
   void RestoreLimitsFile();
+  void CheckCompute(const host::GpuSample& gpu, const std::set<uint32_t>& job,
+                    const std::set<uint32_t>& in_region);
 
   const JobWatchOptions options_;
   host::InventorySource* const gpus_;
   const Report report_;
   const Killer kill_;
   std::atomic<uint64_t> passes_{0}, kills_{0}, restores_{0};
-  PeriodicThread thread_;  // last: stopped first
+  std::map<std::string, int> compute_over_;  // GPU uuid -> passes over the quota in a row (watch thread)
+  PeriodicThread thread_;                    // last: stopped first
 };
 
 // What `tessera run` runs beside a job in a libvgpu slice: the watch over

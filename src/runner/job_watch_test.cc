@@ -96,5 +96,67 @@ TEST_F(JobWatchTest, RestoresTheLimitsFileAndKillsAProcessOfTheJobOverTheSlice) 
   EXPECT_EQ(watch.passes(), 2u);
 }
 
+// The compute side: a job over its cores while another tenant is busy (or
+// with a process libvgpu does not know) for the window's passes is cut back.
+TEST_F(JobWatchTest, KillsWhatKeepsTheJobOverItsCoresForTheWindow) {
+  const uint32_t me = static_cast<uint32_t>(::getpid());
+  host::GpuSample sample;
+  sample.uuid = kGpu;
+  sample.processes_known = true;
+  JobWatchOptions options = Options();
+  options.memory_limits.clear();
+  options.core_quotas[kGpu] = 30;
+  tmp_.Write("limits.json", "{\"version\":1}");
+  ::chmod(tmp_.Path("limits.json").c_str(), 0444);
+  JobWatch watch(
+      options, &gpus_, [&](const std::string& l) { lines_.push_back(l); },
+      [&](uint32_t pid) {
+        killed_.push_back(pid);
+        return true;
+      });
+  // Within the quota and its tolerance: nothing, however long. (Whether a
+  // lone tenant inside libvgpu may use idle time is host/compute_check's
+  // rule, tested there; this job has no region, so libvgpu knows none of
+  // its processes.)
+  sample.processes = {{me, 100 * kMiB, 38}, {1, 100 * kMiB, 60}};
+  gpus_.SetSamples({sample});
+  for (int i = 0; i < 5; ++i) watch.PassOnce();
+  EXPECT_TRUE(killed_.empty());
+  // Over, beside a busy tenant (pid 1 is not the job's): two passes are
+  // noise, the third is a violation. A pass within the quota starts the
+  // count again.
+  sample.processes = {{me, 100 * kMiB, 70}, {1, 100 * kMiB, 30}};
+  gpus_.SetSamples({sample});
+  watch.PassOnce();
+  watch.PassOnce();
+  EXPECT_TRUE(killed_.empty());
+  sample.processes = {{me, 100 * kMiB, 30}, {1, 100 * kMiB, 70}};
+  gpus_.SetSamples({sample});
+  watch.PassOnce();
+  sample.processes = {{me, 100 * kMiB, 70}, {1, 100 * kMiB, 30}};
+  gpus_.SetSamples({sample});
+  watch.PassOnce();
+  watch.PassOnce();
+  EXPECT_TRUE(killed_.empty());
+  watch.PassOnce();
+  EXPECT_EQ(killed_, std::vector<uint32_t>{me});
+  ASSERT_EQ(lines_.size(), 1u);
+  EXPECT_NE(lines_[0].find("the job uses 70 % of GPU " + std::string(kGpu) +
+                           "'s SMs (others 30 %), over its 30 % for 3 passes: killed process " +
+                           std::to_string(me) + " using 70 %, which libvgpu does not know"),
+            std::string::npos)
+      << lines_[0];
+  // Without a quota (0 or 100): never.
+  options.core_quotas[kGpu] = 100;
+  JobWatch unlimited(
+      options, &gpus_, [](const std::string&) {},
+      [&](uint32_t pid) {
+        killed_.push_back(pid);
+        return true;
+      });
+  for (int i = 0; i < 5; ++i) unlimited.PassOnce();
+  EXPECT_EQ(killed_.size(), 1u);
+}
+
 }  // namespace
 }  // namespace tessera::runner
