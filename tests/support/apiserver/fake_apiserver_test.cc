@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -68,6 +71,76 @@ TEST_F(FakeApiServerSelectorTest, ABadLabelSelectorIsRefused) {
 
 TEST_F(FakeApiServerSelectorTest, AFieldTheKindCannotBeSelectedByIsRefused) {
   ExpectRefused("fieldSelector=spec.unknown%3Dx", "field label not supported: spec.unknown");
+}
+
+// A streaming list is formatted a chunk at a time as it is sent, the store
+// unlocked in between: objects changed, created and deleted while the client
+// is still reading must leave it, once it has read up to the store's version,
+// with exactly the store's objects at their versions.
+TEST(FakeApiServerStreamingListTest, ChangesWhileTheListIsReadEndInTheStoresState) {
+  FakeApiServer server;
+  ASSERT_TRUE(server.Start().ok());
+  auto pod = [](const std::string& name, const std::string& tag) {
+    return Json{{"metadata", {{"name", name}, {"namespace", "ml"}, {"labels", {{"tag", tag}}}}},
+                {"spec", {{"nodeName", "n"}, {"padding", std::string(2000, 'x')}}}};
+  };
+  char name[16];
+  for (int i = 0; i < 3000; ++i) {
+    std::snprintf(name, sizeof name, "p%04d", i);
+    ASSERT_TRUE(server.CreateObject("pods", pod(name, "old")).ok());
+  }
+  std::map<std::string, std::string> held;  // name -> resourceVersion, as the client knows them
+  bool bookmarked = false, changed = false;
+  uint64_t target = 0, seen = 0;
+  std::string pending;
+  const std::string url = server.url();
+  httplib::Client http(url.substr(url.find("://") + 3));
+  http.set_read_timeout(30);
+  auto res = http.Get(
+      "/api/v1/"
+      "pods?watch=true&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&"
+      "timeoutSeconds=30",
+      [&](const char* data, size_t n) {
+        if (!changed) {
+          // The first bytes are in; most of the list is not formatted yet.
+          changed = true;
+          EXPECT_TRUE(server.DeleteObject("pods", "ml", "p0000").ok());  // sent already
+          EXPECT_TRUE(server.CreateObject("pods", pod("p0000", "new")).ok());
+          EXPECT_TRUE(server.DeleteObject("pods", "ml", "p2999").ok());  // not sent yet
+          EXPECT_TRUE(server.CreateObject("pods", pod("p1500a", "new")).ok());
+          target = server.CurrentResourceVersion();
+        }
+        pending.append(data, n);
+        for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+          Json event = Json::parse(pending.substr(0, nl), nullptr, false);
+          pending.erase(0, nl + 1);
+          if (event.is_discarded()) {
+            ADD_FAILURE() << "not JSON";
+            return false;
+          }
+          const Json& meta = event["object"]["metadata"];
+          const std::string rv = meta.value("resourceVersion", "0");
+          seen = std::max<uint64_t>(seen, std::stoull(rv));
+          const std::string type = event.value("type", "");
+          if (type == "BOOKMARK") {
+            if (meta.contains("annotations")) bookmarked = true;
+          } else if (type == "DELETED") {
+            held.erase(meta.value("name", ""));
+          } else {
+            held[meta.value("name", "")] = rv;
+          }
+        }
+        return !(bookmarked && seen >= target);
+      });
+  EXPECT_TRUE(bookmarked);
+  ASSERT_GE(seen, target);
+  std::map<std::string, std::string> store;
+  for (const Json& o : server.ListObjects("pods")) {
+    store[o["metadata"]["name"].get<std::string>()] = o["metadata"]["resourceVersion"].get<std::string>();
+  }
+  EXPECT_EQ(store.size(), 3000u);
+  EXPECT_EQ(held, store);
+  server.Stop();
 }
 
 }  // namespace
