@@ -2,7 +2,8 @@
 // size limit (issue 21), as an operator would meet it.
 //
 //   scale_bench --scheduler build/bin/tessera-scheduler [--nodes 5000 --gpus 8 --pods 40000
-//               --iterations 300 --decisions 10000 --shapes 400 --policy tessera --no-streaming]
+//               --iterations 300 --decisions 10000 --shapes 400 --policy tessera --no-streaming
+//               --no-dashboard]
 //
 // 1. Loads the API-server stand-in (in this process) with `nodes` Nodes of
 //    `gpus` GPUs each, carrying a tessera inventory and the labels, taints and
@@ -233,6 +234,12 @@ int main(int argc, char** argv) {
               "policy.node=" + policy,
               "--set",
               "logLevel=" + StrArg(argc, argv, "--log-level", "info")};
+  // --no-dashboard: without the dashboard (its view is rebuilt every second
+  // from the whole cluster, on the same two cores as filter and prioritize).
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--no-dashboard") == 0)
+      cmd.argv.insert(cmd.argv.end(), {"--set", "dashboard.enabled=false"});
+  }
   cmd.stderr_path = StrArg(argc, argv, "--log", "/tmp/scale_bench_scheduler.log");
   cmd.stdout_path = cmd.stderr_path;
   const double bench_cpu_at_start = CpuSecondsOf(getpid());
