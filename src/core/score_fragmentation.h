@@ -93,6 +93,10 @@ class PreparedMix {
   // need (stable), so 2 × size() ints. Valid as long as this object.
   const int* NeedsOn(const Gpu& gpu) const;
 
+  // Whether a shape of the mix asks for GPU models (use_types): without one,
+  // a shape's need depends on a GPU's memory and compute only.
+  bool filters_models() const { return filters_models_; }
+
  private:
   struct Kind;
   WorkloadMix mix_;
@@ -100,6 +104,7 @@ class PreparedMix {
   std::vector<int> gpus_;
   std::vector<int64_t> cpu_;
   std::vector<int64_t> memory_;
+  bool filters_models_ = false;
   struct Table;
   std::unique_ptr<Table> table_;
 };

@@ -70,6 +70,8 @@ struct World {
   explicit World(uint64_t seed) : rng(seed) {}
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
+  bool model_filters = true;  // whether Shape() may ask for GPU models
+
   TaskShape Shape() {
     TaskShape s;
     const int gpus[] = {0, 1, 1, 1, 1, 2, 4, 8};
@@ -85,13 +87,17 @@ struct World {
         s.gpu_memory_mib = 500 * Uniform(1, 40);
       }
       s.cores = Uniform(0, 3) == 0 ? 100 : Uniform(0, 100);
-      if (Uniform(0, 7) == 0) s.use_types = {Uniform(0, 1) ? "A100" : "T4"};
+      if (model_filters && Uniform(0, 7) == 0)
+        s.use_types = {Uniform(0, 2) == 0 ? "A100" : Uniform(0, 1) ? "T4" : "SXM4"};
     }
     return s;
   }
 
   WorkloadMix Mix() {
     WorkloadMix mix;
+    // Half the mixes without model filters: then GPUs of equal memory and
+    // compute share their needs whatever their model.
+    model_filters = Uniform(0, 1) == 0;
     int n = Uniform(1, 70);  // past the meter's 64 inline shapes too
     double sum = 0;
     for (int i = 0; i < n; ++i) {
@@ -109,9 +115,11 @@ struct World {
     int cores = Uniform(0, 3) == 0 ? 200 : 100;
     std::vector<Gpu> gpus;
     for (int g = 0; g < count; ++g) {
-      bool second = Uniform(0, 3) == 0;
-      Gpu gpu = TestGpu("GPU-" + std::to_string(id) + "-" + std::to_string(g),
-                        second ? "Tesla T4" : "A100-SXM4", second ? 16000 : 81920, 10);
+      // Three models, two of them with the same memory.
+      const int kind = Uniform(0, 5);
+      const char* model = kind == 0 ? "Tesla T4" : kind == 1 ? "A100-PCIE" : "A100-SXM4";
+      Gpu gpu = TestGpu("GPU-" + std::to_string(id) + "-" + std::to_string(g), model,
+                        kind == 0 ? 16000 : 81920, 10);
       gpu.cores = cores;
       gpu.healthy = Uniform(0, 15) != 0;
       gpus.push_back(gpu);
