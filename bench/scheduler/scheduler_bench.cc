@@ -7,8 +7,8 @@
 //     answer body, as the HTTP handler does it. Prints p50/p99/max over the
 //     iterations of wall time and of CPU time (all threads of the process);
 //     BENCH_COLD=1: a new pod shape every cycle; BENCH_STAGES=1: per-verb times;
-//     BENCH_POLICY=<name>: the node policy (policy.node; default binpack, the
-//     configuration's default). Every cycle's pod is a new pod (its own UID),
+//     BENCH_POLICY=<name>: the node policy (policy.node; default the
+//     configuration's: tessera since issue 18, binpack before). Every cycle's pod is a new pod (its own UID),
 //     as in a cluster, so the extender observes it as an arrival; the running
 //     pods are first filtered once each over no nodes (not timed), the arrivals
 //     a scheduler that placed them would have observed.

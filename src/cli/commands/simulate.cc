@@ -174,7 +174,9 @@ const CommandRegistration kSimulate{
               "--policy", options->policy,
               "random, dotprod, clustering, packing, bestfit, fgd (the paper's baselines), tessera (the "
               "default: its mix starts from the trace's task counts, as FGD's does) or tessera-online "
-              "(learns the mix from arrivals only); 'tessera:KEY=VALUE,...' for experiment variants (below)")
+              "(learns the mix from arrivals only); node-binpack, node-spread, gpu-binpack, gpu-spread (the "
+              "scheduler's and tessera run's policies, docs/placement.md); 'tessera:KEY=VALUE,...' for "
+              "experiment variants (below)")
            ->capture_default_str();
        cmd->add_option("--seeds", options->seeds, "Seeds: 42-51, 42,43, 42 or a mix (40-42,50)")
            ->capture_default_str();
