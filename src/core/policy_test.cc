@@ -168,6 +168,31 @@ TEST(PolicyTest, CachedEvaluationHoldsWhileNodeAndEpochAreUnchanged) {
   EXPECT_EQ(after, policy.inner->Evaluate(node, pod));
 }
 
+// Bind commits the policy's placement as it is: on an MPS GPU the slice is
+// marked MPS, on an exclusive GPU it holds cores 100 — as FitNode writes them.
+TEST(PolicyTest, TesseraSlicesCarryTheGpuModeAsFitNodeWritesIt) {
+  auto policy = MakePolicy("tessera");
+  Gpu mps = G("m0");
+  mps.mode = SharingMode::kMps;
+  NodeState mps_node("m", {mps});
+  PodRequest share = AppRequest(2000, 30);
+  share.containers[0].share = ShareKind::kMps;
+  (*policy)->Observe(share);
+  auto c = (*policy)->Evaluate(mps_node, share);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->placement, FitNode(mps_node, share).placement);
+  EXPECT_TRUE(c->placement.containers[0].slices[0].mps);
+
+  Gpu whole = G("e0");
+  whole.mode = SharingMode::kExclusive;
+  NodeState exclusive_node("e", {whole});
+  PodRequest all = AppRequest(0, 0);  // the whole GPU
+  auto e = (*policy)->Evaluate(exclusive_node, all);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->placement, FitNode(exclusive_node, all).placement);
+  EXPECT_EQ(e->placement.containers[0].slices[0].cores, 100);
+}
+
 TEST(PolicyTest, OutranksIsHigherScoreThenLowerRank) {
   EXPECT_TRUE(Outranks(2.0, 5, 1.0, 0));
   EXPECT_FALSE(Outranks(1.0, 0, 2.0, 5));

@@ -636,7 +636,11 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   Candidate c;
   c.score = best_score + NodeBias(node);
   int index = static_cast<int>(single - pod.containers.data());
-  c.placement.containers.push_back({index, false, {{best, best_memory, single->cores}}});
+  // The slice as FitNode writes it: the GPU's resolved cores (100 on an
+  // exclusive GPU) and the MPS mark, which bind commits and the node reads.
+  const GpuCheck chosen = CheckGpu(gpus[best], *single, pod.filter);
+  c.placement.containers.push_back(
+      {index, false, {{best, best_memory, chosen.cores, gpus[best].gpu.mode == SharingMode::kMps}}});
   return c;
 }
 
