@@ -92,7 +92,8 @@ void ProjectNode(Json& node) {
   if (!node.is_object()) return;
   Json out = Json::object();
   if (auto meta = node.find("metadata"); meta != node.end() && meta->is_object()) {
-    static constexpr std::string_view kKeys[] = {"name", "uid", "resourceVersion", "labels"};
+    // (Not the uid: no reader wants it.)
+    static constexpr std::string_view kKeys[] = {"name", "resourceVersion", "labels"};
     Json m = Keep(*meta, kKeys);
     KeepAnnotations(m, *meta, {"tessera.io/"});
     if (auto a = m.find("annotations"); a != m.end()) {

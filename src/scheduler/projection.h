@@ -11,7 +11,7 @@
 // nodeName, schedulerName, priority, and each container's and init
 // container's name and resources; status phase, nominatedNodeName (preemption
 // holds) and a PodScheduled=False condition (the dashboard's "waiting" reason).
-// Kept of a Node: metadata name, uid, resourceVersion, labels and the
+// Kept of a Node: metadata name, resourceVersion, labels and the
 // tessera.io/ annotations; spec taints and unschedulable; status addresses
 // (the dashboard scrapes the InternalIP).
 //

@@ -73,6 +73,7 @@ TEST(ProjectNodeTest, KeepsTheInventoryAddressesAndTaints) {
   EXPECT_EQ(projected["metadata"]["labels"], original["metadata"]["labels"]);
   EXPECT_FALSE(projected["status"].contains("images"));
   EXPECT_FALSE(projected["status"].contains("conditions"));
+  EXPECT_FALSE(projected["metadata"].contains("uid"));  // no reader wants it
   EXPECT_LT(projected.dump().size() * 2, original.dump().size());
   ClusterState state;
   state.UpsertNode(projected);
