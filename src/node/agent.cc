@@ -312,6 +312,11 @@ Status Agent::Start() {
               {{"path", config_.libvgpu_host_path}});
   }
 
+  if (!config_.device_plugin) {
+    // The enforcement-only role beside tessera-dra: its claims are the GPUs' users.
+    log::Info("device_plugin is false: nothing advertised to the kubelet, no inventory published");
+    serve_vgpus = false;
+  }
   if (serve_vgpus) {
     TESSERA_RETURN_IF_ERROR(plugin_.Start());
     registrar_.Start();
@@ -336,7 +341,7 @@ Status Agent::Start() {
   }
   started_ = true;
 
-  if (deps_.client) {
+  if (deps_.client && config_.device_plugin) {
     publisher_ = std::make_unique<InventoryPublisher>(deps_.client.get(), state_, config_.node_name,
                                                       std::chrono::seconds(config_.heartbeat_seconds));
     // MIG GPUs are listed with their MIG devices and no vGPU slots, replica
@@ -381,6 +386,7 @@ Status Agent::Start() {
   options.region_grace_seconds = config_.region_grace_seconds;
   options.resource_name = config_.resource_name;
   options.unplaced_pods = config_.unplaced_pods;
+  options.dra_region_dir = config_.dra_region_dir;
   options.more_resource_names = [this] {
     std::set<std::string> names;
     for (const auto& [resource, replica_gpus] : sharing_->modes().ReplicaResources()) names.insert(resource);

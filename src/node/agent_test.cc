@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/testing.h"
+#include "node/testing.h"
 
 namespace tessera::node {
 namespace {
@@ -66,6 +67,31 @@ TEST(AgentTest, StartFailsClearlyWhenDiscoveryFails) {
   auto status = agent.Start();
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.error().message, "GPU discovery: nvmlInit failed: driver not loaded");
+}
+
+// The enforcement-only role beside tessera-dra (device_plugin: false): no
+// plugin socket is served (so nothing registers with the kubelet); with the
+// default, the socket is there.
+TEST(AgentTest, WithoutTheDevicePluginNoSocketIsServed) {
+  for (bool device_plugin : {true, false}) {
+    SCOPED_TRACE(device_plugin ? "device_plugin" : "enforcement only");
+    ::tessera::testing::TempDir tmp("tn-agent");
+    NodeConfig config;
+    config.plugin_dir = tmp.path();
+    config.kubelet_poll_ms = 10;
+    config.ld_so_preload = false;
+    config.region_host_dir = tmp.path() + "/regions";
+    config.dra_region_dir = tmp.path() + "/dra-regions";
+    config.kubernetes = false;
+    config.metrics_port = 0;
+    config.pod_resources_socket = "";
+    config.device_plugin = device_plugin;
+    Agent agent(config,
+                std::make_unique<host::StaticInventory>(std::vector<core::Gpu>{TestA100("GPU-0", 0)}));
+    ASSERT_TRUE(agent.Start().ok());
+    EXPECT_EQ(fs::exists(config.PluginSocketPath()), device_plugin);
+    agent.Stop();
+  }
 }
 
 }  // namespace

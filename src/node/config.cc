@@ -97,6 +97,11 @@ Status OptionalSocketPath(const std::string& key, const std::string& path) {
   return Status::Ok();
 }
 
+// "" (not used) or an absolute path.
+Status OptionalAbsolutePath(const std::string& key, const std::string& path) {
+  return path.empty() ? Status::Ok() : AbsolutePath(key, path);
+}
+
 Status NotEmpty(const std::string& key, const std::string& value) {
   if (value.empty()) return Error{key + " must not be empty"};
   return Status::Ok();
@@ -316,6 +321,12 @@ const std::vector<Key>& Keys() {
       Option("pod_resources_socket", &NodeConfig::pod_resources_socket, OptionalSocketPath, kWholeNode,
              "the kubelet's PodResources socket, to learn which pod owns each region (\"\" = not used: "
              "regions are then never removed)"),
+      Option("dra_region_dir", &NodeConfig::dra_region_dir, OptionalAbsolutePath, kWholeNode,
+             "tessera-dra's region directory (its --region-host-dir): DRA claims' containers are metered and "
+             "held to their claims' limits by the enforcement too (\"\" = not scanned)"),
+      Switch("device_plugin", &NodeConfig::device_plugin, kWholeNode,
+             "advertise GPUs to the kubelet and publish the inventory (default true); false: the "
+             "enforcement-only role beside tessera-dra (metrics and the enforcement of last resort only)"),
       Option("monitor_interval_ms", &NodeConfig::monitor_interval_ms, Between(100, 60000), kWholeNode,
              "how often GPUs are sampled, regions read and cleaned up and memory limits enforced "
              "(100-60000)"),
@@ -447,6 +458,14 @@ Status Validate(const NodeConfig& c) {
                  std::to_string(kMaxUnixSocketPath) + " bytes"};
   }
   if (c.metrics_port > 0 && c.metrics_address.empty()) return Error{"metrics_address must not be empty"};
+  auto trimmed = [](std::string path) {
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    return path;
+  };
+  if (!c.dra_region_dir.empty() && trimmed(c.dra_region_dir) == trimmed(c.region_host_dir)) {
+    return Error{"dra_region_dir must not be region_host_dir ('" + c.region_host_dir +
+                 "'): tessera-dra's claim regions and tessera-node's own are kept apart"};
+  }
   TESSERA_RETURN_IF_ERROR(mig::ValidateMigSettings(c));
   return sharing::ValidateSharingSettings(c);
 }

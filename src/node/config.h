@@ -74,6 +74,12 @@ struct NodeConfig {
   // --- kubelet PodResources (which pod owns which region) -------------------
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";  // "" = not used
 
+  // --- DRA: tessera-dra's claim regions, enforced too (claim_regions.h) -----
+  std::string dra_region_dir = "/var/lib/tessera/dra-regions";  // "" = not scanned
+  // false: the enforcement-only role beside tessera-dra: no device plugin is
+  // registered and no inventory published; metrics and enforcement run.
+  bool device_plugin = true;
+
   // --- monitoring, metrics, enforcement ------------------------------------
   int monitor_interval_ms = 1000;  // GPU sampling, region scan, cleanup, enforcement
   std::string metrics_address = "0.0.0.0";

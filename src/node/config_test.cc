@@ -154,7 +154,7 @@ TEST_F(ConfigTest, IntegerKeysAcceptTheirRangeAndNothingOutsideIt) {
 
 TEST_F(ConfigTest, PathKeysMustBeAbsolute) {
   for (std::string key : {"plugin_dir", "libvgpu_host_path", "libvgpu_container_path", "region_host_dir",
-                          "region_container_dir", "pod_resources_socket"}) {
+                          "region_container_dir", "pod_resources_socket", "dra_region_dir"}) {
     std::string flag = "--" + key;
     std::replace(flag.begin(), flag.end(), '_', '-');
     auto parsed = Parse({flag, "relative/path"});
@@ -198,6 +198,10 @@ TEST_F(ConfigTest, BadConfigurationFailsWithExitCode2AndAMessageNamingTheProblem
       {{"--nvml-library", ""}, "", "", "nvml_library must not be empty"},
       {{}, "memory_scaling: 101\n", "", "memory_scaling must be > 0 and <= 100"},
       {{"--pod-resources-socket", "/" + std::string(120, 'x')}, "", "", "too long for a unix socket path"},
+      {{"--region-host-dir", "/var/lib/x", "--dra-region-dir", "/var/lib/x/"},
+       "",
+       "",
+       "dra_region_dir must not be region_host_dir"},
       {{"--plugin-dir", "/" + std::string(100, 'x')}, "", "", "plugin_dir '/xxx"},
       {{}, "kubernetes: maybe\n", "", "'kubernetes' must be true or false"},
       {{"--kubernetes", "maybe"}, "", "", "--kubernetes"},

@@ -66,6 +66,13 @@ bool InRegion(const RegionDir& region, uint32_t container_pid) {
   return false;
 }
 
+// A DRA claim's cores on a GPU, from its limits.json (claim_regions.h).
+std::optional<int> ClaimCores(const ClaimLimits& claim, const std::string& gpu_uuid) {
+  auto it = claim.cores.find(gpu_uuid);
+  if (it == claim.cores.end()) return std::nullopt;
+  return it->second;
+}
+
 // Takes the `candidates` (best first) as offenders until what is left of
 // `used` (their `amount`s taken off) is within `allowed`, killing each one
 // taken when `kill`: the same rule for memory and for compute.
@@ -136,7 +143,13 @@ std::vector<Violation> Enforcer::Pass(const std::vector<AttributedProcess>& proc
     for (const auto& m : group.members) v.used_bytes += m.used_bytes;
 
     std::optional<uint64_t> limit;
-    if (v.owner && allocation_limit_) {
+    if (const auto& claim = group.region->claim) {  // a DRA claim's: its read-only limits.json
+      if (auto it = claim->memory_bytes.find(v.gpu_uuid); it != claim->memory_bytes.end() && it->second > 0) {
+        limit = it->second;
+        v.limit_source = "claim";
+      }
+    }
+    if (!limit && v.owner && allocation_limit_) {
       limit = allocation_limit_(*v.owner, v.gpu_uuid);
       if (limit) v.limit_source = "allocation";
     }
@@ -202,7 +215,8 @@ std::vector<ComputeViolation> Enforcer::ComputePass(const std::vector<Attributed
   for (const auto& [key, members] : groups) {
     const RegionDir& region = *members.front()->region;
     if (!region.owner) continue;
-    const std::optional<int> quota = allocation_cores_(*region.owner, key.second);
+    const std::optional<int> quota =
+        region.claim ? ClaimCores(*region.claim, key.second) : allocation_cores_(*region.owner, key.second);
     if (!quota || *quota <= 0 || *quota >= 100) continue;  // no compute limit
     ComputeViolation v;
     v.region = region.name;

@@ -11,7 +11,10 @@
 // owns the region (from the API server, which the container cannot change);
 // else the limit libvgpu recorded in the region; else what the process's
 // environment declares (TESSERA_ALLOCATION / CUDA_DEVICE_MEMORY_LIMIT, read
-// with libvgpu's own parser). No limit known: nothing to enforce.
+// with libvgpu's own parser). No limit known: nothing to enforce. A DRA
+// claim's region (claim_regions.h) takes its limit, first, from the claim's
+// limits.json that tessera-dra wrote (source "claim"), and its cores from
+// there too (ComputePass), not from an allocation annotation.
 //
 // Over the limit by more than the tolerance (driver-side rounding, e.g. 2 MiB
 // pages, is not visible to libvgpu): the offenders are the container's
@@ -79,7 +82,7 @@ struct Violation {
   std::string gpu_uuid;
   uint64_t limit_bytes = 0;
   uint64_t used_bytes = 0;   // the driver's count over the container's processes on the GPU
-  std::string limit_source;  // "allocation", "region" or "environment"
+  std::string limit_source;  // "claim", "allocation", "region" or "environment"
   bool kill = false;         // ACTIVE_OOM_KILLER in effect
   bool new_episode = false;  // the container was within its limit on this GPU at the previous pass
   std::vector<Offender> offenders;

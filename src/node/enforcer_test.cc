@@ -345,5 +345,76 @@ TEST_F(ComputeEnforcerTest, WithoutAnAllocationsCoresOrTheDriversFigureNothingIs
   EXPECT_TRUE(inspector_.killed.empty());
 }
 
+// --- DRA claims' regions (claim_regions.h) ----------------------------------
+
+ClaimLimits Claim(uint64_t memory_bytes, int cores) {
+  ClaimLimits c;
+  c.claim = "team/gpu-a";
+  if (memory_bytes > 0) c.memory_bytes["GPU-A"] = memory_bytes;
+  c.cores["GPU-A"] = cores;
+  return c;
+}
+
+// A claim of 1000 MiB: its container's region says 8000 (the container can
+// write it) and the process's environment 9000; the claim's limits.json holds,
+// and the process that bypassed libvgpu goes.
+TEST_F(EnforcerTest, AClaimsLimitsFileOutranksItsRegionAndEnvironment) {
+  inspector_.Add(100, 11, 7, {{"CUDA_DEVICE_MEMORY_LIMIT", "9000m"}});
+  inspector_.Add(101, 11, 8, {{"CUDA_DEVICE_MEMORY_LIMIT", "9000m"}});
+  std::vector<RegionDir> regions = {Region("r1", 11, 8000 * kMiB, {{7, 500 * kMiB}})};
+  regions[0].claim = Claim(1000 * kMiB, 30);
+  regions[0].owner = ContainerRef{"team", "trainer", "main"};
+  allocation_limits_["trainer/GPU-A"] = 7000 * kMiB;  // not a claim's source
+  auto enforcer = Make();
+  auto violations = Run(enforcer, {Gpu({{100, 500 * kMiB}, {101, 1500 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit_source, "claim");
+  EXPECT_EQ(violations[0].limit_bytes, 1000 * kMiB);
+  ASSERT_TRUE(violations[0].owner.has_value());
+  EXPECT_EQ(violations[0].owner->pod_name, "trainer");
+  EXPECT_THAT(inspector_.killed, ElementsAre(101u));
+}
+
+// A claim region is enforced before the kubelet names its container (no
+// owner): the limit is the claim's, not anyone's annotation.
+TEST_F(EnforcerTest, AClaimWithoutAnOwnerYetIsStillHeldToItsLimits) {
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 0)};
+  regions[0].claim = Claim(1000 * kMiB, 0);
+  auto enforcer = Make(/*kill_by_default=*/false);
+  auto violations = Run(enforcer, {Gpu({{101, 1200 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit_source, "claim");
+  EXPECT_FALSE(violations[0].owner.has_value());
+  EXPECT_FALSE(violations[0].kill);
+  EXPECT_TRUE(inspector_.killed.empty());  // reported only
+}
+
+// A whole-GPU claim (no memory limit in its file) or a refused limits file
+// falls back as other regions do: here the region's figure.
+TEST_F(EnforcerTest, AClaimWithoutAMemoryLimitFallsBackToTheRegion) {
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 1000 * kMiB)};
+  regions[0].claim = Claim(0, 0);
+  auto enforcer = Make();
+  auto violations = Run(enforcer, {Gpu({{101, 1200 * kMiB}})}, regions);
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_EQ(violations[0].limit_source, "region");
+}
+
+// Compute: a claim's cores come from its limits file, not from an annotation.
+TEST_F(ComputeEnforcerTest, AClaimsCoresAreItsQuota) {
+  inspector_.Add(101, 11, 8);
+  std::vector<RegionDir> regions = {Region("r1", 11, 0)};
+  regions[0].owner = ContainerRef{"team", "trainer", "main"};
+  regions[0].claim = Claim(0, 30);
+  cores_["trainer/GPU-A"] = 90;  // an annotation would allow it; the claim does not
+  auto enforcer = MakeCompute(/*kill=*/true, 10, 1);
+  auto v = RunCompute(enforcer, {Gpu({Busy(101, 85)})}, regions);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].quota_percent, 30);
+  EXPECT_THAT(inspector_.killed, ElementsAre(101u));
+}
+
 }  // namespace
 }  // namespace tessera::node

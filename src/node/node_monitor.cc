@@ -1,6 +1,8 @@
 #include "node/node_monitor.h"
 
 #include "base/log.h"
+#include "host/paths.h"
+#include "node/claim_regions.h"
 #include "node/limits_file.h"
 
 #include <map>
@@ -227,6 +229,24 @@ void NodeMonitor::PassOnce() {
     delta.limits_files_written +=
         WriteContainerLimits(catalog_->root(), regions, VgpuAllocations(pods_->Allocations()),
                              pods_->UnplacedGpuPods(options_.resource_name), options_.unplaced_pods);
+  }
+
+  // 3c. DRA claims' regions (tessera-dra's, claim_regions.h): after the
+  // clean-up and limits files above, which are tessera-node's own regions'.
+  if (!options_.dra_region_dir.empty()) {
+    auto claims = ScanClaimRegions(options_.dra_region_dir, host::kRegionFileName);
+    if (claims.ok()) {
+      if (containers) AssignClaimOwners(*claims, *containers);
+      for (auto& dir : *claims) {
+        if (!dir.claim->error.empty() && reported_claims_.insert(dir.name).second) {
+          log::Error("a DRA claim's limits file is refused: its region's or environment's limits are used",
+                     {{"region", dir.name}, {"error", dir.claim->error}});
+        }
+        regions.push_back(std::move(dir));
+      }
+    } else {
+      log::Warn("cannot scan the DRA claims' regions", {{"error", claims.error().message}});
+    }
   }
 
   // 4. Processes: host pids, enforcement.

@@ -11,6 +11,9 @@
 //   3b. writes each owned container's limits file from its pod's allocation
 //      annotation, or the unplaced-pod policy for a pod tessera did not place
 //      (limits_file.h), so libvgpu holds it to limits it cannot rewrite;
+//   3c. scans tessera-dra's claim regions (options.dra_region_dir,
+//      claim_regions.h) and ties them to containers by their CDI devices;
+//      they join the regions below, with their claim's limits;
 //   4. ties every process the driver reports to its container (by the region
 //      directory its mount namespace shows), writes the host pid of those
 //      libvgpu could not learn by itself into their region slots
@@ -124,6 +127,9 @@ struct MonitorOptions {
   // replicas, node/sharing): their regions are tied to pods the same way.
   std::function<std::set<std::string>()> more_resource_names;
   UnplacedPodsPolicy unplaced_pods = UnplacedPodsPolicy::kRefuse;
+  // tessera-dra's region root (claim_regions.h): DRA claims' regions there are
+  // tied to containers, metered and enforced, never removed. "" = none.
+  std::string dra_region_dir;
 };
 
 class NodeMonitor {
@@ -175,6 +181,7 @@ class NodeMonitor {
   std::set<std::string> overcommitted_;      // monitor thread only: GPUs in an overcommit episode
   std::set<std::string> reported_problems_;  // monitor thread only: unaccountable allocations logged
   std::set<std::string> reported_unplaced_;  // monitor thread only: UIDs of unplaced pods reported
+  std::set<std::string> reported_claims_;    // monitor thread only: claim limits errors logged
 
   mutable std::mutex mu_;
   std::shared_ptr<const NodeSnapshot> latest_;  // guarded by mu_

@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <thread>
 
 #include "base/testing.h"
+#include "core/allocation_codec.h"
+#include "node/enforcer.h"
 #include "node/testing.h"
 #include "vgpu/region.h"
 
@@ -134,6 +139,105 @@ TEST_F(NodeMonitorTest, AGpuTheDriverLostTurnsUnhealthy) {
   EXPECT_TRUE(state.gpus[0].healthy);
   EXPECT_FALSE(state.gpus[1].healthy);
   EXPECT_FALSE(monitor->Latest()->gpus[1].healthy);
+}
+
+// Processes as the test declares them; kills are recorded, not performed.
+class FakeInspector final : public ProcessInspector {
+ public:
+  std::map<uint32_t, ProcessIdentity> processes;
+  std::vector<uint32_t> killed;
+  std::optional<ProcessIdentity> Inspect(uint32_t pid) override {
+    auto it = processes.find(pid);
+    if (it == processes.end()) return std::nullopt;
+    return it->second;
+  }
+  Status Kill(const ProcessIdentity& p) override {
+    killed.push_back(p.host_pid);
+    return Status::Ok();
+  }
+};
+
+// A DRA claim's container (tessera-dra's region root, claim_regions.h): its
+// process that bypasses libvgpu and holds more than the claim's 1024 MiB is
+// killed, the Event names the container the kubelet lists with the claim's
+// CDI device, and the claim's region is metered; tessera-dra's directories
+// are never removed, owned or not.
+TEST_F(NodeMonitorTest, ADraClaimsContainerIsHeldToTheClaimsLimits) {
+  ::tessera::testing::TempDir dra_tmp{"tn-monitor-dra"};
+  const std::string dra = dra_tmp.path();
+  const char* kClaimGpu = "GPU-1a2b3c4d-0000-1111-2222-333344445555";  // a UUID the payload codec accepts
+  const std::string claim = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0";
+  const std::string unowned = "11111111-2222-4333-8444-555555555555";
+  for (const auto& uid : {claim, unowned}) fs::create_directories(dra + "/" + uid);
+  // What tessera-dra writes (claim_preparer.cc): one entry, claim:<ns>/<name>.
+  core::PodAllocation limits;
+  limits.node = "node-a";
+  limits.containers.push_back(core::ContainerAllocation{"claim:team/gpu-a", {{kClaimGpu, 1024, 30}}});
+  auto encoded = core::EncodeAllocation(limits);
+  ASSERT_TRUE(encoded.ok()) << encoded.error().message;
+  dra_tmp.Write(claim + ".limits/limits.json", *encoded);
+  vgpu::SharedRegion claim_region;
+  char error[256] = {};
+  ASSERT_TRUE(claim_region.open_file((dra + "/" + claim + "/vgpu.region").c_str(), error, sizeof error))
+      << error;
+  ASSERT_TRUE(claim_region.claim_slot());
+  const int claim_device =
+      claim_region.find_or_add_device(kClaimGpu, 4096ull << 20);  // what the tenant wrote
+  ASSERT_TRUE(claim_region.reserve(claim_device, 256ull << 20).ok);
+
+  struct stat st {};
+  ASSERT_EQ(::stat((dra + "/" + claim).c_str(), &st), 0);
+  FakeInspector inspector;
+  ProcessIdentity bypass;
+  bypass.host_pid = 4242;
+  bypass.command = "static-cuda";
+  bypass.container_pid = 12;
+  bypass.sees_region_dir = true;
+  bypass.region_dev = st.st_dev;
+  bypass.region_ino = st.st_ino;
+  inspector.processes[4242] = bypass;
+  host::GpuSample gpu;
+  gpu.uuid = kClaimGpu;
+  gpu.processes_known = true;
+  gpu.processes = {{4242, 1800ull << 20}};
+  inventory_->SetSamples({gpu});
+  pod_resources_.containers.push_back(
+      {"team", "trainer", "main", "", {}, {"tessera.io/gpu=" + claim + "-gpu-0-s1"}});
+
+  EnforcementPolicy policy;
+  policy.kill_by_default = true;
+  policy.tolerance_bytes = 0;
+  Enforcer enforcer(policy, &inspector, [](const ContainerRef&, const std::string&) {
+    return std::optional<uint64_t>(8192ull << 20);  // an annotation is no claim's source
+  });
+  std::vector<std::pair<ContainerRef, std::string>> events;
+  MonitorOptions options;
+  options.region_grace_seconds = 0;
+  options.dra_region_dir = dra;
+  NodeMonitor monitor(options, inventory_.get(), &devices_, catalog_.get(), &pod_resources_, nullptr,
+                      &inspector, &enforcer,
+                      [&](const ContainerRef& owner, const std::string& reason, const std::string& message) {
+                        events.push_back({owner, reason + ": " + message});
+                      });
+  monitor.PassOnce();
+
+  EXPECT_EQ(inspector.killed, std::vector<uint32_t>{4242});
+  EXPECT_EQ(monitor.counters().kills, 1u);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].first, (ContainerRef{"team", "trainer", "main"}));
+  EXPECT_NE(events[0].second.find("GPUMemoryLimitKill"), std::string::npos) << events[0].second;
+  EXPECT_NE(events[0].second.find("over its limit of 1024 MiB (from its claim)"), std::string::npos)
+      << events[0].second;
+  for (const auto& uid : {claim, unowned}) EXPECT_TRUE(fs::exists(dra + "/" + uid)) << uid;
+  bool metered = false;
+  for (const auto& c : monitor.Latest()->containers) {
+    if (c.region != claim) continue;
+    metered = true;
+    ASSERT_TRUE(c.owner.has_value());
+    EXPECT_EQ(c.owner->pod_name, "trainer");
+    EXPECT_EQ(c.memory_used_bytes, 256ull << 20);
+  }
+  EXPECT_TRUE(metered);
 }
 
 // A container on a mig-dynamic GPU's instance has no region and its GPU is not

@@ -76,7 +76,11 @@ std::ostream& operator<<(std::ostream& out, const ContainerDevices& devices) {
   out << devices.pod_namespace << "/" << devices.pod_name << "/" << devices.container_name << " "
       << devices.resource_name << " [";
   for (size_t i = 0; i < devices.device_ids.size(); ++i) out << (i == 0 ? "" : ", ") << devices.device_ids[i];
-  return out << "]";
+  out << "]";
+  for (size_t i = 0; i < devices.cdi_devices.size(); ++i)
+    out << (i == 0 ? " cdi [" : ", ") << devices.cdi_devices[i]
+        << (i + 1 == devices.cdi_devices.size() ? "]" : "");
+  return out;
 }
 
 std::vector<ContainerDevices> FlattenPodResources(const v1::ListPodResourcesResponse& response) {
@@ -100,6 +104,18 @@ std::vector<ContainerDevices> FlattenPodResources(const v1::ListPodResourcesResp
           if (ids_seen.insert(id).second) entry.device_ids.push_back(id);
         }
       }
+      // DRA: the CDI devices of all the container's claims, one entry.
+      ContainerDevices claims{pod.namespace_(), pod.name(), container.name(), "", {}};
+      std::set<std::string> cdi_seen;
+      for (const auto& dynamic : container.dynamic_resources()) {
+        for (const auto& resource : dynamic.claim_resources()) {
+          for (const auto& cdi : resource.cdi_devices()) {
+            if (!cdi.name().empty() && cdi_seen.insert(cdi.name()).second)
+              claims.cdi_devices.push_back(cdi.name());
+          }
+        }
+      }
+      if (!claims.cdi_devices.empty()) flat.push_back(std::move(claims));
     }
   }
   return flat;

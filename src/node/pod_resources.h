@@ -37,6 +37,10 @@ struct ContainerDevices {
   std::string container_name;
   std::string resource_name;            // e.g. "nvidia.com/gpu"
   std::vector<std::string> device_ids;  // as the device plugin advertised them; no duplicates
+  // Dynamic Resource Allocation: the fully qualified CDI device names of the
+  // container's claims (PodResources `dynamic_resources`), in an entry of
+  // their own with resource_name "" and no device_ids; no duplicates.
+  std::vector<std::string> cdi_devices{};
   bool operator==(const ContainerDevices&) const = default;
   // "ns/pod/container nvidia.com/gpu [id, id]", for logs and test failures.
   friend std::ostream& operator<<(std::ostream& out, const ContainerDevices& devices);
@@ -56,7 +60,9 @@ class PodResourcesSource {
 // `ContainerDevices` message per device (and per NUMA node of a device), so the
 // entries of one container and resource are merged, keeping the first
 // occurrence of each device ID. Resources with no device IDs and containers
-// with no devices are left out; DRA claims, CPUs and memory are ignored.
+// with no devices are left out; CPUs and memory are ignored. A container's DRA
+// claims' CDI devices (every claim, every driver) make one more entry with
+// cdi_devices set (claim_regions.h reads it).
 std::vector<ContainerDevices> FlattenPodResources(const v1::ListPodResourcesResponse& response);
 
 // PodResourcesSource over the kubelet's unix socket.

@@ -105,8 +105,38 @@ TEST(PodResourcesFlattenTest, LeavesOutContainersAndResourcesWithoutDevices) {
   claim->add_claim_resources()->add_cdi_devices()->set_name("nvidia.com/gpu=0");
   AddPod(response, "ns", "no-containers");
 
-  EXPECT_TRUE(FlattenPodResources(response).empty());
+  // Only the DRA container's claim is left.
+  auto flat = FlattenPodResources(response);
+  ASSERT_EQ(flat.size(), 1u);
+  EXPECT_EQ(flat[0].container_name, "dra");
+  EXPECT_TRUE(flat[0].resource_name.empty());
+  EXPECT_TRUE(flat[0].device_ids.empty());
+  EXPECT_THAT(flat[0].cdi_devices, ElementsAre("nvidia.com/gpu=0"));
   EXPECT_TRUE(FlattenPodResources(v1::ListPodResourcesResponse()).empty());
+}
+
+TEST(PodResourcesFlattenTest, DraClaimsMakeOneEntryPerContainer) {
+  v1::ListPodResourcesResponse response;
+  auto* container = AddPod(response, "team", "trainer")->add_containers();
+  container->set_name("main");
+  AddDevices(container, "nvidia.com/gpu", {"GPU-a::0"});
+  for (const char* claim_name : {"gpu-a", "gpu-b"}) {
+    auto* claim = container->add_dynamic_resources();
+    claim->set_claim_name(claim_name);
+    claim->set_claim_namespace("team");
+    auto* resource = claim->add_claim_resources();
+    resource->set_driver_name("gpu.tessera.io");
+    resource->add_cdi_devices()->set_name(std::string("tessera.io/gpu=") + claim_name);
+    resource->add_cdi_devices()->set_name("tessera.io/gpu=gpu-a");  // repeated: kept once
+    resource->add_cdi_devices()->set_name("");                      // empty: left out
+  }
+  auto flat = FlattenPodResources(response);
+  ASSERT_EQ(flat.size(), 2u);
+  EXPECT_EQ(flat[0].resource_name, "nvidia.com/gpu");
+  EXPECT_TRUE(flat[0].cdi_devices.empty());
+  EXPECT_EQ(flat[1],
+            (ContainerDevices{
+                "team", "trainer", "main", "", {}, {"tessera.io/gpu=gpu-a", "tessera.io/gpu=gpu-b"}}));
 }
 
 TEST(PodResourcesFlattenTest, SameContainerNameInTwoPodsStaysApart) {

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -67,6 +68,16 @@ struct ContainerRef {
   bool operator==(const ContainerRef&) const = default;
 };
 
+// The limits of a DRA claim's region (claim_regions.h): what tessera-dra
+// wrote to the claim's read-only limits.json when it prepared the claim.
+struct ClaimLimits {
+  std::string claim;  // "<namespace>/<name>"
+  std::string error;  // why limits.json was refused ("" = read)
+  // Per GPU UUID: bytes (0 = no limit) and cores (percent; 0 = no limit).
+  std::map<std::string, uint64_t> memory_bytes;
+  std::map<std::string, int> cores;
+};
+
 struct RegionDir {
   std::string name;         // the directory's name (a UUID)
   std::string path;         // its host path
@@ -79,6 +90,9 @@ struct RegionDir {
   std::optional<host::RegionSnapshot> region;
   std::string region_error;  // why the region file was refused (empty when missing or fine)
   std::optional<ContainerRef> owner;
+  // A DRA claim's region (tessera-dra's, claim_regions.h): its limits. Unset
+  // for tessera-node's own regions.
+  std::optional<ClaimLimits> claim;
 };
 
 class RegionCatalog {
