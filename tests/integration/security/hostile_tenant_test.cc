@@ -326,12 +326,14 @@ TEST(HostileTenantRunTest, AJobThatRewritesItsRegionAndEnvironmentStaysWithinIts
 // resort (src/runner/job_watch.h).
 class HostileJobTest : public ::testing::Test {
  protected:
-  int Run(const std::string& script) {
+  int Run(const std::string& script, const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> argv = {TESSERA_EXE,         "run",      "--sim", "1xA100-40GB", "--ledger-dir",
+                                     tmp_.Path("ledger"), "--gpumem", "1000"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    for (const std::string& a : {std::string("--"), std::string("/bin/sh"), std::string("-c"), script})
+      argv.push_back(a);
     pid_t pid = ::tessera::testing::SpawnOnSimGpu(
-        sim_, {.argv = {TESSERA_EXE, "run", "--sim", "1xA100-40GB", "--ledger-dir", tmp_.Path("ledger"),
-                        "--gpumem", "1000", "--", "/bin/sh", "-c", script},
-               .stdout_path = tmp_.Path("job.out"),
-               .stderr_path = tmp_.Path("job.err")});
+        sim_, {.argv = argv, .stdout_path = tmp_.Path("job.out"), .stderr_path = tmp_.Path("job.err")});
     EXPECT_GT(pid, 0);
     return ::tessera::testing::WaitStatus(pid);
   }
@@ -347,6 +349,20 @@ TEST_F(HostileJobTest, AJobProcessWithoutLibvgpuOverItsSliceIsKilledByTesseraRun
   EXPECT_NE(out.find("alloc 0"), std::string::npos) << out;  // the driver gave it
   EXPECT_NE(err.find("over its slice of 1000 MiB: killed process"), std::string::npos) << err;
   EXPECT_NE(err.find("0 MiB of it seen by libvgpu"), std::string::npos) << err;
+}
+
+// Compute under `tessera run` (issue 19): a process that bypasses libvgpu and
+// keeps the GPU busy in a 30 % slice is killed by the supervisor once NVML
+// has shown it over 30 % + the tolerance for the window's passes (three, one
+// a second), as tessera-node would in a pod.
+TEST_F(HostileJobTest, AJobProcessWithoutLibvgpuOverItsCoresIsKilledByTesseraRun) {
+  const int status =
+      Run("exec env -u LD_PRELOAD " + std::string(TESSERA_VGPU_PROBE) + " init ctx:0 busy:2000:1000000",
+          {"--gpucores", "30"});
+  const std::string out = tmp_.Read("job.out"), err = tmp_.Read("job.err");
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status << "\n" << out << err;
+  EXPECT_NE(err.find("over its 30 % for 3 passes: killed process"), std::string::npos) << err;
+  EXPECT_NE(err.find("which libvgpu does not know"), std::string::npos) << err;
 }
 
 TEST_F(HostileJobTest, ALimitsFileTheJobRewritesIsPutBack) {
