@@ -7,6 +7,7 @@
 // libvgpu holds it to exactly the claim's share.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -21,7 +22,10 @@
 #include "apiserver/fake_apiserver.h"
 #include "base/testing.h"
 #include "dra/scheduler_standin.h"
+#include "host/nvml_inventory.h"
 #include "kubelet_dra_standin.h"
+#include "node/node_monitor.h"
+#include "node/process_inspector.h"
 #include "testing/process.h"
 #include "testing/sim_gpu.h"
 
@@ -521,6 +525,103 @@ TEST_F(DraIntegrationTest, AGpuWithACriticalXidLeavesTheSlice) {
   const Json slice = Slices()[0];
   EXPECT_EQ(slice["spec"]["devices"][0]["name"], "gpu-0");
   EXPECT_GT(slice["spec"]["pool"]["generation"].get<int64_t>(), generation);
+}
+
+// Issue 16 item 4: tessera-node's enforcement of last resort knows DRA
+// containers. A claim of 2 GiB is prepared by tessera-dra; in its "container"
+// (a mount namespace with the claim's region directory mounted, as the CDI
+// spec mounts it) a CUDA process that bypasses libvgpu takes 3000 MiB.
+// tessera-node's monitor, in process with the simulated NVML, the real
+// /proc inspector and --dra-region-dir on tessera-dra's root, ties it to the
+// claim through the kubelet's PodResources CDI device, takes the limit from
+// the claim's limits.json, kills it and records the Event on the pod.
+TEST_F(DraIntegrationTest, TesseraNodeKillsAProcessBypassingLibvgpuInAClaimsContainer) {
+  if (testing::RunShell("unshare --mount --propagation private true").exit_code != 0) {
+    GTEST_SKIP() << "mount namespaces are not available here";
+  }
+  StartAndWaitForSlices();
+  const Json a = Claim("a", "2Gi", "30");
+  Schedule("a");
+  auto prepared = kubelet_->NodePrepareResources(kDriver, {Ref(a)});
+  ASSERT_TRUE(prepared.status.ok()) << prepared.status.error_message();
+  ASSERT_EQ(prepared.kubelet_error, "") << Log();
+  const std::string uid = a["metadata"]["uid"];
+  const std::string cdi_id = prepared.response.claims().at(uid).devices(0).cdi_device_ids(0);
+
+  // The container: the claim's region at view/, a process without libvgpu.
+  tmp_.MakeDir("view");
+  const std::string out = root_ + "/bypass.out";
+  const std::string script = "mount --bind " + testing::ShellQuote(root_ + "/regions/" + uid) + " " +
+                             testing::ShellQuote(root_ + "/view") + " && exec " +
+                             testing::ShellQuote(TESSERA_VGPU_PROBE) + " init ctx:0 alloc:3000 hold > " +
+                             testing::ShellQuote(out) + " 2>&1";
+  pid_t pid = testing::SpawnOnSimGpu(
+      sim_, {.argv = {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}});
+  ASSERT_GT(pid, 0);
+  struct Reaper {  // a failed assertion leaves no process behind
+    pid_t& pid;
+    ~Reaper() {
+      if (pid > 0) testing::KillAndWait(pid, SIGKILL);
+    }
+  } reaper{pid};
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return testing::ReadFileOrEmpty(out).find("alloc 0") != std::string::npos; }, kWait))
+      << testing::ReadFileOrEmpty(out);
+
+  // tessera-node's monitor in its enforcement-only role beside tessera-dra.
+  sim_.Export();
+  auto library = host::NvmlLibrary::Load(TESSERA_SIM_NVML);
+  ASSERT_TRUE(library.ok()) << library.error().message;
+  const host::NvmlApi& api = (*library)->api();
+  host::NvmlInventory inventory(api, std::move(library).value());
+  auto gpus = inventory.Discover();
+  ASSERT_TRUE(gpus.ok()) << gpus.error().message;
+  node::DeviceState devices;
+  devices.SetGpus(*gpus);
+  node::RegionCatalog catalog(root_ + "/node-regions", "vgpu.region");
+  class ClaimPodResources final : public node::PodResourcesSource {
+   public:
+    explicit ClaimPodResources(std::string cdi) : cdi_(std::move(cdi)) {}
+    Result<std::vector<node::ContainerDevices>> List() override {
+      return std::vector<node::ContainerDevices>{{"team", "pod-a", "main", "", {}, {cdi_}}};
+    }
+
+   private:
+    const std::string cdi_;
+  } pod_resources(cdi_id);
+  node::ProcFsInspector inspector(root_ + "/view");
+  node::EnforcementPolicy policy;
+  policy.kill_by_default = true;
+  node::Enforcer enforcer(policy, &inspector, nullptr);
+  std::vector<std::string> events;
+  node::MonitorOptions options;
+  options.dra_region_dir = root_ + "/regions";
+  node::NodeMonitor monitor(
+      options, &inventory, &devices, &catalog, &pod_resources, nullptr, &inspector, &enforcer,
+      [&](const node::ContainerRef& owner, const std::string& reason, const std::string& message) {
+        events.push_back(owner.pod_namespace + "/" + owner.pod_name + "/" + owner.container_name + " " +
+                         reason + ": " + message);
+      });
+  int status = 0;
+  ASSERT_TRUE(testing::WaitFor(
+      [&] {
+        monitor.PassOnce();
+        if (::waitpid(pid, &status, WNOHANG) != pid) return false;
+        pid = -1;  // reaped
+        return true;
+      },
+      kWait))
+      << testing::ReadFileOrEmpty(out);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_EQ(monitor.counters().kills, 1u);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_TRUE(events[0].starts_with("team/pod-a/main GPUMemoryLimitKill: ")) << events[0];
+  EXPECT_NE(events[0].find("over its limit of 2048 MiB (from its claim)"), std::string::npos) << events[0];
+  // tessera-dra's directories are left to tessera-dra: unprepare removes them.
+  EXPECT_TRUE(fs::exists(root_ + "/regions/" + uid));
+  auto unprepared = kubelet_->NodeUnprepareResources(kDriver, {Ref(a)});
+  ASSERT_TRUE(unprepared.status.ok());
+  EXPECT_TRUE(Regions().empty());
 }
 
 }  // namespace
