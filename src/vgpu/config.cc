@@ -556,7 +556,7 @@ void apply_limits_file(Config& c, const std::string& path, const char* text, con
 }
 
 void apply_pod_limits_file(Config& c, const std::string& path, const char* text,
-                           const std::string& read_error) {
+                           const std::string& read_error, bool from_fixed_dir) {
   if (path.empty() || c.limits_unusable) return;
   if (!c.limits_path.empty() && !c.limits_pending) return;  // the node's file applies
   if (text == nullptr && read_error.empty()) return;
@@ -567,6 +567,7 @@ void apply_pod_limits_file(Config& c, const std::string& path, const char* text,
     std::erase_if(c.problems,
                   [&](const std::string& p) { return p.rfind("limits file " + node_path, 0) == 0; });
   apply_limits_file(c, path, text, read_error);
+  if (!from_fixed_dir) c.limits_from_file = false;
   if (pending) {
     // Watch for the node's file still; until it is there, the pod's holds.
     c.limits_path = node_path;
@@ -620,7 +621,9 @@ Config load_config_from_process_env() {
     std::string text, error;
     bool missing = false;
     bool ok = read_small_file(pod_path, &text, &error, &missing);
-    apply_pod_limits_file(c, pod_path, ok ? text.c_str() : nullptr, error);
+    struct stat st {};
+    const bool fixed = stat(contract::kPodLimitsContainerDir, &st) == 0 && S_ISDIR(st.st_mode);
+    apply_pod_limits_file(c, pod_path, ok ? text.c_str() : nullptr, error, fixed);
   }
   return c;
 }

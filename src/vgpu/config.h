@@ -139,9 +139,13 @@ std::string resolve_limits_path(EnvLookup lookup, void* context, const char* fix
 // Nothing changes when `text` is nullptr without `read_error` (not mounted: a
 // pod admitted before the webhook wired it) or blank (no annotation: the pod
 // was not placed by tessera-scheduler); unreadable or invalid makes no device
-// visible, as for the node's file.
+// visible, as for the node's file. A file named by the environment
+// (TESSERA_POD_LIMITS, where the directory does not exist: tests) is only as
+// trustworthy as the environment: its limits apply but, like the
+// environment's, a new process is held to the stricter of them and the
+// region's (`from_fixed_dir` false).
 void apply_pod_limits_file(Config& config, const std::string& path, const char* text,
-                           const std::string& read_error);
+                           const std::string& read_error, bool from_fixed_dir = true);
 
 // Applies the limits file at `path` to `config` (see the top of this file).
 // `text` is its content, nullptr when it does not exist; `read_error` says why

@@ -301,6 +301,19 @@ TEST(PodLimitsFile, HoldsWhileTheNodesFileIsNotThereAndNotAfter) {
   EXPECT_EQ(bare.limits_path, "/run/pod/limits.json");
 }
 
+// Named by the environment (tests; no Downward API directory), the file is
+// only as trustworthy as the environment: its limits apply, but a new
+// process is still held to the stricter of them and the region's.
+TEST(PodLimitsFile, AFileNamedByTheEnvironmentIsNotAuthoritative) {
+  Config c = load({});
+  apply_limits_file(c, "/run/l.json", nullptr, "");
+  const std::string pod = LimitsPayload(kUuidA, 1000);
+  apply_pod_limits_file(c, "/tmp/pod.json", pod.c_str(), "", /*from_fixed_dir=*/false);
+  EXPECT_EQ(c.memory_limit_for(kUuidA, 0), 1000ull << 20);
+  EXPECT_FALSE(c.limits_from_file);
+  EXPECT_TRUE(c.limits_pending);
+}
+
 TEST(PodLimitsFile, BlankOrAbsentChangesNothingAndInvalidShowsNoDevice) {
   for (const char* blank : {"", " \n"}) {
     Config c = load({{"CUDA_DEVICE_MEMORY_LIMIT", "2g"}});
