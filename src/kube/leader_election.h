@@ -117,9 +117,9 @@ class LeaderElector {
   Clock* const clock_;
 
   mutable std::mutex mu_;
-  bool leading_ = false;                 // guarded by mu_
-  Clock::Monotonic last_renew_{};        // guarded by mu_
-  std::string holder_;                   // guarded by mu_
+  bool leading_ = false;                          // guarded by mu_
+  Clock::Monotonic last_renew_{};                 // guarded by mu_
+  std::string holder_;                            // guarded by mu_
   std::optional<Clock::Monotonic> took_over_at_;  // guarded by mu_
   bool created_lease_ = false;           // elector thread only: the last successful attempt created the Lease
   std::optional<LeaseRecord> observed_;  // elector thread only

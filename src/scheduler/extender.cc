@@ -459,7 +459,8 @@ std::pair<int, Json> Extender::BindUnchecked(const Json& args) {
     }
     annotations[std::string(core::kAllocationAnnotation)] = *text;
     gpus = DescribeSlices(*allocation);
-    why = "policy " + std::string(policies->node->name()) + ": node by " + policies->node_source + ", GPUs by " +
+    why = "policy " + std::string(policies->node->name()) + ": node by " + policies->node_source +
+          ", GPUs by " +
           (policies->gpu ? policies->gpu_source + " " + std::string(core::GpuOrderName(*policies->gpu))
                          : "the node policy (" + policies->gpu_source + " unset)");
     if (mig) {
