@@ -104,6 +104,16 @@ Json StatusBody(int code, const std::string& reason, const std::string& message,
   return st;
 }
 
+// The API server's words for a watch that asks for history it no longer has.
+std::string TooOldMessage(const std::string& asked_rv, uint64_t compacted_rv) {
+  return "too old resource version: " + asked_rv + " (" + std::to_string(compacted_rv + 1) + ")";
+}
+
+// That refusal as a watch event (an ERROR carrying a 410 Status).
+std::string ExpiredEvent(const std::string& message) {
+  return Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump();
+}
+
 std::string Key(const std::string& ns, const std::string& name) {
   return ns.empty() ? name : ns + "/" + name;
 }
@@ -783,12 +793,10 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
     } else if (!ParseRv(rv_param, &start)) {
       return ReplyStatus(res, 400, "BadRequest", "invalid resource version: \"" + rv_param + "\"");
     } else if (start < compacted_rv_) {
-      const std::string message =
-          "too old resource version: " + rv_param + " (" + std::to_string(compacted_rv_ + 1) + ")";
+      const std::string message = TooOldMessage(rv_param, compacted_rv_);
       if (gone_as_http_) return ReplyStatus(res, 410, "Expired", message);
       state->gone = true;
-      state->initial.push_back(
-          Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump());
+      state->initial.push_back(ExpiredEvent(message));
       state->last_rv = start;
     } else {
       state->last_rv = start;
@@ -859,10 +867,7 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
               state->listing = false;
               if (state->last_rv < compacted_rv_) {
                 // The history moved past the list's start while it was read.
-                const std::string message = "too old resource version: " + std::to_string(state->last_rv) +
-                                            " (" + std::to_string(compacted_rv_ + 1) + ")";
-                lines.push_back(
-                    Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump());
+                lines.push_back(ExpiredEvent(TooOldMessage(std::to_string(state->last_rv), compacted_rv_)));
                 end = true;
               } else {
                 changes_locked(lines);
@@ -913,10 +918,7 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
               drop = true;
             } else if (state->last_rv < compacted_rv_) {
               // This watcher fell behind the bounded history.
-              const std::string message = "too old resource version: " + std::to_string(state->last_rv) +
-                                          " (" + std::to_string(compacted_rv_ + 1) + ")";
-              lines.push_back(
-                  Json({{"type", "ERROR"}, {"object", StatusBody(410, "Expired", message)}}).dump());
+              lines.push_back(ExpiredEvent(TooOldMessage(std::to_string(state->last_rv), compacted_rv_)));
               end = true;
             } else {
               changes_locked(lines);
