@@ -21,24 +21,8 @@ set -uo pipefail
 source_dir=$(cd "${1:?usage: $0 SOURCE_DIR}" && pwd)
 deploy=$source_dir/deploy
 
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIPPED: no kubectl on this machine (the manifests are rendered with kubectl kustomize)"
-  exit 77
-fi
-minor=$(kubectl version --client -o json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["clientVersion"]["minor"].rstrip("+"))' 2>/dev/null)
-if [ -z "$minor" ] || [ "$minor" -lt 21 ]; then
-  echo "SKIPPED: kubectl 1.${minor:-?} is older than 1.21: its kustomize cannot render deploy/"
-  exit 77
-fi
-# Debian's python3 first: python3-yaml (scripts/install-deps.sh) is its yaml module.
-python=
-for candidate in /usr/bin/python3 python3; do
-  if "$candidate" -c 'import yaml' 2>/dev/null; then python=$candidate; break; fi
-done
-if [ -z "$python" ]; then
-  echo "SKIPPED: no python3 with a yaml module (Debian: python3-yaml, scripts/install-deps.sh installs it)"
-  exit 77
-fi
+# shellcheck source=../support/kustomize_prereqs.sh
+source "$source_dir/tests/support/kustomize_prereqs.sh"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

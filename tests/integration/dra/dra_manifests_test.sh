@@ -11,24 +11,14 @@
 #
 #   tests/integration/dra/dra_manifests_test.sh SOURCE_DIR TESSERA_DRA_BINARY
 #
-# Exit 77 (ctest: skipped) without kubectl or python3's yaml module.
+# Exit 77 (ctest: skipped) without kubectl 1.21+ or python3's yaml module.
 set -uo pipefail
 
 source_dir=$(cd "${1:?usage: $0 SOURCE_DIR TESSERA_DRA_BINARY}" && pwd)
 binary=$(cd "$(dirname "${2:?usage: $0 SOURCE_DIR TESSERA_DRA_BINARY}")" && pwd)/$(basename "$2")
 
-if ! command -v kubectl >/dev/null 2>&1; then
-  echo "SKIPPED: no kubectl on this machine (the manifests are rendered with kubectl kustomize)"
-  exit 77
-fi
-python=
-for candidate in /usr/bin/python3 python3; do
-  if "$candidate" -c 'import yaml' 2>/dev/null; then python=$candidate; break; fi
-done
-if [ -z "$python" ]; then
-  echo "SKIPPED: no python3 with a yaml module (Debian: python3-yaml)"
-  exit 77
-fi
+# shellcheck source=../../support/kustomize_prereqs.sh
+source "$source_dir/tests/support/kustomize_prereqs.sh"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
