@@ -102,6 +102,12 @@ config::YamlConfig Keys(SchedulerConfig& c) {
           "after taking the lease over, bind nothing for this long: Bindings the previous leader sent may "
           "still land (unset = kube.timeoutSeconds; 0 = no wait)")
       .String("logLevel", &c.log_level, "trace, debug, info, warn or error")
+      .Bool("preemption.enabled", &c.preemption.enabled,
+            "when filter finds a GPU pod fits nowhere for lack of GPU room, the leader deletes the fewest, "
+            "lowest-priority GPU pods that make room on one node and nominates the pod there (false: only "
+            "the extender's preempt verb, which kube-scheduler calls only when it finds victims itself)")
+      .Seconds("preemption.podRetrySeconds", &c.preemption.pod_retry,
+               "at most one GPU preemption attempt per pod this often")
       .Bool("dashboard.enabled", &c.dashboard.enabled, "serve the web dashboard on its own listener")
       .String("dashboard.bindAddress", &c.dashboard.bind_address, "address the dashboard listens on")
       .Int("dashboard.port", &c.dashboard.port, "port of the dashboard (plain HTTP; pages and /api/*)")

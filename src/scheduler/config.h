@@ -75,6 +75,16 @@ struct SchedulerConfig {
 
   std::string log_level = "info";  // trace|debug|info|warn|error
 
+  // GPU-level preemption that tessera-scheduler starts itself when filter
+  // finds that a GPU pod fits nowhere for lack of GPU room (gpu_preemptor.h;
+  // kube-scheduler cannot propose GPU victims). On by default, as
+  // kube-scheduler's own preemption is; off: only the extender's preempt
+  // verb trims what kube-scheduler proposes.
+  struct Preemption {
+    bool enabled = true;
+    std::chrono::milliseconds pod_retry{10000};  // at most one attempt per pod this often
+  } preemption;
+
   // The web dashboard (docs/dashboard.md), on its own listener.
   struct Dashboard {
     bool enabled = true;

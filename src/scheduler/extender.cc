@@ -319,6 +319,11 @@ std::pair<int, std::string> Extender::FilterUnchecked(std::string_view body) {
   if (AsksForGpus(*request)) {
     deps_.state->ApplyHolds(PodKey(pod), PodPriority(pod), *request, args.names, verdicts);
   }
+  // Fits nowhere: GPU-level preemption may make room (gpu_preemptor.h).
+  if (verdicts.feasible.empty() && !verdicts.failed.empty() && deps_.on_unschedulable &&
+      AsksForGpus(*request) && !WantsDynamicMig(pod)) {
+    deps_.on_unschedulable(pod, *request, std::vector<std::string>(args.names.begin(), args.names.end()));
+  }
   if (log::Enabled(log::Level::kDebug)) LogVerdicts(pod, args.names, verdicts);
   if (!args.node_list) return {200, wire::FilterResultText(args.names, verdicts.feasible, verdicts.failed)};
   // A NodeList came in: the answer carries the passing Node objects.

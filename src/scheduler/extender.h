@@ -104,6 +104,12 @@ struct ExtenderDeps {
   // Every PodDisruptionBudget, for the preempt verb (preemption.h); unset:
   // budgets unknown.
   std::function<Result<std::vector<nlohmann::json>>()> list_disruption_budgets;
+  // Called when filter finds that a pod asking for vGPU slices fits none of
+  // the nodes it was given (GpuPreemptor::OnUnschedulable); must return at
+  // once. Unset: nothing happens.
+  std::function<void(const nlohmann::json& pod, const core::PodRequest& request,
+                     std::vector<std::string> nodes)>
+      on_unschedulable;
 };
 
 struct ExtenderCounters {

@@ -122,6 +122,11 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     if (!list.ok()) return list.error().ToError();
     return std::move(list->items);
   };
+  preemptor_ = MakeGpuPreemptor();
+  deps.on_unschedulable = [this](const Json& pod, const core::PodRequest& request,
+                                 std::vector<std::string> nodes) {
+    preemptor_->OnUnschedulable(pod, request, std::move(nodes));
+  };
   extender_ = std::make_unique<Extender>(std::move(deps));
 
   if (config_.dashboard.enabled) {
@@ -208,6 +213,53 @@ Result<Json> Scheduler::GetPod(const std::string& ns, const std::string& name) {
   auto pod = kube::PodsApi(client_.get()).Get(ns, name);
   if (!pod.ok()) return pod.error().ToError();
   return std::move(pod).value();
+}
+
+std::unique_ptr<GpuPreemptor> Scheduler::MakeGpuPreemptor() {
+  GpuPreemptorDeps deps;
+  deps.state = &state_;
+  deps.scheduler_name = config_.scheduler_name;
+  deps.is_leader = [this] { return IsLeader() && BindHeldReason().empty(); };
+  deps.get_pod = [this](const std::string& ns, const std::string& name) -> Result<Json> {
+    if (auto cached = pods_->Get(ns + "/" + name)) return *cached;
+    return Error{"not in the pod informer's cache"};
+  };
+  deps.list_disruption_budgets = [this]() -> Result<std::vector<Json>> {
+    static const kube::ResourceType kBudgets{"/apis/policy/v1", "policy/v1", "PodDisruptionBudget",
+                                             "poddisruptionbudgets", true};
+    auto list = client_->List(kBudgets, "");
+    if (!list.ok()) return list.error().ToError();
+    return std::move(list->items);
+  };
+  deps.read_pod = [this](const std::string& ns, const std::string& name) {
+    return kube::PodsApi(client_.get()).Get(ns, name);
+  };
+  deps.patch_pod_status = [this](const std::string& ns, const std::string& name, const Json& patch) {
+    return client_->MergePatch(kube::resources::kPods, ns, name, patch, "status");
+  };
+  deps.delete_pod = [this](const std::string& ns, const std::string& name) {
+    return kube::PodsApi(client_.get()).Delete(ns, name);
+  };
+  deps.record_event = [this](const Json& pod, const std::string& reason, const std::string& message) {
+    kube::EventSpec event;
+    event.involved_object = kube::MakeObjectReference(pod);
+    event.involved_object["kind"] = "Pod";
+    event.involved_object["apiVersion"] = "v1";
+    event.reason = reason;
+    event.message = message;
+    event.component = config_.scheduler_name;
+    event.instance = config_.identity;
+    const std::string ns = kube::NamespaceOf(pod);
+    if (auto created = kube::EventsApi(client_.get()).Create(ns, event); !created.ok()) {
+      log::Warn(
+          "gpu preemption: event not recorded",
+          {{"pod", ns + "/" + kube::NameOf(pod)}, {"reason", reason}, {"error", created.error().message}});
+    }
+  };
+  GpuPreemptionOptions options;
+  options.enabled = config_.preemption.enabled;
+  options.pod_retry = config_.preemption.pod_retry;
+  return std::make_unique<GpuPreemptor>(std::move(deps), options);
 }
 
 Status Scheduler::Start() {
@@ -316,6 +368,7 @@ Status Scheduler::Start() {
   nodes_->Start();
   pods_->Start();
   thread_.Start();
+  preemptor_->Start();
   return Status::Ok();
 }
 
@@ -356,7 +409,8 @@ void Scheduler::Stop() {
   if (http_) http_->Stop();
   if (webhook_) webhook_->Stop();
   if (dashboard_) dashboard_->Stop();
-  thread_.Stop();  // before the elector: Run() may start it
+  preemptor_->Stop();  // before the informers it reads
+  thread_.Stop();      // before the elector: Run() may start it
   if (elector_) elector_->Stop();
   pods_->Stop();
   nodes_->Stop();
@@ -397,6 +451,20 @@ std::string Scheduler::MetricsText() const {
        double(state_.HoldCount())},
       {"tessera_scheduler_preempt_requests_total", kCounter, "extender preempt calls",
        double(extender_->counters().preempt_requests)},
+      {"tessera_scheduler_gpu_preemption_attempts_total", kCounter,
+       "GPU preemption attempts for pods filter found fitting nowhere (preemption.enabled)",
+       double(preemptor_->counters().attempts)},
+      {"tessera_scheduler_gpu_preemptions_total", kCounter,
+       "GPU preemption attempts that deleted victims and nominated the pod",
+       double(preemptor_->counters().preemptions)},
+      {"tessera_scheduler_gpu_preemption_victims_total", kCounter, "pods deleted by GPU preemption",
+       double(preemptor_->counters().victims)},
+      {"tessera_scheduler_gpu_preemption_not_helpful_total", kCounter,
+       "GPU preemption attempts that found no victims that would make room",
+       double(preemptor_->counters().not_helpful)},
+      {"tessera_scheduler_gpu_preemption_failures_total", kCounter,
+       "GPU preemption attempts stopped by an API error (budgets not listed, a victim not deleted)",
+       double(preemptor_->counters().failures)},
       {"tessera_scheduler_mig_placements", kGauge,
        "dynamic MIG instances held for bound or reserved pods (whether the node lists them yet or not)",
        double(s.mig_placements)},

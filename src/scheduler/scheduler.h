@@ -34,6 +34,7 @@
 #include "scheduler/config.h"
 #include "scheduler/dashboard/dashboard.h"
 #include "scheduler/extender.h"
+#include "scheduler/gpu_preemptor.h"
 
 namespace tessera::scheduler {
 
@@ -69,10 +70,13 @@ class Scheduler {
 
   ClusterState& state() { return state_; }
   Extender& extender() { return *extender_; }
+  GpuPreemptor& preemptor() { return *preemptor_; }
   std::string MetricsText() const;
 
  private:
   Result<nlohmann::json> GetPod(const std::string& ns, const std::string& name);
+  // The GPU preemptor wired to the informers, the lease and the API.
+  std::unique_ptr<GpuPreemptor> MakeGpuPreemptor();
   // One turn of the background thread. Until the view is complete: waits
   // (50 ms at a time) for the informers' first lists, then relearns the
   // workload mix from the pods (readiness) and only then starts the leader
@@ -88,6 +92,8 @@ class Scheduler {
   std::unique_ptr<kube::ApiLeaseStore> lease_store_;
   std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<Extender> extender_;
+  // GPU-level preemption (gpu_preemptor.h): its worker runs from Start to Stop.
+  std::unique_ptr<GpuPreemptor> preemptor_;
   std::unique_ptr<HttpListener> http_;
   // The webhook's certificate, read again when its files change; declared
   // before webhook_ so that it outlives the listener's handshakes.
