@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
+#include <optional>
 #include <string_view>
 
 namespace tessera::kube {
@@ -185,13 +186,15 @@ Client::Client(std::shared_ptr<Transport> transport, ClientOptions options)
       options_(options),
       limiter_(options.qps, options.burst, OrRealClock(options.clock)) {}
 
-ApiResult<Json> Client::Call(HttpRequest request) {
+ApiResult<Json> Client::Call(HttpRequest request, const FieldSelection* body_fields) {
   if (request.timeout.count() == 0) request.timeout = options_.timeout;
   limiter_.Wait();
   const std::string what = request.method + " " + request.path;
   TESSERA_ASSIGN_OR_RETURN(const HttpResponse r, transport_->Do(request));
   if (r.status < 200 || r.status >= 300) return ErrorFromResponse(what, r.status, r.body);
-  Json body = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+  std::optional<Json> selected;
+  if (body_fields) selected = ParseSelected(r.body, *body_fields);
+  Json body = selected ? std::move(*selected) : Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) {
     return ApiError{r.status, "InvalidResponse",
                     what + ": the API server answered " + std::to_string(r.status) +
@@ -221,7 +224,13 @@ ApiResult<ObjectList> Client::List(const ResourceType& type, const std::string& 
   if (options.limit > 0) AddQuery(&req.path, "limit", std::to_string(options.limit));
   if (!options.continue_token.empty()) AddQuery(&req.path, "continue", options.continue_token);
   const std::string what = "GET " + req.path;
-  TESSERA_ASSIGN_OR_RETURN(Json j, Call(std::move(req)));
+  std::optional<FieldSelection> body_fields;
+  if (options.item_fields) {
+    body_fields.emplace();
+    body_fields->Member("metadata");
+    body_fields->Member("items") = *options.item_fields;
+  }
+  TESSERA_ASSIGN_OR_RETURN(Json j, Call(std::move(req), body_fields ? &*body_fields : nullptr));
   ObjectList list;
   if (!j.contains("items") || !(j["items"].is_array() || j["items"].is_null())) {
     return ApiError{200, "InvalidResponse", what + ": the list answer has no \"items\" array"};
@@ -344,7 +353,31 @@ ApiStatus Client::Watch(const ResourceType& type, const std::string& ns, const W
   limiter_.Wait();
   ApiError failure;
   bool failed = false;
+  std::optional<FieldSelection> event_fields;
+  if (options.object_fields) {
+    event_fields.emplace();
+    event_fields->Member("type");
+    event_fields->Member("object") = *options.object_fields;
+  }
   auto on_line = [&](std::string_view line) -> bool {
+    if (event_fields) {
+      // The common event, decoded selectively; anything else below, whole.
+      if (std::optional<Json> j = ParseSelected(line, *event_fields); j && j->is_object()) {
+        auto event_type = j->find("type");
+        auto object = j->find("object");
+        if (event_type != j->end() && event_type->is_string() && object != j->end() && object->is_object() &&
+            !NameOf(*object).empty()) {
+          const std::string& t = event_type->get_ref<const std::string&>();
+          const auto* known = std::find(std::begin(kWatchEventTypeNames), std::end(kWatchEventTypeNames), t);
+          if (known != std::end(kWatchEventTypeNames) && *known != "BOOKMARK") {
+            WatchEvent ev;
+            ev.type = static_cast<WatchEvent::Type>(known - std::begin(kWatchEventTypeNames));
+            ev.object = std::move(*object);
+            return on_event(std::move(ev));
+          }
+        }
+      }
+    }
     Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string() ||
         !j.contains("object") || !j["object"].is_object()) {

@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "kube/api_error.h"
 #include "kube/rate_limiter.h"
+#include "kube/selected_json.h"
 #include "kube/transport.h"
 
 namespace tessera::kube {
@@ -57,6 +58,11 @@ struct ListOptions {
   // 410 (IsGone()): list again from the start.
   int64_t limit = 0;
   std::string continue_token{};
+  // When set, each item is decoded with only these fields (selected_json.h;
+  // the rest is checked and skipped, never built), kind and apiVersion put
+  // back as for any item. A body the selective parser cannot read is parsed
+  // whole, so errors are as without it.
+  std::shared_ptr<const FieldSelection> item_fields{};
 };
 
 struct ObjectList {
@@ -77,6 +83,10 @@ struct WatchOptions {
   // allowWatchBookmarks=true, which it requires); a server that does not
   // offer it refuses the request (4xx).
   bool send_initial_events = false;
+  // When set, the object of each ADDED, MODIFIED and DELETED event is decoded
+  // with only these fields (selected_json.h); BOOKMARK and ERROR events, and
+  // any line the selective parser cannot read, are parsed whole as without it.
+  std::shared_ptr<const FieldSelection> object_fields{};
 };
 
 // The annotation on the BOOKMARK that ends a streaming list's initial events.
@@ -135,7 +145,8 @@ class Client {
   RateLimiter& rate_limiter() { return limiter_; }
 
  private:
-  ApiResult<Json> Call(HttpRequest request);
+  // `body_fields`: decode the answer with only these fields (nullptr: whole).
+  ApiResult<Json> Call(HttpRequest request, const FieldSelection* body_fields = nullptr);
 
   std::shared_ptr<Transport> transport_;
   ClientOptions options_;

@@ -193,6 +193,7 @@ bool Informer::ListAndReplace() {
   lo.label_selector = options_.label_selector;
   lo.field_selector = options_.field_selector;
   lo.limit = options_.page_size;
+  lo.item_fields = options_.fields;
   std::map<std::string, Entry> fresh;
   std::string resource_version;
   bool restarted = false;
@@ -326,6 +327,7 @@ ApiStatus Informer::StreamingListAndWatch(bool* listed) {
   wo.field_selector = options_.field_selector;
   wo.allow_bookmarks = true;
   wo.send_initial_events = true;
+  wo.object_fields = options_.fields;
   wo.timeout_seconds = options_.watch_timeout_seconds;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -380,6 +382,7 @@ ApiStatus Informer::WatchOnce() {
   wo.allow_bookmarks = true;
   wo.timeout_seconds = options_.watch_timeout_seconds;
   wo.resource_version = LastResourceVersion();
+  wo.object_fields = options_.fields;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.watches;

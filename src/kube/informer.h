@@ -11,6 +11,8 @@
 //  - `transform`, when set, projects each object as it arrives (list item or
 //    watch event) before it is stored or handed to a handler: the store keeps
 //    only what the informer's readers use (client-go's TransformFunc).
+//    `fields`, when set, goes further: only the selected fields of each
+//    object are decoded at all (the rest is checked, not built).
 //  - The store keeps each object packed (MessagePack, a fifth of a JSON
 //    tree's size); List/Get/ForEach unpack what they return. On the first
 //    list the handlers' on_add runs as each object arrives, so no tree of the
@@ -74,6 +76,11 @@ struct InformerOptions {
   // Projects an object in place as it arrives (see above). It must keep the
   // name, namespace and resourceVersion; it runs on the informer's thread.
   std::function<void(Json& object)> transform{};
+  // When set, objects are decoded with only these fields (selected_json.h:
+  // the rest of each list item or watch event is checked and skipped, never
+  // built); `transform` then runs on what was kept. It must select at least
+  // what `transform` keeps, and the name, namespace and resourceVersion.
+  std::shared_ptr<const FieldSelection> fields{};
 };
 
 // Counters for observability and tests.

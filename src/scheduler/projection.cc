@@ -123,4 +123,36 @@ void ProjectNode(Json& node) {
   node = std::move(out);
 }
 
+std::shared_ptr<const kube::FieldSelection> PodFields() {
+  static const auto fields = [] {
+    auto s = std::make_shared<kube::FieldSelection>();
+    kube::FieldSelection& meta = s->Member("metadata");
+    meta.Members(
+        {"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "labels"});
+    meta.Member("annotations").member_prefixes = {"tessera.io/", "nvidia.com/", "hami.io/"};
+    kube::FieldSelection& spec = s->Member("spec");
+    spec.Members({"nodeName", "schedulerName", "priority"});
+    for (const char* list : {"containers", "initContainers"})
+      spec.Member(list).Members({"name", "resources"});
+    kube::FieldSelection& status = s->Member("status");
+    status.Members({"phase", "nominatedNodeName"});
+    status.Member("conditions").Members({"type", "status", "reason", "message"});
+    return std::shared_ptr<const kube::FieldSelection>(std::move(s));
+  }();
+  return fields;
+}
+
+std::shared_ptr<const kube::FieldSelection> NodeFields() {
+  static const auto fields = [] {
+    auto s = std::make_shared<kube::FieldSelection>();
+    kube::FieldSelection& meta = s->Member("metadata");
+    meta.Members({"name", "resourceVersion", "labels"});
+    meta.Member("annotations").member_prefixes = {"tessera.io/"};
+    s->Member("spec").Members({"taints", "unschedulable"});
+    s->Member("status").Members({"addresses"});
+    return std::shared_ptr<const kube::FieldSelection>(std::move(s));
+  }();
+  return fields;
+}
+
 }  // namespace tessera::scheduler

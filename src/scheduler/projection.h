@@ -20,13 +20,21 @@
 // place, logs it, and ClusterState reports the node as having no usable
 // inventory with that reason.
 //
-// Thread-safety: pure functions.
+// PodFields/NodeFields select what the projections read, for the informers
+// to decode only that much of each object (kube/selected_json.h): a superset
+// of what ProjectPod/ProjectNode keep, so projecting the selected tree gives
+// what projecting the whole object gives.
+//
+// Thread-safety: pure functions; the selections are immutable.
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "kube/selected_json.h"
 
 namespace tessera::scheduler {
 
@@ -38,5 +46,8 @@ inline constexpr std::string_view kRefusedInventoryAnnotation = "tessera.io/gpu-
 
 void ProjectPod(nlohmann::json& pod);
 void ProjectNode(nlohmann::json& node);
+
+std::shared_ptr<const kube::FieldSelection> PodFields();
+std::shared_ptr<const kube::FieldSelection> NodeFields();
 
 }  // namespace tessera::scheduler

@@ -128,6 +128,53 @@ TEST(ProjectPodTest, APodWithAThousandContainersIsKeptSmallAndAnswered) {
   EXPECT_FALSE(out.failed["n"].empty());
 }
 
+// The informers decode only PodFields/NodeFields of each object: projecting
+// that gives what projecting the whole object gives.
+Json ProjectedWhole(const Json& object, void (*project)(Json&)) {
+  Json whole = object;
+  project(whole);
+  return whole;
+}
+
+Json ProjectedSelected(const Json& object, void (*project)(Json&), const kube::FieldSelection& fields) {
+  auto selected = kube::ParseSelected(object.dump(), fields);
+  EXPECT_TRUE(selected.has_value());
+  if (!selected) return nullptr;
+  EXPECT_LT(selected->dump().size(), object.dump().size());
+  project(*selected);
+  return *selected;
+}
+
+TEST(ProjectionFieldsTest, ProjectingTheSelectedFieldsEqualsProjectingTheWholeObject) {
+  std::vector<Json> pods = {AllocatedPod(1), testing::RealisticPod(2, 2, 8000, 50),
+                            testing::GpuPod("ns", "plain", 1, 1000, 10)};
+  Json odd = AllocatedPod(4);
+  odd["metadata"]["deletionTimestamp"] = "2026-11-26T09:00:00Z";
+  odd["metadata"]["labels"]["app"] = "x";
+  odd["metadata"]["annotations"]["hami.io/vgpu-node"] = "n";
+  odd["spec"]["priority"] = -5;
+  odd["spec"]["initContainers"] = odd["spec"]["containers"];
+  odd["spec"]["containers"].push_back(7);  // not an object: dropped either way
+  odd["status"]["nominatedNodeName"] = "n2";
+  odd["status"]["conditions"].push_back({{"type", "Ready"}, {"status", "True"}});
+  pods.push_back(odd);
+  Json strange = testing::GpuPod("ns", "strange", 1, 1000, 10);
+  strange["spec"]["containers"] = Json::object({{"name", "not a list"}});
+  strange["status"] = "not an object";
+  pods.push_back(strange);
+  for (const Json& pod : pods) {
+    SCOPED_TRACE(kube::NameOf(pod));
+    EXPECT_EQ(ProjectedSelected(pod, ProjectPod, *PodFields()), ProjectedWhole(pod, ProjectPod));
+  }
+  Json node =
+      testing::RealisticNode("gpu-node-1", 1, 8, testing::Heartbeat(std::chrono::system_clock::now()));
+  EXPECT_EQ(ProjectedSelected(node, ProjectNode, *NodeFields()), ProjectedWhole(node, ProjectNode));
+  Json big = testing::NodeWithGpus("big", 1, 1, 81920);
+  big["metadata"]["annotations"][std::string(core::kInventoryAnnotation)] = std::string(3 << 20, ' ');
+  big["metadata"]["annotations"]["other"] = std::string(1 << 20, 'x');
+  EXPECT_EQ(ProjectedSelected(big, ProjectNode, *NodeFields()), ProjectedWhole(big, ProjectNode));
+}
+
 TEST(EvaluationCacheBoundTest, ShapesBeyondTheBoundEvictTheOldest) {
   EXPECT_EQ(ClusterState::MaxEvaluationCaches(5000), ClusterState::kMaxCachedEvaluations / 5000);
   EXPECT_EQ(ClusterState::MaxEvaluationCaches(1), ClusterState::kMaxEvaluationCaches);

@@ -50,6 +50,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   kube::InformerOptions node_options;
   node_options.type = kube::resources::kNodes;
   node_options.transform = ProjectNode;  // projection.h: only what the readers below use
+  node_options.fields = NodeFields();    // and only that much of each Node decoded
   nodes_ = std::make_unique<kube::Informer>(client_.get(), node_options);
   nodes_->AddHandler({[this](const Json& n) { state_.UpsertNode(n); },
                       [this](const Json&, const Json& n) { state_.UpsertNode(n); },
@@ -57,6 +58,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   kube::InformerOptions pod_options;
   pod_options.type = kube::resources::kPods;
   pod_options.transform = ProjectPod;
+  pod_options.fields = PodFields();
   pods_ = std::make_unique<kube::Informer>(client_.get(), pod_options);
   // A pod that finished or is gone will not be asked about again: the
   // workload learner lets go of its UID (its count stays in the mix).
