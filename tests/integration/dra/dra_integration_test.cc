@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -21,11 +22,14 @@
 #include <httplib.h>
 #include "apiserver/fake_apiserver.h"
 #include "base/testing.h"
+#include "core/inventory_codec.h"
 #include "dra/scheduler_standin.h"
 #include "host/nvml_inventory.h"
 #include "kubelet_dra_standin.h"
+#include "kubelet_standin.h"
 #include "node/node_monitor.h"
 #include "node/process_inspector.h"
+#include "testing/ports.h"
 #include "testing/process.h"
 #include "testing/sim_gpu.h"
 
@@ -62,6 +66,22 @@ std::vector<std::string> ProbeLine(const std::string& out, const std::string& op
     if (!w.empty() && w[0] == op && n-- == 0) return w;
   }
   return {};
+}
+
+// Kills and reaps a process when the test leaves the scope, so a failed
+// assertion leaves none behind; the test sets the pid to -1 once it reaped it.
+struct Reaper {
+  pid_t& pid;
+  ~Reaper() {
+    if (pid > 0) testing::KillAndWait(pid, SIGKILL);
+  }
+};
+
+// Whether `pid` ended; its wait status goes to `status`.
+bool Reaped(pid_t& pid, int& status) {
+  if (::waitpid(pid, &status, WNOHANG) != pid) return false;
+  pid = -1;
+  return true;
 }
 
 class DraIntegrationTest : public ::testing::Test {
@@ -254,6 +274,82 @@ class DraIntegrationTest : public ::testing::Test {
     testing::Command c = testing::ContainerCommand(sim_, argv, env[contract_region_env_], preload);
     for (const auto& [k, v] : env) c.env[k] = v;
     return testing::RunToEnd(c, root_);
+  }
+
+  // A process in the "container" of the claim prepared as `uid`: a mount
+  // namespace of its own with the claim's region directory bind-mounted at
+  // view/ (where the CDI spec mounts it, /tmp/tessera in a cluster), running
+  // vgpu_probe `ops` without libvgpu (it bypasses it), its output in `out`.
+  // Returns its pid (-1 when it could not start); hold it in a Reaper.
+  pid_t StartBypassInClaim(const std::string& uid, const std::string& ops, const std::string& out,
+                           testing::Env env = {}) {
+    tmp_.MakeDir("view");
+    const std::string script = "mount --bind " + testing::ShellQuote(root_ + "/regions/" + uid) + " " +
+                               testing::ShellQuote(root_ + "/view") + " && exec " +
+                               testing::ShellQuote(TESSERA_VGPU_PROBE) + " " + ops + " > " +
+                               testing::ShellQuote(out) + " 2>&1";
+    return testing::SpawnOnSimGpu(
+        sim_, {.argv = {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script},
+               .env = std::move(env)});
+  }
+  // tessera-node's command in deploy/dra/enforcer.yaml, the binary built here
+  // in place of /usr/bin/tessera-node and `overrides` ("--flag" -> value)
+  // replacing the manifest's value of a flag or added: the test's paths and
+  // stand-ins in place of the node's.
+  static std::vector<std::string> EnforcerArgs(std::map<std::string, std::string> overrides) {
+    std::vector<std::string> args = {TESSERA_NODE_BINARY};
+    for (const auto& doc :
+         YAML::LoadAllFromFile(std::string(TESSERA_SOURCE_DIR) + "/deploy/dra/enforcer.yaml")) {
+      if (!doc["kind"] || doc["kind"].as<std::string>() != "DaemonSet") continue;
+      for (const auto& container : doc["spec"]["template"]["spec"]["containers"]) {
+        if (container["name"].as<std::string>() != "tessera-node") continue;
+        const auto command = container["command"];
+        EXPECT_EQ(command[0].as<std::string>(), "/usr/bin/tessera-node");
+        for (size_t i = 1; i < command.size(); ++i) {
+          const std::string arg = command[i].as<std::string>();
+          const size_t eq = arg.find('=');
+          EXPECT_TRUE(arg.starts_with("--") && eq != std::string::npos) << "not --flag=value: " << arg;
+          auto replaced = overrides.find(arg.substr(0, eq));
+          if (replaced == overrides.end()) {
+            args.push_back(arg);
+          } else {
+            args.push_back(replaced->first + "=" + replaced->second);
+            overrides.erase(replaced);
+          }
+        }
+      }
+    }
+    EXPECT_GT(args.size(), 1u) << "deploy/dra/enforcer.yaml has no tessera-node container with a command";
+    for (const auto& [flag, value] : overrides) args.push_back(flag + "=" + value);
+    return args;
+  }
+
+  // The value of the unlabelled series `name` on tessera-node's /metrics; -1
+  // when it is absent or nothing answers.
+  static double MetricValue(int port, const std::string& name) {
+    httplib::Client http("127.0.0.1", port);
+    http.set_connection_timeout(2);
+    auto res = http.Get("/metrics");
+    if (!res || res->status != 200) return -1;
+    for (const auto& line : Lines(res->body)) {
+      if (line.starts_with(name + " ")) return std::stod(line.substr(name.size() + 1));
+    }
+    return -1;
+  }
+
+  // The Events on pod `name` of namespace team.
+  std::vector<Json> PodEvents(const std::string& name) const {
+    std::vector<Json> events;
+    for (auto& event : api_.ListObjects("events")) {
+      if (event["involvedObject"].value("name", "") == name &&
+          event["metadata"].value("namespace", "") == "team")
+        events.push_back(std::move(event));
+    }
+    return events;
+  }
+
+  static bool MountNamespacesWork() {
+    return testing::RunShell("unshare --mount --propagation private true").exit_code == 0;
   }
 
   testing::TempDir tmp_{"tdra"};  // short: unix socket paths are limited
@@ -536,9 +632,7 @@ TEST_F(DraIntegrationTest, AGpuWithACriticalXidLeavesTheSlice) {
 // claim through the kubelet's PodResources CDI device, takes the limit from
 // the claim's limits.json, kills it and records the Event on the pod.
 TEST_F(DraIntegrationTest, TesseraNodeKillsAProcessBypassingLibvgpuInAClaimsContainer) {
-  if (testing::RunShell("unshare --mount --propagation private true").exit_code != 0) {
-    GTEST_SKIP() << "mount namespaces are not available here";
-  }
+  if (!MountNamespacesWork()) GTEST_SKIP() << "mount namespaces are not available here";
   StartAndWaitForSlices();
   const Json a = Claim("a", "2Gi", "30");
   Schedule("a");
@@ -549,21 +643,10 @@ TEST_F(DraIntegrationTest, TesseraNodeKillsAProcessBypassingLibvgpuInAClaimsCont
   const std::string cdi_id = prepared.response.claims().at(uid).devices(0).cdi_device_ids(0);
 
   // The container: the claim's region at view/, a process without libvgpu.
-  tmp_.MakeDir("view");
   const std::string out = root_ + "/bypass.out";
-  const std::string script = "mount --bind " + testing::ShellQuote(root_ + "/regions/" + uid) + " " +
-                             testing::ShellQuote(root_ + "/view") + " && exec " +
-                             testing::ShellQuote(TESSERA_VGPU_PROBE) + " init ctx:0 alloc:3000 hold > " +
-                             testing::ShellQuote(out) + " 2>&1";
-  pid_t pid = testing::SpawnOnSimGpu(
-      sim_, {.argv = {"/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script}});
+  pid_t pid = StartBypassInClaim(uid, "init ctx:0 alloc:3000 hold", out);
   ASSERT_GT(pid, 0);
-  struct Reaper {  // a failed assertion leaves no process behind
-    pid_t& pid;
-    ~Reaper() {
-      if (pid > 0) testing::KillAndWait(pid, SIGKILL);
-    }
-  } reaper{pid};
+  Reaper reaper{pid};
   ASSERT_TRUE(testing::WaitFor(
       [&] { return testing::ReadFileOrEmpty(out).find("alloc 0") != std::string::npos; }, kWait))
       << testing::ReadFileOrEmpty(out);
@@ -606,9 +689,7 @@ TEST_F(DraIntegrationTest, TesseraNodeKillsAProcessBypassingLibvgpuInAClaimsCont
   ASSERT_TRUE(testing::WaitFor(
       [&] {
         monitor.PassOnce();
-        if (::waitpid(pid, &status, WNOHANG) != pid) return false;
-        pid = -1;  // reaped
-        return true;
+        return Reaped(pid, status);
       },
       kWait))
       << testing::ReadFileOrEmpty(out);
@@ -622,6 +703,154 @@ TEST_F(DraIntegrationTest, TesseraNodeKillsAProcessBypassingLibvgpuInAClaimsCont
   auto unprepared = kubelet_->NodeUnprepareResources(kDriver, {Ref(a)});
   ASSERT_TRUE(unprepared.status.ok());
   EXPECT_TRUE(Regions().empty());
+}
+
+// deploy/dra's tessera-dra-enforcer as a binary: tessera-node started with the
+// command of deploy/dra/enforcer.yaml (--device-plugin=false, kills fixed on,
+// ...), the host's paths and the stand-ins in place of a node's, beside the
+// real tessera-dra. Two claims of 2 GiB on one GPU are prepared by tessera-dra
+// through the kubelet DRA stand-in; the kubelet stand-in's PodResources lists
+// pod-a's and pod-b's containers with their claims' CDI devices
+// (dynamic_resources). In pod-a's container a process that bypasses libvgpu
+// takes 3000 MiB, and says ACTIVE_OOM_KILLER=false: tessera-node kills it and
+// records the Event on pod-a, the limit's source being the claim. In pod-b's
+// a process takes 1000 MiB and is left alone for monitor passes after that
+// kill; once it takes 2000 MiB more it is killed too, so it was seen and held
+// to its claim all along, not missed.
+TEST_F(DraIntegrationTest, DeployDrasEnforcerBinaryKillsOnlyTheProcessOverItsClaim) {
+  if (!MountNamespacesWork()) GTEST_SKIP() << "mount namespaces are not available here";
+  StartAndWaitForSlices();
+  for (const char* name : {"a", "b"}) {
+    Claim(name, "2Gi", "30");
+    Schedule(name);
+  }
+  std::map<std::string, std::string> uid;     // claim -> UID
+  std::map<std::string, std::string> cdi_id;  // claim -> its CDI device
+  std::set<std::string> devices;              // the GPUs they got
+  testing::KubeletStandIn pod_kubelet(root_ + "/dp", root_ + "/podres/kubelet.sock");
+  tmp_.MakeDir("dp");
+  ASSERT_TRUE(pod_kubelet.Start());
+  for (const std::string name : {"a", "b"}) {
+    const auto claim = api_.GetObject("resourceclaims", "team", name);
+    ASSERT_TRUE(claim.has_value());
+    uid[name] = (*claim)["metadata"]["uid"];
+    auto prepared = kubelet_->NodePrepareResources(kDriver, {Ref(*claim)});
+    ASSERT_TRUE(prepared.status.ok()) << prepared.status.error_message();
+    ASSERT_EQ(prepared.kubelet_error, "") << Log();
+    const auto& device = prepared.response.claims().at(uid[name]).devices(0);
+    cdi_id[name] = device.cdi_device_ids(0);
+    devices.insert(device.device_name());
+    // The pod as the API holds it, and its container as the kubelet started it.
+    Json pod = {
+        {"metadata", {{"name", "pod-" + name}, {"namespace", "team"}}},
+        {"spec",
+         {{"nodeName", "node-a"},
+          {"resourceClaims", {{{"name", "gpu"}, {"resourceClaimName", name}}}},
+          {"containers",
+           {{{"name", "main"}, {"image", "cuda"}, {"resources", {{"claims", {{{"name", "gpu"}}}}}}}}}}},
+        {"status", {{"phase", "Running"}}}};
+    ASSERT_TRUE(api_.CreateObject("pods", pod).ok());
+    pod_kubelet.AdmitClaimContainer(
+        "team", "pod-" + name, "main",
+        {{"team", name, kDriver, device.pool_name(), device.device_name(), {cdi_id[name]}}});
+  }
+  EXPECT_EQ(devices.size(), 1u) << "both shares on one GPU: the enforcer tells them apart by claim";
+
+  // The containers' processes, without libvgpu, before tessera-node starts.
+  const std::string out_a = root_ + "/a.out", out_b = root_ + "/b.out", go_b = root_ + "/b.go";
+  pid_t over =
+      StartBypassInClaim(uid["a"], "init ctx:0 alloc:3000 hold", out_a, {{"ACTIVE_OOM_KILLER", "false"}});
+  Reaper reap_over{over};
+  pid_t within =
+      StartBypassInClaim(uid["b"], "init ctx:0 alloc:1000 waitfile:" + go_b + " alloc:2000 hold", out_b);
+  Reaper reap_within{within};
+  ASSERT_GT(over, 0);
+  ASSERT_GT(within, 0);
+  for (const auto& out : {out_a, out_b}) {
+    ASSERT_TRUE(testing::WaitFor(
+        [&] { return testing::ReadFileOrEmpty(out).find("alloc 0") != std::string::npos; }, kWait))
+        << testing::ReadFileOrEmpty(out);
+  }
+
+  // tessera-node as deploy/dra runs it.
+  const int metrics_port = testing::FreePort();
+  ASSERT_GT(metrics_port, 0);
+  const std::string node_log = root_ + "/node.log";
+  pid_t node = testing::SpawnOnSimGpu(
+      sim_, {.argv = EnforcerArgs({{"--node-name", "node-a"},
+                                   {"--api-server", api_.url()},
+                                   {"--nvml-library", TESSERA_SIM_NVML},
+                                   {"--pod-resources-socket", pod_kubelet.pod_resources_socket_path()},
+                                   {"--dra-region-dir", root_ + "/regions"},
+                                   {"--region-host-dir", root_ + "/node-regions"},
+                                   {"--region-container-dir", root_ + "/view"},
+                                   {"--plugin-dir", root_ + "/dp"},
+                                   {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
+                                   {"--metrics-address", "127.0.0.1"},
+                                   {"--metrics-port", std::to_string(metrics_port)}}),
+             .stdout_path = node_log,
+             .stderr_path = node_log});
+  ASSERT_GT(node, 0);
+  Reaper reap_node{node};
+  auto node_output = [&] { return testing::ReadFileOrEmpty(node_log); };
+
+  // The process over its claim is killed, whatever its ACTIVE_OOM_KILLER says.
+  int status = 0;
+  ASSERT_TRUE(testing::WaitFor([&] { return Reaped(over, status); }, kWait)) << node_output();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  std::vector<Json> events_a;
+  ASSERT_TRUE(testing::WaitFor([&] { return !(events_a = PodEvents("pod-a")).empty(); }, kWait))
+      << node_output();
+  ASSERT_EQ(events_a.size(), 1u) << Json(events_a).dump();
+  EXPECT_EQ(events_a[0]["reason"], "GPUMemoryLimitKill");
+  EXPECT_EQ(events_a[0]["involvedObject"]["kind"], "Pod");
+  EXPECT_EQ(events_a[0]["involvedObject"]["fieldPath"], "spec.containers{main}");
+  EXPECT_EQ(events_a[0]["source"]["component"], "tessera-node");
+  EXPECT_NE(events_a[0]["message"].get<std::string>().find("over its limit of 2048 MiB (from its claim)"),
+            std::string::npos)
+      << events_a[0]["message"];
+
+  // The one within its claim is left alone: two more full passes, still there.
+  const double passes = MetricValue(metrics_port, "tessera_node_monitor_passes_total");
+  ASSERT_GE(passes, 0) << node_output();
+  ASSERT_TRUE(testing::WaitFor(
+      [&] { return MetricValue(metrics_port, "tessera_node_monitor_passes_total") >= passes + 2; }, kWait))
+      << node_output();
+  EXPECT_FALSE(Reaped(within, status)) << testing::ReadFileOrEmpty(out_b);
+  EXPECT_TRUE(PodEvents("pod-b").empty()) << Json(PodEvents("pod-b")).dump();
+  EXPECT_EQ(MetricValue(metrics_port, "tessera_node_enforcement_kills_total"), 1) << node_output();
+
+  // It was watched all along: past its claim's 2 GiB it goes the same way.
+  tmp_.Write("b.go", "");
+  ASSERT_TRUE(testing::WaitFor([&] { return Reaped(within, status); }, kWait)) << node_output();
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_NE(testing::ReadFileOrEmpty(out_b).find("alloc 0"), std::string::npos);
+  std::vector<Json> events_b;
+  ASSERT_TRUE(testing::WaitFor([&] { return !(events_b = PodEvents("pod-b")).empty(); }, kWait))
+      << node_output();
+  EXPECT_NE(events_b[0]["message"].get<std::string>().find("over its limit of 2048 MiB (from its claim)"),
+            std::string::npos)
+      << events_b[0]["message"];
+
+  // It advertised nothing, and tessera-dra's directories are left to tessera-dra.
+  for (const auto& entry : fs::directory_iterator(root_ + "/dp")) {
+    EXPECT_EQ(entry.path().filename(), "kubelet.sock") << "no device plugin socket";
+  }
+  EXPECT_TRUE(pod_kubelet.registrations().empty());
+  const Json node_object = *api_.GetObject("nodes", "", "node-a");
+  EXPECT_FALSE(node_object.value("/metadata/annotations"_json_pointer, Json::object())
+                   .contains(std::string(core::kInventoryAnnotation)))
+      << node_object.dump();
+  EXPECT_TRUE(fs::exists(root_ + "/regions/" + uid["a"]) && fs::exists(root_ + "/regions/" + uid["b"]));
+  ::kill(node, SIGTERM);
+  EXPECT_EQ(testing::ExitCode(testing::WaitStatus(node)), 0) << node_output();
+  node = -1;
+  for (const std::string name : {"a", "b"}) {
+    auto claim = api_.GetObject("resourceclaims", "team", name);
+    ASSERT_TRUE(kubelet_->NodeUnprepareResources(kDriver, {Ref(*claim)}).status.ok());
+  }
+  EXPECT_TRUE(Regions().empty());
+  pod_kubelet.Stop();
 }
 
 }  // namespace

@@ -362,7 +362,43 @@ void KubeletStandIn::FillPodLocked(const AdmittedPod& pod, v1::PodResources* out
       PodResourcesService::AddDeviceEntries(container.resource_name, device.id, device.numa_nodes,
                                             listed->mutable_devices());
     }
+    // One DynamicResource per claim, with a ClaimResource per allocated device.
+    v1::DynamicResource* claim = nullptr;
+    for (const auto& device : container.claims) {
+      if (claim == nullptr || claim->claim_namespace() != device.claim_namespace ||
+          claim->claim_name() != device.claim_name) {
+        claim = listed->add_dynamic_resources();
+        claim->set_claim_namespace(device.claim_namespace);
+        claim->set_claim_name(device.claim_name);
+      }
+      auto* resource = claim->add_claim_resources();
+      resource->set_driver_name(device.driver);
+      resource->set_pool_name(device.pool);
+      resource->set_device_name(device.device);
+      for (const auto& cdi : device.cdi_devices) resource->add_cdi_devices()->set_name(cdi);
+    }
   }
+}
+
+void KubeletStandIn::AdmitClaimContainer(const std::string& ns, const std::string& pod,
+                                         const std::string& container, std::vector<ClaimDevice> claims) {
+  std::lock_guard lock(mu_);
+  ContainerLocked(ns, pod, container).claims = std::move(claims);
+}
+
+KubeletStandIn::AdmittedContainer& KubeletStandIn::ContainerLocked(const std::string& ns,
+                                                                   const std::string& pod,
+                                                                   const std::string& container) {
+  AdmittedPod* admitted = FindPodLocked(ns, pod);
+  if (admitted == nullptr) {
+    pods_.push_back(AdmittedPod{ns, pod, {}});
+    admitted = &pods_.back();
+  }
+  auto existing = std::find_if(admitted->containers.begin(), admitted->containers.end(),
+                               [&](const AdmittedContainer& c) { return c.name == container; });
+  if (existing != admitted->containers.end()) return *existing;
+  admitted->containers.push_back(AdmittedContainer{container, "", {}});
+  return admitted->containers.back();
 }
 
 grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::string& pod,
@@ -444,18 +480,9 @@ grpc::Status KubeletStandIn::AdmitContainer(const std::string& ns, const std::st
     }
     record.devices.push_back(std::move(device));
   }
-  AdmittedPod* admitted = FindPodLocked(ns, pod);
-  if (admitted == nullptr) {
-    pods_.push_back(AdmittedPod{ns, pod, {}});
-    admitted = &pods_.back();
-  }
-  auto existing = std::find_if(admitted->containers.begin(), admitted->containers.end(),
-                               [&](const AdmittedContainer& c) { return c.name == container; });
-  if (existing != admitted->containers.end()) {
-    *existing = std::move(record);
-  } else {
-    admitted->containers.push_back(std::move(record));
-  }
+  AdmittedContainer& admitted = ContainerLocked(ns, pod, container);
+  record.claims = std::move(admitted.claims);
+  admitted = std::move(record);
   return grpc::Status::OK;
 }
 

@@ -27,6 +27,9 @@
 //    per device and NUMA node of the device (as a kubelet does); Get one pod
 //    (an unknown pod is an error with the kubelet's code and wording);
 //    GetAllocatableResources the healthy devices of the latest ListAndWatch list;
+//  - AdmitClaimContainer() plays the kubelet starting a container whose DRA
+//    claims its DRA plugin prepared: List and Get report them in the
+//    container's dynamic_resources (claim, driver, pool, device, CDI devices);
 //  - Restart() deletes and recreates this socket too, and keeps the pods (a
 //    kubelet restores assignments from its checkpoint).
 //
@@ -123,6 +126,24 @@ class KubeletStandIn {
   grpc::Status AdmitContainer(const std::string& ns, const std::string& pod, const std::string& container,
                               const std::string& resource, const std::vector<std::string>& device_ids,
                               v1beta1::ContainerAllocateResponse* response);
+  // One allocated device of a container's DRA claim, as PodResources lists it
+  // (a ClaimResource of the claim's DynamicResource).
+  struct ClaimDevice {
+    std::string claim_namespace;
+    std::string claim_name;
+    std::string driver;
+    std::string pool;
+    std::string device;
+    std::vector<std::string> cdi_devices;  // fully qualified: "<kind>=<name>"
+  };
+  // The kubelet starting container `container` of pod `ns`/`pod` with DRA
+  // claims its DRA plugin prepared (the kubelet DRA stand-in's
+  // NodePrepareResources answer has the CDI IDs): List and Get report one
+  // DynamicResource per claim, in the order given, each with its devices. No
+  // plugin is called. Admitting again replaces the container's claims; its
+  // device-plugin devices stay (and AdmitContainer keeps its claims).
+  void AdmitClaimContainer(const std::string& ns, const std::string& pod, const std::string& container,
+                           std::vector<ClaimDevice> claims);
   // The pod was deleted: it is no longer listed and its devices are free.
   void RemovePod(const std::string& ns, const std::string& pod);
 
@@ -138,6 +159,7 @@ class KubeletStandIn {
     std::string name;
     std::string resource_name;  // empty when it holds no devices
     std::vector<AssignedDevice> devices;
+    std::vector<ClaimDevice> claims{};  // DRA, in admission order
   };
   struct AdmittedPod {
     std::string ns;
@@ -147,6 +169,9 @@ class KubeletStandIn {
 
   // Callers hold mu_.
   AdmittedPod* FindPodLocked(const std::string& ns, const std::string& pod);
+  // The container's record, added (and its pod) when new: admitted last.
+  AdmittedContainer& ContainerLocked(const std::string& ns, const std::string& pod,
+                                     const std::string& container);
   void FillPodLocked(const AdmittedPod& pod, v1::PodResources* out) const;
   bool StartPodResourcesServer();
 
