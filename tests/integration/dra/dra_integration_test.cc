@@ -785,7 +785,6 @@ TEST_F(DraIntegrationTest, DeployDrasEnforcerBinaryKillsOnlyTheProcessOverItsCla
                                    {"--region-host-dir", root_ + "/node-regions"},
                                    {"--region-container-dir", root_ + "/view"},
                                    {"--plugin-dir", root_ + "/dp"},
-                                   {"--libvgpu-host-path", root_ + "/lib/libvgpu.so"},
                                    {"--metrics-address", "127.0.0.1"},
                                    {"--metrics-port", std::to_string(metrics_port)}}),
              .stdout_path = node_log,
