@@ -249,15 +249,19 @@ void ClusterState::ReleaseReservationLocked(const std::string& key) {
 }
 
 void ClusterState::UpsertPod(const Json& pod) {
-  const std::string key = PodKey(pod);
-  const bool terminal = kube::IsPodTerminal(pod);
-  const std::string text = kube::AnnotationOf(pod, core::kAllocationAnnotation);
+  const core::ResourceConfig resources;  // (the request is not read here)
+  UpsertPod(PodDigest(pod, resources));
+}
+
+void ClusterState::UpsertPod(const PodDigest& digest) {
+  const std::string key = PodKey(digest.pod());
+  const bool terminal = digest.terminal();
   std::optional<core::PodAllocation> allocation;
   bool unreadable = false;
-  if (!terminal && !text.empty()) {
-    auto decoded = core::DecodeAllocation(text);
+  if (!terminal && !digest.allocation_text().empty()) {
+    const Result<core::PodAllocation>& decoded = digest.allocation();
     if (decoded.ok()) {
-      allocation = std::move(decoded).value();
+      allocation = decoded.value();
     } else {
       unreadable = true;
     }

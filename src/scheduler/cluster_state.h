@@ -66,6 +66,7 @@
 #include "core/request.h"
 #include "scheduler/loop_helper.h"
 #include "scheduler/mig_placement.h"
+#include "scheduler/pod_digest.h"
 
 namespace tessera::scheduler {
 
@@ -110,6 +111,8 @@ class ClusterState {
   void UpsertNode(const Json& node);
   void DeleteNode(const Json& node);
   void UpsertPod(const Json& pod);
+  // The same, with the pod's allocation decoded once for every handler.
+  void UpsertPod(const PodDigest& pod);
   void DeletePod(const Json& pod);
 
   // A name listed more than once in one request is answered once, at its

@@ -205,40 +205,77 @@ size_t Extender::ObserveListedPods(const std::vector<Json>& pods) {
   });
 }
 
-size_t Extender::ObserveListedPods(
-    const std::function<void(const std::function<void(const Json&)>&)>& for_each_pod) {
-  struct Listed {
-    std::string created;  // RFC 3339 in UTC: sorts as text
-    std::string key;      // namespace/name
-    WorkloadLearner::Arrival arrival;
-  };
-  std::vector<Listed> listed;
-  for_each_pod([&](const Json& pod) {
-    if (!pod.is_object() || kube::IsPodTerminal(pod)) return;
-    const bool placed = !kube::AnnotationOf(pod, core::kAllocationAnnotation).empty();
-    std::string scheduler;
-    if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
-      scheduler = spec->value("schedulerName", "");
-    }
-    if (!placed && scheduler != deps_.config.scheduler_name) return;  // never sent to this extender
-    if (WantsDynamicMig(pod)) return;                                 // not part of the vGPU workload mix
-    auto request = core::DerivePodRequest(pod, deps_.config.resources);
-    if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok()) return;  // filter refuses it
-    std::string created;
-    if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
-      if (auto t = meta->find("creationTimestamp"); t != meta->end() && t->is_string()) created = *t;
-    }
-    listed.push_back({std::move(created), PodKey(pod), {ArrivalKey(pod), std::move(request).value()}});
-  });
+std::optional<Extender::Listed> Extender::ListedArrival(const PodDigest& digest) const {
+  const Json& pod = digest.pod();
+  if (!pod.is_object() || digest.terminal()) return std::nullopt;
+  const bool placed = !digest.allocation_text().empty();
+  std::string scheduler;
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    scheduler = spec->value("schedulerName", "");
+  }
+  if (!placed && scheduler != deps_.config.scheduler_name)
+    return std::nullopt;                          // never sent to this extender
+  if (WantsDynamicMig(pod)) return std::nullopt;  // not part of the vGPU workload mix
+  const Result<core::PodRequest>& request = digest.request();
+  if (!request.ok() || !AsksForGpus(*request) || !PoliciesFor(pod).ok())
+    return std::nullopt;  // filter refuses it
+  std::string created;
+  if (auto meta = pod.find("metadata"); meta != pod.end() && meta->is_object()) {
+    if (auto t = meta->find("creationTimestamp"); t != meta->end() && t->is_string()) created = *t;
+  }
+  return Listed{std::move(created), PodKey(pod), {ArrivalKey(pod), core::ShapeOf(*request)}};
+}
+
+size_t Extender::ObserveListed(std::vector<Listed> listed) {
   std::sort(listed.begin(), listed.end(), [](const Listed& a, const Listed& b) {
     return std::tie(a.created, a.key) < std::tie(b.created, b.key);
   });
-  std::vector<WorkloadLearner::Arrival> arrivals;
+  std::vector<WorkloadLearner::ShapedArrival> arrivals;
   arrivals.reserve(listed.size());
   for (Listed& l : listed) arrivals.push_back(std::move(l.arrival));
-  const WorkloadLearner::Observation o = learner_.ObserveAll(arrivals);
+  const WorkloadLearner::Observation o = learner_.ObserveAllShapes(arrivals);
   if (o.relearned) DropStaleScores();
   return o.counted;
+}
+
+size_t Extender::ObserveListedPods(
+    const std::function<void(const std::function<void(const Json&)>&)>& for_each_pod) {
+  std::vector<Listed> listed;
+  for_each_pod([&](const Json& pod) {
+    if (auto l = ListedArrival(PodDigest(pod, deps_.config.resources))) listed.push_back(std::move(*l));
+  });
+  return ObserveListed(std::move(listed));
+}
+
+void Extender::NoteListedPod(const PodDigest& pod) {
+  if (!noting_.load(std::memory_order_acquire)) return;
+  std::optional<Listed> listed = ListedArrival(pod);
+  std::lock_guard lock(noted_mu_);
+  if (!noting_.load(std::memory_order_relaxed)) return;
+  const std::string key = PodKey(pod.pod());
+  if (listed) {
+    noted_.insert_or_assign(key, std::move(*listed));
+  } else {
+    noted_.erase(key);
+  }
+}
+
+void Extender::DropListedPod(const Json& pod) {
+  if (!noting_.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(noted_mu_);
+  if (noting_.load(std::memory_order_relaxed)) noted_.erase(PodKey(pod));
+}
+
+size_t Extender::ObserveNotedPods() {
+  std::vector<Listed> listed;
+  {
+    std::lock_guard lock(noted_mu_);
+    if (!noting_.exchange(false)) return 0;
+    listed.reserve(noted_.size());
+    for (auto& [key, l] : noted_) listed.push_back(std::move(l));
+    std::unordered_map<std::string, Listed>().swap(noted_);
+  }
+  return ObserveListed(std::move(listed));
 }
 
 void Extender::ForgetPod(const Json& pod) {

@@ -58,8 +58,11 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -70,6 +73,7 @@
 #include "kube/api_error.h"
 #include "scheduler/cluster_state.h"
 #include "scheduler/config.h"
+#include "scheduler/pod_digest.h"
 #include "scheduler/workload_learner.h"
 
 namespace tessera::scheduler {
@@ -178,6 +182,16 @@ class Extender {
   // place: no copy of every pod).
   size_t ObserveListedPods(
       const std::function<void(const std::function<void(const nlohmann::json&)>&)>& for_each_pod);
+  // The same, fed as the pods arrive rather than read back from a cache (the
+  // scheduler's start): the informer's handlers note every pod event
+  // (NoteListedPod for an add or update, DropListedPod for a delete) until
+  // ObserveNotedPods counts the pods noted and last seen, exactly as
+  // ObserveListedPods counts a list of them (the same pods, the same order),
+  // and notes nothing from then on. Each pod is checked and its shape taken
+  // as it arrives; only that is kept until the count.
+  void NoteListedPod(const PodDigest& pod);
+  void DropListedPod(const nlohmann::json& pod);
+  size_t ObserveNotedPods();
   // The pod will not be scheduled again (deleted, or Succeeded/Failed).
   void ForgetPod(const nlohmann::json& pod);
 
@@ -192,6 +206,16 @@ class Extender {
   std::pair<int, nlohmann::json> BindUnchecked(const nlohmann::json& args);
   // Why no decision may be made now ("" = ready); counts a refusal.
   std::string RefusalBeforeReady();
+  // A listed pod as the restart counts it.
+  struct Listed {
+    std::string created;  // RFC 3339 in UTC: sorts as text
+    std::string key;      // namespace/name
+    WorkloadLearner::ShapedArrival arrival;
+  };
+  // `pod` as ObserveListedPods counts it; nullopt when it is not counted.
+  std::optional<Listed> ListedArrival(const PodDigest& pod) const;
+  // Counts `listed` in creation order.
+  size_t ObserveListed(std::vector<Listed> listed);
 
   ExtenderDeps deps_;
   // The policies that learn nothing (immutable after construction); `tessera`
@@ -200,6 +224,10 @@ class Extender {
   WorkloadLearner learner_;
   ExtenderCounters counters_;
   std::atomic<bool> refusing_{false};  // in a not-ready episode (its first refusal was logged)
+  // NoteListedPod's pods, by key, until ObserveNotedPods.
+  std::atomic<bool> noting_{true};
+  std::mutex noted_mu_;
+  std::unordered_map<std::string, Listed> noted_;  // guarded by noted_mu_
 };
 
 }  // namespace tessera::scheduler

@@ -939,6 +939,46 @@ TEST(ExtenderLearningTest, ListedPodsAreCountedAsTheirArrivalsWere) {
   restarted.extender->Filter(ExtenderArgsFor(arrived[600], restarted.names));
   EXPECT_EQ(b.stats().counted, 702u);  // 700 + the two probes
   EXPECT_EQ(restarted.extender->ObserveListedPods(listed), 0u);
+
+  // Noted as they arrive (the scheduler's start), with updates and deletions
+  // on the way: the same count and mix as the list of what is left.
+  LearningCluster noted;
+  const core::ResourceConfig resources;
+  auto note = [&](const Json& pod) { noted.extender->NoteListedPod(PodDigest(pod, resources)); };
+  Json gone = GpuPod("d", "gone", 1, 9000, 10);
+  gone["metadata"]["uid"] = "uid-gone";
+  gone["metadata"]["creationTimestamp"] = CreatedAt(1);
+  note(gone);
+  for (size_t i = 0; i < listed.size(); ++i) {
+    if (i % 50 == 0) {  // first seen with another shape and age, then updated
+      Json earlier = GpuPod("d", "x", 2, 40960, 100);
+      earlier["metadata"] = listed[i]["metadata"];
+      earlier["metadata"]["creationTimestamp"] = CreatedAt(0);
+      note(earlier);
+    }
+    note(listed[i]);
+  }
+  Json finished = listed[7];
+  finished["status"]["phase"] = "Succeeded";
+  note(finished);
+  note(listed[7]);
+  Json left = listed[8];
+  note(left);
+  noted.extender->DropListedPod(gone);
+  EXPECT_EQ(noted.extender->ObserveNotedPods(), 700u);
+  const auto& c = noted.extender->learner();
+  EXPECT_EQ(c.Current()->epoch(), restarted.extender->learner().Current()->epoch());
+  ASSERT_EQ(c.Current()->mix().size(), a.Current()->mix().size());
+  for (size_t i = 0; i < a.Current()->mix().size(); ++i) {
+    EXPECT_EQ(c.Current()->mix()[i].shape, a.Current()->mix()[i].shape);
+    EXPECT_EQ(c.Current()->mix()[i].weight, a.Current()->mix()[i].weight);
+  }
+  // The count ends the noting.
+  Json late = GpuPod("d", "late", 1, 9000, 10);
+  late["metadata"]["uid"] = "uid-late";
+  note(late);
+  EXPECT_EQ(noted.extender->ObserveNotedPods(), 0u);
+  EXPECT_EQ(c.stats().counted, 700u);
 }
 
 }  // namespace

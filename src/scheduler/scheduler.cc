@@ -60,18 +60,26 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
   pod_options.transform = ProjectPod;
   pod_options.fields = PodFields();
   pods_ = std::make_unique<kube::Informer>(client_.get(), pod_options);
-  // A pod that finished or is gone will not be asked about again: the
-  // workload learner lets go of its UID (its count stays in the mix).
+  // One handler for every reader of a pod event, so that its allocation is
+  // decoded and its request derived once (pod_digest.h). A pod that finished
+  // or is gone will not be asked about again: the workload learner lets go
+  // of its UID (its count stays in the mix). Until the mix is relearned at
+  // start, the extender also notes each pod for it (Run below).
   auto upsert_pod = [this](const Json& p) {
-    state_.UpsertPod(p);
+    const PodDigest digest(p, config_.resources);
+    state_.UpsertPod(digest);
     TrackNomination(state_, config_.resources, p, /*deleted=*/false);  // preemption holds
-    if (kube::IsPodTerminal(p)) extender_->ForgetPod(p);
+    if (digest.terminal()) extender_->ForgetPod(p);
+    extender_->NoteListedPod(digest);
+    if (dashboard_) dashboard_->UpsertPod(digest);
   };
   pods_->AddHandler({upsert_pod, [upsert_pod](const Json&, const Json& p) { upsert_pod(p); },
                      [this](const Json& p) {
                        state_.DeletePod(p);
                        TrackNomination(state_, config_.resources, p, /*deleted=*/true);
                        extender_->ForgetPod(p);
+                       extender_->DropListedPod(p);
+                       if (dashboard_) dashboard_->DeletePod(p);
                      }});
 
   if (config_.leader_elect) {
@@ -165,9 +173,6 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
     nodes_->AddHandler({[this](const Json& n) { dashboard_->UpsertNode(n); },
                         [this](const Json&, const Json& n) { dashboard_->UpsertNode(n); },
                         [this](const Json& n) { dashboard_->DeleteNode(n); }});
-    pods_->AddHandler({[this](const Json& p) { dashboard_->UpsertPod(p); },
-                       [this](const Json&, const Json& p) { dashboard_->UpsertPod(p); },
-                       [this](const Json& p) { dashboard_->DeletePod(p); }});
   }
 }
 
@@ -388,9 +393,9 @@ std::chrono::milliseconds Scheduler::Run() {
   for (kube::Informer* informer : {pods_.get(), nodes_.get()}) {
     if (!informer->WaitForSync(std::chrono::milliseconds(50))) return std::chrono::milliseconds(0);
   }
-  // Read in place: a copy of every cached pod would double the cache at start.
-  const size_t counted = extender_->ObserveListedPods(
-      [this](const std::function<void(const Json&)>& visit) { pods_->ForEach(visit); });
+  // The pods noted as they arrived, counted as a pass over the cache would
+  // count them (no pod is unpacked again).
+  const size_t counted = extender_->ObserveNotedPods();
   mix_rebuilt_ = true;
   log::Info("view complete: nodes and pods listed, workload mix relearned",
             {{"nodes", nodes_->Size()},

@@ -5,7 +5,8 @@
 //
 // Readiness: the scheduler is ready once both informers have listed and the
 // `tessera` policy's workload mix has been relearned from the pods listed
-// (Extender::ObserveListedPods). Until then a restarted scheduler decides
+// (Extender::ObserveNotedPods: the pods are noted as they arrive, and counted
+// as ObserveListedPods counts a list). Until then a restarted scheduler decides
 // nothing: /readyz answers 503, the extender verbs answer with errors that
 // kube-scheduler retries (extender.h), and it does not campaign for the
 // leader Lease — a replica without a complete view must neither bind nor keep

@@ -51,7 +51,7 @@ void WorkloadLearner::CountLocked(const core::TaskShape& shape) {
 }
 
 WorkloadLearner::Observation WorkloadLearner::ObserveLocked(std::string_view uid,
-                                                            const core::PodRequest& pod) {
+                                                            const core::TaskShape& shape) {
   Observation o;
   if (seen_.find(uid) != seen_.end()) return o;  // a retry, or filter then prioritize
   if (seen_.size() >= max_remembered_) {
@@ -63,7 +63,7 @@ WorkloadLearner::Observation WorkloadLearner::ObserveLocked(std::string_view uid
   const uint64_t order = next_seen_++;
   auto it = seen_.emplace(std::string(uid), order).first;
   seen_order_.emplace(order, std::string_view(it->first));
-  CountLocked(core::ShapeOf(pod));
+  CountLocked(shape);
   ++counted_;
   o.counted = 1;
   // core::FragmentationPolicy's schedule: at the first pod, then every
@@ -74,7 +74,7 @@ WorkloadLearner::Observation WorkloadLearner::ObserveLocked(std::string_view uid
     next_relearn_ = total_ + step;
     // The mix of this moment (ObserveAll publishes the last one learned).
     core::MixCounter counter;
-    for (const auto& [shape, count] : shapes_) counter.Add(shape, count);
+    for (const auto& [held, count] : shapes_) counter.Add(held, count);
     learned_mix_ = counter.Typical(options_.coverage);
     o.relearned = true;
   }
@@ -92,7 +92,7 @@ void WorkloadLearner::PublishLocked() {
 
 WorkloadLearner::Observation WorkloadLearner::Observe(std::string_view uid, const core::PodRequest& pod) {
   std::lock_guard lock(mu_);
-  Observation o = ObserveLocked(uid, pod);
+  Observation o = ObserveLocked(uid, core::ShapeOf(pod));
   if (o.relearned) PublishLocked();
   return o;
 }
@@ -101,7 +101,19 @@ WorkloadLearner::Observation WorkloadLearner::ObserveAll(std::span<const Arrival
   std::lock_guard lock(mu_);
   Observation all;
   for (const Arrival& a : arrivals) {
-    Observation o = ObserveLocked(a.uid, a.pod);
+    Observation o = ObserveLocked(a.uid, core::ShapeOf(a.pod));
+    all.counted += o.counted;
+    all.relearned = all.relearned || o.relearned;
+  }
+  if (all.relearned) PublishLocked();
+  return all;
+}
+
+WorkloadLearner::Observation WorkloadLearner::ObserveAllShapes(std::span<const ShapedArrival> arrivals) {
+  std::lock_guard lock(mu_);
+  Observation all;
+  for (const ShapedArrival& a : arrivals) {
+    Observation o = ObserveLocked(a.uid, a.shape);
     all.counted += o.counted;
     all.relearned = all.relearned || o.relearned;
   }

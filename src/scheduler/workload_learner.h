@@ -32,7 +32,7 @@
 // relearn points and the mixes are exactly core::FragmentationPolicy's.
 //
 // Restart: nothing here is persisted. The scheduler rebuilds it from the pods
-// the API server lists (ObserveAll in their creation order) before it reports
+// the API server lists (ObserveAllShapes in their creation order) before it reports
 // ready; pods that finished before the restart are not counted again.
 //
 // Thread-safety: all methods may be called concurrently.
@@ -81,6 +81,13 @@ class WorkloadLearner {
   };
   // Observe for each, in the order given, publishing once at the end.
   Observation ObserveAll(std::span<const Arrival> arrivals);
+  // The same with each pod's core::ShapeOf taken already (all the count
+  // keeps of a pod): the scheduler's start takes it as each pod arrives.
+  struct ShapedArrival {
+    std::string uid;
+    core::TaskShape shape;
+  };
+  Observation ObserveAllShapes(std::span<const ShapedArrival> arrivals);
 
   // The pod will not be asked about again (deleted, finished): its UID is
   // dropped; its count stays.
@@ -101,7 +108,7 @@ class WorkloadLearner {
   Stats stats() const;
 
  private:
-  Observation ObserveLocked(std::string_view uid, const core::PodRequest& pod);
+  Observation ObserveLocked(std::string_view uid, const core::TaskShape& shape);
   void PublishLocked();
 
   struct Hash {

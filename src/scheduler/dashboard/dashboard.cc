@@ -73,6 +73,10 @@ void Dashboard::UpsertPod(const Json& pod) {
   pods_.Upsert(pod);
 }
 
+void Dashboard::UpsertPod(const PodDigest& pod) {
+  pods_.Upsert(pod);
+}
+
 void Dashboard::DeletePod(const Json& pod) {
   pods_.Delete(pod);
 }

@@ -73,6 +73,7 @@ class Dashboard {
   void UpsertNode(const nlohmann::json& node);
   void DeleteNode(const nlohmann::json& node);
   void UpsertPod(const nlohmann::json& pod);
+  void UpsertPod(const PodDigest& pod);  // derived once for every handler (pod_digest.h)
   void DeletePod(const nlohmann::json& pod);
 
   // Binds the listener, builds the first view, starts the background

@@ -11,8 +11,13 @@ using Json = nlohmann::json;
 PodIndex::PodIndex(core::ResourceConfig resources) : resources_(std::move(resources)) {}
 
 std::optional<PodRecord> PodIndex::Project(const Json& pod) const {
-  if (!pod.is_object() || kube::IsPodTerminal(pod)) return std::nullopt;
-  const std::string annotation = kube::AnnotationOf(pod, core::kAllocationAnnotation);
+  return Project(PodDigest(pod, resources_));
+}
+
+std::optional<PodRecord> PodIndex::Project(const PodDigest& digest) const {
+  const Json& pod = digest.pod();
+  if (!pod.is_object() || digest.terminal()) return std::nullopt;
+  const std::string& annotation = digest.allocation_text();
   if (annotation.empty() && !core::AsksForTesseraResources(pod, resources_)) return std::nullopt;
   PodRecord r;
   r.ns = kube::NamespaceOf(pod);
@@ -29,7 +34,7 @@ std::optional<PodRecord> PodIndex::Project(const Json& pod) const {
   r.node = text(spec, "nodeName");
   r.phase = text(status, "phase");
   r.created = text(meta, "creationTimestamp");
-  if (auto request = core::DerivePodRequest(pod, resources_); request.ok()) {
+  if (const Result<core::PodRequest>& request = digest.request(); request.ok()) {
     for (const auto& c : request->containers) {
       if (c.gpus <= 0) continue;
       if (r.gpus == 0) {
@@ -47,8 +52,8 @@ std::optional<PodRecord> PodIndex::Project(const Json& pod) const {
     r.request_error = request.error().message;
   }
   if (!annotation.empty()) {
-    if (auto decoded = core::DecodeAllocation(annotation); decoded.ok()) {
-      r.allocation = std::move(decoded).value();
+    if (const Result<core::PodAllocation>& decoded = digest.allocation(); decoded.ok()) {
+      r.allocation = decoded.value();
     } else {
       r.allocation_error =
           std::string(core::kAllocationAnnotation) + " cannot be read: " + decoded.error().message;
@@ -65,8 +70,12 @@ std::optional<PodRecord> PodIndex::Project(const Json& pod) const {
 }
 
 void PodIndex::Upsert(const Json& pod) {
-  std::optional<PodRecord> record = Project(pod);  // outside the lock
-  const std::string key = kube::NamespaceOf(pod) + "/" + kube::NameOf(pod);
+  Upsert(PodDigest(pod, resources_));
+}
+
+void PodIndex::Upsert(const PodDigest& digest) {
+  std::optional<PodRecord> record = Project(digest);  // outside the lock
+  const std::string key = kube::NamespaceOf(digest.pod()) + "/" + kube::NameOf(digest.pod());
   std::lock_guard lock(mu_);
   if (!record) {
     if (pods_.erase(key)) ++generation_;

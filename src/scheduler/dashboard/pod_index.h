@@ -25,6 +25,7 @@
 #include "core/allocation.h"
 #include "core/resource_config.h"
 #include "core/score_fragmentation.h"
+#include "scheduler/pod_digest.h"
 
 namespace tessera::scheduler::dashboard {
 
@@ -66,10 +67,14 @@ class PodIndex {
 
   // The pod as the informer delivers it (add or update), or its deletion.
   void Upsert(const nlohmann::json& pod);
+  // The same with the pod's request and allocation derived once for every
+  // handler (its ResourceConfig must be this index's).
+  void Upsert(const PodDigest& pod);
   void Delete(const nlohmann::json& pod);
 
   // The record `pod` gives (nullopt when the dashboard does not keep it).
   std::optional<PodRecord> Project(const nlohmann::json& pod) const;
+  std::optional<PodRecord> Project(const PodDigest& pod) const;
 
   // Bumped by every change; equal generations mean equal contents.
   uint64_t generation() const;
