@@ -64,10 +64,10 @@ Agent::Agent(NodeConfig config, AgentDependencies dependencies)
                 return std::make_unique<DevicePluginService>(
                     config_, state_,
                     deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid),
-                    dynamic_.get());
+                    dynamic_.get(), &regions_in_flight_);
               }),
       registrar_(config_, plugin_),
-      catalog_(config_.region_host_dir, host::kRegionFileName) {
+      catalog_(config_.region_host_dir, host::kRegionFileName, /*clock=*/nullptr, &regions_in_flight_) {
   if (!deps_.inspector) deps_.inspector = std::make_unique<ProcFsInspector>(config_.region_container_dir);
 }
 
@@ -263,10 +263,11 @@ Status Agent::Start() {
       std::make_unique<sharing::SharingManager>(config_, deps_.client.get(), [this] { return GpusInUse(); });
   const std::function<std::string()> region_name =
       deps_.new_region_name ? deps_.new_region_name : std::function<std::string()>(RandomUuid);
-  mps_ = std::make_unique<mps::MpsNode>(config_, deps_.client.get(), region_name);
+  mps_ = std::make_unique<mps::MpsNode>(config_, deps_.client.get(), region_name, /*program=*/nullptr,
+                                        &regions_in_flight_);
   mps_->InstallHook(*sharing_);
   for (const auto& [mode, setup] : deps_.container_setups) sharing_->SetContainerSetup(mode, setup);
-  TESSERA_RETURN_IF_ERROR_WRAP(sharing_->Prepare(gpus, region_name), "sharing modes");
+  TESSERA_RETURN_IF_ERROR_WRAP(sharing_->Prepare(gpus, region_name, &regions_in_flight_), "sharing modes");
   mps_->Start(sharing_->modes(), gpus);
   TESSERA_RETURN_IF_ERROR(StartDynamicMig(gpus));
   // MIG-managed GPUs are offered as MIG devices, not vGPU slices.

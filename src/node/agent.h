@@ -113,6 +113,8 @@ class Agent {
   const NodeConfig config_;
   AgentDependencies deps_;
   DeviceState state_;
+  // Regions whose Allocate runs or just answered: kept by the clean-up.
+  RegionsInFlight regions_in_flight_;
   PluginServer plugin_;
   KubeletRegistrar registrar_;
   RegionCatalog catalog_;

@@ -124,6 +124,7 @@ Result<v1beta1::ContainerAllocateResponse> AllocateContainer(
   TESSERA_ASSIGN_OR_RETURN(const std::vector<std::string> gpu_uuids, CheckRequest(context, request));
 
   const std::string region_name = context.new_region_name();
+  if (context.in_flight != nullptr) context.in_flight->Add(region_name);
   // The record ties the directory to the kubelet's device IDs, which its
   // PodResources API later ties to a pod (region_catalog.h). Without it the
   // directory could never be attributed or cleaned up: fail instead. It is

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "deviceplugin/v1beta1/api.pb.h"
 #include "node/config.h"
+#include "node/regions_in_flight.h"
 
 namespace tessera::node {
 
@@ -30,6 +31,10 @@ struct AllocateContext {
   // Names a fresh per-container region directory (a random UUID in production;
   // tests substitute a deterministic one).
   std::function<std::string()> new_region_name;
+  // The Allocate request this container is part of: each region is added to
+  // it before its record is written, so the monitor's clean-up keeps it until
+  // the grace after the answer (regions_in_flight.h). May be null.
+  RegionsInFlight::Request* in_flight = nullptr;
 };
 
 // Builds one container's response: mounts libvgpu (read-only), the preload file

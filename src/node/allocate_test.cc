@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/clock.h"
 #include "base/testing.h"
 #include "contract/container_contract.h"
 #include "node/device_state.h"
@@ -38,10 +39,12 @@ class AllocateTest : public ::testing::Test {
     }
   }
 
-  Result<v1beta1::ContainerAllocateResponse> Allocate(std::vector<std::string> ids) {
+  Result<v1beta1::ContainerAllocateResponse> Allocate(std::vector<std::string> ids,
+                                                      RegionsInFlight::Request* in_flight = nullptr) {
     v1beta1::ContainerAllocateRequest request;
     for (auto& id : ids) request.add_devices_ids(id);
-    AllocateContext context{&config_, &gpus_, [this] { return "region-" + std::to_string(++regions_made_); }};
+    AllocateContext context{&config_, &gpus_, [this] { return "region-" + std::to_string(++regions_made_); },
+                            in_flight};
     return AllocateContainer(context, request);
   }
 
@@ -51,6 +54,26 @@ class AllocateTest : public ::testing::Test {
   std::vector<core::Gpu> gpus_;
   int regions_made_ = 0;
 };
+
+// The monitor's clean-up must not take a region while its Allocate runs
+// (regions_in_flight.h): each region is registered with the request before
+// anything is written, and stays protected for the grace after it ends.
+TEST_F(AllocateTest, RegistersEachRegionWithItsRequestWhileTheRequestRuns) {
+  FakeClock clock;
+  RegionsInFlight in_flight(&clock);
+  {
+    RegionsInFlight::Request request(&in_flight);
+    ASSERT_TRUE(Allocate({"GPU-0::0"}, &request).ok());
+    ASSERT_TRUE(Allocate({"GPU-1::0"}, &request).ok());
+    clock.Advance(std::chrono::hours(1));
+    EXPECT_TRUE(in_flight.Protects("region-1", 300));
+    EXPECT_TRUE(in_flight.Protects("region-2", 300));
+  }
+  clock.Advance(std::chrono::seconds(300));
+  EXPECT_FALSE(in_flight.Protects("region-1", 300));
+  ASSERT_TRUE(Allocate({"GPU-0::1"}).ok());
+  EXPECT_FALSE(in_flight.Protects("region-3", 300)) << "no request given: nothing registered";
+}
 
 TEST_F(AllocateTest, MountsLibvgpuPreloadFileAndAFreshRegionDirectory) {
   auto response = Allocate({"GPU-1::2"});

@@ -75,8 +75,12 @@ Result<std::vector<std::string>> PreferredDevicesWithDynamic(
 
 DevicePluginService::DevicePluginService(const NodeConfig& config, const DeviceState& state,
                                          std::function<std::string()> new_region_name,
-                                         mig::DynamicMig* dynamic)
-    : config_(config), state_(state), new_region_name_(std::move(new_region_name)), dynamic_(dynamic) {}
+                                         mig::DynamicMig* dynamic, RegionsInFlight* in_flight)
+    : config_(config),
+      state_(state),
+      new_region_name_(std::move(new_region_name)),
+      dynamic_(dynamic),
+      in_flight_(in_flight) {}
 
 grpc::Status DevicePluginService::GetDevicePluginOptions(grpc::ServerContext*, const v1beta1::Empty*,
                                                          v1beta1::DevicePluginOptions* response) {
@@ -144,7 +148,8 @@ grpc::Status DevicePluginService::GetPreferredAllocation(grpc::ServerContext*,
 grpc::Status DevicePluginService::Allocate(grpc::ServerContext*, const v1beta1::AllocateRequest* request,
                                            v1beta1::AllocateResponse* response) {
   auto snapshot = state_.Get();
-  AllocateContext context{&config_, &snapshot.gpus, new_region_name_};
+  RegionsInFlight::Request in_flight(in_flight_);
+  AllocateContext context{&config_, &snapshot.gpus, new_region_name_, &in_flight};
   // A container whose devices are all on mig-dynamic GPUs gets a MIG
   // instance (node/mig/dynamic_mig.h); any other one a vGPU slice's machinery.
   auto dynamic_devices = [this](const v1beta1::ContainerAllocateRequest& container) {

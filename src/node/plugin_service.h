@@ -15,6 +15,7 @@
 #include "node/config.h"
 #include "node/device_state.h"
 #include "node/mig/dynamic_mig.h"
+#include "node/regions_in_flight.h"
 
 namespace tessera::node {
 
@@ -63,8 +64,11 @@ class DevicePluginService final : public ServedDevicePlugin {
   // service. With `dynamic`, its GPUs' replicas are advertised beside the
   // vGPU ones and a container whose devices are all on them is answered by
   // DynamicMig::Allocate (node/mig/dynamic_mig.h).
+  // With `in_flight`, each Allocate's regions are registered there while it
+  // runs (regions_in_flight.h); it must outlive the service.
   DevicePluginService(const NodeConfig& config, const DeviceState& state,
-                      std::function<std::string()> new_region_name, mig::DynamicMig* dynamic = nullptr);
+                      std::function<std::string()> new_region_name, mig::DynamicMig* dynamic = nullptr,
+                      RegionsInFlight* in_flight = nullptr);
 
   grpc::Status GetDevicePluginOptions(grpc::ServerContext* context, const v1beta1::Empty* request,
                                       v1beta1::DevicePluginOptions* response) override;
@@ -81,6 +85,7 @@ class DevicePluginService final : public ServedDevicePlugin {
   const DeviceState& state_;
   std::function<std::string()> new_region_name_;
   mig::DynamicMig* const dynamic_;
+  RegionsInFlight* const in_flight_;
 };
 
 }  // namespace tessera::node

@@ -78,10 +78,12 @@ Status WriteRegionRecord(const std::string& dir, const std::string& name, const 
   return Status::Ok();
 }
 
-RegionCatalog::RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock)
+RegionCatalog::RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock,
+                             RegionsInFlight* in_flight)
     : root_(std::move(region_host_dir)),
       region_file_name_(std::move(region_file_name)),
-      clock_(OrRealClock(clock)) {}
+      clock_(OrRealClock(clock)),
+      in_flight_(in_flight) {}
 
 Result<std::vector<RegionDir>> RegionCatalog::Scan() const {
   std::vector<RegionDir> dirs;
@@ -135,6 +137,9 @@ std::vector<std::string> RegionCatalog::CleanUp(const std::vector<RegionDir>& di
   for (const auto& dir : dirs) {
     if (dir.owner || !dir.record) continue;
     if (now - dir.record->created_unix < grace_seconds) continue;
+    // Its Allocate is still running, or answered less than the grace ago: the
+    // kubelet may not have started (or listed) the container yet.
+    if (in_flight_ != nullptr && in_flight_->Protects(dir.name, grace_seconds)) continue;
     // remove_all does not follow symlinks: whatever the container left in its
     // directory, only that directory's own entries go.
     std::error_code ec;
@@ -182,6 +187,8 @@ void RegionCatalog::RemoveInterruptedAllocations(int64_t grace_seconds) const {
     auto text = files::Read(it->path().string());
     auto record = text.ok() ? DecodeRegionRecord(*text) : Result<RegionRecord>(Error{"unreadable"});
     if (!record.ok() || now - record->created_unix < grace_seconds) continue;
+    // An Allocate between writing the record and making the directory.
+    if (in_flight_ != nullptr && in_flight_->Protects(region, grace_seconds)) continue;
     std::error_code remove_error;
     fs::remove_all(files::Join(root_, region + ".limits"), remove_error);
     if (::unlink(it->path().c_str()) == 0) {

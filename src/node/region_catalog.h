@@ -15,7 +15,9 @@
 // hold: the kubelet's list was read successfully this pass, no listed
 // container owns the directory, and its record is older than the grace period
 // (Allocate runs before the container exists, and a kubelet may list a new
-// pod's devices a moment later). A directory without a readable record is
+// pod's devices a moment later); with a RegionsInFlight registry, also not
+// while its Allocate runs or within the grace after it answered, however old
+// the record (regions_in_flight.h). A directory without a readable record is
 // never removed: what cannot be attributed is reported, not guessed at.
 // Allocate writes the record before the directories, so what an Allocate
 // killed part-way leaves is a record whose directory does not exist (removed
@@ -40,6 +42,7 @@
 #include "base/result.h"
 #include "host/region_reader.h"
 #include "node/pod_resources.h"
+#include "node/regions_in_flight.h"
 
 namespace tessera::node {
 
@@ -98,8 +101,11 @@ struct RegionDir {
 class RegionCatalog {
  public:
   // `region_file_name` is the file libvgpu keeps inside each directory.
-  // `clock` dates the clean-up (nullptr: the real clock).
-  RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock = nullptr);
+  // `clock` dates the clean-up (nullptr: the real clock). `in_flight`, when
+  // given, names the regions whose Allocate is running or just answered,
+  // which the clean-up keeps; it must outlive the catalog.
+  RegionCatalog(std::string region_host_dir, std::string region_file_name, Clock* clock = nullptr,
+                RegionsInFlight* in_flight = nullptr);
 
   const std::string& root() const { return root_; }
 
@@ -122,6 +128,7 @@ class RegionCatalog {
   const std::string root_;
   const std::string region_file_name_;
   Clock* const clock_;
+  RegionsInFlight* const in_flight_;
 };
 
 // Sets each directory's owner from the kubelet's list (entries of

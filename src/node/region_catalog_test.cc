@@ -206,5 +206,62 @@ TEST_F(RegionCatalogTest, CleanUpRemovesWhatAnAllocateKilledPartWayLeft) {
   EXPECT_FALSE(fs::exists(root_ + "/" + std::string(kB) + ".json")) << "past the grace period";
 }
 
+// An Allocate slower than the grace period (a loaded host): its record is
+// already "old" while the kubelet still waits for the answer naming the
+// region. The grace counts from the answer instead.
+TEST_F(RegionCatalogTest, CleanUpKeepsTheRegionsOfAnAllocateInFlightUntilTheGraceAfterItsAnswer) {
+  RegionsInFlight in_flight(&clock_);
+  RegionCatalog catalog(root_, "vgpu.region", &clock_, &in_flight);
+  auto clean = [&] {
+    auto dirs = catalog.Scan();
+    EXPECT_TRUE(dirs.ok());
+    AssignOwners(*dirs, {}, "nvidia.com/gpu");
+    return catalog.CleanUp(*dirs, 300);
+  };
+  {
+    RegionsInFlight::Request request(&in_flight);
+    // Named, record written, directory not made yet.
+    request.Add(kA);
+    ASSERT_TRUE(WriteRegionRecord(root_, kA, Record({"GPU-1::0"}, now_ - 1000)).ok());
+    // A region made long ago by a request that ended long ago: not protected.
+    MakeDir(kB, Record({"GPU-1::1"}, now_ - 1000));
+    EXPECT_THAT(clean(), ElementsAre(kB));
+    EXPECT_TRUE(fs::exists(root_ + "/" + std::string(kA) + ".json")) << "the record of a running Allocate";
+    // The directory is made; the request still runs.
+    fs::create_directories(root_ + "/" + std::string(kA));
+    EXPECT_TRUE(clean().empty());
+  }
+  // Answered: kept for the grace after the answer, then removed (no
+  // container claimed it).
+  clock_.Advance(std::chrono::seconds(299));
+  EXPECT_TRUE(clean().empty());
+  clock_.Advance(std::chrono::seconds(1));
+  EXPECT_THAT(clean(), ElementsAre(kA));
+}
+
+TEST(RegionsInFlightTest, ProtectsWhileRunningAndForTheGraceAfterwardsOnly) {
+  FakeClock clock;
+  RegionsInFlight in_flight(&clock);
+  EXPECT_FALSE(in_flight.Protects("r1", 10));
+  {
+    RegionsInFlight::Request request(&in_flight);
+    request.Add("r1");
+    request.Add("r2");
+    clock.Advance(std::chrono::hours(1));
+    EXPECT_TRUE(in_flight.Protects("r1", 10)) << "running, however long";
+    EXPECT_TRUE(in_flight.Protects("r2", 10));
+  }
+  EXPECT_TRUE(in_flight.Protects("r1", 10));
+  clock.Advance(std::chrono::seconds(9));
+  EXPECT_TRUE(in_flight.Protects("r2", 10));
+  clock.Advance(std::chrono::seconds(1));
+  EXPECT_FALSE(in_flight.Protects("r1", 10));
+  EXPECT_FALSE(in_flight.Protects("r2", 10));
+  // A request without a registry tracks nothing.
+  RegionsInFlight::Request untracked(nullptr);
+  untracked.Add("r3");
+  EXPECT_FALSE(in_flight.Protects("r3", 10));
+}
+
 }  // namespace
 }  // namespace tessera::node

@@ -20,10 +20,11 @@ MpsDaemonsOptions OptionsOf(const NodeConfig& config) {
 }  // namespace
 
 MpsNode::MpsNode(const NodeConfig& config, kube::Client* client, std::function<std::string()> new_region_name,
-                 std::unique_ptr<ControlProgram> program)
+                 std::unique_ptr<ControlProgram> program, RegionsInFlight* in_flight)
     : config_(config),
       client_(client),
       new_region_name_(std::move(new_region_name)),
+      in_flight_(in_flight),
       daemons_(OptionsOf(config),
                program ? std::move(program)
                        : SystemControlProgram(config.mps_control_binary, std::chrono::seconds(10)),
@@ -36,7 +37,7 @@ MpsNode::~MpsNode() = default;
 void MpsNode::InstallHook(sharing::SharingManager& sharing) {
   sharing.SetContainerSetup(
       core::SharingMode::kMps,
-      MpsContainerSetup(&daemons_, sharing::TimesliceContainerSetup(config_, new_region_name_)));
+      MpsContainerSetup(&daemons_, sharing::TimesliceContainerSetup(config_, new_region_name_, in_flight_)));
 }
 
 void MpsNode::Start(const sharing::ModeAssignment& modes, const std::vector<core::Gpu>& discovered) {

@@ -35,8 +35,10 @@ class MpsNode {
  public:
   // `config` and `client` (null: no Events) must outlive it. `program` null:
   // the config's mps_control_binary, run for real.
+  // `in_flight` (may be null) registers the containers' regions while they
+  // are made (node/regions_in_flight.h).
   MpsNode(const NodeConfig& config, kube::Client* client, std::function<std::string()> new_region_name,
-          std::unique_ptr<ControlProgram> program = nullptr);
+          std::unique_ptr<ControlProgram> program = nullptr, RegionsInFlight* in_flight = nullptr);
   ~MpsNode();
 
   void InstallHook(sharing::SharingManager& sharing);
@@ -56,6 +58,7 @@ class MpsNode {
   const NodeConfig& config_;
   kube::Client* const client_;
   const std::function<std::string()> new_region_name_;
+  RegionsInFlight* const in_flight_;
   std::vector<core::Gpu> discovered_;  // Start; then read-only
   MpsDaemons daemons_;
 };

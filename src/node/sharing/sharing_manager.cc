@@ -92,10 +92,11 @@ SharingManager::~SharingManager() {
 }
 
 Status SharingManager::Prepare(const std::vector<core::Gpu>& gpus,
-                               std::function<std::string()> new_region_name) {
+                               std::function<std::string()> new_region_name, RegionsInFlight* in_flight) {
   discovered_ = gpus;
   if (setups_.count(core::SharingMode::kTimeslice) == 0) {
-    setups_[core::SharingMode::kTimeslice] = TimesliceContainerSetup(config_, std::move(new_region_name));
+    setups_[core::SharingMode::kTimeslice] =
+        TimesliceContainerSetup(config_, std::move(new_region_name), in_flight);
   }
   if (client_ != nullptr && IsDirectory(config_.nvidia_config_file)) {
     // The label decides at start too: the Node read once (the watch follows it later).

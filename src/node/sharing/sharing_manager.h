@@ -39,6 +39,7 @@
 #include "node/config.h"
 #include "node/file_identity.h"
 #include "node/plugin_server.h"
+#include "node/regions_in_flight.h"
 #include "node/registrar.h"
 #include "node/sharing/container_setup.h"
 #include "node/sharing/gpu_modes.h"
@@ -77,7 +78,8 @@ class SharingManager {
   // Resolves the modes of the discovered `gpus` (physical memory), reading
   // nvidia_config_file. An error is a bad configuration; it names the key or
   // file and the node should not start.
-  Status Prepare(const std::vector<core::Gpu>& gpus, std::function<std::string()> new_region_name);
+  Status Prepare(const std::vector<core::Gpu>& gpus, std::function<std::string()> new_region_name,
+                 RegionsInFlight* in_flight = nullptr);
 
   ModeAssignment modes() const;
   // Whether `uuid` is advertised as replicas here (and so not by the vGPU plugin).

@@ -5,9 +5,9 @@
 
 namespace tessera::node::sharing {
 
-ContainerSetup TimesliceContainerSetup(const NodeConfig& config,
-                                       std::function<std::string()> new_region_name) {
-  return [&config, new_region_name](const ShareRequest& share) -> Result<ContainerEdits> {
+ContainerSetup TimesliceContainerSetup(const NodeConfig& config, std::function<std::string()> new_region_name,
+                                       RegionsInFlight* in_flight) {
+  return [&config, new_region_name, in_flight](const ShareRequest& share) -> Result<ContainerEdits> {
     NodeConfig replica_config = config;
     replica_config.resource_name = share.resource_name;  // the region's record names the replicas' resource
     replica_config.visible_devices = VisibleDevicesMode::kDeviceIds;
@@ -23,7 +23,8 @@ ContainerSetup TimesliceContainerSetup(const NodeConfig& config,
     }
     v1beta1::ContainerAllocateRequest request;
     for (const auto& id : share.device_ids) request.add_devices_ids(id);
-    AllocateContext context{&replica_config, &gpus, new_region_name};
+    RegionsInFlight::Request request_in_flight(in_flight);
+    AllocateContext context{&replica_config, &gpus, new_region_name, &request_in_flight};
     TESSERA_ASSIGN_OR_RETURN(const v1beta1::ContainerAllocateResponse answer,
                              AllocateContainer(context, request));
     ContainerEdits edits;

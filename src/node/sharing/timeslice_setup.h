@@ -19,12 +19,14 @@
 #include <string>
 
 #include "node/config.h"
+#include "node/regions_in_flight.h"
 #include "node/sharing/container_setup.h"
 
 namespace tessera::node::sharing {
 
-// `config` must outlive the hook.
-ContainerSetup TimesliceContainerSetup(const NodeConfig& config,
-                                       std::function<std::string()> new_region_name);
+// `config` (and `in_flight`, when given: each call's region is registered
+// there until the call returns, node/regions_in_flight.h) must outlive the hook.
+ContainerSetup TimesliceContainerSetup(const NodeConfig& config, std::function<std::string()> new_region_name,
+                                       RegionsInFlight* in_flight = nullptr);
 
 }  // namespace tessera::node::sharing
