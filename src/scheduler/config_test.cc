@@ -131,5 +131,20 @@ TEST(ConfigTest, TakeoverSettleDefaultsToTheApiTimeoutAndCanBeSetOrSwitchedOff) 
   EXPECT_NE(ConfigKeysHelp().find("leaderElection.takeoverSettleSeconds"), std::string::npos);
 }
 
+TEST(ConfigTest, GpuPreemptionIsOnByDefaultAndCanBeSwitchedOff) {
+  SchedulerConfig c;
+  EXPECT_TRUE(c.preemption.enabled);
+  EXPECT_EQ(c.preemption.pod_retry, std::chrono::seconds(10));
+  EXPECT_NE(ConfigKeysHelp().find("preemption.enabled"), std::string::npos);
+  ASSERT_TRUE(ApplyConfigYaml("preemption: {enabled: false, podRetrySeconds: 3}\n", "test.yaml", c).ok());
+  EXPECT_FALSE(c.preemption.enabled);
+  EXPECT_EQ(c.preemption.pod_retry, std::chrono::seconds(3));
+  auto zero = ApplyConfigYaml("preemption: {podRetrySeconds: 0}\n", "test.yaml", c);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message.find("preemption.podRetrySeconds"), std::string::npos)
+      << zero.error().message;
+  EXPECT_EQ(c.preemption.pod_retry, std::chrono::seconds(3));
+}
+
 }  // namespace
 }  // namespace tessera::scheduler

@@ -132,6 +132,7 @@ GpuPreemptionDecision DecideGpuPreemption(const ClusterState& state, const PodLo
   std::optional<Candidate> best;
   size_t candidates = 0;
   bool any_lower = false;
+  bool room_possible = false;  // some node would fit it with every pod gone
   std::set<std::string_view> seen;
   for (const std::string& node : nodes) {
     if (!seen.insert(node).second || !usable.count(node)) continue;
@@ -152,6 +153,7 @@ GpuPreemptionDecision DecideGpuPreemption(const ClusterState& state, const PodLo
       core::NodeState emptied = *view;
       for (const auto& [pod_key, allocation] : on_node) (void)emptied.Release(SplitByKind(allocation).vgpu);
       if (!core::FitNode(emptied, request).fits) continue;
+      room_possible = true;
     }
     core::NodeState leaving = *view;  // without the pods already terminating
     bool terminating = false;
@@ -211,10 +213,14 @@ GpuPreemptionDecision DecideGpuPreemption(const ClusterState& state, const PodLo
     if (candidates >= kEnoughCandidates && best->cost.pdb == 0) break;
   }
   if (!best) {
-    out.reason = any_lower ? "removing its lower-priority GPU pods makes room on none of the " +
-                                 std::to_string(seen.size()) + " node(s)"
-                           : "no GPU pod of lower priority that would make room runs on the " +
-                                 std::to_string(seen.size()) + " node(s)";
+    const std::string over = " of the " + std::to_string(seen.size()) + " node(s) it was given";
+    if (!room_possible) {
+      out.reason = "it fits on none" + over + " even with every pod there gone";
+    } else if (!any_lower) {
+      out.reason = "no GPU pod of lower priority runs where its removal could make room, on any" + over;
+    } else {
+      out.reason = "removing pods of lower priority makes room on none" + over;
+    }
     return out;
   }
   GpuPreemptionPlan plan{best->node, std::move(best->victims), best->cost.pdb};

@@ -123,6 +123,7 @@ TEST_F(DecisionTest, NothingWhenItWouldNotHelp) {
   // Larger than any GPU.
   GpuPreemptionDecision big = Decide(Preemptor(20000));
   EXPECT_FALSE(big.plan);
+  EXPECT_EQ(big.reason, "it fits on none of the 2 node(s) it was given even with every pod there gone");
   // It fits already (a free GPU on a third node).
   state_->UpsertNode(NodeWithGpus("free", 3, 1, 16384));
   GpuPreemptionDecision fits = Decide(Preemptor(12000), {"n", "free"});

@@ -19,7 +19,20 @@
 //    the preemptor binds there, and its hold ends. That test writes the
 //    nomination through the API (a status PATCH, as kube-scheduler does), so
 //    tests/integration/security leaves it out of the calls it records.
+// These tests switch off the scheduler's own GPU preemption
+// (preemption.enabled), which would otherwise act on the pods they leave
+// unschedulable. GpuPreemptionTest below covers it: there the test plays
+// kube-scheduler with filter, prioritize and bind only, as kube-scheduler
+// does when its own dry run finds no victims (GPU room is all that is short),
+// and checks that the scheduler itself deletes the useful victims and
+// nominates the pod, that the pod binds to the freed GPU while a
+// lower-priority pod cannot take it, that nothing is preempted when it would
+// not help, that a PodDisruptionBudget steers the choice, that a pod whose
+// allocation annotation is corrupt is left alone, and that a delete the API
+// server fails stops the attempt and withdraws the nomination.
 #include "fixture.h"
+
+#include "base/log.h"
 
 namespace tessera::scheduler::it {
 namespace {
@@ -35,7 +48,9 @@ class PreemptionTest : public SchedulerIntegrationTest {
     }
     // A node whose one GPU is too small for the preemptor whatever goes.
     ASSERT_TRUE(server_->CreateObject("nodes", testing::NodeWithGpus("small", 9, 1, 8192, 10)).ok());
-    scheduler_ = StartScheduler(Config());
+    SchedulerConfig config = Config();
+    config.preemption.enabled = gpu_preemption_;
+    scheduler_ = StartScheduler(config);
     kube::ClientOptions o;
     o.qps = 0;
     client_ = ::tessera::testing::ClientOfApiServer(server_->url(), o, std::chrono::milliseconds(2000));
@@ -115,6 +130,7 @@ class PreemptionTest : public SchedulerIntegrationTest {
   }
 
   std::shared_ptr<kube::Client> client_;
+  bool gpu_preemption_ = false;  // preemption.enabled
 };
 
 TEST_F(PreemptionTest, TrimsToTheMinimalUsefulVictims) {
@@ -214,6 +230,157 @@ TEST_F(PreemptionTest, MalformedArgumentsAreRefusedOverHttp) {
   EXPECT_EQ(status, 400);
   EXPECT_EQ(body.value("Error", ""), "ExtenderPreemptionArgs carries no Pod");
   EXPECT_EQ(scheduler_->state().HoldCount(), 0u);
+}
+
+// The scheduler's own GPU preemption, started by filter. No test code here
+// writes through a tessera client: tests/integration/security records the
+// scheduler's calls from these tests (delete pods, patch pods/status, create
+// events).
+class GpuPreemptionTest : public PreemptionTest {
+ protected:
+  GpuPreemptionTest() { gpu_preemption_ = true; }
+
+  bool Exists(const std::string& name) const {
+    return server_->GetObject("pods", "default", name).has_value();
+  }
+
+  std::string NominatedNode(const std::string& name) const {
+    auto pod = server_->GetObject("pods", "default", name);
+    if (!pod || !pod->contains("status")) return "";
+    return (*pod)["status"].value("nominatedNodeName", "");
+  }
+
+  // The Events recorded on pod `name` with `reason`.
+  std::vector<std::string> Events(const std::string& name, const std::string& reason) const {
+    std::vector<std::string> out;
+    for (const Json& e : server_->ListObjects("events")) {
+      if (e["involvedObject"].value("name", "") == name && e.value("reason", "") == reason) {
+        out.push_back(e.value("message", ""));
+      }
+    }
+    return out;
+  }
+
+  GpuPreemptor& preemptor() { return scheduler_->preemptor(); }
+};
+
+TEST_F(GpuPreemptionTest, DeletesOnlyTheUsefulVictimsAndThePodBindsToTheFreedGpu) {
+  Fill(0, /*p0=*/1, /*p1=*/5);
+  Fill(1, /*p0=*/3, /*p1=*/3);
+  // A pod whose allocation annotation is corrupt: tessera does not account it, and never deletes it.
+  Json broken = Pod("broken", 0, 1000);
+  broken["spec"]["nodeName"] = "node-0";
+  broken["metadata"]["annotations"]["tessera.io/allocation"] = "{not json";
+  ASSERT_TRUE(server_->CreateObject("pods", broken).ok());
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().pods == 8; }));
+  const std::vector<std::string> all = {"node-0", "node-1", "small"};
+
+  // Larger than any GPU: nothing would help, nothing is preempted.
+  Place(Pod("huge", 2000, 20000), all, Outcome::kUnschedulable);
+  ASSERT_TRUE(WaitFor([&] { return preemptor().counters().not_helpful >= 1 && preemptor().Idle(); }));
+  EXPECT_EQ(preemptor().counters().victims, 0u);
+  EXPECT_TRUE(NominatedNode("huge").empty());
+
+  // Fits nowhere for GPU room only: the two priority-1 halves of node-0's GPU 0 go.
+  Json high = Place(Pod("high", 1000, 12000), all, Outcome::kUnschedulable);
+  ASSERT_TRUE(WaitFor([&] { return !Exists("low-0-0a") && !Exists("low-0-0b") && preemptor().Idle(); }));
+  EXPECT_EQ(NominatedNode("high"), "node-0");
+  for (const char* kept :
+       {"low-0-1a", "low-0-1b", "low-1-0a", "low-1-0b", "low-1-1a", "low-1-1b", "broken"}) {
+    EXPECT_TRUE(Exists(kept)) << kept;
+  }
+  EXPECT_EQ(preemptor().counters().victims, 2u);
+  EXPECT_EQ(preemptor().counters().preemptions, 1u);
+  // Why, on the victims and the preemptor.
+  auto preempted = Events("low-0-0a", "Preempted");
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_NE(preempted[0].find("Preempted by pod " + high["metadata"].value("uid", "") + " on node node-0"),
+            std::string::npos)
+      << preempted[0];
+  auto preempting = Events("high", "Preempting");
+  ASSERT_EQ(preempting.size(), 1u);
+  EXPECT_NE(preempting[0].find("default/low-0-0a (priority 1), default/low-0-0b (priority 1)"),
+            std::string::npos)
+      << preempting[0];
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().HoldCount() == 1; }));
+
+  // Meanwhile a lower-priority pod that would fit in the freed GPU does not get it.
+  auto late = server_->CreateObject("pods", Pod("late", 2, 8000));
+  ASSERT_TRUE(late.ok());
+  Attempt refused = ScheduleOnce(scheduler_->port(), *late, {"node-0", "node-1"});
+  EXPECT_EQ(refused.outcome, Outcome::kUnschedulable) << refused.message;
+  EXPECT_NE(refused.message.find("held for a pod nominated there after preemption"), std::string::npos)
+      << refused.message;
+
+  // kube-scheduler tries the pod again: it binds to the freed GPU.
+  Attempt bound =
+      ScheduleOnce(scheduler_->port(), server_->GetObject("pods", "default", "high").value(), all);
+  ASSERT_EQ(bound.outcome, Outcome::kBound) << bound.message;
+  EXPECT_EQ(bound.message, "node-0");
+  auto allocation = core::DecodeAllocation(server_->GetObject("pods", "default", "high")
+                                               .value()["metadata"]["annotations"]
+                                               .value("tessera.io/allocation", ""));
+  ASSERT_TRUE(allocation.ok());
+  EXPECT_EQ(allocation->containers[0].devices[0].uuid, testing::GpuUuid(1, 0));
+  EXPECT_TRUE(WaitFor([&] { return scheduler_->state().HoldCount() == 0; }));
+  EXPECT_TRUE(Exists("late"));
+  EXPECT_TRUE(preemptor().Idle());
+  EXPECT_EQ(preemptor().counters().victims, 2u);  // late (priority 2) could preempt nothing
+}
+
+TEST_F(GpuPreemptionTest, AvoidsAVictimGuardedByAPodDisruptionBudget) {
+  // node-0's GPU 0 holds the lowest priority, but its pods may not be disrupted.
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    for (const char* half : {"a", "b"}) {
+      const std::string name = "low-0-" + std::to_string(gpu) + half;
+      Place(Pod(name, gpu == 0 ? 1 : 5, 8000, 1, gpu, gpu == 0 ? Json{{"app", "guarded"}} : Json::object()),
+            {"node-0"});
+    }
+  }
+  Fill(1, /*p0=*/3, /*p1=*/3);
+  ASSERT_TRUE(
+      server_
+          ->CreateObject("poddisruptionbudgets", Json::parse(R"({"metadata":{"name":"guard","namespace":
+                    "default"},"spec":{"selector":{"matchLabels":{"app":"guarded"}}},
+                    "status":{"disruptionsAllowed":0}})"))
+          .ok());
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().pods == 8; }));
+  Place(Pod("high", 1000, 12000), {"node-0", "node-1"}, Outcome::kUnschedulable);
+  ASSERT_TRUE(WaitFor([&] { return preemptor().counters().preemptions == 1 && preemptor().Idle(); }));
+  EXPECT_EQ(NominatedNode("high"), "node-1");
+  EXPECT_TRUE(Exists("low-0-0a"));
+  EXPECT_TRUE(Exists("low-0-0b"));
+  // One GPU of node-1 emptied: two priority-3 pods.
+  const int gone = !Exists("low-1-0a") + !Exists("low-1-0b") + !Exists("low-1-1a") + !Exists("low-1-1b");
+  EXPECT_EQ(gone, 2);
+  EXPECT_TRUE((!Exists("low-1-0a") && !Exists("low-1-0b")) || (!Exists("low-1-1a") && !Exists("low-1-1b")));
+}
+
+TEST_F(GpuPreemptionTest, ADeleteTheApiServerFailsStopsTheAttemptAndWithdrawsTheNomination) {
+  Fill(0, /*p0=*/1, /*p1=*/5);
+  Fill(1, /*p0=*/5, /*p1=*/5);
+  ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().pods == 8; }));
+  ::tessera::testing::Fault fault;
+  fault.method = "DELETE";
+  fault.path_contains = "/pods/low-0-0b";
+  fault.status = 500;
+  server_->AddFault(fault);
+  log::Capture capture;
+  Place(Pod("high", 1000, 12000), {"node-0", "node-1"}, Outcome::kUnschedulable);
+  ASSERT_TRUE(WaitFor([&] { return preemptor().counters().failures == 1 && preemptor().Idle(); }));
+  server_->ClearFaults();
+  EXPECT_FALSE(Exists("low-0-0a"));  // deleted before the failure
+  EXPECT_TRUE(Exists("low-0-0b"));
+  for (const char* kept : {"low-0-1a", "low-0-1b", "low-1-0a", "low-1-0b", "low-1-1a", "low-1-1b"}) {
+    EXPECT_TRUE(Exists(kept)) << kept;
+  }
+  EXPECT_TRUE(NominatedNode("high").empty());
+  EXPECT_TRUE(WaitFor([&] { return scheduler_->state().HoldCount() == 0; }));
+  EXPECT_TRUE(Events("high", "Preempting").empty());
+  auto lines = capture.Matching("gpu preemption failed");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("cannot delete victim default/low-0-0b"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("deleted=default/low-0-0a"), std::string::npos) << lines[0];
 }
 
 }  // namespace
