@@ -308,7 +308,8 @@ Status Agent::Start() {
   });
 
   if (config_.ld_so_preload) TESSERA_RETURN_IF_ERROR(WritePreloadFile(config_));
-  if (::access(config_.libvgpu_host_path.c_str(), R_OK) != 0) {
+  // Only Allocate needs libvgpu on the host; the enforcement-only role serves none.
+  if (config_.device_plugin && ::access(config_.libvgpu_host_path.c_str(), R_OK) != 0) {
     log::Warn("libvgpu is not there yet: Allocate refuses GPU containers until it is",
               {{"path", config_.libvgpu_host_path}});
   }

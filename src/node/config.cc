@@ -466,6 +466,11 @@ Status Validate(const NodeConfig& c) {
     return Error{"dra_region_dir must not be region_host_dir ('" + c.region_host_dir +
                  "'): tessera-dra's claim regions and tessera-node's own are kept apart"};
   }
+  if (!c.device_plugin && c.dra_region_dir.empty()) {
+    return Error{
+        "device_plugin false (the enforcement-only role beside tessera-dra) needs dra_region_dir: "
+        "without the device plugin and without claims' regions there is nothing to meter or enforce"};
+  }
   TESSERA_RETURN_IF_ERROR(mig::ValidateMigSettings(c));
   return sharing::ValidateSharingSettings(c);
 }
