@@ -96,8 +96,9 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
   memory.assign(gpus.size(), 0);
   cores.assign(gpus.size(), 0);
   key.assign(gpus.size(), 0);
+  const auto& views = node.gpu_views();
   for (size_t i = 0; i < gpus.size(); ++i) {
-    GpuCheck check = CheckGpu(gpus[i], req, filter, pending[i]);
+    GpuCheck check = CheckGpuOf(node, static_cast<int>(i), req, filter, pending[i]);
     if (!check.fits()) {
       if (rejections) {
         rejections->push_back({req.name, static_cast<int>(i), gpus[i].gpu.uuid, check,
@@ -108,7 +109,7 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
     memory[i] = check.memory_mib;
     cores[i] = check.cores;
     // Free milli once this pod's earlier containers are added: the ordering key.
-    key[i] = gpus[i].free_milli_with(pending[i]);
+    key[i] = views[i].free_milli_with(pending[i]);
     candidates.push_back(static_cast<int>(i));
   }
   if (static_cast<int>(candidates.size()) < req.gpus) return false;
@@ -120,7 +121,7 @@ bool PlaceContainer(const NodeState& node, const ContainerRequest& req, const Gp
   });
   std::vector<int> chosen = ChooseGpus(node, candidates, req.gpus);
   out.slices.clear();
-  for (int g : chosen) out.slices.push_back({g, memory[g], cores[g], gpus[g].gpu.mode == SharingMode::kMps});
+  for (int g : chosen) out.slices.push_back({g, memory[g], cores[g], views[g].mps});
   return true;
 }
 
@@ -219,6 +220,40 @@ GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& c, const GpuFilte
   if (r.memory_mib > free_memory)
     return {GpuReason::kInsufficientMemory, r.memory_mib, r.memory_mib, free_memory};
   int free_cores = gpu.free_cores() - pending.cores;
+  if (r.cores > free_cores) return {GpuReason::kInsufficientCores, r.memory_mib, r.cores, free_cores};
+  return r;
+}
+
+namespace {
+
+bool NoGpuFilter(const GpuFilter& filter) {
+  return filter.use_uuids.empty() && filter.nouse_uuids.empty() && filter.use_types.empty() &&
+         filter.nouse_types.empty();
+}
+
+}  // namespace
+
+GpuCheck CheckGpuOf(const NodeState& node, int gpu, const ContainerRequest& c, const GpuFilter& filter,
+                    const GpuUsage& pending) {
+  const GpuFitView& v = node.gpu_views()[gpu];
+  if (!v.usable || c.share != ShareKind::kVgpu || !NoGpuFilter(filter)) {
+    return CheckGpu(node.gpus()[gpu], c, filter, pending);
+  }
+  // CheckGpu's steps for a healthy vGPU-mode GPU that no unplaced pod holds,
+  // a vGPU slice and no filter: the mode, UUID and type checks pass.
+  GpuCheck r;
+  const int slots_used = v.slots_used + pending.slots;
+  r.cores = c.cores;
+  if (v.exclusive || pending.exclusive) return {GpuReason::kHeldExclusively};
+  if (r.cores >= 100 && slots_used > 0) return {GpuReason::kNeedsExclusive, 0, 0, slots_used};
+  if (slots_used >= v.slots) return {GpuReason::kNoFreeSlot, 0, v.slots, 0};
+  r.memory_mib = c.memory_percent    ? v.memory_mib * *c.memory_percent / 100
+                 : c.memory_mib == 0 ? v.memory_mib
+                                     : c.memory_mib;
+  const int64_t free_memory = v.free_memory_mib - pending.memory_mib;
+  if (r.memory_mib > free_memory)
+    return {GpuReason::kInsufficientMemory, r.memory_mib, r.memory_mib, free_memory};
+  const int free_cores = v.free_cores - pending.cores;
   if (r.cores > free_cores) return {GpuReason::kInsufficientCores, r.memory_mib, r.cores, free_cores};
   return r;
 }
@@ -376,6 +411,30 @@ FitResult FitNode(const NodeState& node, const PodRequest& pod, GpuOrder order) 
   }
   r.fits = true;
   return r;
+}
+
+bool FitsNode(const NodeState& node, const PodRequest& pod) {
+  if (node.tracks_cpu() && pod.cpu_milli > node.free_cpu_milli()) return false;
+  if (node.tracks_memory() && pod.host_memory_mib > node.free_host_memory_mib()) return false;
+  const ContainerRequest* app = nullptr;
+  for (const ContainerRequest& c : pod.containers) {
+    if (c.gpus <= 0) continue;
+    if (app) return FitNode(node, pod).fits;  // a later container sees what earlier ones took
+    app = &c;
+  }
+  // One app container, and init containers each alone against the node (as
+  // FitNode places them): each fits where enough GPUs pass the check.
+  const int n = static_cast<int>(node.gpus().size());
+  auto enough = [&](const ContainerRequest& c) {
+    int passing = 0;
+    for (int g = 0; g < n && passing < c.gpus; ++g) passing += CheckGpuOf(node, g, c, pod.filter).fits();
+    return passing >= c.gpus;
+  };
+  if (app && !enough(*app)) return false;
+  for (const ContainerRequest& c : pod.init_containers) {
+    if (c.gpus > 0 && !enough(c)) return false;
+  }
+  return true;
 }
 
 PodAllocation ToAllocation(const NodeState& node, const PodRequest& pod, const Placement& placement) {

@@ -76,6 +76,13 @@ struct GpuCheck {
 GpuCheck CheckGpu(const GpuState& gpu, const ContainerRequest& container, const GpuFilter& filter,
                   const GpuUsage& pending = {});
 
+// CheckGpu(node.gpus()[gpu], ...), the same verdict, reading the node's
+// compact view of the GPU (NodeState::gpu_views) in the usual case — a vGPU
+// slice on a usable vGPU-mode GPU, no UUID or type filter — and the whole
+// GpuState otherwise. What the per-node loops of the scheduler call.
+GpuCheck CheckGpuOf(const NodeState& node, int gpu, const ContainerRequest& container,
+                    const GpuFilter& filter, const GpuUsage& pending = {});
+
 // Case-insensitive substring match of the model against use/nouse types, and
 // exact match of the UUID against use/nouse UUIDs.
 bool TypeAllowed(const GpuFilter& filter, std::string_view model);
@@ -149,6 +156,12 @@ std::vector<int> ChooseGpus(const NodeState& node, std::span<const int> candidat
 // Does `pod` fit on `node`? When it does, `placement` is the one the GpuOrder
 // and topology preference pick.
 FitResult FitNode(const NodeState& node, const PodRequest& pod, GpuOrder order = GpuOrder::kBinpack);
+
+// FitNode(node, pod).fits, without building a placement or a message (the
+// extender's filter asks only this, then FitNode for the reason of a node that
+// does not fit). Pods with one GPU app container are counted directly; others
+// go through FitNode, where each container sees the GPUs earlier ones took.
+bool FitsNode(const NodeState& node, const PodRequest& pod);
 
 // The allocation to write into the pod / apply to the node.
 PodAllocation ToAllocation(const NodeState& node, const PodRequest& pod, const Placement& placement);

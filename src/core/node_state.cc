@@ -92,6 +92,21 @@ int NodeState::IndexOf(const std::string& uuid) const {
 void NodeState::Recount() {
   free_milli_total_ = 0;
   idle_gpus_ = 0;
+  views_.resize(gpus_.size());
+  for (size_t i = 0; i < gpus_.size(); ++i) {
+    const GpuState& g = gpus_[i];
+    GpuFitView& v = views_[i];
+    v.memory_mib = g.gpu.memory_mib;
+    v.free_memory_mib = g.free_memory_mib();
+    v.cores = g.gpu.cores;
+    v.free_cores = g.free_cores();
+    v.slots = g.gpu.slots;
+    v.slots_used = g.used.slots;
+    v.free_milli = g.free_milli();
+    v.usable = g.gpu.usable();
+    v.exclusive = g.used.exclusive;
+    v.mps = g.gpu.mode == SharingMode::kMps;
+  }
   for (const GpuState& g : gpus_) {
     if (!g.gpu.usable()) continue;
     free_milli_total_ += g.free_milli();

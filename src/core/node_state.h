@@ -49,6 +49,37 @@ struct GpuState {
   std::string Overcommit() const;
 };
 
+// The fields of one GPU that the fit check and the scoring policies read for
+// every GPU of every node, side by side: a GpuState spans several cache lines,
+// mostly strings and lists those reads never touch, and over 5,000 nodes × 8
+// GPUs reading it was most of a cold filter's or prioritize's time. NodeState
+// keeps one per GPU in step with gpus() (rebuilt on every change of usage or
+// health); each field is the GpuState value named beside it.
+struct GpuFitView {
+  int64_t memory_mib = 0;       // gpu.memory_mib
+  int64_t free_memory_mib = 0;  // free_memory_mib()
+  int cores = 0;                // gpu.cores
+  int free_cores = 0;           // free_cores()
+  int slots = 0;                // gpu.slots
+  int slots_used = 0;           // used.slots
+  int free_milli = 0;           // free_milli()
+  bool usable = false;          // gpu.usable()
+  bool exclusive = false;       // used.exclusive
+  bool mps = false;             // gpu.mode == SharingMode::kMps
+  // GpuState::free_milli_with, the same value (its arithmetic on these
+  // fields; inline: the policies call it for every candidate GPU).
+  int free_milli_with(const GpuUsage& added) const {
+    if (!usable || exclusive || added.exclusive || slots - slots_used - added.slots <= 0) return 0;
+    const int free_cores_after = free_cores - added.cores > 0 ? free_cores - added.cores : 0;
+    const int by_cores = cores > 0 ? static_cast<int>(free_cores_after * 1000LL / cores) : 0;
+    if (memory_mib <= 0) return by_cores;
+    const int64_t free_memory_after =
+        free_memory_mib - added.memory_mib > 0 ? free_memory_mib - added.memory_mib : 0;
+    const int64_t by_memory = free_memory_after * 1000 / memory_mib;
+    return static_cast<int>(by_memory < by_cores ? by_memory : by_cores);
+  }
+};
+
 // Host resources of a node (or asked by a pod). 0 capacity = not tracked.
 struct HostResources {
   int64_t cpu_milli = 0;
@@ -83,6 +114,8 @@ class NodeState {
 
   const std::string& name() const { return name_; }
   const std::vector<GpuState>& gpus() const { return gpus_; }
+  // gpus() as the fit check and the policies read them, by the same index.
+  const std::vector<GpuFitView>& gpu_views() const { return views_; }
   const HostResources& host_capacity() const { return host_capacity_; }
   const HostResources& host_used() const { return host_used_; }
   bool tracks_cpu() const { return host_capacity_.cpu_milli > 0; }
@@ -136,6 +169,7 @@ class NodeState {
 
   std::string name_;
   std::vector<GpuState> gpus_;
+  std::vector<GpuFitView> views_;  // by GPU index; rebuilt by Recount()
   HostResources host_capacity_;
   HostResources host_used_;
   std::map<int, int> workload_tags_;

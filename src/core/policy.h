@@ -63,6 +63,13 @@ class Policy {
   // Scores `pod` on `node` and picks its GPUs; nullopt when it does not fit.
   // Must depend only on (node, pod) and on policy state named by epoch().
   virtual std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const = 0;
+  // `out = Evaluate(node, pod)`, the same value, where a policy may reuse the
+  // storage of the candidate `out` holds (an evaluation cache's earlier entry)
+  // instead of allocating a placement for each of thousands of nodes.
+  virtual void EvaluateInto(const NodeState& node, const PodRequest& pod,
+                            std::optional<Candidate>& out) const {
+    out = Evaluate(node, pod);
+  }
 
   // Changes whenever internal state that Evaluate reads changes (e.g. a
   // learned workload mix), so that cached evaluations can be dropped.
@@ -133,7 +140,7 @@ struct CachedEvaluation {
   const std::optional<Candidate>& Refresh(uint64_t epoch, uint64_t version, const NodeState& node,
                                           const PodRequest& pod, const Policy& policy) {
     if (!Holds(epoch, version, policy.epoch())) {
-      candidate = policy.Evaluate(node, pod);
+      policy.EvaluateInto(node, pod, candidate);
       node_epoch = epoch;
       node_version = version;
       policy_epoch = policy.epoch();

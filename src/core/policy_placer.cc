@@ -14,7 +14,7 @@ int Placer::IndexOf(const std::string& node_name) const {
 const std::optional<Candidate>& Placer::Evaluated(int node, const PodRequest& pod, const Policy& policy,
                                                   int shape) {
   if (shape < 0) {
-    scratch_ = policy.Evaluate(nodes_[node], pod);
+    policy.EvaluateInto(nodes_[node], pod, scratch_);
     return scratch_;
   }
   if (static_cast<size_t>(shape) >= cache_.size()) cache_.resize(shape + 1);

@@ -99,9 +99,17 @@ PreparedMix::PreparedMix(WorkloadMix mix) : mix_(std::move(mix)), table_(std::ma
 PreparedMix::~PreparedMix() = default;
 
 const int* PreparedMix::NeedsOn(const Gpu& gpu) const {
-  const bool usable = gpu.usable();
+  GpuFitView view;
+  view.usable = gpu.usable();
+  view.memory_mib = gpu.memory_mib;
+  view.cores = gpu.cores;
+  return NeedsOn(view, gpu);
+}
+
+const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
+  const bool usable = view.usable;
   auto same = [&](const Kind& k) {
-    return k.usable == usable && k.memory_mib == gpu.memory_mib && k.cores == gpu.cores &&
+    return k.usable == usable && k.memory_mib == view.memory_mib && k.cores == view.cores &&
            (!filters_models_ || k.model == gpu.model);
   };
   for (const Kind* k = table_->head.load(std::memory_order_acquire); k != nullptr; k = k->next) {
@@ -152,22 +160,24 @@ void FragmentationMeter::Init(bool demand_weighted) {
   const size_t g_count = gpus.size();
   int* free = free_.Reset(g_count);
   const int** need = need_.Reset(g_count);
+  const auto& views = node_.gpu_views();
   for (size_t g = 0; g < g_count; ++g) {
-    free[g] = gpus[g].free_milli();
+    const GpuFitView& v = views[g];
+    free[g] = v.free_milli;
     total_free_ += free[g];
-    const Gpu& gpu = gpus[g].gpu;
     // The same kind of GPU as the previous one (usable alike, same memory and
     // model) takes its needs. Without a model filter in the mix the needs do
     // not depend on the model, so with equal compute too the model need not
     // be read (a string elsewhere in memory: reading it for every GPU was a
-    // fifth of a cold prioritize).
+    // fifth of a cold prioritize), nor anything outside the compact views.
     bool same_kind = false;
     if (g > 0) {
-      const Gpu& prev = gpus[g - 1].gpu;
-      same_kind = gpu.usable() == prev.usable() && gpu.memory_mib == prev.memory_mib &&
-                  ((!mix_.filters_models() && gpu.cores == prev.cores) || gpu.model == prev.model);
+      const GpuFitView& prev = views[g - 1];
+      same_kind =
+          v.usable == prev.usable && v.memory_mib == prev.memory_mib &&
+          ((!mix_.filters_models() && v.cores == prev.cores) || gpus[g].gpu.model == gpus[g - 1].gpu.model);
     }
-    need[g] = same_kind ? need[g - 1] : mix_.NeedsOn(gpu);
+    need[g] = same_kind ? need[g - 1] : mix_.NeedsOn(v, gpus[g].gpu);
   }
   shapes_ = mix_.size();
   int* fit = fit_.Reset(shapes_);
@@ -306,27 +316,53 @@ void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const in
   const int64_t* mem_need = mix_.memory_mib();
   bool one_kind = total_free_ < INT_MAX / 2;
   for (size_t k = 1; k < n && one_kind; ++k) one_kind = col[k] == col[0];
-  if (one_kind && n > 0) {
-    // Usual case, GPUs of one kind: branch-free 32-bit counts (the sums are
-    // at most the node's free milli), the same products and sums.
+  if (one_kind && n > 0 && n <= 8) {
+    // Usual case, GPUs of one kind and at most eight distinct candidates:
+    // 32-bit counts (the sums are at most the node's free milli), four
+    // candidates at a time in 128-bit vectors (GCC's vector extensions: SSE2
+    // on x86-64, NEON on arm64), the sums held in registers. Every lane takes
+    // the scalar steps — fit = fit0 − (b ≥ need) + (a ≥ need), small = small0
+    // − (b if b < need) + (a if a < need), v = small if the shape fits else
+    // the total, out += w × v — element by element, with no fused
+    // multiply-add, so each sum is AfterOne's bit for bit. Lanes past n repeat
+    // candidate 0 and are dropped.
+    using I4 = int32_t __attribute__((vector_size(16)));
+    using D2 = double __attribute__((vector_size(16)));
+    I4 b4[2], a4[2], t4[2];
+    for (size_t k = 0; k < 8; ++k) {
+      const size_t c = k < n ? k : 0;
+      b4[k / 4][k % 4] = before[c];
+      a4[k / 4][k % 4] = after[c];
+      t4[k / 4][k % 4] = static_cast<int32_t>(total[c]);
+    }
+    D2 sum[4] = {};
     const int* need = col[0];
+    const size_t blocks = n > 4 ? 2 : 1;
     for (size_t m = 0; m < shapes_; ++m) {
       const int wanted = shape_gpus[m];
       const bool host_ok = wanted > 0 && !(cpu && cpu_free < cpu_need[m]) &&
                            !(mem && mem_need[m] > 0 && mem_free < mem_need[m]);
       const double w = weight_[m];
-      const int nd = need[m];
-      const int fit0 = fit_[m];
-      const int small0 = static_cast<int>(small_[m]);
-      for (size_t k = 0; k < n; ++k) {
-        const int b = before[k];
-        const int a = after[k];
-        const int fit = fit0 - (b >= nd) + (a >= nd);
-        const int small = small0 - (b < nd ? b : 0) + (a < nd ? a : 0);
-        const int v = host_ok && fit >= wanted ? small : static_cast<int>(total[k]);
-        out[k] += w * static_cast<double>(v);
+      const I4 nd = I4{} + need[m];
+      const I4 fit0 = I4{} + fit_[m];
+      const I4 small0 = I4{} + static_cast<int32_t>(small_[m]);
+      const I4 want = I4{} + wanted;
+      const I4 host = I4{} + (host_ok ? -1 : 0);
+      for (size_t j = 0; j < blocks; ++j) {
+        const I4 b = b4[j];
+        const I4 a = a4[j];
+        const I4 b_fits = b >= nd;  // -1 where true, 0 where false
+        const I4 a_fits = a >= nd;
+        const I4 fit = fit0 + b_fits - a_fits;
+        const I4 small = small0 - (b & ~b_fits) + (a & ~a_fits);
+        const I4 fits = host & (fit >= want);
+        const I4 v = (small & fits) | (t4[j] & ~fits);
+        const I4 v_high = __builtin_shufflevector(v, v, 2, 3, 2, 3);
+        sum[2 * j] += w * __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), D2);
+        sum[2 * j + 1] += w * __builtin_convertvector(__builtin_shufflevector(v_high, v_high, 0, 1), D2);
       }
     }
+    for (size_t k = 0; k < n; ++k) out[k] = sum[k / 2][k % 2];
     return;
   }
   for (size_t m = 0; m < shapes_; ++m) {
@@ -413,9 +449,9 @@ void TakenPerGpu(const NodeState& node, const Placement& placement, std::vector<
   }
   for (size_t g = 0; g < add.size(); ++g) {
     if (add[g].slots == 0) continue;
-    const GpuState& gs = node.gpus()[g];
+    const GpuFitView& v = node.gpu_views()[g];
     gpus.push_back(static_cast<int>(g));
-    milli.push_back(gs.free_milli() - gs.free_milli_with(add[g]));
+    milli.push_back(v.free_milli - v.free_milli_with(add[g]));
   }
 }
 
@@ -498,6 +534,13 @@ double FragmentationPolicy::SlotGrowth(const NodeState& node, std::span<const in
 }
 
 std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, const PodRequest& pod) const {
+  std::optional<Candidate> out;
+  EvaluateInto(node, pod, out);
+  return out;
+}
+
+void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& pod,
+                                       std::optional<Candidate>& out) const {
   const HostResources host = HostDemandOf(pod);
   const int64_t capacity = std::max<int64_t>(1, node.milli_capacity());
   // Fast path: one container with one vGPU, no init containers — every
@@ -514,8 +557,8 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   for (const ContainerRequest& c : pod.init_containers) init_gpus = init_gpus || c.gpus > 0;
   if (gpu_containers == 0 && !init_gpus && !mix_.empty()) {
     // No GPU asked: only the host resources change; no placement to choose.
-    if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
-    if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
+    if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return out.reset();
+    if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return out.reset();
     FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
     double growth = options_.slots ? SlotGrowth(node, {}, {}, host.cpu_milli)
                                    : meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
@@ -523,19 +566,23 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
     double bias = NodeBias(node);
     if (options_.cpu_only_away > 0)
       bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
-    return Candidate{Score(growth, util) + bias, {}};
+    out = Candidate{Score(growth, util) + bias, {}};
+    return;
   }
   bool simple = gpu_containers == 1 && single->gpus == 1 && pod.init_containers.empty();
   if (!simple || mix_.empty()) {
     FitResult fit = FitNode(node, pod, GpuOrder::kBinpack);
-    if (!fit.fits) return std::nullopt;
+    if (!fit.fits) return out.reset();
     std::vector<int> gpus;
     std::vector<int> milli;
     TakenPerGpu(node, fit.placement, gpus, milli);
     int64_t taken = 0;
     for (int m : milli) taken += m;
     double util_after = static_cast<double>(capacity - node.free_milli_total() + taken) / capacity;
-    if (mix_.empty()) return Candidate{util_after, std::move(fit.placement)};
+    if (mix_.empty()) {
+      out = Candidate{util_after, std::move(fit.placement)};
+      return;
+    }
     FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
     double growth = options_.slots
                         ? SlotGrowth(node, gpus, milli, host.cpu_milli)
@@ -546,11 +593,12 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
       // GPU, where its CPU strands the least GPU later.
       bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
     }
-    return Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
+    out = Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
+    return;
   }
 
-  if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return std::nullopt;
-  if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return std::nullopt;
+  if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return out.reset();
+  if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return out.reset();
   const auto& gpus = node.gpus();
   const size_t g_count = gpus.size();
   // Each GPU checked once: the resolved memory of those that fit, -1 for the
@@ -560,11 +608,11 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   int64_t* fits = fit_memory.Reset(g_count);
   bool any = false;
   for (size_t g = 0; g < g_count; ++g) {
-    GpuCheck check = CheckGpu(gpus[g], *single, pod.filter);
+    GpuCheck check = CheckGpuOf(node, static_cast<int>(g), *single, pod.filter);
     fits[g] = check.fits() ? check.memory_mib : -1;
     any = any || check.fits();
   }
-  if (!any) return std::nullopt;
+  if (!any) return out.reset();
   FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
   // The candidates: each fitting GPU, what it would have left, and what it
   // would lose. GPUs of one kind with the same free share losing the same
@@ -585,7 +633,8 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
   for (size_t g = 0; g < g_count; ++g) {
     if (fits[g] < 0) continue;
     const int gi = static_cast<int>(g);
-    free_after[g] = gpus[g].free_milli_with(GpuUsage{fits[g], single->cores, 1, single->cores >= 100});
+    free_after[g] =
+        node.gpu_views()[g].free_milli_with(GpuUsage{fits[g], single->cores, 1, single->cores >= 100});
     taken[g] = meter.free_of(gi) - free_after[g];
     size_t k = 0;
     while (k < cands && !(meter.needs_of(cand_gpu[k]) == meter.needs_of(gi) &&
@@ -632,16 +681,19 @@ std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, co
       best_memory = fits[g];
     }
   }
-  if (best < 0) return std::nullopt;
-  Candidate c;
-  c.score = best_score + NodeBias(node);
-  int index = static_cast<int>(single - pod.containers.data());
+  if (best < 0) return out.reset();
   // The slice as FitNode writes it: the GPU's resolved cores (100 on an
   // exclusive GPU) and the MPS mark, which bind commits and the node reads.
-  const GpuCheck chosen = CheckGpu(gpus[best], *single, pod.filter);
-  c.placement.containers.push_back(
-      {index, false, {{best, best_memory, chosen.cores, gpus[best].gpu.mode == SharingMode::kMps}}});
-  return c;
+  // Written over what `out` held: resize keeps the vectors' storage.
+  const GpuCheck chosen = CheckGpuOf(node, best, *single, pod.filter);
+  if (!out) out.emplace();
+  out->score = best_score + NodeBias(node);
+  out->placement.containers.resize(1);
+  ContainerPlacement& cp = out->placement.containers[0];
+  cp.container = static_cast<int>(single - pod.containers.data());
+  cp.init = false;
+  cp.slices.resize(1);
+  cp.slices[0] = {best, best_memory, chosen.cores, node.gpu_views()[best].mps};
 }
 
 }  // namespace tessera::core

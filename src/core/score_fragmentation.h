@@ -92,6 +92,9 @@ class PreparedMix {
   // usable, model filtered out); followed by the shape indices in increasing
   // need (stable), so 2 × size() ints. Valid as long as this object.
   const int* NeedsOn(const Gpu& gpu) const;
+  // The same for the GPU whose compact view is `view` (NodeState::gpu_views):
+  // `gpu` is read only when the mix filters models or the kind is new.
+  const int* NeedsOn(const GpuFitView& view, const Gpu& gpu) const;
 
   // Whether a shape of the mix asks for GPU models (use_types): without one,
   // a shape's need depends on a GPU's memory and compute only.
@@ -232,6 +235,9 @@ class FragmentationPolicy : public Policy {
 
   std::string_view name() const override { return "tessera"; }
   std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override;
+  // A one-vGPU pod's placement is written into the storage `out` holds.
+  void EvaluateInto(const NodeState& node, const PodRequest& pod,
+                    std::optional<Candidate>& out) const override;
   uint64_t epoch() const override { return epoch_; }
   void Observe(const PodRequest& pod) override;
   const WorkloadMix& mix() const { return mix_; }
