@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
 namespace tessera::core {
@@ -393,6 +394,86 @@ TEST(SharingModeFitTest, AReplicaOnlyNodeRefusesEveryTesseraRequestWithTheWayOut
   FitResult mixed = FitNode(NodeState("n", gpus), AppRequest(0, 0));
   ASSERT_TRUE(mixed.fits) << mixed.message;
   EXPECT_EQ(mixed.placement.containers[0].slices, (std::vector<SlicePlacement>{{1, 80000, 100, false}}));
+}
+
+// The scheduler's per-node loops read the compact GPU views (CheckGpuOf,
+// FitsNode, GpuFitView::free_milli_with): on random nodes — every sharing
+// mode, unhealthy and held GPUs, partly filled — with random containers,
+// filters and pending usage, they must answer exactly what CheckGpu,
+// FitNode and GpuState::free_milli_with answer.
+TEST(FitViewTest, CompactViewsAnswerWhatTheWholeGpuStateAnswers) {
+  std::mt19937_64 rng(21);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto container = [&](const std::string& name) {
+    ContainerRequest c{
+        name, uniform(0, 3), 500 * uniform(0, 40), std::nullopt, uniform(0, 4) == 0 ? 100 : uniform(0, 60),
+        0};
+    if (uniform(0, 5) == 0) c.memory_percent = uniform(1, 100);
+    const int share = uniform(0, 9);
+    c.share = share == 0 ? ShareKind::kMps : share == 1 ? ShareKind::kExclusive : ShareKind::kVgpu;
+    return c;
+  };
+  int fitting = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::vector<Gpu> gpus;
+    const int count = uniform(1, 10);
+    for (int g = 0; g < count; ++g) {
+      Gpu gpu = TestGpu("GPU-" + std::to_string(round) + "-" + std::to_string(g),
+                        uniform(0, 1) ? "NVIDIA A100-SXM4-80GB" : "Tesla T4", uniform(0, 1) ? 81920 : 16000,
+                        uniform(1, 10));
+      gpu.cores = uniform(0, 3) == 0 ? 200 : 100;
+      gpu.healthy = uniform(0, 9) != 0;
+      if (uniform(0, 14) == 0) gpu.held_by = "other/pod";
+      const int mode = uniform(0, 11);
+      gpu.mode = mode == 0   ? SharingMode::kMps
+                 : mode == 1 ? SharingMode::kExclusive
+                 : mode == 2 ? SharingMode::kTimeslice
+                 : mode == 3 ? SharingMode::kMigDynamic
+                             : SharingMode::kVgpu;
+      if (gpu.mode == SharingMode::kTimeslice || (gpu.mode == SharingMode::kMps && uniform(0, 1)))
+        gpu.replicas = uniform(1, 4);
+      gpus.push_back(gpu);
+    }
+    HostResources host;
+    if (uniform(0, 1)) host.cpu_milli = 1000 * uniform(1, 16);
+    NodeState node("n", gpus, host);
+    for (int p = 0; p < 2 * count; ++p) {
+      PodRequest pod =
+          AppRequest(500 * uniform(1, 60), uniform(0, 5) == 0 ? 100 : uniform(1, 60), uniform(1, 2));
+      FitResult fit = FitNode(node, pod, uniform(0, 1) ? GpuOrder::kBinpack : GpuOrder::kSpread);
+      if (fit.fits) (void)node.Apply(ToAllocation(node, pod, fit.placement), HostDemandOf(pod));
+    }
+    ASSERT_EQ(node.gpu_views().size(), node.gpus().size());
+    for (int q = 0; q < 10; ++q) {
+      PodRequest pod;
+      pod.cpu_milli = 1000 * uniform(0, 4);
+      for (int c = uniform(0, 2); c >= 0; --c) pod.containers.push_back(container("app" + std::to_string(c)));
+      if (uniform(0, 4) == 0) pod.init_containers.push_back(container("init"));
+      if (uniform(0, 5) == 0) pod.filter.use_types = {uniform(0, 1) ? "A100" : "T4"};
+      if (uniform(0, 7) == 0) pod.filter.nouse_uuids = {node.gpus()[0].gpu.uuid};
+      const FitResult fit = FitNode(node, pod);
+      ASSERT_EQ(FitsNode(node, pod), fit.fits) << "round " << round << " pod " << q << ": " << fit.message;
+      fitting += fit.fits;
+      for (int g = 0; g < count; ++g) {
+        const GpuUsage pending{500 * uniform(0, 20), uniform(0, 50), uniform(0, 2), uniform(0, 6) == 0};
+        for (const ContainerRequest& c : pod.containers) {
+          const GpuCheck whole = CheckGpu(node.gpus()[g], c, pod.filter, pending);
+          const GpuCheck compact = CheckGpuOf(node, g, c, pod.filter, pending);
+          ASSERT_EQ(compact.reason, whole.reason) << "round " << round << " GPU " << g;
+          EXPECT_EQ(compact.memory_mib, whole.memory_mib);
+          EXPECT_EQ(compact.asked, whole.asked);
+          EXPECT_EQ(compact.free, whole.free);
+          EXPECT_EQ(compact.cores, whole.cores);
+        }
+        ASSERT_EQ(node.gpu_views()[g].free_milli_with(pending), node.gpus()[g].free_milli_with(pending));
+        ASSERT_EQ(node.gpu_views()[g].free_milli, node.gpus()[g].free_milli());
+        ASSERT_EQ(node.gpu_views()[g].mps, node.gpus()[g].gpu.mode == SharingMode::kMps);
+      }
+    }
+  }
+  // Both answers occur often enough for the comparison to mean something.
+  EXPECT_GT(fitting, 400);
+  EXPECT_LT(fitting, 3600);
 }
 
 }  // namespace
