@@ -208,9 +208,10 @@ Status ClaimPreparer::Step(std::string_view step, bool& crash) {
 }
 
 Result<PreparedClaim> ClaimPreparer::Prepare(const std::string& ns, const std::string& name,
-                                             const std::string& uid) {
+                                             const std::string& uid,
+                                             std::chrono::steady_clock::time_point deadline) {
   std::lock_guard lock(mu_);
-  return PrepareLocked(ns, name, uid);
+  return PrepareLocked(ns, name, uid, deadline);
 }
 
 Result<PreparedClaim> ClaimPreparer::Plan(const Json& claim, const std::string& uid, GpuConfig& gpu_config) {
@@ -448,7 +449,8 @@ Status ClaimPreparer::PlanMigDevice(const MigDeviceRef& ref, const std::vector<M
 }
 
 Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const std::string& name,
-                                                   const std::string& uid) {
+                                                   const std::string& uid,
+                                                   std::chrono::steady_clock::time_point deadline) {
   if (!IsSafeUid(uid)) return Error{"claim UID '" + uid + "' is not a UID"};
   if (auto it = prepared_.find(uid); it != prepared_.end()) return it->second;
 
@@ -472,6 +474,12 @@ Result<PreparedClaim> ClaimPreparer::PrepareLocked(const std::string& ns, const 
   if (prepared.devices.empty()) {  // nothing of this driver's: nothing to make
     prepared_[uid] = prepared;
     return prepared;
+  }
+  // Before anything is made: a container given this claim and another of
+  // ours would get two limits mounts at one path.
+  if (deps_.read_pod) {
+    ContainerClaimCheck check{config_.driver_name, deps_.read_pod, deps_.read_claim, deadline};
+    TESSERA_RETURN_IF_ERROR(CheckOneClaimPerContainer(claim, check));
   }
 
   // MIG partitions: their instances, made first (their UUIDs go into the

@@ -14,6 +14,9 @@
 //     (no limit, and no other claim on it);
 //  4. applies the GpuConfig of the allocation's opaque configs for this
 //     driver (classes' first, then the claim's; later wins), strictly;
+//     and refuses the claim when a container of a pod it is reserved for
+//     would get it together with another claim of this driver
+//     (container_claims.h: their mounts would collide);
 //  5. writes the region directory, the limits directory with limits.json,
 //     and the CDI spec; then reads the claim again — a claim deleted while it
 //     was being prepared is not committed — and writes the checkpoint.
@@ -32,6 +35,7 @@
 // serialised (as the DRA helper serialises prepare and unprepare).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -45,6 +49,7 @@
 #include "base/result.h"
 #include "core/device.h"
 #include "dra/config.h"
+#include "dra/container_claims.h"
 #include "dra/gpu_config.h"
 #include "dra/mig_partitions.h"
 #include "dra/prepared_claim.h"
@@ -59,6 +64,9 @@ using ClaimReader =
 
 struct PreparerDeps {
   ClaimReader read_claim;
+  // The Pod `ns`/`name`, likewise: for the one-claim-per-container check
+  // (container_claims.h). Null skips the check (tests of other parts).
+  ClaimReader read_pod;
   // The node's GPUs now (index, UUID, memory in MiB).
   std::function<std::vector<core::Gpu>()> gpus;
   // MIG (--mig-gpus): the driver that makes and destroys instances, and the
@@ -79,7 +87,11 @@ class ClaimPreparer {
   ClaimPreparer(DraConfig config, PreparerDeps deps);
 
   Status Recover();
-  Result<PreparedClaim> Prepare(const std::string& ns, const std::string& name, const std::string& uid);
+  // Reads of the API are not started after `deadline` (an error the kubelet
+  // retries); a checkpointed claim is answered whatever the time.
+  Result<PreparedClaim> Prepare(
+      const std::string& ns, const std::string& name, const std::string& uid,
+      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());
   Status Unprepare(const std::string& uid);
 
   std::vector<PreparedClaim> Prepared() const;
@@ -90,7 +102,8 @@ class ClaimPreparer {
   std::string CdiSpecPath(const std::string& uid) const;
 
  private:
-  Result<PreparedClaim> PrepareLocked(const std::string& ns, const std::string& name, const std::string& uid);
+  Result<PreparedClaim> PrepareLocked(const std::string& ns, const std::string& name, const std::string& uid,
+                                      std::chrono::steady_clock::time_point deadline);
   // Checks everything and computes what Prepare makes: the devices and the
   // GpuConfig that applies. Changes nothing.
   Result<PreparedClaim> Plan(const nlohmann::json& claim, const std::string& uid, GpuConfig& gpu_config);

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "base/files.h"
 #include "core/allocation_codec.h"
@@ -67,6 +68,11 @@ class ClaimPreparerTest : public ::testing::Test {
       if (it == claims_.end()) return std::optional<Json>();
       return std::optional<Json>(it->second);
     };
+    deps.read_pod = [this](const std::string& ns, const std::string& name) -> Result<std::optional<Json>> {
+      auto it = pods_.find(ns + "/" + name);
+      if (it == pods_.end()) return std::optional<Json>();
+      return std::optional<Json>(it->second);
+    };
     deps.gpus = [this] { return gpus_; };
     deps.on_step = [this](std::string_view step, bool& crash) -> Status {
       if (on_step_) return on_step_(step, crash);
@@ -93,6 +99,7 @@ class ClaimPreparerTest : public ::testing::Test {
   DraConfig config_;
   std::vector<core::Gpu> gpus_;
   std::map<std::string, Json> claims_;
+  std::map<std::string, Json> pods_;  // by "namespace/name"
   bool api_down_ = false;
   int reads_ = 0;
   std::function<Status(std::string_view, bool&)> on_step_;
@@ -308,6 +315,84 @@ TEST_F(ClaimPreparerTest, OtherDriversResultsAreNotOurs) {
   ASSERT_TRUE(prepared.ok());
   EXPECT_TRUE(prepared->devices.empty());
   EXPECT_TRUE(Leftovers().empty());
+}
+
+// A pod "p" (UID "uid-p") whose containers reference the claims named
+// directly: `containers` maps a container to its claims.
+Json PodUsing(std::vector<std::pair<std::string, std::vector<std::string>>> containers) {
+  Json entries = Json::array(), list = Json::array();
+  std::set<std::string> seen;
+  for (const auto& [container, claims] : containers) {
+    Json refs = Json::array();
+    for (const auto& c : claims) {
+      refs.push_back({{"name", c}});
+      if (seen.insert(c).second) entries.push_back({{"name", c}, {"resourceClaimName", c}});
+    }
+    list.push_back({{"name", container}, {"resources", {{"claims", refs}}}});
+  }
+  return {{"metadata", {{"namespace", "default"}, {"name", "p"}, {"uid", "uid-p"}}},
+          {"spec", {{"containers", list}, {"resourceClaims", entries}}}};
+}
+
+TEST_F(ClaimPreparerTest, TwoClaimsForOneContainerAreRefusedLeavingPreparedOnesAlone) {
+  const std::string uid2 = "22222222-2222-3333-4444-555555555555";
+  const std::string uid3 = "33333333-2222-3333-4444-555555555555";
+  const Json reserved = Json::array({{{"resource", "pods"}, {"name", "p"}, {"uid", "uid-p"}}});
+  Json a = Claim("a", kUid, Json::array({Share("gpu-0", "10Gi", "30")}));
+  Json b =
+      Claim("b", uid2, Json::array({Share("gpu-1", "10Gi", "30", "bbbbbbbb-bbbb-cccc-dddd-eeeeeeeeeeee")}));
+  Json c =
+      Claim("c", uid3, Json::array({Share("gpu-1", "1Gi", "10", "cccccccc-bbbb-cccc-dddd-eeeeeeeeeeee")}));
+  a["status"]["reservedFor"] = b["status"]["reservedFor"] = c["status"]["reservedFor"] = reserved;
+  Add(a);
+  Add(b);
+  Add(c);
+  auto p = MakePreparer();
+  // "c" was prepared while the pod gave it a container of its own.
+  pods_["default/p"] = PodUsing({{"one", {"a"}}, {"two", {"b"}}, {"three", {"c"}}});
+  ASSERT_TRUE(p->Prepare("default", "c", uid3).ok());
+  const std::vector<std::string> before = Leftovers();
+
+  pods_["default/p"] = PodUsing({{"main", {"a", "b", "c"}}});
+  for (const auto& [name, uid] : {std::pair<std::string, std::string>{"a", kUid}, {"b", uid2}}) {
+    auto refused = p->Prepare("default", name, uid);
+    ASSERT_FALSE(refused.ok()) << name;
+    EXPECT_EQ(
+        refused.error().message,
+        "pod default/p: container 'main' would get 3 claims of gpu.tessera.io (default/a, default/b, "
+        "default/c), but a container may hold one: each mounts its limits at /run/tessera/limits, one "
+        "would hide the other's; ask for the devices in one claim, or give each claim its own container");
+  }
+  EXPECT_EQ(Leftovers(), before) << "no CDI spec, region or checkpoint of a or b";
+  auto kept = p->Prepare("default", "c", uid3);
+  ASSERT_TRUE(kept.ok()) << "a prepared claim is answered from its checkpoint, untouched";
+  EXPECT_EQ(p->Prepared().size(), 1u);
+
+  // The same claims in containers of their own are prepared.
+  pods_["default/p"] = PodUsing({{"one", {"a"}}, {"two", {"b"}}, {"three", {"c"}}});
+  EXPECT_TRUE(p->Prepare("default", "a", kUid).ok());
+  EXPECT_TRUE(p->Prepare("default", "b", uid2).ok());
+}
+
+TEST_F(ClaimPreparerTest, OneClaimWithTwoGpusMountsItsSliceOnce) {
+  // The spec's own edits, which the runtime applies once per container
+  // whichever of its devices the container gets: a claim's two GPUs do not
+  // collide the way two claims would.
+  Json a = Claim("a", kUid,
+                 Json::array({Share("gpu-0", "10Gi", "30"),
+                              Share("gpu-1", "10Gi", "30", "bbbbbbbb-bbbb-cccc-dddd-eeeeeeeeeeee")}));
+  a["status"]["reservedFor"] = Json::array({{{"resource", "pods"}, {"name", "p"}, {"uid", "uid-p"}}});
+  Add(a);
+  pods_["default/p"] = PodUsing({{"main", {"a"}}});
+  auto prepared = MakePreparer()->Prepare("default", "a", kUid);
+  ASSERT_TRUE(prepared.ok()) << prepared.error().message;
+  ASSERT_EQ(prepared->cdi_spec["devices"].size(), 2u);
+  int limits_mounts = 0;
+  for (const auto& m : prepared->cdi_spec["containerEdits"]["mounts"]) {
+    if (m["containerPath"] == "/run/tessera/limits") ++limits_mounts;
+  }
+  EXPECT_EQ(limits_mounts, 1);
+  for (const auto& d : prepared->cdi_spec["devices"]) EXPECT_FALSE(d["containerEdits"].contains("mounts"));
 }
 
 }  // namespace

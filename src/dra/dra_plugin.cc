@@ -48,7 +48,9 @@ void PrepareAll(ClaimPreparer& preparer, const grpc::ServerContext* context, con
       answer.set_error(kNoTimeLeft);
       continue;
     }
-    auto prepared = preparer.Prepare(claim.namespace_(), claim.name(), claim.uid());
+    // The claim's reads stop where the margin begins.
+    const auto deadline = std::chrono::steady_clock::now() + TimeLeft(context) - kDeadlineMargin;
+    auto prepared = preparer.Prepare(claim.namespace_(), claim.name(), claim.uid(), deadline);
     if (!prepared.ok()) {
       log::Warn("NodePrepareResources: claim not prepared",
                 {{"claim", claim.namespace_() + "/" + claim.name()}, {"error", prepared.error().message}});

@@ -146,6 +146,13 @@ int Run(int argc, char** argv) {
     if (claim.error().IsNotFound()) return std::optional<nlohmann::json>();
     return tessera::Error{claim.error().message};
   };
+  deps.read_pod = [client](const std::string& ns,
+                           const std::string& name) -> tessera::Result<std::optional<nlohmann::json>> {
+    auto pod = client->Get(tessera::kube::resources::kPods, ns, name);
+    if (pod.ok()) return std::optional<nlohmann::json>(std::move(*pod));
+    if (pod.error().IsNotFound()) return std::optional<nlohmann::json>();
+    return tessera::Error{pod.error().message};
+  };
   deps.gpus = [&gpus] { return gpus.Get(); };
   deps.mig = mig.get();
   deps.mig_gpus = [&mig_gpus] { return mig_gpus; };
