@@ -328,6 +328,7 @@ void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const in
     // candidate 0 and are dropped.
     using I4 = int32_t __attribute__((vector_size(16)));
     using D2 = double __attribute__((vector_size(16)));
+    using D4 = double __attribute__((vector_size(32)));  // two SSE2 registers without AVX
     I4 b4[2], a4[2], t4[2];
     for (size_t k = 0; k < 8; ++k) {
       const size_t c = k < n ? k : 0;
@@ -335,9 +336,19 @@ void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const in
       a4[k / 4][k % 4] = after[c];
       t4[k / 4][k % 4] = static_cast<int32_t>(total[c]);
     }
-    D2 sum[4] = {};
     const int* need = col[0];
-    const size_t blocks = n > 4 ? 2 : 1;
+    // One shape's fragment for four candidates (as int lanes).
+    auto fragment = [](I4 b, I4 a, I4 t, I4 nd, I4 fit0, I4 small0, I4 want, I4 host) {
+      const I4 b_fits = b >= nd;  // -1 where true, 0 where false
+      const I4 a_fits = a >= nd;
+      const I4 fit = fit0 + b_fits - a_fits;
+      const I4 small = small0 - (b & ~b_fits) + (a & ~a_fits);
+      const I4 fits = host & (fit >= want);
+      return (small & fits) | (t & ~fits);
+    };
+    // The sums, two candidates each, in registers.
+    D2 sum0 = {}, sum1 = {}, sum2 = {}, sum3 = {};
+    const bool two = n > 4;
     for (size_t m = 0; m < shapes_; ++m) {
       const int wanted = shape_gpus[m];
       const bool host_ok = wanted > 0 && !(cpu && cpu_free < cpu_need[m]) &&
@@ -348,21 +359,17 @@ void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const in
       const I4 small0 = I4{} + static_cast<int32_t>(small_[m]);
       const I4 want = I4{} + wanted;
       const I4 host = I4{} + (host_ok ? -1 : 0);
-      for (size_t j = 0; j < blocks; ++j) {
-        const I4 b = b4[j];
-        const I4 a = a4[j];
-        const I4 b_fits = b >= nd;  // -1 where true, 0 where false
-        const I4 a_fits = a >= nd;
-        const I4 fit = fit0 + b_fits - a_fits;
-        const I4 small = small0 - (b & ~b_fits) + (a & ~a_fits);
-        const I4 fits = host & (fit >= want);
-        const I4 v = (small & fits) | (t4[j] & ~fits);
-        const I4 v_high = __builtin_shufflevector(v, v, 2, 3, 2, 3);
-        sum[2 * j] += w * __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1), D2);
-        sum[2 * j + 1] += w * __builtin_convertvector(__builtin_shufflevector(v_high, v_high, 0, 1), D2);
+      const D4 v = __builtin_convertvector(fragment(b4[0], a4[0], t4[0], nd, fit0, small0, want, host), D4);
+      sum0 += w * __builtin_shufflevector(v, v, 0, 1);
+      sum1 += w * __builtin_shufflevector(v, v, 2, 3);
+      if (two) {
+        const D4 u = __builtin_convertvector(fragment(b4[1], a4[1], t4[1], nd, fit0, small0, want, host), D4);
+        sum2 += w * __builtin_shufflevector(u, u, 0, 1);
+        sum3 += w * __builtin_shufflevector(u, u, 2, 3);
       }
     }
-    for (size_t k = 0; k < n; ++k) out[k] = sum[k / 2][k % 2];
+    const D2 sums[4] = {sum0, sum1, sum2, sum3};
+    for (size_t k = 0; k < n; ++k) out[k] = sums[k / 2][k % 2];
     return;
   }
   for (size_t m = 0; m < shapes_; ++m) {
