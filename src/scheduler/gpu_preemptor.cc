@@ -347,6 +347,27 @@ GpuPreemptor::Outcome GpuPreemptor::Attempt(const Json& pod, const core::PodRequ
     return skip("pod " + victim + ", preempted for it before, is still terminating");
   }
   ++counters_.attempts;
+  auto passed_over = [&](const GpuPreemptionDecision& decision) {
+    for (const std::string& note : decision.notes) {
+      log::Warn("gpu preemption: pod passed over", {{"pod", key}, {"reason", note}});
+    }
+  };
+  auto not_helpful = [&](const GpuPreemptionDecision& decision) {
+    passed_over(decision);
+    ++counters_.not_helpful;
+    Remember(key, {});
+    log::Info(
+        "gpu preemption: nothing to preempt",
+        {{"pod", key}, {"priority", PodPriority(pod)}, {"nodes", nodes.size()}, {"reason", decision.reason}});
+    return Outcome{Kind::kNotHelpful, decision.reason, std::nullopt};
+  };
+  // Budgets change which victims are cheapest, never whether preempting
+  // helps: without a plan ignoring them there is none with them, and the
+  // common case (no pod of lower priority in the way) costs no API call.
+  if (GpuPreemptionDecision probe = DecideGpuPreemption(*deps_.state, deps_.get_pod, pod, request, nodes, {});
+      !probe.plan) {
+    return not_helpful(probe);
+  }
   if (!deps_.list_disruption_budgets) {
     ++counters_.failures;
     return {Kind::kFailed, "PodDisruptionBudgets cannot be read", std::nullopt};
@@ -362,17 +383,8 @@ GpuPreemptor::Outcome GpuPreemptor::Attempt(const Json& pod, const core::PodRequ
   }
   GpuPreemptionDecision decision =
       DecideGpuPreemption(*deps_.state, deps_.get_pod, pod, request, nodes, ParseDisruptionBudgets(*listed));
-  for (const std::string& note : decision.notes) {
-    log::Warn("gpu preemption: pod passed over", {{"pod", key}, {"reason", note}});
-  }
-  if (!decision.plan) {
-    ++counters_.not_helpful;
-    Remember(key, {});
-    log::Info(
-        "gpu preemption: nothing to preempt",
-        {{"pod", key}, {"priority", PodPriority(pod)}, {"nodes", nodes.size()}, {"reason", decision.reason}});
-    return {Kind::kNotHelpful, decision.reason, std::nullopt};
-  }
+  if (!decision.plan) return not_helpful(decision);
+  passed_over(decision);
   return Execute(pod, request, std::move(*decision.plan));
 }
 
