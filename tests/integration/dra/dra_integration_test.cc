@@ -535,6 +535,75 @@ TEST_F(DraIntegrationTest, BadClaimsGetClearErrorsAndLeaveNothing) {
   EXPECT_TRUE(Regions().empty());
 }
 
+// A pod of namespace team whose spec.resourceClaims name the claims directly;
+// `containers` maps each container to the claims it references.
+Json PodUsing(const std::string& name,
+              const std::vector<std::pair<std::string, std::vector<std::string>>>& containers) {
+  Json entries = Json::array(), list = Json::array();
+  std::set<std::string> seen;
+  for (const auto& [container, claims] : containers) {
+    Json refs = Json::array();
+    for (const auto& c : claims) {
+      refs.push_back({{"name", c}});
+      if (seen.insert(c).second) entries.push_back({{"name", c}, {"resourceClaimName", c}});
+    }
+    list.push_back({{"name", container}, {"image", "cuda"}, {"resources", {{"claims", refs}}}});
+  }
+  return {{"metadata", {{"name", name}, {"namespace", "team"}}},
+          {"spec", {{"nodeName", "node-a"}, {"containers", list}, {"resourceClaims", entries}}}};
+}
+
+TEST_F(DraIntegrationTest, TwoClaimsForOneContainerAreRefusedInTwoContainersPrepared) {
+  StartAndWaitForSlices();
+  DraSchedulerStandIn::Options options;
+  options.api_url = api_.url();
+  DraSchedulerStandIn scheduler(options);
+  // The kubelet prepares every claim of a pod in one call.
+  auto prepare_pod = [&](const Json& pod) {
+    std::vector<testing::drav1::Claim> refs;
+    for (const auto& name : DraSchedulerStandIn::ClaimNamesOf(pod)) {
+      refs.push_back(Ref(*api_.GetObject("resourceclaims", "team", name)));
+    }
+    return kubelet_->NodePrepareResources(kDriver, refs);
+  };
+
+  const Json a = Claim("a", "10Gi", "30");
+  const Json b = Claim("b", "10Gi", "30");
+  auto bad = api_.CreateObject("pods", PodUsing("both-in-one", {{"main", {"a", "b"}}}));
+  ASSERT_TRUE(bad.ok());
+  auto scheduled = scheduler.SchedulePod(*bad, "node-a");
+  ASSERT_TRUE(scheduled.ok()) << scheduled.error().Describe();
+  auto refused = prepare_pod(*bad);
+  ASSERT_TRUE(refused.status.ok()) << refused.status.error_message();
+  const std::string why =
+      "pod team/both-in-one: container 'main' would get 2 claims of gpu.tessera.io (team/a, team/b), but a "
+      "container may hold one";
+  for (const Json& claim : {a, b}) {
+    EXPECT_NE(refused.response.claims().at(claim["metadata"]["uid"]).error().find(why), std::string::npos)
+        << refused.response.claims().at(claim["metadata"]["uid"]).error();
+  }
+  // What the kubelet puts in the pod's events.
+  EXPECT_NE(refused.kubelet_error.find(why), std::string::npos) << refused.kubelet_error;
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+  EXPECT_TRUE(fs::is_empty(root_ + "/plugins/gpu.tessera.io/claims")) << "no checkpoint";
+
+  // The pod goes; the same claims for a pod with a container each.
+  ASSERT_TRUE(api_.DeleteObject("pods", "team", "both-in-one").ok());
+  auto good = api_.CreateObject("pods", PodUsing("one-each", {{"first", {"a"}}, {"second", {"b"}}}));
+  ASSERT_TRUE(good.ok());
+  ASSERT_TRUE(scheduler.SchedulePod(*good, "node-a").ok());
+  auto prepared = prepare_pod(*good);
+  ASSERT_EQ(prepared.kubelet_error, "") << Log();
+  EXPECT_EQ(CdiSpecs().size(), 2u);
+  const std::string id_a = prepared.response.claims().at(a["metadata"]["uid"]).devices(0).cdi_device_ids(0);
+  auto run = RunInContainer(id_a, {"init", "ctx:0", "meminfo"});
+  EXPECT_EQ(ProbeLine(run.out, "meminfo").at(3), std::to_string(10240ull << 20)) << run.out << run.err;
+  ASSERT_EQ(kubelet_->NodeUnprepareResources(kDriver, {Ref(a), Ref(b)}).kubelet_error, "");
+  EXPECT_TRUE(CdiSpecs().empty());
+  EXPECT_TRUE(Regions().empty());
+}
+
 TEST_F(DraIntegrationTest, MigPartitionIsMadeAtPrepareAndFreedAtUnprepare) {
   // GPU 0 with MIG mode on (an A100 turns it on only at a reset).
   sim_.config = "gpus:\n  - model: A100-80GB\n    mig: true\n  - model: A100-80GB\n";

@@ -80,7 +80,7 @@ for path in ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins", "/
 rules = by[("ClusterRole", "tessera-dra")]["rules"]
 granted = {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
 needed = {("resource.k8s.io", "resourceslices", v) for v in ("list", "create", "update", "delete")} | \
-         {("resource.k8s.io", "resourceclaims", "get"), ("", "nodes", "get")}
+         {("resource.k8s.io", "resourceclaims", "get"), ("", "nodes", "get"), ("", "pods", "get")}
 check(granted == needed, f"RBAC grants exactly what tessera-dra calls (extra: {sorted(granted - needed)}, "
       f"missing: {sorted(needed - granted)})")
 

@@ -254,6 +254,41 @@ TEST_F(ResourceApiTest, AClaimFromATemplateIsOwnedByThePod) {
             "10Gi");
 }
 
+TEST_F(ResourceApiTest, APodsClaimsAreScheduledFromItsSpecAndStatus) {
+  MustCreate(std::string(kApi) + "/deviceclasses", GpuClass());
+  MustCreate(std::string(kApi) + "/resourceslices", Slice("a-gpu", "node-a", "gpu.tessera.io"));
+  const std::string claims = std::string(kApi) + "/namespaces/team/resourceclaims";
+  MustCreate(claims, Claim("shared", "10Gi", "10"));
+  MustCreate(claims, Claim("trainer-own-x7k2q", "10Gi", "10"));
+  const Json pod = {
+      {"metadata", {{"name", "trainer"}, {"namespace", "team"}, {"uid", "uid-trainer"}}},
+      {"spec",
+       {{"resourceClaims", Json::array({{{"name", "team"}, {"resourceClaimName", "shared"}},
+                                        {{"name", "again"}, {"resourceClaimName", "shared"}},
+                                        {{"name", "own"}, {"resourceClaimTemplateName", "gpu-10g"}},
+                                        {{"name", "unneeded"}, {"resourceClaimTemplateName", "other"}}})},
+        {"containers",
+         Json::array(
+             {{{"name", "main"},
+               {"resources", {{"claims", Json::array({{{"name", "team"}}, {{"name", "own"}}})}}}}})}}},
+      {"status",
+       {{"resourceClaimStatuses", Json::array({{{"name", "own"}, {"resourceClaimName", "trainer-own-x7k2q"}},
+                                               {{"name", "unneeded"}}})}}}};
+  EXPECT_EQ(DraSchedulerStandIn::ClaimNamesOf(pod),
+            (std::vector<std::string>{"shared", "trainer-own-x7k2q"}));
+
+  DraSchedulerStandIn::Options options;
+  options.api_url = server_.url();
+  DraSchedulerStandIn scheduler(options);
+  auto written = scheduler.SchedulePod(pod, "node-a");
+  ASSERT_TRUE(written.ok()) << written.error().Describe();
+  for (const char* name : {"shared", "trainer-own-x7k2q"}) {
+    EXPECT_EQ(server_.GetObject("resourceclaims", "team", name)->at("status")["reservedFor"],
+              Json::array({{{"resource", "pods"}, {"name", "trainer"}, {"uid", "uid-trainer"}}}))
+        << name;
+  }
+}
+
 TEST_F(ResourceApiTest, AnUnreachableOrFailingServerIsAnApiFailure) {
   server_.AddFault({Fault::Kind::kStatus, "PUT", "/status", Fault::Applies::kAll, 500, {}, 1});
   MustCreate(std::string(kApi) + "/deviceclasses", GpuClass());

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <map>
 
 namespace tessera::testing::dra {
 namespace {
@@ -122,6 +123,34 @@ Result<std::vector<Json>, AllocationFailure> DraSchedulerStandIn::Schedule(
     written.push_back(*updated);
   }
   return written;
+}
+
+std::vector<std::string> DraSchedulerStandIn::ClaimNamesOf(const Json& pod) {
+  std::map<std::string, std::string> generated;
+  if (pod.contains("status") && pod["status"].contains("resourceClaimStatuses")) {
+    for (const auto& s : pod["status"]["resourceClaimStatuses"]) {
+      if (s.contains("resourceClaimName")) generated[s.value("name", "")] = s["resourceClaimName"];
+    }
+  }
+  std::vector<std::string> names;
+  if (!pod.contains("spec") || !pod["spec"].contains("resourceClaims")) return names;
+  for (const auto& entry : pod["spec"]["resourceClaims"]) {
+    std::string claim = entry.value("resourceClaimName", "");
+    if (claim.empty()) {
+      auto it = generated.find(entry.value("name", ""));
+      if (it == generated.end()) continue;
+      claim = it->second;
+    }
+    if (std::find(names.begin(), names.end(), claim) == names.end()) names.push_back(claim);
+  }
+  return names;
+}
+
+Result<std::vector<Json>, AllocationFailure> DraSchedulerStandIn::SchedulePod(const Json& pod,
+                                                                              const std::string& node_name) {
+  const Json& meta = pod.at("metadata");
+  return ScheduleOnNode(meta.value("namespace", "default"), ClaimNamesOf(pod), node_name,
+                        {meta.value("name", ""), meta.value("uid", "")});
 }
 
 Json DraSchedulerStandIn::ClaimFromTemplate(const Json& claim_template, const Json& pod,

@@ -61,6 +61,16 @@ class DraSchedulerStandIn {
                                                               const std::vector<std::string>& claim_names,
                                                               const std::string& node_name, const Pod& pod);
 
+  // The ResourceClaims of `pod` (a Pod object), in spec.resourceClaims
+  // order: an entry's resourceClaimName, or for a resourceClaimTemplateName
+  // the claim status.resourceClaimStatuses names (an entry without one is
+  // left out, as kube-scheduler does when none was needed). The same claim
+  // named by two entries is listed once.
+  static std::vector<std::string> ClaimNamesOf(const Json& pod);
+  // Schedule for a Pod object on `node_name`: its namespace, ClaimNamesOf
+  // and its name and UID (as reservedFor records them).
+  Result<std::vector<Json>, AllocationFailure> SchedulePod(const Json& pod, const std::string& node_name);
+
   // The ResourceClaim the resourceclaim controller creates for `pod`'s
   // spec.resourceClaims entry `pod_claim_name` from a ResourceClaimTemplate:
   // generateName "<pod>-<pod claim name>-", the template's metadata labels and
