@@ -4,6 +4,7 @@
 #include <atomic>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 namespace tessera::core {
@@ -661,9 +662,26 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
   int best_free_after = 0;
   int64_t best_memory = 0;
   double best_growth = 0;
+  // With FGD's σ bands alone (no packing term, no slot experiment) and exact
+  // growth breaking equal bands, the score falls as the growth rises, so no
+  // candidate whose growth is clearly above the smallest can win: its band is
+  // at most the smallest one's, and an equal band goes to the smaller growth.
+  // Only candidates within a hair of the smallest growth are scored (exp is
+  // within one ulp, so a band can only invert between nearly equal growths):
+  // the same winner as scoring every candidate, with one exp per node
+  // instead of one per GPU.
+  double growth_bound = std::numeric_limits<double>::infinity();
+  if (options_.sigmoid_scale > 0 && options_.pack_weight == 0 && !options_.slots && options_.inner_exact) {
+    double least = std::numeric_limits<double>::infinity();
+    for (size_t g = 0; g < g_count; ++g) {
+      if (fits[g] >= 0) least = std::min(least, cand_after[distinct[g]] - meter.current());
+    }
+    growth_bound = least + 1e-9 * (1 + std::abs(least));
+  }
   for (size_t g = 0; g < g_count; ++g) {
     if (fits[g] < 0) continue;
     double growth = cand_after[distinct[g]] - meter.current();
+    if (growth > growth_bound) continue;
     if (options_.slots) {
       const int one_gpu = static_cast<int>(g);
       growth = SlotGrowth(node, {&one_gpu, 1}, {&taken[g], 1}, host.cpu_milli);
