@@ -18,7 +18,9 @@
 // instance, libvgpu has no part (as in tessera-node's MIG containers).
 //
 // Every container that gets a claim shares its region and limits: the
-// claim's capacity is the containers' together (one libvgpu slice).
+// claim's capacity is the containers' together (one libvgpu slice). The
+// mounts' container paths are fixed, so a container gets one claim of ours
+// at most (container_claims.h refuses two at prepare).
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -5,7 +5,9 @@
 //    is its `error` in the answer, the others are still served. Claims are
 //    taken in order while the call's deadline (the kubelet's 45 s) leaves at
 //    least kDeadlineMargin; the rest are answered with an error the kubelet
-//    retries, so the answer always arrives in time.
+//    retries, so the answer always arrives in time. A claim's own API reads
+//    (the claim, the pods it is reserved for) are not started within the
+//    margin either.
 //  - Plugin registration (pluginregistration.Registration) on
 //    <registry_dir>/<driver>-reg.sock: GetInfo answers type DRAPlugin, the
 //    driver name, the DRA socket's path and the versions v1.DRAPlugin then
