@@ -867,6 +867,16 @@ size_t ClusterState::HoldCount() const {
   return holds_.size();
 }
 
+std::vector<std::pair<std::string, int32_t>> ClusterState::HoldsOn(const std::string& node) const {
+  std::vector<std::pair<std::string, int32_t>> out;
+  std::shared_lock lock(mu_);
+  for (const auto& [key, h] : holds_) {
+    if (h.node == node) out.emplace_back(key, h.priority);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 void ClusterState::SetTerminating(const std::string& pod_key, bool terminating) {
   {
     std::shared_lock lock(mu_);

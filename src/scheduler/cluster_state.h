@@ -236,6 +236,9 @@ class ClusterState {
                int32_t priority, std::chrono::milliseconds ttl);
   void ReleaseHold(const std::string& pod_key);
   size_t HoldCount() const;
+  // The pods holding room on `node` (expired holds too) and their priority,
+  // by pod key.
+  std::vector<std::pair<std::string, int32_t>> HoldsOn(const std::string& node) const;
   // Marks a pod as terminating (a deletionTimestamp) or not.
   void SetTerminating(const std::string& pod_key, bool terminating);
   // `node` as pod `pod_key` of `priority` may use it: its state with the

@@ -501,6 +501,21 @@ GpuPreemptor::Outcome GpuPreemptor::Execute(const Json& pod, const core::PodRequ
   }
   ++counters_.preemptions;
   Remember(key, deleted);
+  // Pods of lower priority nominated to this node may no longer fit there:
+  // their nomination (and with it their hold, which would keep the node from
+  // pods of their priority) is cleared so that they are placed elsewhere, as
+  // kube-scheduler clears them.
+  for (const auto& [nominee, nominee_priority] : deps_.state->HoldsOn(plan.node)) {
+    if (nominee == key || nominee_priority >= priority) continue;
+    const auto [nominee_ns, nominee_name] = SplitKey(nominee);
+    auto cleared =
+        deps_.patch_pod_status(nominee_ns, nominee_name, Json{{"status", {{"nominatedNodeName", nullptr}}}});
+    log::Info("gpu preemption: nomination of a lower-priority pod cleared",
+              {{"pod", nominee},
+               {"node", plan.node},
+               {"for", key},
+               {"ok", cleared.ok() || cleared.error().IsNotFound()}});
+  }
   const std::string summary = "preempting " + std::to_string(plan.victims.size()) +
                               " pod(s) of lower priority on node " + plan.node + ": " +
                               Describe(plan.victims) +

@@ -37,7 +37,9 @@
 //    DisruptionTarget condition (reason PreemptionByScheduler), deletes it
 //    (a delete, not an eviction: budgets steer the choice, they do not
 //    veto it), and records an Event on it;
-//  - records an Event on the preemptor and logs the decision.
+//  - records an Event on the preemptor and logs the decision; clears the
+//    nomination of pods of lower priority nominated to that node (as
+//    kube-scheduler does: they may no longer fit there).
 // When a victim cannot be preempted (an API error other than NotFound), the
 // remaining victims are left alone, the nomination and hold are withdrawn,
 // and the error is logged with the victims already deleted; the next attempt

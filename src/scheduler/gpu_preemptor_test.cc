@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <thread>
@@ -283,6 +284,21 @@ TEST_F(PreemptorTest, DeletesTheVictimsNominatesThePodAndSaysWhy) {
   EXPECT_NE(events_[2].find("d/a1 (priority 1), d/a2 (priority 1)"), std::string::npos) << events_[2];
   EXPECT_EQ(preemptor.counters().victims, 2u);
   EXPECT_EQ(preemptor.counters().preemptions, 1u);
+}
+
+TEST_F(PreemptorTest, ClearsTheNominationOfLowerPriorityPodsOnThatNode) {
+  Json low = GpuPod("d", "nominee", 1, 4000, 10);
+  low["spec"]["priority"] = 50;
+  pods_["d/nominee"] = low;
+  state_->SetHold("d/nominee", "n", Request(low), 50, std::chrono::minutes(5));
+  Json high = GpuPod("d", "other", 1, 4000, 10);
+  pods_["d/other"] = high;
+  state_->SetHold("d/other", "n", Request(high), 300, std::chrono::minutes(5));
+  GpuPreemptor preemptor(Deps(), {});
+  Json pre = Preemptor(12000);
+  ASSERT_EQ(preemptor.Attempt(pre, Request(pre), {"n"}).kind, GpuPreemptor::Outcome::Kind::kPreempted);
+  EXPECT_EQ(calls_.back(), R"(patch d/nominee {"nominatedNodeName":null})");
+  EXPECT_EQ(std::count(calls_.begin(), calls_.end(), R"(patch d/other {"nominatedNodeName":null})"), 0);
 }
 
 TEST_F(PreemptorTest, NotTwiceWhileTheVictimsAreStillThere) {
