@@ -250,20 +250,16 @@ size_t Extender::ObserveListedPods(
 void Extender::NoteListedPod(const PodDigest& pod) {
   if (!noting_.load(std::memory_order_acquire)) return;
   std::optional<Listed> listed = ListedArrival(pod);
-  std::lock_guard lock(noted_mu_);
-  if (!noting_.load(std::memory_order_relaxed)) return;
   const std::string key = PodKey(pod.pod());
-  if (listed) {
-    noted_.insert_or_assign(key, std::move(*listed));
-  } else {
-    noted_.erase(key);
-  }
+  std::lock_guard lock(noted_mu_);
+  if (noting_.load(std::memory_order_relaxed)) noted_.Note(key, listed ? &*listed : nullptr);
 }
 
 void Extender::DropListedPod(const Json& pod) {
   if (!noting_.load(std::memory_order_acquire)) return;
+  const std::string key = PodKey(pod);
   std::lock_guard lock(noted_mu_);
-  if (noting_.load(std::memory_order_relaxed)) noted_.erase(PodKey(pod));
+  if (noting_.load(std::memory_order_relaxed)) noted_.Note(key, nullptr);
 }
 
 size_t Extender::ObserveNotedPods() {
@@ -271,11 +267,67 @@ size_t Extender::ObserveNotedPods() {
   {
     std::lock_guard lock(noted_mu_);
     if (!noting_.exchange(false)) return 0;
-    listed.reserve(noted_.size());
-    for (auto& [key, l] : noted_) listed.push_back(std::move(l));
-    std::unordered_map<std::string, Listed>().swap(noted_);
+    listed = noted_.Take();
   }
   return ObserveListed(std::move(listed));
+}
+
+void Extender::NotedPods::Note(std::string_view key, const Listed* listed) {
+  Record r;
+  r.at = text_.size();
+  r.key_length = static_cast<uint32_t>(key.size());
+  text_.append(key);
+  if (listed) {
+    r.counted = true;
+    r.created_length = static_cast<uint32_t>(listed->created.size());
+    r.uid_length = static_cast<uint32_t>(listed->arrival.uid.size());
+    text_.append(listed->created).append(listed->arrival.uid);
+    r.shape = listed->arrival.shape;
+  }
+  records_.push_back(std::move(r));
+  if (records_.size() >= compact_at_) {
+    Compact();
+    compact_at_ = std::max<size_t>(4096, 2 * records_.size());
+  }
+}
+
+void Extender::NotedPods::Compact() {
+  // By key, later records after earlier ones: the last of each run wins.
+  std::vector<uint32_t> order(records_.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return KeyOf(records_[a]) < KeyOf(records_[b]); });
+  std::string text;
+  std::vector<Record> kept;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Record& r = records_[order[i]];
+    if (i + 1 < order.size() && KeyOf(records_[order[i + 1]]) == KeyOf(r)) continue;  // a later one follows
+    if (!r.counted) continue;
+    Record moved = r;
+    moved.at = text.size();
+    text.append(text_, r.at, size_t{r.key_length} + r.created_length + r.uid_length);
+    kept.push_back(std::move(moved));
+  }
+  text_ = std::move(text);
+  records_ = std::move(kept);
+}
+
+std::vector<Extender::Listed> Extender::NotedPods::Take() {
+  Compact();
+  std::vector<Listed> out;
+  out.reserve(records_.size());
+  for (Record& r : records_) {
+    const std::string_view all = std::string_view(text_).substr(r.at);
+    Listed l;
+    l.key = std::string(all.substr(0, r.key_length));
+    l.created = std::string(all.substr(r.key_length, r.created_length));
+    l.arrival.uid = std::string(all.substr(r.key_length + r.created_length, r.uid_length));
+    l.arrival.shape = std::move(r.shape);
+    out.push_back(std::move(l));
+  }
+  std::string().swap(text_);
+  std::vector<Record>().swap(records_);
+  return out;
 }
 
 void Extender::ForgetPod(const Json& pod) {

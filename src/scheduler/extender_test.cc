@@ -949,6 +949,14 @@ TEST(ExtenderLearningTest, ListedPodsAreCountedAsTheirArrivalsWere) {
   gone["metadata"]["uid"] = "uid-gone";
   gone["metadata"]["creationTimestamp"] = CreatedAt(1);
   note(gone);
+  // Enough events to compact the notes on the way (every 4,096 records).
+  for (int round = 0; round < 6; ++round) {
+    for (const Json& pod : listed) {
+      Json earlier = GpuPod("d", "x", 1, 1000 + 1000 * round, 10);
+      earlier["metadata"] = pod["metadata"];
+      note(earlier);
+    }
+  }
   for (size_t i = 0; i < listed.size(); ++i) {
     if (i % 50 == 0) {  // first seen with another shape and age, then updated
       Json earlier = GpuPod("d", "x", 2, 40960, 100);
