@@ -885,9 +885,11 @@ void FakeApiServer::ServeWatch(const Route& route, const httplib::Request& req, 
               }
             }
           }
-          for (const std::string& line : lines) {
-            if (!write_line(line)) return false;
-          }
+          // One write per chunk of objects, not one per line (a send and a
+          // chunk header each).
+          std::string data;
+          for (const std::string& line : lines) data.append(line).push_back('\n');
+          if (!data.empty() && !sink.write(data.data(), data.size())) return false;
           if (end) {
             sink.done();
             return true;
