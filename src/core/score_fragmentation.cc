@@ -497,6 +497,36 @@ double FragmentationPolicy::NodeBias(const NodeState& node) const {
   return (options_.order > 0 ? -1e-4 : 1e-4) * x;
 }
 
+double FragmentationPolicy::WholeBias(const NodeState& node, int idle_taken) const {
+  if (options_.whole == 0 || idle_taken <= 0) return 0;
+  const int count = static_cast<int>(node.gpus().size());
+  const int idle = node.idle_gpus();
+  if (options_.whole == 1) return idle_taken < count && idle == count ? -0.3 : 0;
+  if (options_.whole == 6) {
+    // Mode 1 only while no multi-GPU shape is typical (the gradient then
+    // ignores them; with one in the mix it accounts for them itself).
+    for (size_t m = 0; m < prepared_->size(); ++m) {
+      if (prepared_->gpus()[m] > 1) return 0;
+    }
+    return idle_taken < count && idle == count ? -0.3 : 0;
+  }
+  if (options_.whole == 4) return idle_taken < count && idle == count ? -0.3 : -0.15;
+  if (options_.whole == 5) return idle - idle_taken < count / 2 && idle >= count / 2 ? -0.3 : 0;
+  // 2: breaks a slot of some multi-GPU shape of the mix; 3: of the largest
+  // one that fits the node.
+  int largest = 0;
+  bool breaks = false;
+  const PreparedMix& mix = *prepared_;
+  for (size_t m = 0; m < mix.size(); ++m) {
+    const int k = mix.gpus()[m];
+    if (k < 2 || k > count) continue;
+    largest = std::max(largest, k);
+    breaks = breaks || (idle - idle_taken) / k < idle / k;
+  }
+  if (options_.whole == 3) breaks = largest > 0 && (idle - idle_taken) / largest < idle / largest;
+  return breaks ? -0.3 : 0;
+}
+
 double FragmentationPolicy::SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
                                               int64_t cpu_free) const {
   const PreparedMix& mix = *prepared_;
@@ -600,6 +630,11 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
       // A pod without GPUs: among equal scores, the node with the least free
       // GPU, where its CPU strands the least GPU later.
       bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
+    }
+    if (options_.whole != 0) {
+      int idle_taken = 0;
+      for (int g : gpus) idle_taken += node.gpus()[g].idle() ? 1 : 0;
+      bias += WholeBias(node, idle_taken);
     }
     out = Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
     return;
@@ -712,7 +747,18 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
   // Written over what `out` held: resize keeps the vectors' storage.
   const GpuCheck chosen = CheckGpuOf(node, best, *single, pod.filter);
   if (!out) out.emplace();
+  double hole_bias = 0;
+  if (options_.hole > 0) {
+    // The smallest need of any shape on this GPU (the needs table's shapes in
+    // increasing need come after the per-shape needs).
+    const int* col = meter.needs_of(best);
+    const int smallest = prepared_->size() > 0 ? col[col[prepared_->size()]] : INT_MAX;
+    if (best_free_after > 0 && best_free_after < smallest) hole_bias = -0.3;
+    if (options_.hole == 2 && best_free_after == 0) hole_bias = 0.3;
+  }
   out->score = best_score + NodeBias(node);
+  if (options_.hole > 0 || options_.whole != 0)
+    out->score += hole_bias + WholeBias(node, node.gpus()[best].idle() ? 1 : 0);
   out->placement.containers.resize(1);
   ContainerPlacement& cp = out->placement.containers[0];
   cp.container = static_cast<int>(single - pod.containers.data());

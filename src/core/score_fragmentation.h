@@ -225,6 +225,20 @@ class FragmentationPolicy : public Policy {
     // could not use (GPU slots in whole multiples of its need, capped by the
     // node's free CPU) — "the typical tasks a placement prevents".
     bool slots = false;
+    // Issue 18 item 5 experiments: discrete biases (|total| < 1) that only
+    // reorder nodes inside one band, so rank still breaks the rest of ties.
+    // hole 1: a one-vGPU share pod whose chosen GPU would keep a hole no shape
+    // of the mix fits (0 < left < smallest need) loses 0.3; hole 2: also a
+    // GPU left exactly full gains 0.3.
+    int hole = 0;
+    // whole (ties only, whole nodes kept for multi-GPU shapes): 1: a GPU pod
+    // taking idle GPUs from an entirely idle node, not all of them, loses 0.3
+    // there; 2: one that leaves fewer idle k-GPU groups on the node for some
+    // multi-GPU shape (k GPUs) of the mix; 3: the same for the largest such
+    // shape only; 4: as 1, and −0.15 for taking any idle GPU elsewhere; 5:
+    // taking the node's idle GPUs below half its GPUs; 6: as 1 while the mix
+    // holds no multi-GPU shape, else nothing.
+    int whole = 0;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
@@ -246,6 +260,8 @@ class FragmentationPolicy : public Policy {
   double Score(double growth, double util_after) const;
   void SetMix(WorkloadMix mix);
   double NodeBias(const NodeState& node) const;
+  // Options::whole's bias for a placement taking `idle_taken` idle GPUs.
+  double WholeBias(const NodeState& node, int idle_taken) const;
   // Options::slots: the mix-weighted free share repeated tasks of each shape
   // could not use, for GPU free shares `free` and free CPU `cpu_free`.
   double SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,

@@ -209,6 +209,11 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
       {"tessera:order=5", "option order: '5' is out of range"},
       {"tessera:inner=2", "option inner: '2' is out of range; expected 0 or 1"},
       {"tessera:slots=2", "option slots: '2' is out of range; expected 0 or 1"},
+      {"tessera:hole=3", "option hole: '3' is out of range; expected 0, 1 or 2"},
+      {"tessera:hole=-1", "option hole: '-1' is out of range"},
+      {"tessera:whole=7", "option whole: '7' is out of range; expected a whole number from 0 to 6"},
+      {"tessera:whole=1.5", "option whole: '1.5' is out of range"},
+      {"tessera:prior=1,whole=x", "option whole: 'x' is not a number"},
       {"tessera:prior=1,bogus=1", "unknown option 'bogus'"},
       {"tessera:fixed=1,sig=abc", "option sig: 'abc' is not a number"},
       {"tessera:prior=1,fixed=1", "prior=1 and fixed=1 exclude each other"},
@@ -229,7 +234,8 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
   EXPECT_THAT(unknown.error().message, HasSubstr("unknown policy 'fdg' (valid: random, dotprod"));
   for (const char* good :
        {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
-        "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0", "tessera:prior=1,slots=1,sig=2000"}) {
+        "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0", "tessera:prior=1,slots=1,sig=2000",
+        "tessera:prior=1,hole=2", "tessera:whole=6,prior=1,hole=1"}) {
     EXPECT_TRUE(MakeTracePolicy(good, tasks).ok()) << good;
   }
 }

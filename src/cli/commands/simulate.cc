@@ -155,6 +155,8 @@ const CommandRegistration kSimulate{
            "  away=N     CPU-only pods keep away from free GPU, weight N (default 1; 0 = off)\n"
            "  order=K    break ties by a node property, K in -4..4 (0 = off)\n"
            "  mem=0|1    count host memory when checking whether a shape fits\n"
+           "  hole=0..2  band ties: a share pod leaving a hole no shape fits loses (2: a full GPU gains)\n"
+           "  whole=0..6 band ties: a GPU pod breaking an entirely idle node loses (variants: docs)\n"
            "Every option is checked; an unknown key or a bad value is an error naming it.\n"
            "\n"
            "JSON (--json): {\"policy\", \"pods\" (tasks in the file), \"pods_file\", \"nodes_file\",\n"
