@@ -501,17 +501,27 @@ double FragmentationPolicy::WholeBias(const NodeState& node, int idle_taken) con
   if (options_.whole == 0 || idle_taken <= 0) return 0;
   const int count = static_cast<int>(node.gpus().size());
   const int idle = node.idle_gpus();
-  if (options_.whole == 1) return idle_taken < count && idle == count ? -0.3 : 0;
+  if (options_.whole == 1) return idle_taken < count && idle == count ? -options_.whole_weight : 0;
   if (options_.whole == 6) {
     // Mode 1 only while no multi-GPU shape is typical (the gradient then
     // ignores them; with one in the mix it accounts for them itself).
     for (size_t m = 0; m < prepared_->size(); ++m) {
       if (prepared_->gpus()[m] > 1) return 0;
     }
-    return idle_taken < count && idle == count ? -0.3 : 0;
+    return idle_taken < count && idle == count ? -options_.whole_weight : 0;
   }
-  if (options_.whole == 4) return idle_taken < count && idle == count ? -0.3 : -0.15;
-  if (options_.whole == 5) return idle - idle_taken < count / 2 && idle >= count / 2 ? -0.3 : 0;
+  if (options_.whole == 7) {
+    // As 6, the bias growing with the node's GPU count (of at most 16): a
+    // whole node must be broken, the smallest goes first.
+    for (size_t m = 0; m < prepared_->size(); ++m) {
+      if (prepared_->gpus()[m] > 1) return 0;
+    }
+    return idle_taken < count && idle == count ? -options_.whole_weight * std::min(count, 16) / 16.0 : 0;
+  }
+  if (options_.whole == 4)
+    return idle_taken < count && idle == count ? -options_.whole_weight : -options_.whole_weight / 2;
+  if (options_.whole == 5)
+    return idle - idle_taken < count / 2 && idle >= count / 2 ? -options_.whole_weight : 0;
   // 2: breaks a slot of some multi-GPU shape of the mix; 3: of the largest
   // one that fits the node.
   int largest = 0;
@@ -524,7 +534,7 @@ double FragmentationPolicy::WholeBias(const NodeState& node, int idle_taken) con
     breaks = breaks || (idle - idle_taken) / k < idle / k;
   }
   if (options_.whole == 3) breaks = largest > 0 && (idle - idle_taken) / largest < idle / largest;
-  return breaks ? -0.3 : 0;
+  return breaks ? -options_.whole_weight : 0;
 }
 
 double FragmentationPolicy::SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,

@@ -237,8 +237,12 @@ class FragmentationPolicy : public Policy {
     // multi-GPU shape (k GPUs) of the mix; 3: the same for the largest such
     // shape only; 4: as 1, and −0.15 for taking any idle GPU elsewhere; 5:
     // taking the node's idle GPUs below half its GPUs; 6: as 1 while the mix
-    // holds no multi-GPU shape, else nothing.
+    // holds no multi-GPU shape, else nothing; 7: as 6, the bias × the node's
+    // GPU count / 16 (smaller idle nodes broken first).
     int whole = 0;
+    // The bias `whole` subtracts (0.3: inside a band; 1 or more moves the node
+    // down that many bands).
+    double whole_weight = 0.3;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);

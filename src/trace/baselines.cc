@@ -257,7 +257,8 @@ constexpr ExperimentOption kExperimentOptions[] = {
     {"order", "a whole number from -4 to 4 (0 = off)", -4, 4, true},
     {"mem", "0 or 1", 0, 1, true},
     {"hole", "0, 1 or 2", 0, 2, true},
-    {"whole", "a whole number from 0 to 6", 0, 6, true},
+    {"whole", "a whole number from 0 to 7", 0, 7, true},
+    {"wholew", "a number >= 0 (bias of whole=, default 0.3)", 0, 1e12, false},
 };
 
 std::string ExperimentOptionList() {
@@ -328,6 +329,7 @@ Result<std::unique_ptr<core::Policy>> MakeExperimentPolicy(std::string_view name
   if (auto v = option("slots")) o.slots = *v != 0;
   if (auto v = option("hole")) o.hole = static_cast<int>(*v);
   if (auto v = option("whole")) o.whole = static_cast<int>(*v);
+  if (auto v = option("wholew")) o.whole_weight = *v;
   if (auto v = option("relearn")) o.relearn_every = static_cast<int64_t>(*v);
   const bool prior = option("prior").value_or(0) != 0;
   const bool fixed = option("fixed").value_or(0) != 0;

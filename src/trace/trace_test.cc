@@ -211,7 +211,8 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
       {"tessera:slots=2", "option slots: '2' is out of range; expected 0 or 1"},
       {"tessera:hole=3", "option hole: '3' is out of range; expected 0, 1 or 2"},
       {"tessera:hole=-1", "option hole: '-1' is out of range"},
-      {"tessera:whole=7", "option whole: '7' is out of range; expected a whole number from 0 to 6"},
+      {"tessera:whole=8", "option whole: '8' is out of range; expected a whole number from 0 to 7"},
+      {"tessera:wholew=-0.3", "option wholew: '-0.3' is out of range"},
       {"tessera:whole=1.5", "option whole: '1.5' is out of range"},
       {"tessera:prior=1,whole=x", "option whole: 'x' is not a number"},
       {"tessera:prior=1,bogus=1", "unknown option 'bogus'"},
@@ -235,7 +236,7 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
   for (const char* good :
        {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
         "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0", "tessera:prior=1,slots=1,sig=2000",
-        "tessera:prior=1,hole=2", "tessera:whole=6,prior=1,hole=1"}) {
+        "tessera:prior=1,hole=2", "tessera:whole=6,prior=1,hole=1", "tessera:prior=1,whole=7,wholew=1.3"}) {
     EXPECT_TRUE(MakeTracePolicy(good, tasks).ok()) << good;
   }
 }
