@@ -145,6 +145,84 @@ TEST_F(ClientTest, WatchStopsAtAGarbageLine) {
   EXPECT_EQ(events, 1);
 }
 
+std::shared_ptr<const FieldSelection> NameAndVersion() {
+  auto s = std::make_shared<FieldSelection>();
+  s->Member("metadata").Members({"name", "resourceVersion"});
+  return s;
+}
+
+// With object_fields, events carry only the selected fields; bookmarks,
+// errors and bad lines read as without.
+TEST_F(ClientTest, WatchWithFieldsDecodesOnlyThemAndKeepsEveryError) {
+  transport_->Push(200, "",
+                   {R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5","uid":"u"},
+                        "spec":{"big":[1,2,3]}}})",
+                    R"({"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"9",
+                        "annotations":{"k8s.io/initial-events-end":"true"}}}})",
+                    R"J({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired",
+                        "message":"too old resource version: 5 (10)"}})J"});
+  WatchOptions o;
+  o.object_fields = NameAndVersion();
+  std::vector<Json> seen;
+  auto st = client_.Watch(resources::kPods, "", o, [&](WatchEvent&& e) {
+    seen.push_back(e.object);
+    return true;
+  });
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.error().IsGone());
+  EXPECT_NE(st.error().message.find("too old resource version"), std::string::npos);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], Json::parse(R"({"metadata":{"name":"a","resourceVersion":"5"}})"));
+  EXPECT_EQ(AnnotationOf(seen[1], kInitialEventsEndAnnotation), "true");  // a bookmark is whole
+
+  // An object cut mid-way, an event with an object without a name, an
+  // unknown type and a byte that is not UTF-8 in a skipped field: the errors
+  // they gave before.
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"type":"ADDED","object":{"metadata":{"name":"a","resourceVer)", "not a watch event"},
+      {R"({"type":"ADDED","object":{"metadata":{"uid":"u"}}})", "an object without a name"},
+      {R"({"type":"SOMETHING","object":{"metadata":{"name":"a"}}})", "unknown watch event type"},
+      {"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"},\"spec\":{\"x\":\"\xff\"}}}",
+       "not a watch event"},
+  };
+  for (const auto& [line, message] : bad) {
+    SCOPED_TRACE(line);
+    transport_->Push(200, "", {line});
+    int events = 0;
+    auto failed = client_.Watch(resources::kPods, "", o, [&](WatchEvent&&) {
+      ++events;
+      return true;
+    });
+    ASSERT_FALSE(failed.ok());
+    EXPECT_EQ(failed.error().reason, "InvalidResponse");
+    EXPECT_NE(failed.error().message.find(message), std::string::npos) << failed.error().message;
+    EXPECT_EQ(events, 0);
+  }
+}
+
+TEST_F(ClientTest, ListWithFieldsDecodesOnlyThemAndKeepsEveryError) {
+  transport_->Push(200, R"({"kind":"PodList","metadata":{"resourceVersion":"42","continue":"c"},
+                           "items":[{"metadata":{"name":"a","namespace":"n","labels":{"x":"y"}},"spec":{}}]})");
+  ListOptions o;
+  o.item_fields = NameAndVersion();
+  auto l = client_.List(resources::kPods, "", o);
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_EQ(l->resource_version, "42");
+  EXPECT_EQ(l->continue_token, "c");
+  ASSERT_EQ(l->items.size(), 1u);
+  EXPECT_EQ(l->items[0], Json::parse(R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"}})"));
+  // A page that ends mid-object, and one whose item is not an object.
+  transport_->Push(200, R"({"kind":"PodList","metadata":{},"items":[{"metadata":{"name":"a")");
+  auto cut = client_.List(resources::kPods, "", o);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.error().reason, "InvalidResponse");
+  EXPECT_NE(cut.error().message.find("not a JSON object"), std::string::npos) << cut.error().message;
+  transport_->Push(200, R"({"kind":"PodList","metadata":{},"items":[7]})");
+  auto scalar = client_.List(resources::kPods, "", o);
+  ASSERT_FALSE(scalar.ok());
+  EXPECT_NE(scalar.error().message.find("a list item is not an object"), std::string::npos);
+}
+
 TEST_F(ClientTest, BindSendsABindingWithAnnotations) {
   transport_->Push(201, R"({"kind":"Status","status":"Success","code":201})");
   PodsApi pods(&client_);
