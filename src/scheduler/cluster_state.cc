@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <unordered_set>
 
@@ -284,6 +285,12 @@ void ClusterState::UpsertPod(const PodDigest& digest) {
   ReleaseReservationLocked(key);
   PodEntry entry;
   entry.allocation = std::move(*allocation);
+  if (auto spec = digest.pod().find("spec"); spec != digest.pod().end() && spec->is_object()) {
+    if (auto p = spec->find("priority"); p != spec->end() && p->is_number_integer()) {
+      entry.priority = static_cast<int32_t>(
+          std::clamp<int64_t>(p->get<int64_t>(), std::numeric_limits<int32_t>::min(), INT32_MAX));
+    }
+  }
   if (NodeEntry* n = FindLocked(entry.allocation.node); n && n->error.empty()) {
     entry.applied = ApplyLocked(*n, key, entry.allocation).ok();
     if (!entry.applied) ++inconsistent_;
@@ -985,6 +992,19 @@ void ClusterState::ApplyHolds(const std::string& pod_key, int32_t priority, cons
   verdicts.feasible = std::move(feasible);
   std::sort(verdicts.failed.begin(), verdicts.failed.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+void ClusterState::VisitPodsOn(
+    const std::string& node,
+    const std::function<void(const std::string&, const core::PodAllocation&, int32_t, bool)>& visit) const {
+  std::shared_lock lock(mu_);
+  auto keys = keys_by_node_.find(node);
+  if (keys == keys_by_node_.end()) return;
+  for (const std::string& key : keys->second) {
+    if (auto p = pods_.find(key); p != pods_.end()) {
+      visit(key, p->second.allocation, p->second.priority, terminating_.count(key) > 0);
+    }
+  }
 }
 
 std::vector<std::pair<std::string, core::PodAllocation>> ClusterState::PodsOn(const std::string& node) const {

@@ -254,6 +254,12 @@ class ClusterState {
                   std::span<const std::string_view> nodes, NodeVerdicts& verdicts) const;
   // The GPU pods accounted on `node` (bound, not reservations): key and allocation.
   std::vector<std::pair<std::string, core::PodAllocation>> PodsOn(const std::string& node) const;
+  // The same without copies, for preemption: `visit` gets each pod's key,
+  // allocation, spec.priority and whether it is marked terminating, under
+  // the reader lock (quick; no I/O, no call back into this object).
+  void VisitPodsOn(const std::string& node,
+                   const std::function<void(const std::string& key, const core::PodAllocation& allocation,
+                                            int32_t priority, bool terminating)>& visit) const;
 
  private:
   struct NodeEntry {
@@ -345,6 +351,7 @@ class ClusterState {
   struct PodEntry {
     core::PodAllocation allocation;
     bool applied = false;  // accounted into its node
+    int32_t priority = 0;  // spec.priority (immutable), for preemption
   };
   struct Reservation {
     core::PodAllocation allocation;

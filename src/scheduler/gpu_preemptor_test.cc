@@ -124,7 +124,9 @@ TEST_F(DecisionTest, NothingWhenItWouldNotHelp) {
   // Larger than any GPU.
   GpuPreemptionDecision big = Decide(Preemptor(20000));
   EXPECT_FALSE(big.plan);
-  EXPECT_EQ(big.reason, "it fits on none of the 2 node(s) it was given even with every pod there gone");
+  EXPECT_EQ(
+      big.reason,
+      "no pod of lower priority whose removal could make room runs on any of the 2 node(s) it was given");
   // It fits already (a free GPU on a third node).
   state_->UpsertNode(NodeWithGpus("free", 3, 1, 16384));
   GpuPreemptionDecision fits = Decide(Preemptor(12000), {"n", "free"});
@@ -138,7 +140,7 @@ TEST_F(DecisionTest, NothingWhenItWouldNotHelp) {
 TEST_F(DecisionTest, NeverAPodOfEqualOrHigherPriority) {
   GpuPreemptionDecision equal = Decide(Preemptor(12000, /*priority=*/1));
   EXPECT_FALSE(equal.plan);
-  EXPECT_NE(equal.reason.find("no GPU pod of lower priority"), std::string::npos) << equal.reason;
+  EXPECT_NE(equal.reason.find("no pod of lower priority"), std::string::npos) << equal.reason;
   // Priority 4 may take a (1), c or d (3), never b (5): a, the lowest.
   GpuPreemptionDecision four = Decide(Preemptor(12000, 4));
   ASSERT_TRUE(four.plan);
@@ -163,6 +165,7 @@ TEST_F(DecisionTest, AvoidsAVictimWhoseBudgetHasNoDisruptionLeft) {
 
 TEST_F(DecisionTest, WaitsWhileItsNominatedNodeHasTerminatingVictims) {
   pods_["d/a"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z";
+  state_->SetTerminating("d/a", true);  // as TrackNomination marks it from the informer
   Json pre = Preemptor(12000);
   pre["status"]["nominatedNodeName"] = "n";
   GpuPreemptionDecision d = Decide(pre);
