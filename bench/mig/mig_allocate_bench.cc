@@ -40,7 +40,7 @@
 namespace {
 
 using namespace tessera;
-using bench::Clock;
+using BenchClock = bench::Clock;  // not tessera::Clock (base/clock.h)
 using bench::Ms;
 using bench::Probe;
 using bench::RunContainer;
@@ -83,17 +83,17 @@ int main(int argc, char** argv) {
   std::vector<double> apply_ms, teardown_ms;
   for (int i = 0; i < std::max(3, iterations / 10); ++i) {
     request.config = "all-1g.10gb";
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     auto applied = node::mig::ApplyLayout(driver, request);
-    apply_ms.push_back(Ms(Clock::now() - t0));
+    apply_ms.push_back(Ms(BenchClock::now() - t0));
     if (applied.state != node::mig::ApplyState::kSuccess || applied.created != 7) {
       std::fprintf(stderr, "apply failed: %s\n", applied.Summary().c_str());
       return 1;
     }
     request.config = "all-disabled";
-    t0 = Clock::now();
+    t0 = BenchClock::now();
     auto removed = node::mig::ApplyLayout(driver, request);
-    teardown_ms.push_back(Ms(Clock::now() - t0));
+    teardown_ms.push_back(Ms(BenchClock::now() - t0));
     if (removed.destroyed != 7) return 1;
   }
   request.config = "all-1g.10gb";
@@ -121,15 +121,15 @@ int main(int argc, char** argv) {
     allocate.add_container_requests()->add_devices_ids(id);
     v1beta1::AllocateResponse answer;
     grpc::ClientContext context;
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     grpc::Status status = stub->Allocate(&context, allocate, &answer);
-    auto t1 = Clock::now();
+    auto t1 = BenchClock::now();
     if (!status.ok() ||
         !RunContainer(self, state_dir, answer.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"))) {
       std::fprintf(stderr, "iteration %d failed: %s\n", i, status.error_message().c_str());
       return 1;
     }
-    auto t2 = Clock::now();
+    auto t2 = BenchClock::now();
     rpc_ms.push_back(Ms(t1 - t0));
     usable_ms.push_back(Ms(t2 - t0));
   }

@@ -41,7 +41,7 @@
 namespace {
 
 using namespace tessera;
-using bench::Clock;
+using BenchClock = bench::Clock;  // not tessera::Clock (base/clock.h)
 using bench::Ms;
 using bench::Probe;
 using bench::RunContainer;
@@ -109,22 +109,22 @@ int main(int argc, char** argv) {
     allocate.add_container_requests()->add_devices_ids(node::MakeDeviceId(gpu.uuid, i % 7));
     v1beta1::AllocateResponse answer;
     grpc::ClientContext context;
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     grpc::Status status = stub->Allocate(&context, allocate, &answer);
-    auto t1 = Clock::now();
+    auto t1 = BenchClock::now();
     if (!status.ok() ||
         !RunContainer(self, state_dir, answer.container_responses(0).envs().at("NVIDIA_VISIBLE_DEVICES"))) {
       std::fprintf(stderr, "iteration %d failed: %s\n", i, status.error_message().c_str());
       return 1;
     }
-    auto t2 = Clock::now();
+    auto t2 = BenchClock::now();
     rpc_ms.push_back(Ms(t1 - t0));
     usable_ms.push_back(Ms(t2 - t0));
 
     pods.clear();  // the pod is gone
-    auto t3 = Clock::now();
+    auto t3 = BenchClock::now();
     dynamic.Tick();
-    cleanup_ms.push_back(Ms(Clock::now() - t3));
+    cleanup_ms.push_back(Ms(BenchClock::now() - t3));
     if (!dynamic.Devices().empty()) {
       std::fprintf(stderr, "iteration %d: the instance was not destroyed\n", i);
       return 1;
