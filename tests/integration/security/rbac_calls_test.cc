@@ -233,11 +233,14 @@ const std::map<std::string, std::string> kUnusedOnPurpose = {
     {"tessera-dra-enforcer ClusterRole/tessera-dra-enforcer: list pods", kListFallback},
 };
 
-// Whether `a` and `b` name a resource (of an API group) in common.
-bool ShareAResource(const Rule& a, const Rule& b) {
+// Whether `a` and `b` grant a verb on a resource (of an API group) in common.
+bool ShareAPermission(const Rule& a, const Rule& b) {
   for (const auto& group : a.groups) {
     for (const auto& resource : a.resources) {
-      if (Has(b.groups, group) && Has(b.resources, resource)) return true;
+      if (!Has(b.groups, group) || !Has(b.resources, resource)) continue;
+      for (const auto& verb : a.verbs) {
+        if (Has(b.verbs, verb)) return true;
+      }
     }
   }
   return false;
@@ -247,9 +250,10 @@ class RbacCallsTest : public ::testing::Test {
  protected:
   // `account`: a ServiceAccount, or "ClusterRole/<name>" for the rules of that role alone.
   // `others`: ServiceAccounts of binaries whose calls are in the same logs (the log
-  // cannot tell two tessera binaries apart). Their rules must share no resource with
-  // `account`'s, so a call is theirs exactly when it is on one of their resources;
-  // those calls are left out here (checked in their own right elsewhere).
+  // cannot tell two tessera binaries apart). Their rules must grant no permission
+  // (verb on a resource) that `account`'s grant, so a call is theirs exactly when one
+  // of their permissions covers it; those calls are left out here (checked in their
+  // own right elsewhere).
   void Check(const std::vector<std::string>& logs, const std::string& account,
              const std::vector<std::string>& others = {}) {
     Rbac rbac = ReadDeploy(std::string(TESSERA_SOURCE_DIR) + "/deploy");
@@ -262,16 +266,19 @@ class RbacCallsTest : public ::testing::Test {
       ASSERT_FALSE(theirs.empty()) << "no rules for " << other << " in deploy/";
       for (const Rule& their : theirs) {
         for (const Rule& rule : rules) {
-          ASSERT_FALSE(ShareAResource(rule, their))
-              << rule.source << " and " << their.source << " name a resource in common: the calls in "
-              << "the log can no longer be told apart";
+          ASSERT_FALSE(ShareAPermission(rule, their))
+              << rule.source << " and " << their.source << " grant a verb on a resource in common: the "
+              << "calls in the log can no longer be told apart";
         }
         others_rules.push_back(their);
       }
     }
     auto on_theirs = [&](const Call& call) {
       for (const Rule& their : others_rules) {
-        if (Has(their.groups, call.group) && Has(their.resources, ResourceOf(call))) return true;
+        if (Has(their.groups, call.group) && Has(their.resources, ResourceOf(call)) &&
+            Has(their.verbs, call.verb)) {
+          return true;
+        }
       }
       return false;
     };
@@ -358,7 +365,8 @@ TEST_F(RbacCallsTest, TheNodeAgentUsesExactlyItsRules) {
 // tessera-node in its enforcement-only role beside tessera-dra (deploy/dra/enforcer.yaml, the
 // ServiceAccount tessera-dra-enforcer), recorded while dra_integration_test ran it as that
 // manifest does: a process over its claim killed, the Event on its pod. tessera-dra made its
-// calls to the same API server; they are on its resources (slices, claims, its Node).
+// calls to the same API server; they are on its permissions (slices, claims, its Node, a pod
+// read by name), none of which the enforcer has.
 TEST_F(RbacCallsTest, TheEnforcementOnlyNodeAgentBesideTesseraDraUsesExactlyItsRules) {
 #ifndef TESSERA_RECORDS_DRA_ENFORCER
   GTEST_SKIP() << "tests/integration/dra is not built here: nothing recorded its calls";
