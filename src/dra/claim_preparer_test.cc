@@ -10,6 +10,7 @@
 
 #include "base/files.h"
 #include "core/allocation_codec.h"
+#include "dra/testing.h"
 
 namespace tessera::dra {
 namespace {
@@ -319,19 +320,10 @@ TEST_F(ClaimPreparerTest, OtherDriversResultsAreNotOurs) {
 
 // A pod "p" (UID "uid-p") whose containers reference the claims named
 // directly: `containers` maps a container to its claims.
-Json PodUsing(std::vector<std::pair<std::string, std::vector<std::string>>> containers) {
-  Json entries = Json::array(), list = Json::array();
-  std::set<std::string> seen;
-  for (const auto& [container, claims] : containers) {
-    Json refs = Json::array();
-    for (const auto& c : claims) {
-      refs.push_back({{"name", c}});
-      if (seen.insert(c).second) entries.push_back({{"name", c}, {"resourceClaimName", c}});
-    }
-    list.push_back({{"name", container}, {"resources", {{"claims", refs}}}});
-  }
-  return {{"metadata", {{"namespace", "default"}, {"name", "p"}, {"uid", "uid-p"}}},
-          {"spec", {{"containers", list}, {"resourceClaims", entries}}}};
+Json PodUsing(const std::vector<std::pair<std::string, std::vector<std::string>>>& containers) {
+  Json pod = dra::testing::PodUsingClaims("default", "p", containers);
+  pod["metadata"]["uid"] = "uid-p";
+  return pod;
 }
 
 TEST_F(ClaimPreparerTest, TwoClaimsForOneContainerAreRefusedLeavingPreparedOnesAlone) {

@@ -49,17 +49,6 @@ std::pair<std::string, std::string> SplitKey(const std::string& key) {
   return {key.substr(0, slash), key.substr(slash + 1)};
 }
 
-// What a victim set costs, compared lexicographically; the same order
-// TrimVictims uses inside a node.
-struct Cost {
-  int64_t pdb = 0;
-  size_t pods = 0;
-  int32_t highest = std::numeric_limits<int32_t>::min();
-  int64_t sum = 0;
-  auto Tie() const { return std::tie(pdb, pods, highest, sum); }
-  bool operator<(const Cost& o) const { return Tie() < o.Tie(); }
-};
-
 std::string Describe(const std::vector<Victim>& victims) {
   std::string out;
   for (const Victim& v : victims) {
@@ -129,7 +118,7 @@ GpuPreemptionDecision DecideGpuPreemption(const ClusterState& state, const PodLo
   struct Candidate {
     std::string node;
     std::vector<Victim> victims;  // the kept ones
-    Cost cost;
+    VictimSetCost cost;
   };
   std::optional<Candidate> best;
   size_t candidates = 0;

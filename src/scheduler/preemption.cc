@@ -40,17 +40,6 @@ bool UsableBy(const core::Gpu& gpu, const core::PodRequest& pod) {
   return usable(pod.containers) || usable(pod.init_containers);
 }
 
-// What a victim set costs, compared lexicographically: PDB violations, pods,
-// the highest priority among them, the priorities' sum.
-struct Cost {
-  int64_t pdb = 0;
-  size_t pods = 0;
-  int32_t highest = std::numeric_limits<int32_t>::min();
-  int64_t sum = 0;
-  auto Tie() const { return std::tie(pdb, pods, highest, sum); }
-  bool operator<(const Cost& o) const { return Tie() < o.Tie(); }
-};
-
 // kube-scheduler's importance order: higher priority first; then the order
 // proposed.
 std::vector<size_t> ByImportance(std::span<const Victim> victims, const std::vector<size_t>& indices) {
@@ -198,7 +187,7 @@ TrimmedVictims TrimVictims(const core::NodeState& node, const core::PodRequest& 
     return kept;
   };
   auto cost_of = [&](const std::vector<size_t>& kept) {
-    Cost c;
+    VictimSetCost c;
     c.pods = kept.size();
     for (size_t i : kept) {
       c.highest = std::max(c.highest, victims[i].priority);
@@ -216,12 +205,12 @@ TrimmedVictims TrimVictims(const core::NodeState& node, const core::PodRequest& 
   out.fits = true;
   std::vector<bool> best = all;
   if (useful.size() <= kMaxExactVictims) {
-    Cost best_cost = cost_of(chosen_of(all));
+    VictimSetCost best_cost = cost_of(chosen_of(all));
     const uint32_t masks = 1u << useful.size();
     for (uint32_t mask = 0; mask + 1 < masks; ++mask) {  // the last mask is `all`
       std::vector<bool> removed(useful.size());
       for (size_t k = 0; k < useful.size(); ++k) removed[k] = (mask >> k) & 1u;
-      const Cost c = cost_of(chosen_of(removed));
+      const VictimSetCost c = cost_of(chosen_of(removed));
       if (!(c < best_cost) || !fits_without(removed, nullptr)) continue;
       best_cost = c;
       best = std::move(removed);

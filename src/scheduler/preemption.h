@@ -50,10 +50,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -104,6 +106,18 @@ struct Victim {
   // Its tessera GPU slices on this node; nullopt: it holds none (or tessera
   // does not know it).
   std::optional<core::PodAllocation> allocation;
+};
+
+// What a set of victims costs, compared lexicographically: PDB violations,
+// pods, the highest priority among them, the priorities' sum. TrimVictims
+// picks a node's cheapest useful set by it, and GPU preemption the node.
+struct VictimSetCost {
+  int64_t pdb = 0;
+  size_t pods = 0;
+  int32_t highest = std::numeric_limits<int32_t>::min();
+  int64_t sum = 0;
+  auto Tie() const { return std::tie(pdb, pods, highest, sum); }
+  bool operator<(const VictimSetCost& o) const { return Tie() < o.Tie(); }
 };
 
 struct TrimmedVictims {

@@ -24,6 +24,7 @@
 #include "base/testing.h"
 #include "core/inventory_codec.h"
 #include "dra/scheduler_standin.h"
+#include "dra/testing.h"
 #include "host/nvml_inventory.h"
 #include "kubelet_dra_standin.h"
 #include "kubelet_standin.h"
@@ -535,22 +536,13 @@ TEST_F(DraIntegrationTest, BadClaimsGetClearErrorsAndLeaveNothing) {
   EXPECT_TRUE(Regions().empty());
 }
 
-// A pod of namespace team whose spec.resourceClaims name the claims directly;
-// `containers` maps each container to the claims it references.
+// A pod of namespace team on node-a whose spec.resourceClaims name the claims
+// directly; `containers` maps each container to the claims it references.
 Json PodUsing(const std::string& name,
               const std::vector<std::pair<std::string, std::vector<std::string>>>& containers) {
-  Json entries = Json::array(), list = Json::array();
-  std::set<std::string> seen;
-  for (const auto& [container, claims] : containers) {
-    Json refs = Json::array();
-    for (const auto& c : claims) {
-      refs.push_back({{"name", c}});
-      if (seen.insert(c).second) entries.push_back({{"name", c}, {"resourceClaimName", c}});
-    }
-    list.push_back({{"name", container}, {"image", "cuda"}, {"resources", {{"claims", refs}}}});
-  }
-  return {{"metadata", {{"name", name}, {"namespace", "team"}}},
-          {"spec", {{"nodeName", "node-a"}, {"containers", list}, {"resourceClaims", entries}}}};
+  Json pod = dra::testing::PodUsingClaims("team", name, containers);
+  pod["spec"]["nodeName"] = "node-a";
+  return pod;
 }
 
 TEST_F(DraIntegrationTest, TwoClaimsForOneContainerAreRefusedInTwoContainersPrepared) {
