@@ -237,6 +237,10 @@ void ClusterState::ForgetPodLocked(const std::string& key) {
     if (NodeEntry* n = FindLocked(node)) ReleaseLocked(*n, key, p->second.allocation);
   }
   if (auto keys = keys_by_node_.find(node); keys != keys_by_node_.end()) keys->second.erase(key);
+  if (auto count = pods_by_priority_.find(p->second.priority);
+      count != pods_by_priority_.end() && --count->second == 0) {
+    pods_by_priority_.erase(count);
+  }
   pods_.erase(p);
 }
 
@@ -296,7 +300,13 @@ void ClusterState::UpsertPod(const PodDigest& digest) {
     if (!entry.applied) ++inconsistent_;
   }
   keys_by_node_[entry.allocation.node].insert(key);
+  ++pods_by_priority_[entry.priority];
   pods_[key] = std::move(entry);
+}
+
+bool ClusterState::AnyPodBelowPriority(int32_t priority) const {
+  std::shared_lock lock(mu_);
+  return !pods_by_priority_.empty() && pods_by_priority_.begin()->first < priority;
 }
 
 void ClusterState::DeletePod(const Json& pod) {

@@ -260,6 +260,11 @@ class ClusterState {
   void VisitPodsOn(const std::string& node,
                    const std::function<void(const std::string& key, const core::PodAllocation& allocation,
                                             int32_t priority, bool terminating)>& visit) const;
+  // Whether any accounted GPU pod has a spec.priority below `priority`: GPU
+  // preemption's first question, answered without walking the nodes (in a
+  // cluster without priority classes it is always false, and every pending
+  // pod would otherwise cost a walk of every node).
+  bool AnyPodBelowPriority(int32_t priority) const;
 
  private:
   struct NodeEntry {
@@ -397,6 +402,7 @@ class ClusterState {
   mutable std::array<NameListMemo, 4> memos_;       // guarded by memo_mu_
   mutable uint64_t memo_clock_ = 0;                 // guarded by memo_mu_
   std::unordered_map<std::string, PodEntry> pods_;  // guarded by mu_
+  std::map<int32_t, size_t> pods_by_priority_;      // guarded by mu_; pods_ counted by priority
   std::unordered_map<std::string, Reservation> reservations_;  // guarded by mu_
   std::unordered_map<std::string, std::set<std::string>>
       keys_by_node_;                  // guarded by mu_; pods + reservations

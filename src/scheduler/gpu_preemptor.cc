@@ -89,6 +89,14 @@ GpuPreemptionDecision DecideGpuPreemption(const ClusterState& state, const PodLo
     return get_pod(ns, name);
   };
 
+  // Nothing anywhere to preempt: the usual case in a cluster without
+  // priority classes, where every pending pod would otherwise walk every node.
+  if (!state.AnyPodBelowPriority(priority)) {
+    out.reason = "no pod of lower priority holds a GPU slice anywhere in the cluster (its priority: " +
+                 std::to_string(priority) + ")";
+    return out;
+  }
+
   // Nominated already (by kube-scheduler or an earlier attempt): while pods
   // of lower priority are terminating there, it waits for them, as
   // kube-scheduler's PodEligibleToPreemptOthers has it wait.

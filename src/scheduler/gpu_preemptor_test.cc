@@ -147,6 +147,22 @@ TEST_F(DecisionTest, NeverAPodOfEqualOrHigherPriority) {
   EXPECT_EQ(Names(*four.plan), (std::set<std::string>{"a"}));
 }
 
+// Asked before any node is walked: in a cluster without priority classes
+// every pending pod would otherwise cost a walk of every node.
+TEST_F(DecisionTest, NoNodeIsWalkedWhenNoPodAnywhereHasALowerPriority) {
+  EXPECT_TRUE(state_->AnyPodBelowPriority(2));
+  EXPECT_FALSE(state_->AnyPodBelowPriority(1));
+  GpuPreemptionDecision d = Decide(Preemptor(12000, /*priority=*/1));
+  EXPECT_FALSE(d.plan);
+  EXPECT_EQ(d.reason, "no pod of lower priority holds a GPU slice anywhere in the cluster (its priority: 1)");
+  // The count follows the pods: without a (priority 1), nothing is below 3.
+  state_->DeletePod(pods_["d/a"]);
+  EXPECT_FALSE(state_->AnyPodBelowPriority(3));
+  EXPECT_TRUE(state_->AnyPodBelowPriority(4));
+  AddBound("e", -7, "n", 1, 0, 1000);
+  EXPECT_TRUE(state_->AnyPodBelowPriority(-6));
+}
+
 TEST_F(DecisionTest, AvoidsAVictimWhoseBudgetHasNoDisruptionLeft) {
   budgets_ = ParseDisruptionBudgets({Json::parse(R"({"metadata":{"name":"g","namespace":"d"},
       "spec":{"selector":{"matchLabels":{"app":"guarded"}}},"status":{"disruptionsAllowed":0}})")});
