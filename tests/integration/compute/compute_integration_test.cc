@@ -263,12 +263,17 @@ TEST_F(ComputeTest, LatencyBoundTenantsWithQuotasFillingTheDeviceGetThem) {
     // own synchronisations (the host wakes it late; the others' kernels,
     // capped by their quotas, cannot cover them all): the limiter must not
     // hold it back as well. It may wait when a neighbour's host stalls and
-    // leaves it room beyond its quota, briefly: at most 5 % of the 4-s run.
+    // leaves it room beyond its quota: then it reaches its quota, and the
+    // wait is the limiter doing its job (a CI run saw 247 ms of waiting with
+    // a share of 59.96 % of 60). Short of its quota by more than half a
+    // point, it may have waited at most 5 % of the 4-s run.
     const int largest = quotas.back();
     const Result& rl = results.back();
     RegionSnapshot l = read_region("t" + group + "-" + std::to_string(largest));
     ASSERT_TRUE(l.ok);
-    EXPECT_LT(l.throttled_ns, 200'000'000u) << rl.out;
+    if (rl.share < largest - 0.5) {
+      EXPECT_LT(l.throttled_ns, 200'000'000u) << rl.out;
+    }
     EXPECT_GT(rl.share, largest - 10.0) << rl.out;  // host-bound, loosely: within 1 pp at load 11-13
     EXPECT_LT(rl.share, largest + 2.0) << rl.out;   // and not above its quota
   }
