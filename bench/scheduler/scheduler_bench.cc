@@ -194,8 +194,8 @@ int Latency(int argc, char** argv) {
       "latency (%s, node policy %s): %d nodes x %d GPUs, %zu pods cached, %zu feasible; filter+prioritize "
       "(request body in, answer body out) over %d iterations:\n  wall: %s\n  CPU (all threads): %s\n",
       cold ? "new pod shape every cycle" : "same shape, one node changed per cycle",
-      policy ? policy : ts::SchedulerConfig{}.node_policy.c_str(), nodes, gpus, stats.pods, feasible, iterations,
-      tessera::bench::LatencySummary(wall).c_str(), tessera::bench::LatencySummary(cpu).c_str());
+      policy ? policy : ts::SchedulerConfig{}.node_policy.c_str(), nodes, gpus, stats.pods, feasible,
+      iterations, tessera::bench::LatencySummary(wall).c_str(), tessera::bench::LatencySummary(cpu).c_str());
   const auto mix = extender.learner().stats();
   std::printf("  workload mix: %llu pods counted, %zu shapes, learned %llu times\n",
               static_cast<unsigned long long>(mix.counted), mix.mix_shapes,
