@@ -58,6 +58,15 @@ class PreemptionTest : public SchedulerIntegrationTest {
 
   static std::string Node(int n) { return "node-" + std::to_string(n); }
 
+  // The PodDisruptionBudget "guard": pods labelled app=guarded, no disruption left.
+  bool CreateGuardBudget() {
+    return server_
+        ->CreateObject("poddisruptionbudgets", Json::parse(R"({"metadata":{"name":"guard","namespace":
+                    "default"},"spec":{"selector":{"matchLabels":{"app":"guarded"}}},
+                    "status":{"disruptionsAllowed":0}})"))
+        .ok();
+  }
+
   // A GPU pod of `priority` asking `memory_mib` on one GPU, pinned to GPU
   // `gpu` of node `node_id` when gpu >= 0.
   Json Pod(const std::string& name, int32_t priority, int64_t memory_mib, int node_id = -1, int gpu = -1,
@@ -143,12 +152,7 @@ TEST_F(PreemptionTest, TrimsToTheMinimalUsefulVictims) {
                     "spec":{"nodeName":"node-0","priority":0,"containers":[{"name":"c","image":"busybox"}]}})"))
                   .ok());
   // Nothing is left for guarded pods to lose.
-  ASSERT_TRUE(
-      server_
-          ->CreateObject("poddisruptionbudgets", Json::parse(R"({"metadata":{"name":"guard","namespace":
-                    "default"},"spec":{"selector":{"matchLabels":{"app":"guarded"}}},
-                    "status":{"disruptionsAllowed":0}})"))
-          .ok());
+  ASSERT_TRUE(CreateGuardBudget());
   const std::vector<std::string> all = {"node-0", "node-1", "small"};
 
   Json high = Place(Pod("high", 1000, 12000), all, Outcome::kUnschedulable);
@@ -338,12 +342,7 @@ TEST_F(GpuPreemptionTest, AvoidsAVictimGuardedByAPodDisruptionBudget) {
     }
   }
   Fill(1, /*p0=*/3, /*p1=*/3);
-  ASSERT_TRUE(
-      server_
-          ->CreateObject("poddisruptionbudgets", Json::parse(R"({"metadata":{"name":"guard","namespace":
-                    "default"},"spec":{"selector":{"matchLabels":{"app":"guarded"}}},
-                    "status":{"disruptionsAllowed":0}})"))
-          .ok());
+  ASSERT_TRUE(CreateGuardBudget());
   ASSERT_TRUE(WaitFor([&] { return scheduler_->state().Stats().pods == 8; }));
   Place(Pod("high", 1000, 12000), {"node-0", "node-1"}, Outcome::kUnschedulable);
   ASSERT_TRUE(WaitFor([&] { return preemptor().counters().preemptions == 1 && preemptor().Idle(); }));
