@@ -82,6 +82,8 @@ Scheduler::Scheduler(SchedulerConfig config, std::shared_ptr<kube::Client> clien
                        if (dashboard_) dashboard_->DeletePod(p);
                      }});
 
+  quotas_ = std::make_unique<GpuMemoryQuotaWatch>(client_.get(), config_.resources.gpu_memory_name);
+
   if (config_.leader_elect) {
     lease_store_ = std::make_unique<kube::ApiLeaseStore>(client_.get(), config_.renew_deadline);
     kube::LeaderElectionConfig le;
@@ -305,7 +307,17 @@ Status Scheduler::Start() {
         ++mutate_denied_;
         return;
       }
-      Json answer = Mutate(review, config_, state_.LargestGpuMemoryMiB());
+      ClusterView view;
+      view.largest_gpu_mib = state_.LargestGpuMemoryMiB();
+      view.gpu_memory_quota = [this](const std::string& ns) { return quotas_->Lookup(ns); };
+      view.visit_gpus = [this](const std::function<void(const core::Gpu&)>& visit) -> Status {
+        if (!nodes_->HasSynced()) return Error{"the nodes are not listed yet"};
+        state_.VisitNodes([&](const ClusterState::NodeVisit& node) {
+          for (const core::GpuState& gpu : node.state.gpus()) visit(gpu.gpu);
+        });
+        return Status::Ok();
+      };
+      Json answer = Mutate(review, config_, view);
       if (!answer["response"].value("allowed", true)) ++mutate_denied_;
       Reply(res, 200, answer);
     });
@@ -374,6 +386,7 @@ Status Scheduler::Start() {
 
   nodes_->Start();
   pods_->Start();
+  quotas_->Start();
   thread_.Start();
   preemptor_->Start();
   return Status::Ok();
@@ -419,6 +432,7 @@ void Scheduler::Stop() {
   preemptor_->Stop();  // before the informers it reads
   thread_.Stop();      // before the elector: Run() may start it
   if (elector_) elector_->Stop();
+  quotas_->Stop();
   pods_->Stop();
   nodes_->Stop();
 }

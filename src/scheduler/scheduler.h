@@ -36,6 +36,7 @@
 #include "scheduler/dashboard/dashboard.h"
 #include "scheduler/extender.h"
 #include "scheduler/gpu_preemptor.h"
+#include "scheduler/quota_watch.h"
 
 namespace tessera::scheduler {
 
@@ -90,6 +91,9 @@ class Scheduler {
   ClusterState state_;
   std::unique_ptr<kube::Informer> nodes_;
   std::unique_ptr<kube::Informer> pods_;
+  // The namespaces with a ResourceQuota on GPU memory, for the webhook's
+  // rewrite of percentages into MiB (quota_watch.h); not part of readiness.
+  std::unique_ptr<GpuMemoryQuotaWatch> quotas_;
   std::unique_ptr<kube::ApiLeaseStore> lease_store_;
   std::unique_ptr<kube::LeaderElector> elector_;
   std::unique_ptr<Extender> extender_;

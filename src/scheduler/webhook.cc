@@ -1,11 +1,13 @@
 #include "scheduler/webhook.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "contract/container_contract.h"
+#include "core/fit.h"
 #include "core/pod_request.h"
 #include "scheduler/mig_placement.h"
 
@@ -147,6 +149,155 @@ Status CheckAgainstCluster(const std::vector<core::ContainerRequest>& containers
   return Status::Ok();
 }
 
+// A container's memory rewritten into MiB for a GPU memory quota.
+struct MemoryRewrite {
+  bool init = false;
+  std::string container;
+  int64_t mib = 0;
+};
+
+std::string Quoted(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "\"" : ", \"") + n + "\"";
+  return out;
+}
+
+// The MiB `c` would be given on each GPU of the cluster it could use were the
+// GPU empty and healthy (health and pods that hold a GPU come and go; its
+// mode, model and UUID stay), with the models that give each; core::CheckGpu
+// decides, so the MiB are the allocation's.
+Result<std::map<int64_t, std::vector<std::string>>> MemoryOnUsableGpus(const core::ContainerRequest& c,
+                                                                       const core::GpuFilter& filter,
+                                                                       const ClusterView& view) {
+  std::map<int64_t, std::vector<std::string>> sizes;
+  if (!view.visit_gpus) return sizes;
+  TESSERA_RETURN_IF_ERROR(view.visit_gpus([&](const core::Gpu& gpu) {
+    core::GpuState empty{gpu, {}};
+    empty.gpu.healthy = true;
+    empty.gpu.held_by.clear();
+    const core::GpuCheck check = core::CheckGpu(empty, c, filter);
+    if (check.reason != core::GpuReason::kFits) return;
+    std::vector<std::string>& models = sizes[check.memory_mib];
+    if (std::find(models.begin(), models.end(), gpu.model) == models.end()) models.push_back(gpu.model);
+  }));
+  return sizes;
+}
+
+// Which GPU containers of `request` a quota on GPU memory in namespace `ns`
+// could not count (memory not in MiB), and the MiB to write for each; empty
+// when there is no such quota. Fails with the reason to deny the pod.
+Result<std::vector<MemoryRewrite>> QuotaMemoryRewrites(const Json& pod, const core::PodRequest& request,
+                                                       const SchedulerConfig& config, const ClusterView& view,
+                                                       const std::string& ns) {
+  std::vector<std::pair<bool, const core::ContainerRequest*>> uncounted;
+  for (const bool init : {true, false}) {
+    for (const auto& c : init ? request.init_containers : request.containers) {
+      if (c.memory_percent || c.memory_mib == 0) uncounted.emplace_back(init, &c);
+    }
+  }
+  std::vector<MemoryRewrite> out;
+  if (uncounted.empty() || !view.gpu_memory_quota) return out;
+  const core::ResourceConfig& r = config.resources;
+  const std::string quota_key = "requests." + r.gpu_memory_name;
+  auto asks = [&](const core::ContainerRequest& c) {
+    return c.memory_percent ? r.gpu_memory_percent_name + " " + std::to_string(*c.memory_percent)
+                            : "the whole GPU's memory (no " + r.gpu_memory_name + " in MiB)";
+  };
+  const NamespaceQuota quota = view.gpu_memory_quota(ns);
+  if (!quota.unknown.empty()) {
+    const core::ContainerRequest& c = *uncounted.front().second;
+    return Error{"container \"" + c.name + "\" asks " + asks(c) + ", which a ResourceQuota on " + quota_key +
+                 " cannot count, and whether namespace \"" + ns + "\" has one is not known (" +
+                 quota.unknown + "); retry in a moment, or ask " + r.gpu_memory_name + " in MiB"};
+  }
+  if (quota.quotas.empty()) return out;
+  const std::string quota_text = "namespace \"" + ns + "\" has ResourceQuota" +
+                                 (quota.quotas.size() > 1 ? "s " : " ") + Quoted(quota.quotas) + " on " +
+                                 quota_key + ", which counts " + r.gpu_memory_name + " in MiB";
+  const bool mig = WantsDynamicMig(pod);
+  for (const auto& [init, c] : uncounted) {
+    const std::string head =
+        "container \"" + c->name + "\": " + quota_text + ", but the container asks " + asks(*c);
+    if (mig) {
+      return Error{head +
+                   " and the pod is a dynamic MIG pod, whose memory is its MIG profile's, not a share "
+                   "of the GPU the quota could count; ask " +
+                   r.gpu_memory_name + " in MiB"};
+    }
+    if (c->share == core::ShareKind::kExclusive) {
+      return Error{head + " and the pod's " + std::string(core::kSharingModeAnnotation) +
+                   " is exclusive, which takes whole GPUs and no " + r.gpu_memory_name +
+                   ", so the quota cannot count it; drop the annotation and ask " + r.gpu_memory_name +
+                   " = the GPU's MiB with " + r.gpu_cores_name + " 100, or run the pod in a namespace " +
+                   "without a quota on " + quota_key};
+    }
+    auto sizes = MemoryOnUsableGpus(*c, request.filter, view);
+    if (!sizes.ok()) {
+      return Error{head + ", and the GPUs it could land on are not known yet (" + sizes.error().message +
+                   "); retry in a moment, or ask " + r.gpu_memory_name + " in MiB"};
+    }
+    if (sizes->empty()) {
+      return Error{head + ", and no GPU in the cluster passes the pod's GPU filters and sharing mode, so " +
+                   "its MiB are not known; ask " + r.gpu_memory_name + " in MiB"};
+    }
+    if (sizes->size() > 1) {
+      std::string list;
+      for (const auto& [mib, models] : *sizes) {
+        list += (list.empty() ? "" : ", ") + std::to_string(mib) + " MiB on " + Quoted(models);
+      }
+      return Error{head + ", which is " + std::to_string(c->memory_percent.value_or(100)) +
+                   " % of GPUs of different sizes it could land on (" + list + "); ask " + r.gpu_memory_name +
+                   " in MiB, or pin one GPU type with " + std::string(core::kUseGpuTypeAnnotation)};
+    }
+    out.push_back({init, c->name, sizes->begin()->first});
+  }
+  return out;
+}
+
+// What the patch writes under one container's resources.
+struct ResourceEdit {
+  bool init = false;
+  size_t index = 0;
+  std::vector<std::pair<std::string, std::string>> limits;  // added (or replaced)
+  std::vector<std::string> limits_removed;
+  std::vector<std::pair<std::string, std::string>> requests;  // replaced or added beside others
+  std::vector<std::string> requests_removed;
+};
+
+bool HasMember(const Json& resources, const char* field, const std::string& name) {
+  auto it = resources.find(field);
+  return it != resources.end() && it->is_object() && it->contains(name);
+}
+
+// Folds `rewrite` into `edits`: the percentage goes, gpumem in MiB comes,
+// in limits and wherever requests named the memory (requests equal limits).
+void ApplyRewrite(const Json& spec, const MemoryRewrite& rewrite, const core::ResourceConfig& r,
+                  std::vector<ResourceEdit>& edits) {
+  const char* list = rewrite.init ? "initContainers" : "containers";
+  const Json& containers = spec.at(list);
+  size_t index = 0;
+  while (index < containers.size() && containers[index].value("name", "") != rewrite.container) ++index;
+  if (index == containers.size()) return;  // derived from this spec: cannot happen
+  auto edit = std::find_if(edits.begin(), edits.end(),
+                           [&](const ResourceEdit& e) { return e.init == rewrite.init && e.index == index; });
+  if (edit == edits.end())
+    edit = edits.insert(edits.end(), ResourceEdit{rewrite.init, index, {}, {}, {}, {}});
+  std::erase_if(edit->limits, [&](const auto& l) {
+    return l.first == r.gpu_memory_percent_name || l.first == r.gpu_memory_name;
+  });
+  const std::string mib = std::to_string(rewrite.mib);
+  edit->limits.emplace_back(r.gpu_memory_name, mib);
+  auto res = containers[index].find("resources");
+  if (res == containers[index].end() || !res->is_object()) return;
+  if (HasMember(*res, "limits", r.gpu_memory_percent_name))
+    edit->limits_removed.push_back(r.gpu_memory_percent_name);
+  if (HasMember(*res, "requests", r.gpu_memory_percent_name))
+    edit->requests_removed.push_back(r.gpu_memory_percent_name);
+  if (HasMember(*res, "requests", r.gpu_memory_percent_name) ||
+      HasMember(*res, "requests", r.gpu_memory_name))
+    edit->requests.emplace_back(r.gpu_memory_name, mib);
+}
+
 }  // namespace
 
 std::vector<std::string> MutationWarnings(const Json& pod, const SchedulerConfig& config) {
@@ -237,50 +388,81 @@ std::string Base64Encode(std::string_view data) {
 }
 
 namespace {
-Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib);
+Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, const ClusterView& view,
+                                    const std::string& ns);
 }  // namespace
 
 Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  return MutationPatch(pod, config, ClusterView{largest_gpu_mib, nullptr, nullptr});
+}
+
+Result<Json> MutationPatch(const Json& pod, const SchedulerConfig& config, const ClusterView& view,
+                           const std::string& ns) {
   // A pod shaped unlike any the API server would send must not take the
   // webhook down: JSON type errors become a denial.
   try {
-    return MutationPatchUnchecked(pod, config, largest_gpu_mib);
+    std::string pod_ns = ns;
+    if (pod_ns.empty() && pod.is_object() && pod.contains("metadata") && pod["metadata"].is_object()) {
+      const Json& meta = pod["metadata"];
+      if (meta.contains("namespace") && meta["namespace"].is_string()) pod_ns = meta["namespace"];
+    }
+    if (pod_ns.empty()) pod_ns = "default";
+    return MutationPatchUnchecked(pod, config, view, pod_ns);
   } catch (const std::exception& e) {
     return Error{std::string("malformed pod: ") + e.what()};
   }
 }
 
 namespace {
-Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& config, const ClusterView& view,
+                                    const std::string& ns) {
   Json patch = Json::array();
   if (!pod.is_object() || !core::AsksForTesseraResources(pod, config.resources)) return patch;
   TESSERA_ASSIGN_OR_RETURN(const core::PodRequest request, core::DerivePodRequest(pod, config.resources));
-  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.containers, config, largest_gpu_mib));
-  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.init_containers, config, largest_gpu_mib));
+  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.containers, config, view.largest_gpu_mib));
+  TESSERA_RETURN_IF_ERROR(CheckAgainstCluster(request.init_containers, config, view.largest_gpu_mib));
   TESSERA_ASSIGN_OR_RETURN(const std::vector<core::ContainerDefaults> defaults,
                            core::DefaultedLimits(pod, config.resources));
+  TESSERA_ASSIGN_OR_RETURN(const std::vector<MemoryRewrite> rewrites,
+                           QuotaMemoryRewrites(pod, request, config, view, ns));
 
   const Json& spec = pod.at("spec");
   if (spec.value("schedulerName", "") != config.scheduler_name) {
     patch.push_back({{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", config.scheduler_name}});
   }
-  for (const core::ContainerDefaults& d : defaults) {
-    const char* list = d.init_container ? "initContainers" : "containers";
-    const Json& container = spec.at(list).at(d.index);
-    std::string base = "/spec/" + std::string(list) + "/" + std::to_string(d.index);
+  std::vector<ResourceEdit> edits;
+  for (const core::ContainerDefaults& d : defaults)
+    edits.push_back({d.init_container, d.index, d.limits_to_add, {}, {}, {}});
+  for (const MemoryRewrite& rewrite : rewrites) ApplyRewrite(spec, rewrite, config.resources, edits);
+  for (const ResourceEdit& e : edits) {
+    const char* list = e.init ? "initContainers" : "containers";
+    const Json& container = spec.at(list).at(e.index);
+    const std::string base = "/spec/" + std::string(list) + "/" + std::to_string(e.index);
+    auto op = [&](const char* name, const char* field, const std::string& resource, const Json* value) {
+      Json o = {{"op", name}, {"path", base + "/resources/" + field + "/" + EscapeJsonPointer(resource)}};
+      if (value) o["value"] = *value;
+      patch.push_back(std::move(o));
+    };
     Json limits = Json::object();
-    for (const auto& [name, value] : d.limits_to_add) limits[name] = value;
+    for (const auto& [name, value] : e.limits) limits[name] = value;
     auto res = container.find("resources");
     if (res == container.end() || !res->is_object()) {
       patch.push_back({{"op", "add"}, {"path", base + "/resources"}, {"value", {{"limits", limits}}}});
-    } else if (!res->contains("limits") || !(*res)["limits"].is_object()) {
+      continue;
+    }
+    if (!res->contains("limits") || !(*res)["limits"].is_object()) {
       patch.push_back({{"op", "add"}, {"path", base + "/resources/limits"}, {"value", limits}});
     } else {
-      for (const auto& [name, value] : d.limits_to_add) {
-        patch.push_back({{"op", "add"},
-                         {"path", base + "/resources/limits/" + EscapeJsonPointer(name)},
-                         {"value", value}});
+      for (const std::string& name : e.limits_removed) op("remove", "limits", name, nullptr);
+      for (const auto& [name, value] : e.limits) {
+        const Json v = value;
+        op("add", "limits", name, &v);
       }
+    }
+    for (const std::string& name : e.requests_removed) op("remove", "requests", name, nullptr);
+    for (const auto& [name, value] : e.requests) {
+      const Json v = value;
+      op("add", "requests", name, &v);
     }
   }
   // A dynamic MIG pod's containers get no variables from us: the MIG device
@@ -313,6 +495,10 @@ Result<Json> MutationPatchUnchecked(const Json& pod, const SchedulerConfig& conf
 }  // namespace
 
 Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_gpu_mib) {
+  return Mutate(review, config, ClusterView{largest_gpu_mib, nullptr, nullptr});
+}
+
+Json Mutate(const Json& review, const SchedulerConfig& config, const ClusterView& view) {
   Json response = {{"uid", ""}, {"allowed", true}};
   auto deny = [&](int code, const std::string& message) {
     response["allowed"] = false;
@@ -346,7 +532,11 @@ Json Mutate(const Json& review, const SchedulerConfig& config, int64_t largest_g
     } else if (object == request->end() || !object->is_object()) {
       deny(400, "AdmissionReview request carries no pod object");
     } else {
-      auto patch = MutationPatch(*object, config, largest_gpu_mib);
+      // The namespace the API server admits the pod into (a pod object may
+      // leave metadata.namespace out).
+      std::string ns;
+      if (auto it = request->find("namespace"); it != request->end() && it->is_string()) ns = *it;
+      auto patch = MutationPatch(*object, config, view, ns);
       if (!patch.ok()) {
         deny(422, "tessera: " + patch.error().message);
       } else {

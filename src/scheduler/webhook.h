@@ -46,10 +46,31 @@
 // container and field (core's derivation errors, plus memory above the largest
 // GPU the cluster has).
 //
+// GPU memory quotas (docs/scheduler.md, "Quotas on GPU memory and cores"): a
+// ResourceQuota counts nvidia.com/gpumem as written, in MiB, so in a namespace
+// with a quota on requests.<gpu memory resource> (ClusterView::gpu_memory_quota)
+// a container whose memory is not in MiB -- gpumem-percentage P (given or
+// defaulted), or no memory at all (the whole GPU, P = 100), or gpumem "0" --
+// gets it rewritten: the percentage is removed from limits and requests and
+// gpumem is written, in limits and wherever requests named the memory, as
+// the MiB P % is on the GPUs the container could land on (core's rounding,
+// memory * P / 100 rounded down: the allocation it would have had). That must
+// be one number: every GPU of the cluster that the container could use were it
+// empty and healthy (mode, GPU type and UUID filters; ClusterView::visit_gpus)
+// must give the same MiB, else the pod is denied naming the quota, the
+// percentage and the sizes, and told to ask gpumem in MiB or pin a GPU type.
+// Denied too: such a container when no GPU it could use is known, when the
+// namespace's quotas or the nodes are not known yet (NamespaceQuota::unknown),
+// and in a dynamic MIG or exclusive pod (the memory it gets is not P % of a
+// GPU in MiB it could be told to ask: a MIG profile's, a whole GPU's).
+// Namespaces without such a quota, and containers that give MiB, are left as
+// they were.
+//
 // Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -57,14 +78,40 @@
 #include <nlohmann/json.hpp>
 
 #include "base/result.h"
+#include "core/device.h"
 #include "scheduler/config.h"
 
 namespace tessera::scheduler {
+
+// What the webhook knows of a namespace's quotas on GPU memory.
+struct NamespaceQuota {
+  // Non-empty: it cannot tell whether the namespace has such a quota (the
+  // quotas are not listed yet, or one of them is unreadable), and why.
+  std::string unknown;
+  // The ResourceQuotas of the namespace whose spec.hard names
+  // requests.<gpu memory resource>, by name (empty: none).
+  std::vector<std::string> quotas;
+};
+
+// What the webhook reads of the cluster beyond the pod; each part optional.
+struct ClusterView {
+  int64_t largest_gpu_mib = 0;  // 0 = unknown (the size check is skipped)
+  // The namespace's GPU memory quotas; null = quotas are not looked at (no
+  // rewrite: percentages stay percentages).
+  std::function<NamespaceQuota(const std::string& ns)> gpu_memory_quota;
+  // Calls `visit` for every GPU of every node known, or fails (why) when that
+  // view is not complete. Null = no GPU is known.
+  std::function<Status(const std::function<void(const core::Gpu&)>& visit)> visit_gpus;
+};
 
 // The JSONPatch (an array, possibly empty) for `pod`, or the reason to deny it.
 // `largest_gpu_mib` 0 = unknown (skip that check).
 Result<nlohmann::json> MutationPatch(const nlohmann::json& pod, const SchedulerConfig& config,
                                      int64_t largest_gpu_mib);
+// The same with the quota rewrite: `ns` is the pod's namespace (the review's
+// request.namespace; "" = the pod's metadata.namespace, else "default").
+Result<nlohmann::json> MutationPatch(const nlohmann::json& pod, const SchedulerConfig& config,
+                                     const ClusterView& view, const std::string& ns = "");
 
 // The warnings for `pod` (empty when there are none, or when it is not a
 // tessera pod or its request does not derive: then MutationPatch denies it).
@@ -73,6 +120,7 @@ std::vector<std::string> MutationWarnings(const nlohmann::json& pod, const Sched
 // Answers an AdmissionReview v1 request with an AdmissionReview carrying the
 // response (same uid). A review that cannot be read is denied with a reason.
 nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& config, int64_t largest_gpu_mib);
+nlohmann::json Mutate(const nlohmann::json& review, const SchedulerConfig& config, const ClusterView& view);
 
 // The pod annotation carrying the comma-separated GPU UUIDs of one container,
 // keyed by its position (container names can be too long for an annotation

@@ -4,6 +4,8 @@
 
 #include <tuple>
 
+#include "core/fit.h"
+#include "core/pod_request.h"
 #include "scheduler/testing.h"
 
 namespace tessera::scheduler {
@@ -415,6 +417,284 @@ TEST(WebhookSharingTest, ImpossibleMpsRequestsAreDeniedWithTheReason) {
   EXPECT_NE(answer["response"]["status"]["message"].get<std::string>().find("nvidia.com/mps-core is \"0\""),
             std::string::npos)
       << answer.dump();
+}
+
+}  // namespace
+}  // namespace tessera::scheduler
+
+// GPU memory quotas (issue 18 item 3): in a namespace with a ResourceQuota on
+// requests.nvidia.com/gpumem, a container whose memory is not in MiB gets it
+// rewritten into MiB, or the pod is refused.
+namespace tessera::scheduler {
+namespace {
+
+constexpr const char* kUuidA = "GPU-1a2b3c4d-0000-1111-2222-333344445555";
+
+core::Gpu MakeGpu(const std::string& uuid, const std::string& model, int64_t memory_mib,
+                  core::SharingMode mode = core::SharingMode::kVgpu) {
+  core::Gpu g;
+  g.uuid = uuid;
+  g.model = model;
+  g.memory_mib = memory_mib;
+  g.mode = mode;
+  return g;
+}
+
+// A view of `gpus` in which namespace "team" has the quota "gpu-quota" on GPU
+// memory and every other namespace none.
+ClusterView QuotaView(std::vector<core::Gpu> gpus) {
+  ClusterView view;
+  view.largest_gpu_mib = 81920;
+  view.gpu_memory_quota = [](const std::string& ns) {
+    NamespaceQuota q;
+    if (ns == "team") q.quotas = {"gpu-quota"};
+    return q;
+  };
+  view.visit_gpus = [gpus = std::move(gpus)](const std::function<void(const core::Gpu&)>& visit) {
+    for (const core::Gpu& g : gpus) visit(g);
+    return Status::Ok();
+  };
+  return view;
+}
+
+Json InNamespace(Json pod, const std::string& ns) {
+  pod["metadata"]["namespace"] = ns;
+  return pod;
+}
+
+// The pod as the patch leaves it (the patch must apply).
+Json Patched(const Json& pod, const ClusterView& view, const SchedulerConfig& config = {}) {
+  auto patch = MutationPatch(pod, config, view);
+  EXPECT_TRUE(patch.ok()) << patch.error().message;
+  return patch.ok() ? pod.patch(*patch) : pod;
+}
+
+std::string QuotaError(const Json& pod, const ClusterView& view, const SchedulerConfig& config = {}) {
+  auto patch = MutationPatch(pod, config, view);
+  return patch.ok() ? std::string("(accepted)") : patch.error().message;
+}
+
+TEST(WebhookQuotaTest, APercentageBecomesTheMiBItWouldBeAllocatedInAQuotaedNamespace) {
+  // 15109 MiB: 33 % is 4985.97, and core's fit rounds down to 4985.
+  const std::vector<core::Gpu> gpus = {MakeGpu("GPU-a", "Tesla T4", 15109),
+                                       MakeGpu("GPU-b", "Tesla T4", 15109)};
+  const ClusterView view = QuotaView(gpus);
+  Json pod = InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "33"}}), "team");
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"nvidia.com/gpumem-percentage", "33"}};
+  const Json mutated = Patched(pod, view);
+  const Json& resources = mutated["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(resources["limits"]["nvidia.com/gpumem"], "4985") << resources.dump();
+  EXPECT_EQ(resources["requests"]["nvidia.com/gpumem"], "4985") << "requests equal limits";
+  EXPECT_FALSE(resources["limits"].contains("nvidia.com/gpumem-percentage")) << resources.dump();
+  EXPECT_FALSE(resources["requests"].contains("nvidia.com/gpumem-percentage")) << resources.dump();
+  // Exactly what the fit would have given the percentage on that GPU.
+  auto before = core::DerivePodRequest(pod, core::ResourceConfig{});
+  auto after = core::DerivePodRequest(mutated, core::ResourceConfig{});
+  ASSERT_TRUE(before.ok() && after.ok());
+  const core::GpuState gpu{gpus[0], {}};
+  const core::GpuCheck as_percent = core::CheckGpu(gpu, before->containers[0], before->filter);
+  const core::GpuCheck as_mib = core::CheckGpu(gpu, after->containers[0], after->filter);
+  ASSERT_EQ(as_percent.reason, core::GpuReason::kFits);
+  EXPECT_EQ(as_mib.memory_mib, as_percent.memory_mib);
+  EXPECT_EQ(after->containers[0].memory_mib, 4985);
+  EXPECT_FALSE(after->containers[0].memory_percent.has_value());
+  // The rest of the wiring is as for any GPU pod; applied again, nothing to do.
+  EXPECT_EQ(mutated["spec"]["schedulerName"], "tessera-scheduler");
+  EXPECT_TRUE(EnvOf(mutated["spec"]["containers"][0], "TESSERA_ALLOCATION").is_object());
+  auto again = MutationPatch(mutated, SchedulerConfig{}, view);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->empty()) << again->dump();
+}
+
+TEST(WebhookQuotaTest, ANamespaceWithoutAQuotaKeepsThePercentage) {
+  const ClusterView view = QuotaView({MakeGpu("GPU-a", "A100", 40960)});
+  for (const char* ns : {"default", "other"}) {
+    const Json mutated =
+        Patched(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), ns), view);
+    const Json& limits = mutated["spec"]["containers"][0]["resources"]["limits"];
+    EXPECT_EQ(limits["nvidia.com/gpumem-percentage"], "50") << ns;
+    EXPECT_FALSE(limits.contains("nvidia.com/gpumem")) << ns << ": " << limits.dump();
+  }
+  // Nor does a view without quotas rewrite anything (the old entry point).
+  EXPECT_EQ(PatchError(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team"), 81920),
+            "(accepted)");
+}
+
+TEST(WebhookQuotaTest, TheReviewsNamespaceDecides) {
+  const ClusterView view = QuotaView({MakeGpu("GPU-a", "A100", 40960)});
+  Json pod = PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}});
+  pod["metadata"].erase("namespace");
+  Json review = Review(pod);
+  review["request"]["namespace"] = "team";
+  const Json answer = Mutate(review, SchedulerConfig{}, view);
+  ASSERT_EQ(answer["response"]["allowed"], true) << answer.dump();
+  const std::string patch = answer["response"]["patch"];
+  EXPECT_EQ(patch, Base64Encode(MutationPatch(pod, SchedulerConfig{}, view, "team")->dump()));
+  EXPECT_NE(MutationPatch(pod, SchedulerConfig{}, view, "team")->dump().find("\"20480\""), std::string::npos);
+}
+
+TEST(WebhookQuotaTest, TheWholeGpuAndADefaultedPercentageAreRewrittenToo) {
+  const ClusterView view = QuotaView({MakeGpu("GPU-a", "A100", 40960), MakeGpu("GPU-b", "A100", 40960)});
+  // No memory and no default: the whole GPU, 100 %.
+  Json whole = Patched(InNamespace(PodWithLimits({{"nvidia.com/gpu", "2"}}), "team"), view);
+  EXPECT_EQ(whole["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "40960");
+  // gpumem "0" means the same and is replaced.
+  Json zero = Patched(InNamespace(PodWithLimits({{"nvidia.com/gpumem", "0"}}), "team"), view);
+  EXPECT_EQ(zero["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "40960");
+  // defaults.memoryPercentage: written as MiB, never as a percentage.
+  SchedulerConfig config;
+  config.resources.default_memory_percent = 25;
+  Json defaulted = Patched(InNamespace(PodWithLimits({{"nvidia.com/gpu", "1"}}), "team"), view, config);
+  const Json& limits = defaulted["spec"]["containers"][0]["resources"]["limits"];
+  EXPECT_EQ(limits["nvidia.com/gpumem"], "10240") << limits.dump();
+  EXPECT_FALSE(limits.contains("nvidia.com/gpumem-percentage")) << limits.dump();
+  EXPECT_EQ(limits["nvidia.com/gpu"], "1");
+  // Outside the quota the default percentage is written as before.
+  Json outside = Patched(InNamespace(PodWithLimits({{"nvidia.com/gpu", "1"}}), "other"), view, config);
+  EXPECT_EQ(outside["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"], "25");
+  // MiB given: counted as written, untouched; init containers are rewritten too.
+  Json pod = InNamespace(PodWithLimits({{"nvidia.com/gpumem", "3000"}}), "team");
+  pod["spec"]["initContainers"] = {
+      {{"name", "warmup"}, {"resources", {{"limits", {{"nvidia.com/gpumem-percentage", "10"}}}}}}};
+  Json mixed = Patched(pod, view);
+  EXPECT_EQ(mixed["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "3000");
+  EXPECT_EQ(mixed["spec"]["initContainers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "4096");
+}
+
+TEST(WebhookQuotaTest, GpusOfDifferentSizesAreRefusedUnlessATypeIsPinned) {
+  ClusterView view = QuotaView({MakeGpu(kUuidA, "NVIDIA A100-SXM4-40GB", 40960),
+                                MakeGpu("GPU-b", "NVIDIA A100-SXM4-80GB", 81920),
+                                MakeGpu("GPU-c", "NVIDIA A100-SXM4-80GB", 81920)});
+  const Json pod = InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team");
+  const std::string refused = QuotaError(pod, view);
+  for (const char* part :
+       {"ResourceQuota \"gpu-quota\"", "requests.nvidia.com/gpumem", "nvidia.com/gpumem-percentage 50",
+        "20480 MiB on \"NVIDIA A100-SXM4-40GB\"", "40960 MiB on \"NVIDIA A100-SXM4-80GB\"",
+        "ask nvidia.com/gpumem in MiB", "nvidia.com/use-gputype", "container \"app\""}) {
+    EXPECT_NE(refused.find(part), std::string::npos) << part << " in: " << refused;
+  }
+  // Through the review: denied, with the same words.
+  Json review = Review(pod);
+  review["request"]["namespace"] = "team";
+  const Json answer = Mutate(review, SchedulerConfig{}, view);
+  ASSERT_EQ(answer["response"]["allowed"], false) << answer.dump();
+  EXPECT_EQ(answer["response"]["status"]["message"], "tessera: " + refused);
+  // Pinned to one type (HAMi's annotation, as the fit reads it): one size.
+  Json pinned = pod;
+  pinned["metadata"]["annotations"] = {{"nvidia.com/use-gputype", "80GB"}};
+  EXPECT_EQ(Patched(pinned, view)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"],
+            "40960");
+  Json excluded = pod;
+  excluded["metadata"]["annotations"] = {{"nvidia.com/nouse-gputype", "80GB"}};
+  EXPECT_EQ(Patched(excluded, view)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"],
+            "20480");
+  Json by_uuid = pod;
+  by_uuid["metadata"]["annotations"] = {{"nvidia.com/use-gpuuuid", kUuidA}};
+  EXPECT_EQ(Patched(by_uuid, view)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"],
+            "20480");
+  // A size that rounds to the same MiB is one size: 1 % of 40960 and of 40999 is 409.
+  ClusterView close = QuotaView({MakeGpu("GPU-a", "A", 40960), MakeGpu("GPU-b", "B", 40999)});
+  EXPECT_EQ(Patched(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "1"}}), "team"),
+                    close)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"],
+            "409");
+  EXPECT_NE(QuotaError(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "3"}}), "team"), close)
+                .find("1228 MiB on \"A\", 1229 MiB on \"B\""),
+            std::string::npos);
+}
+
+TEST(WebhookQuotaTest, OnlyGpusThePodCouldLandOnCountAndHealthDoesNotMatter) {
+  core::Gpu sick = MakeGpu("GPU-sick", "A100", 81920);
+  sick.healthy = false;  // it may come back: the pod could land there then
+  ClusterView with_sick = QuotaView({MakeGpu("GPU-a", "A100", 40960), sick});
+  EXPECT_NE(
+      QuotaError(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team"), with_sick)
+          .find("different sizes"),
+      std::string::npos);
+  // GPUs in MIG or time-slicing mode take no vGPU slice; an MPS GPU takes only MPS shares.
+  ClusterView modes = QuotaView({MakeGpu("GPU-a", "A100", 40960),
+                                 MakeGpu("GPU-m", "A100", 81920, core::SharingMode::kMigDynamic),
+                                 MakeGpu("GPU-t", "A100", 24576, core::SharingMode::kTimeslice),
+                                 MakeGpu("GPU-p", "A100", 16384, core::SharingMode::kMps)});
+  EXPECT_EQ(Patched(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team"),
+                    modes)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"],
+            "20480");
+  Json mps = InNamespace(
+      PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}, {"nvidia.com/gpucores", "30"}}), "team");
+  mps["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mps"}};
+  mps["spec"]["hostIPC"] = true;
+  EXPECT_EQ(Patched(mps, modes)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "8192");
+}
+
+TEST(WebhookQuotaTest, WhatCannotBeConvertedIsRefusedWithTheReason) {
+  const ClusterView view = QuotaView({MakeGpu("GPU-a", "NVIDIA A100-SXM4-80GB", 81920)});
+  const Json percent = InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team");
+  // No GPU passes the pod's filters: its MiB are unknown.
+  Json nowhere = percent;
+  nowhere["metadata"]["annotations"] = {{"nvidia.com/use-gputype", "H100"}};
+  EXPECT_NE(QuotaError(nowhere, view).find("no GPU in the cluster passes the pod's GPU filters"),
+            std::string::npos)
+      << QuotaError(nowhere, view);
+  ClusterView empty = QuotaView({});
+  EXPECT_NE(QuotaError(percent, empty).find("no GPU in the cluster"), std::string::npos);
+  // The nodes are not listed yet.
+  ClusterView unlisted = QuotaView({});
+  unlisted.visit_gpus = [](const std::function<void(const core::Gpu&)>&) -> Status {
+    return Error{"the nodes are not listed yet"};
+  };
+  const std::string not_listed = QuotaError(percent, unlisted);
+  EXPECT_NE(not_listed.find("not known yet (the nodes are not listed yet)"), std::string::npos) << not_listed;
+  // A dynamic MIG pod's memory is its profile's; an exclusive pod takes no gpumem.
+  Json mig = percent;
+  mig["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
+  EXPECT_NE(QuotaError(mig, view).find("dynamic MIG pod"), std::string::npos) << QuotaError(mig, view);
+  Json mig_mib = InNamespace(PodWithLimits({{"nvidia.com/gpumem", "9728"}}), "team");
+  mig_mib["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mig"}};
+  EXPECT_EQ(QuotaError(mig_mib, view), "(accepted)") << "MiB are counted as written";
+  Json exclusive = InNamespace(PodWithLimits({{"nvidia.com/gpu", "1"}}), "team");
+  exclusive["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "exclusive"}};
+  EXPECT_NE(QuotaError(exclusive, view).find("is exclusive, which takes whole GPUs"), std::string::npos)
+      << QuotaError(exclusive, view);
+  exclusive["metadata"]["namespace"] = "other";
+  EXPECT_EQ(QuotaError(exclusive, view), "(accepted)");
+  // A percentage out of range is refused as anywhere, naming the field.
+  for (const char* bad : {"0", "101", "abc", "-5"}) {
+    const std::string why =
+        QuotaError(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", bad}}), "team"), view);
+    EXPECT_NE(why.find("nvidia.com/gpumem-percentage"), std::string::npos) << bad << ": " << why;
+    if (std::string_view(bad) != "abc") {
+      EXPECT_NE(why.find("from 1 to 100"), std::string::npos) << bad << ": " << why;
+    }
+  }
+}
+
+TEST(WebhookQuotaTest, UnknownQuotasRefuseOnlyWhatWouldNeedARewrite) {
+  ClusterView view = QuotaView({MakeGpu("GPU-a", "A100", 40960)});
+  view.gpu_memory_quota = [](const std::string&) {
+    return NamespaceQuota{"the ResourceQuotas are not listed yet (last error: connection refused)", {}};
+  };
+  const std::string why =
+      QuotaError(InNamespace(PodWithLimits({{"nvidia.com/gpumem-percentage", "50"}}), "team"), view);
+  for (const char* part : {"container \"app\" asks nvidia.com/gpumem-percentage 50",
+                           "whether namespace \"team\" has one is not known",
+                           "(the ResourceQuotas are not listed yet (last error: connection refused))",
+                           "ask nvidia.com/gpumem in MiB"}) {
+    EXPECT_NE(why.find(part), std::string::npos) << part << " in: " << why;
+  }
+  EXPECT_EQ(QuotaError(InNamespace(PodWithLimits({{"nvidia.com/gpumem", "3000"}}), "team"), view),
+            "(accepted)");
+  EXPECT_EQ(QuotaError(InNamespace(PodWithLimits({{"cpu", "1"}}), "team"), view), "(accepted)");
+  // The resource names are the config's.
+  SchedulerConfig config;
+  config.resources.gpu_memory_name = "example.com/vmem";
+  config.resources.gpu_memory_percent_name = "example.com/vmem-percent";
+  ClusterView named = QuotaView({MakeGpu("GPU-a", "A100", 40960)});
+  Json renamed =
+      Patched(InNamespace(PodWithLimits({{"example.com/vmem-percent", "50"}}), "team"), named, config);
+  EXPECT_EQ(renamed["spec"]["containers"][0]["resources"]["limits"]["example.com/vmem"], "20480")
+      << renamed.dump();
+  EXPECT_NE(QuotaError(InNamespace(PodWithLimits({{"example.com/vmem-percent", "50"}}), "team"), view, config)
+                .find("requests.example.com/vmem"),
+            std::string::npos);
 }
 
 }  // namespace
