@@ -74,12 +74,18 @@ class GpuOrderedPolicy : public Policy {
   std::string_view name() const override { return name_; }
 
   std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override {
-    std::optional<Candidate> c = inner_->Evaluate(node, pod);
-    if (!c) return std::nullopt;
-    FitResult fit = FitNode(node, pod, order_);
-    if (!fit.fits) return std::nullopt;  // not reached: fit does not depend on the order
-    c->placement = std::move(fit.placement);
+    std::optional<Candidate> c;
+    EvaluateInto(node, pod, c, nullptr);
     return c;
+  }
+  // The inner policy's score, with the node's memo (its own work).
+  void EvaluateInto(const NodeState& node, const PodRequest& pod, std::optional<Candidate>& out,
+                    NodeMemo* memo) const override {
+    inner_->EvaluateInto(node, pod, out, memo);
+    if (!out) return;
+    FitResult fit = FitNode(node, pod, order_);
+    if (!fit.fits) return out.reset();  // not reached: fit does not depend on the order
+    out->placement = std::move(fit.placement);
   }
   uint64_t epoch() const override { return inner_->epoch(); }
   bool picks_uniformly() const override { return inner_->picks_uniformly(); }

@@ -55,6 +55,21 @@ struct Candidate {
   bool operator==(const Candidate&) const = default;
 };
 
+// What a policy may keep per node between its evaluations for different
+// pods: the part of an evaluation that depends on the node's content and the
+// policy's own state but not on the pod (the tessera policy's per-shape fit
+// counts, a fifth of a cold evaluation). The caller keeps one per node and
+// knows the node's identity (as for CachedEvaluation), the policy does not: the
+// caller Forget()s the memo whenever the node's content changes and gives it
+// to one evaluation at a time. The policy marks what it stores with a key of
+// its own state and ignores a memo holding another key.
+struct NodeMemo {
+  uint64_t owner = 0;  // the storing policy's key; 0 = nothing held
+  double value = 0;
+  std::vector<int> ints;
+  void Forget() { owner = 0; }
+};
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -65,9 +80,11 @@ class Policy {
   virtual std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const = 0;
   // `out = Evaluate(node, pod)`, the same value, where a policy may reuse the
   // storage of the candidate `out` holds (an evaluation cache's earlier entry)
-  // instead of allocating a placement for each of thousands of nodes.
-  virtual void EvaluateInto(const NodeState& node, const PodRequest& pod,
-                            std::optional<Candidate>& out) const {
+  // instead of allocating a placement for each of thousands of nodes, and
+  // keep or reuse pod-independent work in `memo` (this node's, or nullptr).
+  virtual void EvaluateInto(const NodeState& node, const PodRequest& pod, std::optional<Candidate>& out,
+                            NodeMemo* memo) const {
+    (void)memo;
     out = Evaluate(node, pod);
   }
 
@@ -136,11 +153,13 @@ struct CachedEvaluation {
     return node_epoch != 0 && node_epoch == epoch && node_version == version &&
            policy_epoch == for_policy_epoch;
   }
-  // The candidate for (node, pod, policy), evaluated only when not held.
+  // The candidate for (node, pod, policy), evaluated only when not held
+  // (with the node's memo, when the caller keeps one).
   const std::optional<Candidate>& Refresh(uint64_t epoch, uint64_t version, const NodeState& node,
-                                          const PodRequest& pod, const Policy& policy) {
+                                          const PodRequest& pod, const Policy& policy,
+                                          NodeMemo* memo = nullptr) {
     if (!Holds(epoch, version, policy.epoch())) {
-      policy.EvaluateInto(node, pod, candidate);
+      policy.EvaluateInto(node, pod, candidate, memo);
       node_epoch = epoch;
       node_version = version;
       policy_epoch = policy.epoch();

@@ -1,5 +1,7 @@
 #include "core/policy_placer.h"
 
+#include <cstdint>
+
 namespace tessera::core {
 
 Placer::Placer(std::vector<NodeState> nodes) : nodes_(std::move(nodes)) {}
@@ -13,14 +15,24 @@ int Placer::IndexOf(const std::string& node_name) const {
 
 const std::optional<Candidate>& Placer::Evaluated(int node, const PodRequest& pod, const Policy& policy,
                                                   int shape) {
+  if (memos_.empty()) {
+    memos_.resize(nodes_.size());
+    memo_versions_.assign(nodes_.size(), UINT64_MAX);
+  }
+  // The nodes are never rebuilt: their version alone names their content.
+  NodeMemo& memo = memos_[node];
+  if (memo_versions_[node] != nodes_[node].version()) {
+    memo.Forget();
+    memo_versions_[node] = nodes_[node].version();
+  }
   if (shape < 0) {
-    policy.EvaluateInto(nodes_[node], pod, scratch_);
+    policy.EvaluateInto(nodes_[node], pod, scratch_, &memo);
     return scratch_;
   }
   if (static_cast<size_t>(shape) >= cache_.size()) cache_.resize(shape + 1);
   std::vector<CachedEvaluation>& row = cache_[shape];
   if (row.empty()) row.resize(nodes_.size());
-  return row[node].Refresh(/*epoch=*/1, nodes_[node].version(), nodes_[node], pod, policy);
+  return row[node].Refresh(/*epoch=*/1, nodes_[node].version(), nodes_[node], pod, policy, &memo);
 }
 
 std::optional<Placer::Decision> Placer::Choose(const PodRequest& pod, const Policy& policy, UniformDraw* draw,

@@ -11,7 +11,8 @@
 // Caching: a caller that places many pods of the same shape passes a stable
 // `shape` id (>= 0); the Placer then keeps each node's evaluation for that shape
 // until the node changes (NodeState::version) or the policy's epoch moves.
-// With shape = -1 every node is evaluated afresh.
+// With shape = -1 every node is evaluated afresh. Either way the policy may
+// keep pod-independent work per node between decisions (NodeMemo).
 //
 // Thread-safety: not thread-safe; the owner serialises calls.
 #pragma once
@@ -58,6 +59,10 @@ class Placer {
 
   std::vector<NodeState> nodes_;
   std::vector<std::vector<CachedEvaluation>> cache_;  // [shape][node]; node_epoch 1 (nodes are never rebuilt)
+  // The policy's per-node memos (NodeMemo), for every shape, and the node
+  // version each was kept for.
+  std::vector<NodeMemo> memos_;
+  std::vector<uint64_t> memo_versions_;
   std::optional<Candidate> scratch_;
 };
 

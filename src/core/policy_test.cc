@@ -255,5 +255,33 @@ TEST(FragmentationTest, PolicyAvoidsCreatingFragments) {
   EXPECT_EQ(c->placement.containers[0].slices[0].gpu, 1);
 }
 
+// A node's memo serves the policy that filled it, for that mix only: after
+// the mix is relearned (a new PreparedMix) the memo is recomputed, not read.
+TEST(FragmentationTest, NodeMemoIsKeptPerMixAndIgnoredByAnother) {
+  NodeState node("n", {G("a"), G("b"), G("c")});
+  ASSERT_TRUE(node.Apply({"n", {{"x", {{"b", 5000, 50}}, false}}}).ok());
+  ASSERT_TRUE(node.Apply({"n", {{"y", {{"c", 8000, 20}}, false}}}).ok());
+  FragmentationPolicy halves(FragmentationPolicy::Options{},
+                             WorkloadMix{{ShapeOf(AppRequest(5000, 50)), 1.0}});
+  FragmentationPolicy fifths(FragmentationPolicy::Options{},
+                             WorkloadMix{{ShapeOf(AppRequest(2000, 20)), 1.0}});
+  const PodRequest pod = AppRequest(2000, 20);
+  NodeMemo memo;
+  std::optional<Candidate> got;
+  halves.EvaluateInto(node, pod, got, &memo);
+  EXPECT_NE(memo.owner, 0u) << "the evaluation kept its counts";
+  EXPECT_EQ(got, halves.Evaluate(node, pod));
+  const uint64_t halves_key = memo.owner;
+  fifths.EvaluateInto(node, pod, got, &memo);
+  EXPECT_EQ(got, fifths.Evaluate(node, pod)) << "another mix's memo was read";
+  EXPECT_NE(memo.owner, halves_key);
+  // The same memo read again by its own policy gives the same answer.
+  fifths.EvaluateInto(node, pod, got, &memo);
+  EXPECT_EQ(got, fifths.Evaluate(node, pod));
+  // Scores differ between the two mixes here, so a memo read across mixes
+  // would have been caught above.
+  EXPECT_NE(halves.Evaluate(node, pod)->score, fifths.Evaluate(node, pod)->score);
+}
+
 }  // namespace
 }  // namespace tessera::core

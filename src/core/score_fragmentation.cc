@@ -87,6 +87,8 @@ struct PreparedMix::Table {
 };
 
 PreparedMix::PreparedMix(WorkloadMix mix) : mix_(std::move(mix)), table_(std::make_unique<Table>()) {
+  static std::atomic<uint64_t> next_serial{1};
+  serial_ = next_serial.fetch_add(1, std::memory_order_relaxed);
   weight_.reserve(mix_.size());
   for (const MixEntry& e : mix_) {
     weight_.push_back(e.weight);
@@ -147,16 +149,16 @@ const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
 FragmentationMeter::FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
                                        bool demand_weighted)
     : node_(node), owned_(std::make_unique<PreparedMix>(mix)), mix_(*owned_), use_memory_(use_memory) {
-  Init(demand_weighted);
+  Init(demand_weighted, nullptr);
 }
 
 FragmentationMeter::FragmentationMeter(const NodeState& node, const PreparedMix& mix, bool use_memory,
-                                       bool demand_weighted)
+                                       bool demand_weighted, NodeMemo* memo)
     : node_(node), mix_(mix), use_memory_(use_memory) {
-  Init(demand_weighted);
+  Init(demand_weighted, memo);
 }
 
-void FragmentationMeter::Init(bool demand_weighted) {
+void FragmentationMeter::Init(bool demand_weighted, NodeMemo* memo) {
   const auto& gpus = node_.gpus();
   const size_t g_count = gpus.size();
   int* free = free_.Reset(g_count);
@@ -181,8 +183,40 @@ void FragmentationMeter::Init(bool demand_weighted) {
     need[g] = same_kind ? need[g - 1] : mix_.NeedsOn(v, gpus[g].gpu);
   }
   shapes_ = mix_.size();
+  weight_ = mix_.weights();
+  if (demand_weighted) {
+    // A shape no GPU here can serve weighs as its GPU count (its fragment is
+    // all free GPU whatever is placed; only the total matters).
+    double* dw = dw_.Reset(shapes_);
+    for (size_t m = 0; m < shapes_; ++m) {
+      int64_t demand = -1;
+      for (size_t g = 0; g < g_count && demand < 0; ++g) {
+        if (need[g][m] != INT_MAX) demand = int64_t{mix_.gpus()[m]} * need[g][m];
+      }
+      dw[m] =
+          weight_[m] * (static_cast<double>(demand < 0 ? int64_t{mix_.gpus()[m]} * 1000 : demand) / 1000.0);
+    }
+    weight_ = dw;
+  }
   int* fit = fit_.Reset(shapes_);
   int64_t* small = small_.Reset(shapes_);
+  // What follows depends only on the node's content, the mix and the
+  // options: a memo holding it for them gives it as it was computed. It
+  // keeps each shape's two counts in one 32-bit word (fit count ≤ 255 in the
+  // top byte, small share < 2^24 milli below), a third of the bytes to read
+  // for a node in a cold request; larger nodes are not memoised.
+  constexpr int64_t kSmallBits = 24;
+  const bool packable = g_count <= 255 && total_free_ < (int64_t{1} << kSmallBits);
+  const uint64_t key = mix_.serial() * 4 + (use_memory_ ? 2 : 0) + (demand_weighted ? 1 : 0);
+  if (memo != nullptr && packable && memo->owner == key) {
+    const auto* packed = reinterpret_cast<const uint32_t*>(memo->ints.data());
+    for (size_t m = 0; m < shapes_; ++m) {
+      fit[m] = static_cast<int>(packed[m] >> kSmallBits);
+      small[m] = packed[m] & ((uint32_t{1} << kSmallBits) - 1);
+    }
+    current_ = memo->value;
+    return;
+  }
   std::fill(fit, fit + shapes_, 0);
   std::fill(small, small + shapes_, int64_t{0});
   // Per shape: the GPUs with at least its need free fit it, the others'
@@ -219,23 +253,18 @@ void FragmentationMeter::Init(bool demand_weighted) {
       small[m] += below_free;
     }
   }
-  weight_ = mix_.weights();
-  if (demand_weighted) {
-    // A shape no GPU here can serve weighs as its GPU count (its fragment is
-    // all free GPU whatever is placed; only the total matters).
-    double* dw = dw_.Reset(shapes_);
-    for (size_t m = 0; m < shapes_; ++m) {
-      int64_t demand = -1;
-      for (size_t g = 0; g < g_count && demand < 0; ++g) {
-        if (need[g][m] != INT_MAX) demand = int64_t{mix_.gpus()[m]} * need[g][m];
-      }
-      dw[m] =
-          weight_[m] * (static_cast<double>(demand < 0 ? int64_t{mix_.gpus()[m]} * 1000 : demand) / 1000.0);
-    }
-    weight_ = dw;
-  }
   current_ =
       Sum([](size_t, int&, int64_t&) {}, total_free_, node_.free_cpu_milli(), node_.free_host_memory_mib());
+  if (memo != nullptr && packable) {
+    memo->ints.resize(shapes_);
+    auto* packed = reinterpret_cast<uint32_t*>(memo->ints.data());
+    for (size_t m = 0; m < shapes_; ++m)
+      packed[m] = static_cast<uint32_t>(fit[m]) << kSmallBits | static_cast<uint32_t>(small[m]);
+    memo->value = current_;
+    memo->owner = key;
+  } else if (memo != nullptr) {
+    memo->Forget();
+  }
 }
 
 template <typename Adjust>
@@ -583,12 +612,12 @@ double FragmentationPolicy::SlotGrowth(const NodeState& node, std::span<const in
 
 std::optional<Candidate> FragmentationPolicy::Evaluate(const NodeState& node, const PodRequest& pod) const {
   std::optional<Candidate> out;
-  EvaluateInto(node, pod, out);
+  EvaluateInto(node, pod, out, nullptr);
   return out;
 }
 
 void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& pod,
-                                       std::optional<Candidate>& out) const {
+                                       std::optional<Candidate>& out, NodeMemo* memo) const {
   const HostResources host = HostDemandOf(pod);
   const int64_t capacity = std::max<int64_t>(1, node.milli_capacity());
   // Fast path: one container with one vGPU, no init containers — every
@@ -607,7 +636,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     // No GPU asked: only the host resources change; no placement to choose.
     if (node.tracks_cpu() && host.cpu_milli > node.free_cpu_milli()) return out.reset();
     if (node.tracks_memory() && host.memory_mib > node.free_host_memory_mib()) return out.reset();
-    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
+    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted, memo);
     double growth = options_.slots ? SlotGrowth(node, {}, {}, host.cpu_milli)
                                    : meter.AfterOne(-1, 0, host.cpu_milli, host.memory_mib) - meter.current();
     double util = static_cast<double>(capacity - node.free_milli_total()) / static_cast<double>(capacity);
@@ -631,7 +660,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
       out = Candidate{util_after, std::move(fit.placement)};
       return;
     }
-    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
+    FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted, memo);
     double growth = options_.slots
                         ? SlotGrowth(node, gpus, milli, host.cpu_milli)
                         : meter.AfterMany(gpus, milli, host.cpu_milli, host.memory_mib) - meter.current();
@@ -666,7 +695,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     any = any || check.fits();
   }
   if (!any) return out.reset();
-  FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted);
+  FragmentationMeter meter(node, *prepared_, options_.use_memory, options_.demand_weighted, memo);
   // The candidates: each fitting GPU, what it would have left, and what it
   // would lose. GPUs of one kind with the same free share losing the same
   // milli change the fragmentation alike (idle GPUs, mostly): computed once.

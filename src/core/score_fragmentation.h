@@ -100,6 +100,10 @@ class PreparedMix {
   // a shape's need depends on a GPU's memory and compute only.
   bool filters_models() const { return filters_models_; }
 
+  // A number no other PreparedMix of this process has: what a NodeMemo
+  // filled for this mix is marked with (an address could be reused).
+  uint64_t serial() const { return serial_; }
+
  private:
   struct Kind;
   WorkloadMix mix_;
@@ -108,6 +112,7 @@ class PreparedMix {
   std::vector<int64_t> cpu_;
   std::vector<int64_t> memory_;
   bool filters_models_ = false;
+  uint64_t serial_ = 0;
   struct Table;
   std::unique_ptr<Table> table_;
 };
@@ -148,9 +153,12 @@ class FragmentationMeter {
   FragmentationMeter(const NodeState& node, const WorkloadMix& mix, bool use_memory,
                      bool demand_weighted = false);
   // The same with a prepared mix (what a policy evaluating many nodes uses):
-  // identical results, without recomputing each shape's need per node.
+  // identical results, without recomputing each shape's need per node. With
+  // `memo` (the node's, see NodeMemo) the per-shape counts and the current
+  // fragmentation are taken from it when it holds them for this mix and
+  // options, else computed and kept there.
   FragmentationMeter(const NodeState& node, const PreparedMix& mix, bool use_memory,
-                     bool demand_weighted = false);
+                     bool demand_weighted = false, NodeMemo* memo = nullptr);
   FragmentationMeter(const FragmentationMeter&) = delete;
   FragmentationMeter& operator=(const FragmentationMeter&) = delete;
 
@@ -177,7 +185,7 @@ class FragmentationMeter {
   int free_of(int gpu) const { return free_[gpu]; }
 
  private:
-  void Init(bool demand_weighted);
+  void Init(bool demand_weighted, NodeMemo* memo);
   // Sum over shapes of weight × fragment, given each shape's fit count and
   // small-GPU free share (`fit`, `small`, adjusted per shape by `adjust`).
   template <typename Adjust>
@@ -254,8 +262,8 @@ class FragmentationPolicy : public Policy {
   std::string_view name() const override { return "tessera"; }
   std::optional<Candidate> Evaluate(const NodeState& node, const PodRequest& pod) const override;
   // A one-vGPU pod's placement is written into the storage `out` holds.
-  void EvaluateInto(const NodeState& node, const PodRequest& pod,
-                    std::optional<Candidate>& out) const override;
+  void EvaluateInto(const NodeState& node, const PodRequest& pod, std::optional<Candidate>& out,
+                    NodeMemo* memo) const override;
   uint64_t epoch() const override { return epoch_; }
   void Observe(const PodRequest& pod) override;
   const WorkloadMix& mix() const { return mix_; }

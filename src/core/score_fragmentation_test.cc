@@ -153,6 +153,15 @@ TEST(FragmentationEquivalenceTest, MeterIsTheDefinitionBitForBit) {
       const double current = Reference(node, mix, -1, 0, 0, dw);
       ASSERT_EQ(generic.current(), current) << "round " << round;
       ASSERT_EQ(fast.current(), current) << "round " << round;
+      // A node's memo: filled by the first meter, read by the second (and
+      // not by a meter of the other weighting, which keys it differently).
+      NodeMemo memo;
+      FragmentationMeter filling(node, prepared, false, dw, &memo);
+      FragmentationMeter other_weighting(node, prepared, false, !dw, &memo);
+      FragmentationMeter reading(node, prepared, false, dw, &memo);
+      ASSERT_EQ(filling.current(), current) << "round " << round;
+      ASSERT_EQ(reading.current(), current) << "round " << round;
+      ASSERT_EQ(other_weighting.current(), Reference(node, mix, -1, 0, 0, !dw)) << "round " << round;
       std::vector<int> gpus;
       std::vector<int> milli;
       const int64_t cpu = 1000 * w.Uniform(0, 4);
@@ -164,6 +173,8 @@ TEST(FragmentationEquivalenceTest, MeterIsTheDefinitionBitForBit) {
         milli.push_back(taken);
         const double after = Reference(node, mix, static_cast<int>(g), taken, cpu, dw);
         ASSERT_EQ(fast.AfterOne(static_cast<int>(g), taken, cpu, 0), after)
+            << "round " << round << " gpu " << g;
+        ASSERT_EQ(reading.AfterOne(static_cast<int>(g), taken, cpu, 0), after)
             << "round " << round << " gpu " << g;
         ASSERT_EQ(generic.AfterOne(static_cast<int>(g), taken, cpu, 0), after);
       }
@@ -219,11 +230,15 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
     FragmentationPolicy policy(FragmentationPolicy::Options{}, mix);
     for (int n = 0; n < 5; ++n) {
       NodeState node = w.Node(round * 10 + n);
+      NodeMemo memo;  // the node's, kept over its pods as the extender keeps it
       for (int p = 0; p < 4; ++p) {
         PodRequest pod = AppRequest(250 * w.Uniform(1, 80), w.Uniform(0, 5) == 0 ? 100 : w.Uniform(1, 80));
         pod.cpu_milli = 1000 * w.Uniform(0, 8);
         auto got = policy.Evaluate(node, pod);
         auto want = ReferenceChoice(node, mix, pod);
+        std::optional<Candidate> remembered;
+        policy.EvaluateInto(node, pod, remembered, &memo);
+        ASSERT_EQ(remembered, got) << "round " << round;
         ASSERT_EQ(got.has_value(), want.has_value()) << "round " << round;
         if (!got) continue;
         ++compared;

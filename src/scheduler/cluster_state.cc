@@ -524,6 +524,7 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
       const size_t bytes = ahead.gpu_views().size() * sizeof(core::GpuFitView);
       for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(views + at);
       __builtin_prefetch(&cache.entries[misses[k + 4]]);
+      nodes_[misses[k + 4]].memo.Prefetch();
     }
     const NodeEntry& n = nodes_[misses[k]];
     CachedEval& e = cache.entries[misses[k]];
@@ -589,7 +590,9 @@ void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& p
   ScoreWith(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod), nodes, out,
             [&](const NodeEntry& node, CachedEval& e) {
               // The whole candidate: bind commits its placement (Reserve).
-              policy.EvaluateInto(node.state, pod, e.candidate);
+              core::NodeMemo* memo = node.memo.Acquire(node.epoch, node.Version());
+              policy.EvaluateInto(node.state, pod, e.candidate, memo);
+              if (memo != nullptr) node.memo.Release();
               e.policy_epoch = policy.epoch();
             });
 }

@@ -267,6 +267,49 @@ class ClusterState {
   bool AnyPodBelowPriority(int32_t priority) const;
 
  private:
+  // A node's core::NodeMemo, kept between requests of any shape (a cold
+  // request is a new shape, so its evaluation cache is empty, but the node's
+  // fragmentation counts are not). Requests run under the shared lock, many
+  // at once: one evaluation holds the memo at a time (a try-lock; the one that
+  // finds it taken evaluates without it, which gives the same result), and
+  // the memo is forgotten when the node's (epoch, version) is not the one it
+  // was kept for. Moved only under the exclusive lock, when no one holds it.
+  class MemoSlot {
+   public:
+    MemoSlot() = default;
+    MemoSlot(MemoSlot&& other) noexcept
+        : memo_(std::move(other.memo_)), epoch_(other.epoch_), version_(other.version_) {}
+    MemoSlot& operator=(MemoSlot&& other) noexcept {
+      memo_ = std::move(other.memo_);
+      epoch_ = other.epoch_;
+      version_ = other.version_;
+      return *this;
+    }
+    // The memo for the node content (epoch, version), or nullptr while
+    // another evaluation holds it; Release() after a non-null answer.
+    core::NodeMemo* Acquire(uint64_t epoch, uint64_t version) {
+      if (busy_.exchange(true, std::memory_order_acquire)) return nullptr;
+      if (epoch_ != epoch || version_ != version) {
+        memo_.Forget();
+        epoch_ = epoch;
+        version_ = version;
+      }
+      return &memo_;
+    }
+    void Release() { busy_.store(false, std::memory_order_release); }
+    // Asks for what the memo holds ahead of its use (a cold request reads
+    // every node's once).
+    void Prefetch() const {
+      const char* ints = reinterpret_cast<const char*>(memo_.ints.data());
+      for (size_t at = 0; at < memo_.ints.size() * sizeof(int); at += 64) __builtin_prefetch(ints + at);
+    }
+
+   private:
+    core::NodeMemo memo_;
+    uint64_t epoch_ = 0;  // NodeEntry::epoch is never 0 once built
+    uint64_t version_ = 0;
+    std::atomic<bool> busy_{false};
+  };
   struct NodeEntry {
     bool present = false;  // false: a free slot
     core::NodeState state;
@@ -284,6 +327,9 @@ class ClusterState {
     uint64_t Version() const { return state.version() + mig_version; }
     // mig_claims as one list.
     std::vector<PendingMigInstance> PendingMig() const;
+    // The policy's pod-independent work on this node (core::NodeMemo),
+    // shared by every request's evaluation; see MemoSlot.
+    mutable MemoSlot memo;
   };
   // Node names are looked up by string_view (request bodies are not copied).
   struct NameHash {

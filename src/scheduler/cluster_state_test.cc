@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "core/pod_request.h"
 #include "core/policy_placer.h"
+#include "core/score_fragmentation.h"
 #include "scheduler/testing.h"
 
 namespace tessera::scheduler {
@@ -250,6 +251,110 @@ TEST(ClusterStateNamesTest, ManyNodesEvaluatedAfreshGetTheVerdictsOfOneByOne) {
   std::vector<int> expected;
   ExtenderScores(views, raw, expected);
   EXPECT_EQ(scores, expected);
+}
+
+// A policy that keeps each node's free milli-GPU in its memo and, when it
+// finds its memo filled, checks it against the node: what ClusterState must
+// guarantee (a memo is forgotten when its node changes, kept otherwise).
+class MemoProbePolicy : public core::Policy {
+ public:
+  std::string_view name() const override { return "memo-probe"; }
+  std::optional<core::Candidate> Evaluate(const core::NodeState& node,
+                                          const core::PodRequest& pod) const override {
+    std::optional<core::Candidate> out;
+    EvaluateInto(node, pod, out, nullptr);
+    return out;
+  }
+  void EvaluateInto(const core::NodeState& node, const core::PodRequest& pod,
+                    std::optional<core::Candidate>& out, core::NodeMemo* memo) const override {
+    (void)pod;
+    const auto free = static_cast<double>(node.free_milli_total());
+    if (memo != nullptr && memo->owner == 1) {
+      ++hits;
+      if (memo->value != free) ++stale;
+    } else if (memo != nullptr) {
+      ++fills;
+      memo->owner = 1;
+      memo->value = free;
+    }
+    out = core::Candidate{free, {}};
+  }
+  mutable std::atomic<int> hits{0}, fills{0}, stale{0};
+};
+
+TEST(ClusterStateNamesTest, ANodesMemoIsKeptUntilItsUsageChanges) {
+  ClusterState state;
+  std::vector<std::string> names;
+  for (int i = 0; i < 100; ++i) {  // enough for the helper thread to share the nodes
+    names.push_back("n" + std::to_string(i));
+    state.UpsertNode(NodeWithGpus(names.back(), i + 1, 2, 40000, 10));
+  }
+  MemoProbePolicy probe;
+  int reserved = 0;
+  for (int round = 0; round < 6; ++round) {
+    // A third of the nodes change before each round but the first.
+    if (round > 0) {
+      for (int i = round % 3; i < 100; i += 3) {
+        auto used = core::DerivePodRequest(GpuPod("d", "u", 1, 2000, 10), {});
+        ASSERT_TRUE(used.ok());
+        ASSERT_TRUE(state
+                        .Reserve("d/u" + std::to_string(++reserved), *used, names[i],
+                                 core::GpuOrder::kBinpack, std::chrono::hours(1))
+                        .ok());
+      }
+    }
+    const int hits = probe.hits, fills = probe.fills;
+    // A new shape every round: its evaluation cache is empty, every node is evaluated.
+    auto request = core::DerivePodRequest(GpuPod("d", "new", 1, 1000 + round, 5), {});
+    ASSERT_TRUE(request.ok());
+    (void)state.Prioritize(*request, probe, names);
+    EXPECT_EQ(probe.fills - fills, round == 0 ? 100 : 34 - (round % 3 == 0 ? 0 : 1)) << "round " << round;
+    EXPECT_EQ(probe.hits - hits, round == 0 ? 0 : 100 - (probe.fills - fills)) << "round " << round;
+  }
+  EXPECT_EQ(probe.stale, 0);
+}
+
+// Each node keeps the policy's pod-independent counts between requests of
+// different shapes (core::NodeMemo): a cold request reads them, and a node
+// whose usage changed is counted anew. Every round a different shape is
+// scored after reservations changed a third of the nodes; the scores must be
+// those of evaluating each node afresh.
+TEST(ClusterStateNamesTest, NodeMemosFollowTheNodesUsageAcrossShapes) {
+  std::mt19937 random(11);
+  ClusterState state;
+  std::vector<std::string> names;
+  for (int i = 0; i < 90; ++i) {
+    names.push_back("n" + std::to_string(i));
+    state.UpsertNode(NodeWithGpus(names.back(), i + 1, 4, 40000, 10));
+  }
+  core::WorkloadMix mix;
+  for (int64_t mib : {4000, 10000, 18000, 30000}) {
+    auto shape = core::DerivePodRequest(GpuPod("d", "s", 1, mib, 20), {});
+    ASSERT_TRUE(shape.ok());
+    mix.push_back({core::ShapeOf(*shape), 0.25});
+  }
+  core::FragmentationPolicy policy(core::FragmentationPolicy::Options{}, mix);
+  int reserved = 0;
+  for (int round = 0; round < 12; ++round) {
+    for (int k = 0; k < 30; ++k) {
+      auto used = core::DerivePodRequest(GpuPod("d", "u", 1, 2000 + 1000 * (random() % 8), 10), {});
+      ASSERT_TRUE(used.ok());
+      (void)state.Reserve("d/u" + std::to_string(++reserved), *used, names[random() % names.size()],
+                          core::GpuOrder::kBinpack, std::chrono::hours(1));
+    }
+    auto request = core::DerivePodRequest(GpuPod("d", "new", 1, 3000 + 500 * round, 15), {});
+    ASSERT_TRUE(request.ok());
+    std::vector<int> scores = state.Prioritize(*request, policy, names);
+    std::vector<std::optional<double>> raw;
+    for (const std::string& n : names) {
+      auto c = policy.Evaluate(*state.Node(n), *request);  // a copy of the node, no memo
+      raw.push_back(c ? std::optional<double>(c->score) : std::nullopt);
+    }
+    std::vector<std::string_view> views(names.begin(), names.end());
+    std::vector<int> expected;
+    ExtenderScores(views, raw, expected);
+    ASSERT_EQ(scores, expected) << "round " << round;
+  }
 }
 
 // What kube-scheduler binds to (the one node prioritize scores 10) is what the
