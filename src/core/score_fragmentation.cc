@@ -76,7 +76,8 @@ struct PreparedMix::Kind {
   int64_t memory_mib = 0;
   int cores = 0;
   std::string model;
-  std::vector<int> need;  // per shape
+  std::vector<int> need;       // per shape, then the shapes by need, then their needs
+  std::vector<double> prefix;  // prefix sums of the weights in need order
   const Kind* next = nullptr;
 };
 
@@ -92,6 +93,7 @@ PreparedMix::PreparedMix(WorkloadMix mix) : mix_(std::move(mix)), table_(std::ma
   weight_.reserve(mix_.size());
   for (const MixEntry& e : mix_) {
     weight_.push_back(e.weight);
+    total_weight_ += std::abs(e.weight);
     gpus_.push_back(e.shape.gpus);
     cpu_.push_back(e.shape.cpu_milli);
     memory_.push_back(e.shape.memory_mib);
@@ -100,6 +102,13 @@ PreparedMix::PreparedMix(WorkloadMix mix) : mix_(std::move(mix)), table_(std::ma
 }
 
 PreparedMix::~PreparedMix() = default;
+
+const double* PreparedMix::PrefixWeightsOn(const int* needs) const {
+  for (const Kind* k = table_->head.load(std::memory_order_acquire); k != nullptr; k = k->next) {
+    if (k->need.data() == needs) return k->prefix.data();
+  }
+  return nullptr;  // not reached for a pointer NeedsOn gave
+}
 
 const int* PreparedMix::NeedsOn(const Gpu& gpu) const {
   GpuFitView view;
@@ -139,6 +148,14 @@ const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
   for (size_t m = 0; m < n; ++m) kind->need.push_back(static_cast<int>(m));
   std::stable_sort(kind->need.begin() + static_cast<std::ptrdiff_t>(n), kind->need.end(),
                    [&](int a, int b) { return kind->need[a] < kind->need[b]; });
+  // Then their needs in that order, and the prefix sums of their weights
+  // (FragmentationMeter::GrowthEstimates).
+  kind->prefix.assign(n + 1, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    const int m = kind->need[n + j];
+    kind->need.push_back(kind->need[m]);
+    kind->prefix[j + 1] = kind->prefix[j] + weight_[m];
+  }
   kind->next = table_->head.load(std::memory_order_relaxed);
   const Kind* added = kind.get();
   table_->owned.push_back(std::move(kind));
@@ -417,6 +434,85 @@ void FragmentationMeter::AfterEach(std::span<const int> gpus, std::span<const in
   }
 }
 
+bool FragmentationMeter::GrowthEstimates(std::span<const int> gpus, std::span<const int> milli,
+                                         int64_t cpu_milli, std::span<GrowthEstimate> out,
+                                         double& error) const {
+  const size_t n = gpus.size();
+  // The kind's prefix sums are of the mix's own weights.
+  if (n == 0 || (use_memory_ && node_.tracks_memory()) || weight_ != mix_.weights()) return false;
+  const int* col = need_[gpus[0]];
+  for (size_t k = 1; k < n; ++k) {
+    if (need_[gpus[k]] != col) return false;
+  }
+  const bool cpu = node_.tracks_cpu();
+  const int64_t cpu_before = node_.free_cpu_milli();
+  const int64_t cpu_after = cpu_before - cpu_milli;
+  const int* shape_gpus = mix_.gpus();
+  const int64_t* cpu_need = mix_.cpu_milli();
+  const int* order = col + shapes_;       // the shapes in increasing need on this kind
+  const int* sorted = col + 2 * shapes_;  // their needs
+  const double* below = mix_.PrefixWeightsOn(col);
+  // The GPU shapes that do not fit the node as it is (usually few: those
+  // wanting more GPUs or CPU than it has free).
+  ScratchArray<int, 64> unfit_buffer;
+  int* unfit = unfit_buffer.Reset(shapes_);
+  size_t unfit_count = 0;
+  auto fits_now = [&](size_t m) { return !(cpu && cpu_before < cpu_need[m]) && fit_[m] >= shape_gpus[m]; };
+  for (size_t m = 0; m < shapes_; ++m) {
+    if (shape_gpus[m] <= 0) continue;  // never fits; its need is past every GPU's free share
+    const bool host_before = !(cpu && cpu_before < cpu_need[m]);
+    if (host_before != !(cpu && cpu_after < cpu_need[m])) return false;
+    if (!fits_now(m)) unfit[unfit_count++] = static_cast<int>(m);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    const int before = free_[gpus[k]];
+    const int taken = milli[k];
+    const int after = before - taken;
+    if (taken < 0 || after < 0) return false;
+    // Shapes needing at most `after` see no change unless they do not fit
+    // (then the total they count falls by `taken`); shapes needing more than
+    // `before` see this GPU's small share fall by `taken` whether or not they
+    // fit. Only shapes needing (after, before] change otherwise: this GPU
+    // stops fitting them.
+    const size_t lo = std::upper_bound(sorted, sorted + shapes_, after) - sorted;
+    const size_t hi = std::upper_bound(sorted + lo, sorted + shapes_, before) - sorted;
+    double unfit_below = 0;
+    bool any_unfit_below = false;
+    for (size_t u = 0; u < unfit_count; ++u) {
+      const int m = unfit[u];
+      if (col[m] > after) continue;
+      unfit_below += weight_[m];
+      any_unfit_below = true;
+    }
+    const double t = taken;
+    double g = -t * (unfit_below + (below[shapes_] - below[hi]));
+    for (size_t j = lo; j < hi; ++j) {
+      const int m = order[j];
+      if (!fits_now(m)) {
+        g -= weight_[m] * t;  // counted the total before and after
+      } else if (fit_[m] - 1 >= shape_gpus[m]) {
+        g += weight_[m] * static_cast<double>(after);  // still fits; this GPU's share is small now
+      } else {
+        g += weight_[m] * static_cast<double>(total_free_ - taken - small_[m]);  // fits no more
+      }
+    }
+    GrowthEstimate& e = out[k];
+    e.growth = g;
+    // No shape between after and before: each shape's term is set by the
+    // side of (after, before] its need lies on and by `taken` alone, so
+    // candidates alike in those have the same exact sums, term for term.
+    e.alike = lo == hi ? (uint64_t{1} << 63) | (uint64_t{lo} << 32) | static_cast<uint32_t>(taken) : 0;
+    // And with every shape needing at most `after` and fitting, no term
+    // changes at all: the exact growth is current − current = 0.
+    e.unchanged = lo == shapes_ && !any_unfit_below;
+  }
+  // Both this and AfterEach − current() add at most 2·(shapes + 2) rounded
+  // terms, each at most the node's free milli × its weight: their rounding
+  // is below 1e-13 of that for any realistic mix; 1e-9 leaves a wide margin.
+  error = 1e-9 * (1.0 + static_cast<double>(total_free_)) * std::max(1.0, mix_.total_weight());
+  return true;
+}
+
 double FragmentationMeter::AfterMany(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
                                      int64_t memory_mib) const {
   int64_t taken = 0;
@@ -433,15 +529,21 @@ double FragmentationMeter::AfterMany(std::span<const int> gpus, std::span<const 
 
 FragmentationPolicy::FragmentationPolicy() : FragmentationPolicy(Options{}) {}
 
-FragmentationPolicy::FragmentationPolicy(Options options) : options_(options) {}
+FragmentationPolicy::FragmentationPolicy(Options options) : options_(options) {
+  if (options_.sigmoid_scale > 0) {
+    band_edges_.resize(100);
+    for (int b = 1; b < 100; ++b) band_edges_[b] = options_.sigmoid_scale * std::log(100.0 / b - 1.0);
+  }
+}
 
 FragmentationPolicy::FragmentationPolicy(Options options, WorkloadMix fixed_mix)
-    : options_(options), learn_(false) {
+    : FragmentationPolicy(options) {
+  learn_ = false;
   SetMix(std::move(fixed_mix));
 }
 
-FragmentationPolicy::FragmentationPolicy(Options options, MixCounter prior)
-    : options_(options), counter_(std::move(prior)) {
+FragmentationPolicy::FragmentationPolicy(Options options, MixCounter prior) : FragmentationPolicy(options) {
+  counter_ = std::move(prior);
   if (counter_.total() > 0) {
     SetMix(counter_.Typical(options_.coverage));
     ++epoch_;
@@ -502,6 +604,33 @@ double FragmentationPolicy::Score(double growth, double util_after) const {
     base = options_.tolerance > 0 ? -std::round(growth / options_.tolerance) * options_.tolerance : -growth;
   }
   return base + options_.pack_weight * util_after;
+}
+
+std::optional<double> FragmentationPolicy::BandWithin(double growth, double error) const {
+  // ⌊100 / (1 + e^(g/s))⌋ ≥ b exactly when g ≤ s·ln(100/b − 1) = edge[b]. Far
+  // out, exp over- or underflows (band 0 or 100): left to Score.
+  const double scale = options_.sigmoid_scale;
+  if (band_edges_.empty() || !(std::abs(growth) < 600 * scale)) return std::nullopt;
+  // The highest band b whose edge is at or above the growth (edges fall as
+  // b rises), by bisection over 1..99; 0 when none is.
+  int lo = 0, hi = 99;  // band in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (growth <= band_edges_[mid]) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  // Every growth within `error` lies strictly inside the band, with room for
+  // the edges' and exp's own rounding.
+  auto clear_of = [&](int b) {
+    const double edge = band_edges_[b];
+    return std::abs(growth - edge) > error + 1e-9 * (1.0 + std::abs(edge));
+  };
+  if (lo >= 1 && !clear_of(lo)) return std::nullopt;
+  if (lo + 1 <= 99 && !clear_of(lo + 1)) return std::nullopt;
+  return static_cast<double>(lo);
 }
 
 double FragmentationPolicy::NodeBias(const NodeState& node) const {
@@ -729,55 +858,103 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     }
     distinct[g] = static_cast<int>(k);
   }
-  meter.AfterEach({cand_gpu, cands}, {cand_milli, cands}, host.cpu_milli, host.memory_mib,
-                  {cand_after, cands});
   int best = -1;
   double best_score = 0;
   int best_free_after = 0;
   int64_t best_memory = 0;
-  double best_growth = 0;
-  // With FGD's σ bands alone (no packing term, no slot experiment) and exact
-  // growth breaking equal bands, the score falls as the growth rises, so no
-  // candidate whose growth is clearly above the smallest can win: its band is
-  // at most the smallest one's, and an equal band goes to the smaller growth.
-  // Only candidates within a hair of the smallest growth are scored (exp is
-  // within one ulp, so a band can only invert between nearly equal growths):
-  // the same winner as scoring every candidate, with one exp per node
-  // instead of one per GPU.
-  double growth_bound = std::numeric_limits<double>::infinity();
-  if (options_.sigmoid_scale > 0 && options_.pack_weight == 0 && !options_.slots && options_.inner_exact) {
-    double least = std::numeric_limits<double>::infinity();
-    for (size_t g = 0; g < g_count; ++g) {
-      if (fits[g] >= 0) least = std::min(least, cand_after[distinct[g]] - meter.current());
+  // With FGD's σ bands alone and exact growth breaking equal bands, the
+  // winner is the candidate of least growth, and its band is all the score
+  // needs. The meter's estimates find it from the shapes each candidate
+  // changes, without summing every shape for every candidate, when one
+  // candidate is clearly least (no other within twice the estimates' error)
+  // and no band edge lies within the error: then the exact sums below would
+  // pick the same GPU and band, bit for bit. Otherwise (near-ties, a growth
+  // at a band edge, GPUs of several kinds) the exact sums decide.
+  const bool banded = options_.estimates && options_.sigmoid_scale > 0 && options_.pack_weight == 0 &&
+                      !options_.slots && options_.inner_exact;
+  ScratchArray<FragmentationMeter::GrowthEstimate, 16> estimate_buffer;
+  FragmentationMeter::GrowthEstimate* estimate = estimate_buffer.Reset(cands);
+  double error = 0;
+  if (banded && meter.GrowthEstimates({cand_gpu, cands}, {cand_milli, cands}, host.cpu_milli,
+                                      {estimate, cands}, error)) {
+    size_t least = 0;
+    for (size_t k = 1; k < cands; ++k) {
+      if (estimate[k].growth < estimate[least].growth) least = k;
     }
-    growth_bound = least + 1e-9 * (1 + std::abs(least));
-  }
-  for (size_t g = 0; g < g_count; ++g) {
-    if (fits[g] < 0) continue;
-    double growth = cand_after[distinct[g]] - meter.current();
-    if (growth > growth_bound) continue;
-    if (options_.slots) {
-      const int one_gpu = static_cast<int>(g);
-      growth = SlotGrowth(node, {&one_gpu, 1}, {&taken[g], 1}, host.cpu_milli);
+    // Every other candidate clearly above, or provably equal to it.
+    const uint64_t alike = estimate[least].alike;
+    bool clear = true;
+    for (size_t k = 0; k < cands && clear; ++k) {
+      clear = k == least || (alike != 0 && estimate[k].alike == alike) ||
+              estimate[k].growth > estimate[least].growth + 2 * error;
     }
-    double util_after = static_cast<double>(capacity - node.free_milli_total() + taken[g]) / capacity;
-    double score = Score(growth, util_after);
-    // Inside the node: the highest score wins; equal scores go to the smaller
-    // exact growth (when inner_exact), then the fuller GPU, then the lower index.
-    bool better = best < 0 || score > best_score;
-    if (!better && score == best_score) {
-      if (options_.inner_exact && growth != best_growth) {
-        better = growth < best_growth;
-      } else {
-        better = free_after[g] < best_free_after;
+    std::optional<double> band;
+    if (clear) {
+      band = estimate[least].unchanged ? std::optional<double>(Score(0.0, 0.0))
+                                       : BandWithin(estimate[least].growth, error);
+    }
+    if (band) {
+      // Equal growths (and bands) go to the fuller GPU, then the lower index.
+      for (size_t g = 0; g < g_count; ++g) {
+        if (fits[g] < 0) continue;
+        const size_t k = static_cast<size_t>(distinct[g]);
+        if (k != least && (alike == 0 || estimate[k].alike != alike)) continue;
+        if (best < 0 || free_after[g] < best_free_after) {
+          best = static_cast<int>(g);
+          best_free_after = free_after[g];
+        }
       }
+      best_score = *band;
+      best_memory = fits[best];
     }
-    if (better) {
-      best = static_cast<int>(g);
-      best_growth = growth;
-      best_score = score;
-      best_free_after = free_after[g];
-      best_memory = fits[g];
+  }
+  if (best < 0) {
+    meter.AfterEach({cand_gpu, cands}, {cand_milli, cands}, host.cpu_milli, host.memory_mib,
+                    {cand_after, cands});
+    double best_growth = 0;
+    // With FGD's σ bands alone (no packing term, no slot experiment) and exact
+    // growth breaking equal bands, the score falls as the growth rises, so no
+    // candidate whose growth is clearly above the smallest can win: its band is
+    // at most the smallest one's, and an equal band goes to the smaller growth.
+    // Only candidates within a hair of the smallest growth are scored (exp is
+    // within one ulp, so a band can only invert between nearly equal growths):
+    // the same winner as scoring every candidate, with one exp per node
+    // instead of one per GPU.
+    double growth_bound = std::numeric_limits<double>::infinity();
+    if (options_.sigmoid_scale > 0 && options_.pack_weight == 0 && !options_.slots && options_.inner_exact) {
+      double least = std::numeric_limits<double>::infinity();
+      for (size_t g = 0; g < g_count; ++g) {
+        if (fits[g] >= 0) least = std::min(least, cand_after[distinct[g]] - meter.current());
+      }
+      growth_bound = least + 1e-9 * (1 + std::abs(least));
+    }
+    for (size_t g = 0; g < g_count; ++g) {
+      if (fits[g] < 0) continue;
+      double growth = cand_after[distinct[g]] - meter.current();
+      if (growth > growth_bound) continue;
+      if (options_.slots) {
+        const int one_gpu = static_cast<int>(g);
+        growth = SlotGrowth(node, {&one_gpu, 1}, {&taken[g], 1}, host.cpu_milli);
+      }
+      double util_after = static_cast<double>(capacity - node.free_milli_total() + taken[g]) / capacity;
+      double score = Score(growth, util_after);
+      // Inside the node: the highest score wins; equal scores go to the smaller
+      // exact growth (when inner_exact), then the fuller GPU, then the lower index.
+      bool better = best < 0 || score > best_score;
+      if (!better && score == best_score) {
+        if (options_.inner_exact && growth != best_growth) {
+          better = growth < best_growth;
+        } else {
+          better = free_after[g] < best_free_after;
+        }
+      }
+      if (better) {
+        best = static_cast<int>(g);
+        best_growth = growth;
+        best_score = score;
+        best_free_after = free_after[g];
+        best_memory = fits[g];
+      }
     }
   }
   if (best < 0) return out.reset();

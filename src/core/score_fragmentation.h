@@ -90,11 +90,18 @@ class PreparedMix {
   // Per shape (mix order): the milli-GPU one vGPU of it needs on `gpu`
   // (MilliNeeded), INT_MAX when it cannot use the GPU (no GPU asked, GPU not
   // usable, model filtered out); followed by the shape indices in increasing
-  // need (stable), so 2 × size() ints. Valid as long as this object.
+  // need (stable), then their needs in that order, so 3 × size() ints. Valid
+  // as long as this object.
   const int* NeedsOn(const Gpu& gpu) const;
   // The same for the GPU whose compact view is `view` (NodeState::gpu_views):
   // `gpu` is read only when the mix filters models or the kind is new.
   const int* NeedsOn(const GpuFitView& view, const Gpu& gpu) const;
+
+  // For a table NeedsOn gave: size() + 1 prefix sums of the shapes' weights
+  // in its need order (element j: the shapes before position j).
+  const double* PrefixWeightsOn(const int* needs) const;
+  // The weights' sum of magnitudes.
+  double total_weight() const { return total_weight_; }
 
   // Whether a shape of the mix asks for GPU models (use_types): without one,
   // a shape's need depends on a GPU's memory and compute only.
@@ -113,6 +120,7 @@ class PreparedMix {
   std::vector<int64_t> memory_;
   bool filters_models_ = false;
   uint64_t serial_ = 0;
+  double total_weight_ = 0;
   struct Table;
   std::unique_ptr<Table> table_;
 };
@@ -175,6 +183,25 @@ class FragmentationMeter {
   void AfterEach(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli, int64_t memory_mib,
                  std::span<double> out) const;
 
+  // For each k, the growth AfterEach(...)[k] − current() would give, worked
+  // out from the few shapes whose state changes (the ones whose need lies
+  // between the GPU's free share before and after) and prefix sums over the
+  // others, in another order than AfterEach's sums: the two differ by at
+  // most `error` (set here; far above floating-point rounding), so they rank
+  // candidates alike except within 2·error of each other. Returns false,
+  // writing nothing, where it does not apply: candidates on GPUs of
+  // different kinds, host memory counted, or a shape whose host fit the
+  // pod's CPU changes.
+  struct GrowthEstimate {
+    double growth = 0;
+    // Non-zero: candidates with equal `alike` have bitwise equal exact
+    // growths (the same terms in the same order).
+    uint64_t alike = 0;
+    bool unchanged = false;  // no shape's term changes: the exact growth is 0
+  };
+  bool GrowthEstimates(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
+                       std::span<GrowthEstimate> out, double& error) const;
+
   // Fragmentation after taking milli[k] from each GPU listed.
   double AfterMany(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
                    int64_t memory_mib) const;
@@ -223,7 +250,11 @@ class FragmentationPolicy : public Policy {
     bool use_memory = false;      // host memory in a shape's fit (the pod's own fit always checks it)
     double sigmoid_scale = 1000;  // > 0: score = floor(100 σ(−growth / scale)), FGD's bands
     bool inner_exact = true;      // equal bands inside a node: smaller exact growth first
-    double cpu_only_away = 1;     // > 0: GPU-less pods prefer nodes with less free GPU among equal bands
+    // With σ bands and inner_exact: rank a node's candidates by the meter's
+    // GrowthEstimates where they settle it (the same choice and band, a
+    // third of the work); false = always the exact sums (tests compare).
+    bool estimates = true;
+    double cpu_only_away = 1;  // > 0: GPU-less pods prefer nodes with less free GPU among equal bands
     // Experiments (docs/placement.md, "what did not work"); 0 = off.
     double tolerance = 0;          // linear bands of this width instead of σ bands (sigmoid_scale = 0)
     double pack_weight = 0;        // + weight × node utilisation after placement
@@ -265,11 +296,17 @@ class FragmentationPolicy : public Policy {
   void EvaluateInto(const NodeState& node, const PodRequest& pod, std::optional<Candidate>& out,
                     NodeMemo* memo) const override;
   uint64_t epoch() const override { return epoch_; }
+  // The σ band ⌊100·σ(−g/scale)⌋ (Score's, without a packing term) of every
+  // growth g within `error` of `growth`, found among the band edges without
+  // exp; nullopt when an edge (or exp's range end) lies that close, where only
+  // Score can tell, or without σ bands.
+  std::optional<double> BandWithin(double growth, double error) const;
   void Observe(const PodRequest& pod) override;
   const WorkloadMix& mix() const { return mix_; }
 
  private:
   double Score(double growth, double util_after) const;
+
   void SetMix(WorkloadMix mix);
   double NodeBias(const NodeState& node) const;
   // Options::whole's bias for a placement taking `idle_taken` idle GPUs.
@@ -291,6 +328,9 @@ class FragmentationPolicy : public Policy {
   // so copies of the policy share it.
   std::shared_ptr<const PreparedMix> prepared_;
   uint64_t epoch_ = 0;
+  // With σ bands: edge[b] = scale·ln(100/b − 1), b = 1..99, the largest
+  // growth still in band b or above (edge[0] unused); decreasing in b.
+  std::vector<double> band_edges_;
 };
 
 }  // namespace tessera::core

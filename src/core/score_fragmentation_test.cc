@@ -71,6 +71,7 @@ struct World {
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
   bool model_filters = true;  // whether Shape() may ask for GPU models
+  bool one_kind = false;      // whether Node() gives every GPU the same model and memory
 
   TaskShape Shape() {
     TaskShape s;
@@ -116,7 +117,7 @@ struct World {
     std::vector<Gpu> gpus;
     for (int g = 0; g < count; ++g) {
       // Three models, two of them with the same memory.
-      const int kind = Uniform(0, 5);
+      const int kind = one_kind ? 2 : Uniform(0, 5);
       const char* model = kind == 0 ? "Tesla T4" : kind == 1 ? "A100-PCIE" : "A100-SXM4";
       Gpu gpu = TestGpu("GPU-" + std::to_string(id) + "-" + std::to_string(g), model,
                         kind == 0 ? 16000 : 81920, 10);
@@ -248,6 +249,75 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
     }
   }
   EXPECT_GT(compared, 1000);  // the cases are not all infeasible
+}
+
+// The policy's estimates (FragmentationMeter::GrowthEstimates) settle most
+// nodes without the exact sums; wherever they do, the choice and the score
+// are the exact sums' own. Nodes of one kind (where estimates apply), busy
+// and idle, host CPU tracked or not, many mixes; against the same policy
+// with the estimates off.
+TEST(FragmentationEquivalenceTest, EstimatesChooseWhatTheExactSumsChoose) {
+  World w(2611);
+  w.one_kind = true;
+  int compared = 0;
+  for (int round = 0; round < 300; ++round) {
+    WorkloadMix mix = w.Mix();
+    FragmentationPolicy::Options exact_options;
+    exact_options.estimates = false;
+    FragmentationPolicy estimating(FragmentationPolicy::Options{}, mix);
+    FragmentationPolicy exact(exact_options, mix);
+    for (int n = 0; n < 5; ++n) {
+      NodeState node = w.Node(round * 10 + n);
+      NodeMemo memo;
+      for (int p = 0; p < 6; ++p) {
+        PodRequest pod = AppRequest(250 * w.Uniform(1, 80), w.Uniform(0, 5) == 0 ? 100 : w.Uniform(1, 80));
+        pod.cpu_milli = 1000 * w.Uniform(0, 8);
+        std::optional<Candidate> fast;
+        estimating.EvaluateInto(node, pod, fast, &memo);
+        auto slow = exact.Evaluate(node, pod);
+        ASSERT_EQ(fast.has_value(), slow.has_value()) << "round " << round;
+        if (!fast) continue;
+        ++compared;
+        ASSERT_EQ(fast->score, slow->score) << "round " << round;
+        ASSERT_EQ(fast->placement, slow->placement) << "round " << round;
+      }
+    }
+  }
+  EXPECT_GT(compared, 2000);
+}
+
+// BandWithin answers only where every growth within the error has one band,
+// and then the band ⌊100·σ(−g/1000)⌋ gives; at an edge (0 is the 50/49 edge)
+// it does not answer.
+TEST(FragmentationEquivalenceTest, BandWithinIsTheBandOfEveryGrowthNearby) {
+  FragmentationPolicy policy;
+  auto band = [](double g) { return std::floor(100.0 / (1.0 + std::exp(g / 1000))); };
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> growth(-6000, 6000);
+  int answered = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const double g = i % 2 ? growth(rng) : std::round(growth(rng));
+    const double error = i % 3 == 0 ? 1e-6 : 1e-3;
+    auto b = policy.BandWithin(g, error);
+    if (!b) continue;
+    ++answered;
+    for (double x : {g - error, g, g + error}) ASSERT_EQ(*b, band(x)) << "growth " << g;
+  }
+  EXPECT_GT(answered, 190000);
+  // Just above and just below every edge: a growth within the error lies in
+  // the neighbouring band.
+  for (int b = 1; b < 100; ++b) {
+    const double edge = 1000 * std::log(100.0 / b - 1);
+    EXPECT_FALSE(policy.BandWithin(edge + 5e-4, 1e-3).has_value()) << "band " << b;
+    EXPECT_FALSE(policy.BandWithin(edge - 5e-4, 1e-3).has_value()) << "band " << b;
+    EXPECT_EQ(policy.BandWithin(edge - 0.5, 1e-3), band(edge - 0.5)) << "band " << b;
+  }
+  EXPECT_FALSE(policy.BandWithin(0.0, 1e-6).has_value());
+  EXPECT_FALSE(policy.BandWithin(1000 * std::log(100.0 / 30 - 1), 1e-6).has_value());  // the 30/29 edge
+  EXPECT_FALSE(policy.BandWithin(1e9, 1e-6).has_value());                              // past exp's range
+  FragmentationPolicy::Options linear;
+  linear.sigmoid_scale = 0;
+  EXPECT_FALSE(FragmentationPolicy(linear).BandWithin(5.0, 1e-6).has_value());
 }
 
 }  // namespace
