@@ -537,6 +537,47 @@ double FragmentationPolicy::WholeBias(const NodeState& node, int idle_taken) con
   return breaks ? -options_.whole_weight : 0;
 }
 
+double FragmentationPolicy::StrandBias(const NodeState& node, const FragmentationMeter& meter,
+                                       std::span<const int> gpus, std::span<const int> milli,
+                                       int64_t cpu_milli) const {
+  if (options_.strand == 0 || !node.tracks_cpu() || node.gpus().empty()) return 0;
+  const PreparedMix& mix = *prepared_;
+  const size_t shapes = mix.size();
+  // CPU per milli-GPU of the mix's expected GPU task, on this node's first GPU.
+  const int* need0 = meter.needs_of(0);
+  double cpu = 0;
+  double gpu = 0;
+  for (size_t m = 0; m < shapes; ++m) {
+    if (mix.gpus()[m] <= 0 || need0[m] == INT_MAX) continue;
+    cpu += mix.weights()[m] * static_cast<double>(mix.cpu_milli()[m]);
+    gpu += mix.weights()[m] * mix.gpus()[m] * static_cast<double>(need0[m]);
+  }
+  if (gpu <= 0 || cpu <= 0) return 0;
+  const double rho = cpu / gpu;
+  auto usable = [&](size_t g, int free) {
+    const int* col = meter.needs_of(static_cast<int>(g));
+    const int smallest = shapes > 0 ? col[col[shapes]] : INT_MAX;
+    return free >= smallest && free > 0 ? free : 0;
+  };
+  const size_t count = node.gpus().size();
+  double before = 0;
+  double after = 0;
+  for (size_t g = 0; g < count; ++g) {
+    int free = meter.free_of(static_cast<int>(g));
+    before += usable(g, free);
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (static_cast<size_t>(gpus[i]) == g) free -= milli[i];
+    }
+    after += usable(g, free);
+  }
+  const double cpu_free = static_cast<double>(node.free_cpu_milli());
+  const double strand_before = std::max(0.0, before - cpu_free / rho);
+  const double strand_after = std::max(0.0, after - (cpu_free - static_cast<double>(cpu_milli)) / rho);
+  if (strand_after > strand_before + 1e-9) return -0.3;
+  if (options_.strand == 2 && strand_after < strand_before - 1e-9) return 0.3;
+  return 0;
+}
+
 double FragmentationPolicy::SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
                                               int64_t cpu_free) const {
   const PreparedMix& mix = *prepared_;
@@ -614,6 +655,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     double bias = NodeBias(node);
     if (options_.cpu_only_away > 0)
       bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
+    if (options_.strand != 0) bias += StrandBias(node, meter, {}, {}, host.cpu_milli);
     out = Candidate{Score(growth, util) + bias, {}};
     return;
   }
@@ -646,6 +688,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
       for (int g : gpus) idle_taken += node.gpus()[g].idle() ? 1 : 0;
       bias += WholeBias(node, idle_taken);
     }
+    if (options_.strand != 0) bias += StrandBias(node, meter, gpus, milli, host.cpu_milli);
     out = Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
     return;
   }
@@ -769,6 +812,8 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
   out->score = best_score + NodeBias(node);
   if (options_.hole > 0 || options_.whole != 0)
     out->score += hole_bias + WholeBias(node, node.gpus()[best].idle() ? 1 : 0);
+  if (options_.strand != 0)
+    out->score += StrandBias(node, meter, {&best, 1}, {&taken[best], 1}, host.cpu_milli);
   out->placement.containers.resize(1);
   ContainerPlacement& cp = out->placement.containers[0];
   cp.container = static_cast<int>(single - pod.containers.data());

@@ -243,6 +243,12 @@ class FragmentationPolicy : public Policy {
     // The bias `whole` subtracts (0.3: inside a band; 1 or more moves the node
     // down that many bands).
     double whole_weight = 0.3;
+    // strand (ties only, CPU kept for the GPU it must serve): a pod whose
+    // placement leaves more of the node's usable free GPU share (GPUs with room
+    // for some shape of the mix) without the CPU the mix's tasks need for it
+    // (mix CPU per milli-GPU × that share) loses 0.3; 2: also one that leaves
+    // less of it gains 0.3.
+    int strand = 0;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
@@ -266,6 +272,9 @@ class FragmentationPolicy : public Policy {
   double NodeBias(const NodeState& node) const;
   // Options::whole's bias for a placement taking `idle_taken` idle GPUs.
   double WholeBias(const NodeState& node, int idle_taken) const;
+  // Options::strand's bias for taking milli[k] from gpus[k] and `cpu_milli`.
+  double StrandBias(const NodeState& node, const FragmentationMeter& meter, std::span<const int> gpus,
+                    std::span<const int> milli, int64_t cpu_milli) const;
   // Options::slots: the mix-weighted free share repeated tasks of each shape
   // could not use, for GPU free shares `free` and free CPU `cpu_free`.
   double SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
