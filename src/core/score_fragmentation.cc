@@ -137,6 +137,15 @@ const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
   for (size_t m = 0; m < n; ++m) kind->need.push_back(static_cast<int>(m));
   std::stable_sort(kind->need.begin() + static_cast<std::ptrdiff_t>(n), kind->need.end(),
                    [&](int a, int b) { return kind->need[a] < kind->need[b]; });
+  // Then the CPU the mix asks per whole GPU of this kind (Options::strand).
+  double cpu = 0;
+  double milli = 0;
+  for (size_t m = 0; m < n; ++m) {
+    if (kind->need[m] == INT_MAX) continue;
+    cpu += mix_[m].weight * static_cast<double>(mix_[m].shape.cpu_milli);
+    milli += mix_[m].weight * mix_[m].shape.gpus * static_cast<double>(kind->need[m]);
+  }
+  kind->need.push_back(milli > 0 ? static_cast<int>(std::lround(std::min(1e9, 1000.0 * cpu / milli))) : 0);
   kind->next = table_->head.load(std::memory_order_relaxed);
   const Kind* added = kind.get();
   table_->owned.push_back(std::move(kind));
@@ -541,25 +550,20 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
                                        std::span<const int> gpus, std::span<const int> milli,
                                        int64_t cpu_milli) const {
   if (options_.strand == 0 || !node.tracks_cpu() || node.gpus().empty()) return 0;
-  const PreparedMix& mix = *prepared_;
-  const size_t shapes = mix.size();
-  // CPU per milli-GPU of the mix's expected GPU task, on this node's first GPU.
-  const int* need0 = meter.needs_of(0);
-  double cpu = 0;
-  double gpu = 0;
-  for (size_t m = 0; m < shapes; ++m) {
-    if (mix.gpus()[m] <= 0 || need0[m] == INT_MAX) continue;
-    cpu += mix.weights()[m] * static_cast<double>(mix.cpu_milli()[m]);
-    gpu += mix.weights()[m] * mix.gpus()[m] * static_cast<double>(need0[m]);
-  }
-  if (gpu <= 0 || cpu <= 0) return 0;
-  const double rho = cpu / gpu;
+  const size_t shapes = prepared_->size();
+  const size_t count = node.gpus().size();
+  // The CPU the mix asks per milli-GPU, on the kind of the node's first GPU
+  // that some shape can use.
+  int per_gpu = 0;
+  for (size_t g = 0; g < count && per_gpu == 0; ++g)
+    per_gpu = meter.needs_of(static_cast<int>(g))[2 * shapes];
+  if (per_gpu <= 0) return 0;
+  const double rho = static_cast<double>(per_gpu) / 1000.0;
   auto usable = [&](size_t g, int free) {
     const int* col = meter.needs_of(static_cast<int>(g));
     const int smallest = shapes > 0 ? col[col[shapes]] : INT_MAX;
     return free >= smallest && free > 0 ? free : 0;
   };
-  const size_t count = node.gpus().size();
   double before = 0;
   double after = 0;
   for (size_t g = 0; g < count; ++g) {
@@ -573,8 +577,8 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
   const double cpu_free = static_cast<double>(node.free_cpu_milli());
   const double strand_before = std::max(0.0, before - cpu_free / rho);
   const double strand_after = std::max(0.0, after - (cpu_free - static_cast<double>(cpu_milli)) / rho);
-  if (strand_after > strand_before + 1e-9) return -0.3;
-  if (options_.strand == 2 && strand_after < strand_before - 1e-9) return 0.3;
+  if (strand_after > strand_before + 1e-9) return -options_.strand_weight;
+  if (options_.strand == 2 && strand_after < strand_before - 1e-9) return options_.strand_weight;
   return 0;
 }
 

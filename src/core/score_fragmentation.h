@@ -90,7 +90,10 @@ class PreparedMix {
   // Per shape (mix order): the milli-GPU one vGPU of it needs on `gpu`
   // (MilliNeeded), INT_MAX when it cannot use the GPU (no GPU asked, GPU not
   // usable, model filtered out); followed by the shape indices in increasing
-  // need (stable), so 2 × size() ints. Valid as long as this object.
+  // need (stable); then the mix's CPU milli per whole GPU of this kind (the
+  // weight-averaged CPU of the shapes that can use it over their
+  // weight-averaged milli-GPU, × 1000, rounded; 0 when none can), so
+  // 2 × size() + 1 ints. Valid as long as this object.
   const int* NeedsOn(const Gpu& gpu) const;
   // The same for the GPU whose compact view is `view` (NodeState::gpu_views):
   // `gpu` is read only when the mix filters models or the kind is new.
@@ -249,6 +252,8 @@ class FragmentationPolicy : public Policy {
     // (mix CPU per milli-GPU × that share) loses 0.3; 2: also one that leaves
     // less of it gains 0.3.
     int strand = 0;
+    // The bias `strand` adds (0.3: inside a band).
+    double strand_weight = 0.3;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);

@@ -260,6 +260,7 @@ constexpr ExperimentOption kExperimentOptions[] = {
     {"whole", "a whole number from 0 to 7", 0, 7, true},
     {"wholew", "a number >= 0 (bias of whole=, default 0.3)", 0, 1e12, false},
     {"strand", "0, 1 or 2", 0, 2, true},
+    {"strandw", "a number >= 0 (bias of strand=, default 0.3)", 0, 1e12, false},
 };
 
 std::string ExperimentOptionList() {
@@ -332,6 +333,7 @@ Result<std::unique_ptr<core::Policy>> MakeExperimentPolicy(std::string_view name
   if (auto v = option("whole")) o.whole = static_cast<int>(*v);
   if (auto v = option("wholew")) o.whole_weight = *v;
   if (auto v = option("strand")) o.strand = static_cast<int>(*v);
+  if (auto v = option("strandw")) o.strand_weight = *v;
   if (auto v = option("relearn")) o.relearn_every = static_cast<int64_t>(*v);
   const bool prior = option("prior").value_or(0) != 0;
   const bool fixed = option("fixed").value_or(0) != 0;
