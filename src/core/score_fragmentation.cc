@@ -559,6 +559,10 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
     per_gpu = meter.needs_of(static_cast<int>(g))[2 * shapes];
   if (per_gpu <= 0) return 0;
   const double rho = static_cast<double>(per_gpu) / 1000.0;
+  const double cpu_free = static_cast<double>(node.free_cpu_milli());
+  // CPU for all the node's free GPU share, even after the pod: nothing strands.
+  if ((cpu_free - static_cast<double>(cpu_milli)) / rho >= static_cast<double>(node.free_milli_total()))
+    return 0;
   auto usable = [&](size_t g, int free) {
     const int* col = meter.needs_of(static_cast<int>(g));
     const int smallest = shapes > 0 ? col[col[shapes]] : INT_MAX;
@@ -574,7 +578,6 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
     }
     after += usable(g, free);
   }
-  const double cpu_free = static_cast<double>(node.free_cpu_milli());
   const double strand_before = std::max(0.0, before - cpu_free / rho);
   const double strand_after = std::max(0.0, after - (cpu_free - static_cast<double>(cpu_milli)) / rho);
   if (strand_after > strand_before + 1e-9) return -options_.strand_weight;

@@ -251,7 +251,7 @@ class FragmentationPolicy : public Policy {
     // for some shape of the mix) without the CPU the mix's tasks need for it
     // (mix CPU per milli-GPU × that share) loses 0.3; 2: also one that leaves
     // less of it gains 0.3.
-    int strand = 0;
+    int strand = 1;
     // The bias `strand` adds (0.3: inside a band).
     double strand_weight = 0.3;
   };

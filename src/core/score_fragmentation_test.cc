@@ -214,9 +214,16 @@ std::optional<std::pair<double, int>> ReferenceChoice(const NodeState& node, con
 TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
   World w(1805);
   int compared = 0;
+  int biased_count = 0;
   for (int round = 0; round < 200; ++round) {
     WorkloadMix mix = w.Mix();
-    FragmentationPolicy policy(FragmentationPolicy::Options{}, mix);
+    // The reference is FGD's band alone: without the node-level strand bias.
+    FragmentationPolicy::Options plain;
+    plain.strand = 0;
+    FragmentationPolicy policy(plain, mix);
+    // The default adds that bias to the node's score (0 or -0.3) and chooses
+    // the same GPU.
+    FragmentationPolicy with_strand(FragmentationPolicy::Options{}, mix);
     for (int n = 0; n < 5; ++n) {
       NodeState node = w.Node(round * 10 + n);
       for (int p = 0; p < 4; ++p) {
@@ -229,10 +236,17 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
         ++compared;
         ASSERT_EQ(got->score, want->first) << "round " << round;
         ASSERT_EQ(got->placement.containers.at(0).slices.at(0).gpu, want->second) << "round " << round;
+        auto biased = with_strand.Evaluate(node, pod);
+        ASSERT_TRUE(biased.has_value()) << "round " << round;
+        EXPECT_EQ(biased->placement.containers.at(0).slices.at(0).gpu, want->second) << "round " << round;
+        EXPECT_TRUE(biased->score == want->first || biased->score == want->first - 0.3)
+            << "round " << round << ": " << biased->score;
+        biased_count += biased->score != want->first ? 1 : 0;
       }
     }
   }
-  EXPECT_GT(compared, 1000);  // the cases are not all infeasible
+  EXPECT_GT(compared, 1000);   // the cases are not all infeasible
+  EXPECT_GT(biased_count, 0);  // and strand biases some of them
 }
 
 }  // namespace
