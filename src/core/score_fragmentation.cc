@@ -558,7 +558,7 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
   for (size_t g = 0; g < count && per_gpu == 0; ++g)
     per_gpu = meter.needs_of(static_cast<int>(g))[2 * shapes];
   if (per_gpu <= 0) return 0;
-  const double rho = static_cast<double>(per_gpu) / 1000.0;
+  const double rho = static_cast<double>(per_gpu) / 1000.0 * options_.strand_cpu_factor;
   const double cpu_free = static_cast<double>(node.free_cpu_milli());
   // CPU for all the node's free GPU share, even after the pod: nothing strands.
   if ((cpu_free - static_cast<double>(cpu_milli)) / rho >= static_cast<double>(node.free_milli_total()))
@@ -566,7 +566,7 @@ double FragmentationPolicy::StrandBias(const NodeState& node, const Fragmentatio
   auto usable = [&](size_t g, int free) {
     const int* col = meter.needs_of(static_cast<int>(g));
     const int smallest = shapes > 0 ? col[col[shapes]] : INT_MAX;
-    return free >= smallest && free > 0 ? free : 0;
+    return (free >= smallest || options_.strand == 3) && free > 0 ? free : 0;
   };
   double before = 0;
   double after = 0;

@@ -250,10 +250,12 @@ class FragmentationPolicy : public Policy {
     // placement leaves more of the node's usable free GPU share (GPUs with room
     // for some shape of the mix) without the CPU the mix's tasks need for it
     // (mix CPU per milli-GPU × that share) loses 0.3; 2: also one that leaves
-    // less of it gains 0.3.
+    // less of it gains 0.3; 3: as 1, counting all free GPU share (experiment).
     int strand = 1;
     // The bias `strand` adds (0.3: inside a band).
     double strand_weight = 0.3;
+    // Experiment: the mix's CPU per milli-GPU that strand reserves, × this.
+    double strand_cpu_factor = 1;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
