@@ -298,6 +298,35 @@ TEST(FragmentationTest, StrandKeepsCpuForTheFreeGpuAmongTiedNodes) {
   EXPECT_EQ(untracked.node(d->node).name(), "a");
 }
 
+TEST(FragmentationTest, StrandByDefaultOutweighsTheBand) {
+  // Same mix. Node a (14 cores, two idle GPUs) is FGD's better band for a
+  // 6-core 500 slice (no fragment); b (40 cores, one GPU with 700 free) keeps
+  // a 200 fragment (a lower band). Placing on a leaves its free GPU shorter of
+  // CPU: with the default weight (100) b wins; with 0.3 the band still does.
+  TaskShape shape;
+  shape.gpus = 1;
+  shape.gpu_memory_mib = 5000;
+  shape.cores = 50;
+  shape.cpu_milli = 4000;
+  const WorkloadMix mix = {{shape, 1.0}};
+  auto choose = [&](double weight) {
+    FragmentationPolicy::Options o;
+    o.strand_weight = weight;
+    FragmentationPolicy policy(o, mix);
+    NodeState b("b", {G("b0")}, {40000, 0});
+    EXPECT_TRUE(b.Apply({"b", {{"x", {{"b0", 3000, 30}}, false}}}).ok());
+    Placer placer({NodeState("a", {G("a0"), G("a1")}, {14000, 0}), b});
+    PodRequest pod = AppRequest(5000, 50);
+    pod.cpu_milli = 6000;
+    auto d = placer.Choose(pod, policy);
+    return d ? placer.node(d->node).name() : std::string("-");
+  };
+  EXPECT_EQ(FragmentationPolicy::Options{}.strand_weight, 100);
+  EXPECT_EQ(choose(100), "b");
+  EXPECT_EQ(choose(0.3), "a");
+  EXPECT_EQ(choose(0), "a");
+}
+
 TEST(FragmentationTest, StrandPenalisesCpuOnlyPodsThatStrandGpu) {
   // A CPU-only pod among tied nodes: `away` prefers the node with less free
   // GPU (a, one GPU), but its 10 cores would leave a's free GPU (1,000 milli,

@@ -209,7 +209,9 @@ class FragmentationMeter {
 // a prior count); equal bands go to the Placer's node order. GPU-less pods
 // prefer, among equal bands, nodes with less free GPU; inside a node equal
 // bands go to the smaller exact growth, then the fuller GPU, then the lower
-// index. Before any pod has been observed it packs (best fit).
+// index. A placement that leaves the node's usable free GPU with less of the
+// CPU the mix needs for it goes behind every placement that does not
+// (Options::strand). Before any pod has been observed it packs (best fit).
 class FragmentationPolicy : public Policy {
  public:
   struct Options {
@@ -246,14 +248,18 @@ class FragmentationPolicy : public Policy {
     // The bias `whole` subtracts (0.3: inside a band; 1 or more moves the node
     // down that many bands).
     double whole_weight = 0.3;
-    // strand (ties only, CPU kept for the GPU it must serve): a pod whose
-    // placement leaves more of the node's usable free GPU share (GPUs with room
-    // for some shape of the mix) without the CPU the mix's tasks need for it
-    // (mix CPU per milli-GPU × that share) loses 0.3; 2: also one that leaves
-    // less of it gains 0.3; 3: as 1, counting all free GPU share (experiment).
+    // strand (the default since issue 18 item 5; CPU kept for the GPU it
+    // must serve): on a node that tracks CPU, a pod whose placement leaves
+    // more of the node's usable free GPU share (GPUs with room for some shape
+    // of the mix) without the CPU the mix's tasks need for it (the mix's CPU
+    // per milli-GPU × that share) loses strand_weight. 0: off (the policy
+    // before). Experiments: 2: also one that leaves less of it gains
+    // strand_weight; 3: as 1, counting all free GPU share.
     int strand = 1;
-    // The bias `strand` adds (0.3: inside a band).
-    double strand_weight = 0.3;
+    // The bias `strand` subtracts: 100 (more than any band difference, bands
+    // being 0–99) puts a stranding placement behind every other feasible one,
+    // FGD's band deciding within each group; below 1 it only reorders a band.
+    double strand_weight = 100;
     // Experiment: the mix's CPU per milli-GPU that strand reserves, × this.
     double strand_cpu_factor = 1;
   };

@@ -221,8 +221,8 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
     FragmentationPolicy::Options plain;
     plain.strand = 0;
     FragmentationPolicy policy(plain, mix);
-    // The default adds that bias to the node's score (0 or -0.3) and chooses
-    // the same GPU.
+    // The default adds that bias to the node's score (0 or -strand_weight)
+    // and chooses the same GPU.
     FragmentationPolicy with_strand(FragmentationPolicy::Options{}, mix);
     for (int n = 0; n < 5; ++n) {
       NodeState node = w.Node(round * 10 + n);
@@ -239,7 +239,8 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
         auto biased = with_strand.Evaluate(node, pod);
         ASSERT_TRUE(biased.has_value()) << "round " << round;
         EXPECT_EQ(biased->placement.containers.at(0).slices.at(0).gpu, want->second) << "round " << round;
-        EXPECT_TRUE(biased->score == want->first || biased->score == want->first - 0.3)
+        EXPECT_TRUE(biased->score == want->first ||
+                    biased->score == want->first - FragmentationPolicy::Options{}.strand_weight)
             << "round " << round << ": " << biased->score;
         biased_count += biased->score != want->first ? 1 : 0;
       }

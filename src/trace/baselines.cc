@@ -260,7 +260,7 @@ constexpr ExperimentOption kExperimentOptions[] = {
     {"whole", "a whole number from 0 to 7", 0, 7, true},
     {"wholew", "a number >= 0 (bias of whole=, default 0.3)", 0, 1e12, false},
     {"strand", "a whole number from 0 to 3", 0, 3, true},
-    {"strandw", "a number >= 0 (bias of strand=, default 0.3)", 0, 1e12, false},
+    {"strandw", "a number >= 0 (bias of strand=, default 100)", 0, 1e12, false},
     {"strandr", "a number > 0 (factor on the CPU strand= reserves, default 1)", 1e-9, 1e12, false},
 };
 
