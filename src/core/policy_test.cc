@@ -283,5 +283,101 @@ TEST(FragmentationTest, NodeMemoIsKeptPerMixAndIgnoredByAnother) {
   EXPECT_NE(halves.Evaluate(node, pod)->score, fifths.Evaluate(node, pod)->score);
 }
 
+TEST(FragmentationTest, StrandKeepsCpuForTheFreeGpuAmongTiedNodes) {
+  // Mix: 500-milli slices with 4 cores each, 8 CPU milli per milli-GPU. Two
+  // empty nodes of two GPUs tie in FGD's band for a 500 slice (no fragment
+  // either way); node a has 14 cores, b has 40.
+  TaskShape shape;
+  shape.gpus = 1;
+  shape.gpu_memory_mib = 5000;
+  shape.cores = 50;
+  shape.cpu_milli = 4000;
+  const WorkloadMix mix = {{shape, 1.0}};
+  auto choose = [&](int strand, int64_t pod_cpu) {
+    FragmentationPolicy::Options o;
+    o.strand = strand;
+    FragmentationPolicy policy(o, mix);
+    Placer placer(
+        {NodeState("a", {G("a0"), G("a1")}, {14000, 0}), NodeState("b", {G("b0"), G("b1")}, {40000, 0})});
+    PodRequest pod = AppRequest(5000, 50);
+    pod.cpu_milli = pod_cpu;
+    auto d = placer.Choose(pod, policy);
+    return d ? placer.node(d->node).name() : std::string("-");
+  };
+  // A 6-core slice on a leaves 1,500 milli free with 8 cores, which the mix
+  // needs 12 for (before: 2,000 with 14, needing 16: less short): strand
+  // sends it to b; without strand the tie goes to the first node.
+  EXPECT_EQ(choose(0, 6000), "a");
+  EXPECT_EQ(choose(1, 6000), "b");
+  EXPECT_EQ(choose(2, 6000), "b");
+  // A 2-core slice leaves a less short of CPU (1,500 milli with 12 cores):
+  // no penalty, the tie stays with the first node (strand=2: a bonus there).
+  EXPECT_EQ(choose(1, 2000), "a");
+  EXPECT_EQ(choose(2, 2000), "a");
+  // A node that does not track CPU is never biased.
+  FragmentationPolicy::Options o;
+  o.strand = 1;
+  FragmentationPolicy policy(o, mix);
+  Placer untracked({NodeState("a", {G("a0"), G("a1")}), NodeState("b", {G("b0"), G("b1")}, {40000, 0})});
+  PodRequest pod = AppRequest(5000, 50);
+  pod.cpu_milli = 6000;
+  auto d = untracked.Choose(pod, policy);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(untracked.node(d->node).name(), "a");
+}
+
+TEST(FragmentationTest, StrandByDefaultOutweighsTheBand) {
+  // Same mix. Node a (14 cores, two idle GPUs) is FGD's better band for a
+  // 6-core 500 slice (no fragment); b (40 cores, one GPU with 700 free) keeps
+  // a 200 fragment (a lower band). Placing on a leaves its free GPU shorter of
+  // CPU: with the default weight (100) b wins; with 0.3 the band still does.
+  TaskShape shape;
+  shape.gpus = 1;
+  shape.gpu_memory_mib = 5000;
+  shape.cores = 50;
+  shape.cpu_milli = 4000;
+  const WorkloadMix mix = {{shape, 1.0}};
+  auto choose = [&](double weight) {
+    FragmentationPolicy::Options o;
+    o.strand_weight = weight;
+    FragmentationPolicy policy(o, mix);
+    NodeState b("b", {G("b0")}, {40000, 0});
+    EXPECT_TRUE(b.Apply({"b", {{"x", {{"b0", 3000, 30}}, false}}}).ok());
+    Placer placer({NodeState("a", {G("a0"), G("a1")}, {14000, 0}), b});
+    PodRequest pod = AppRequest(5000, 50);
+    pod.cpu_milli = 6000;
+    auto d = placer.Choose(pod, policy);
+    return d ? placer.node(d->node).name() : std::string("-");
+  };
+  EXPECT_EQ(FragmentationPolicy::Options{}.strand_weight, 100);
+  EXPECT_EQ(choose(100), "b");
+  EXPECT_EQ(choose(0.3), "a");
+  EXPECT_EQ(choose(0), "a");
+}
+
+TEST(FragmentationTest, StrandPenalisesCpuOnlyPodsThatStrandGpu) {
+  // A CPU-only pod among tied nodes: `away` prefers the node with less free
+  // GPU (a, one GPU), but its 10 cores would leave a's free GPU (1,000 milli,
+  // needing 8 cores) with 4; strand sends it to b, which keeps enough.
+  TaskShape shape;
+  shape.gpus = 1;
+  shape.gpu_memory_mib = 5000;
+  shape.cores = 50;
+  shape.cpu_milli = 4000;
+  const WorkloadMix mix = {{shape, 1.0}};
+  auto choose = [&](int strand) {
+    FragmentationPolicy::Options o;
+    o.strand = strand;
+    FragmentationPolicy policy(o, mix);
+    Placer placer({NodeState("a", {G("a0")}, {14000, 0}), NodeState("b", {G("b0"), G("b1")}, {40000, 0})});
+    PodRequest pod;
+    pod.cpu_milli = 10000;
+    auto d = placer.Choose(pod, policy);
+    return d ? placer.node(d->node).name() : std::string("-");
+  };
+  EXPECT_EQ(choose(0), "a");
+  EXPECT_EQ(choose(1), "b");
+}
+
 }  // namespace
 }  // namespace tessera::core

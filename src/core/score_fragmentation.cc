@@ -137,7 +137,7 @@ const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
   kind->cores = gpu.cores;
   kind->model = gpu.model;
   const size_t n = mix_.size();
-  kind->need.reserve(2 * n);
+  kind->need.reserve(3 * n + 1);
   for (const MixEntry& e : mix_) {
     const TaskShape& shape = e.shape;
     kind->need.push_back(
@@ -156,6 +156,15 @@ const int* PreparedMix::NeedsOn(const GpuFitView& view, const Gpu& gpu) const {
     kind->need.push_back(kind->need[m]);
     kind->prefix[j + 1] = kind->prefix[j] + weight_[m];
   }
+  // Then the CPU the mix asks per whole GPU of this kind (Options::strand).
+  double cpu = 0;
+  double milli = 0;
+  for (size_t m = 0; m < n; ++m) {
+    if (kind->need[m] == INT_MAX) continue;
+    cpu += mix_[m].weight * static_cast<double>(mix_[m].shape.cpu_milli);
+    milli += mix_[m].weight * mix_[m].shape.gpus * static_cast<double>(kind->need[m]);
+  }
+  kind->need.push_back(milli > 0 ? static_cast<int>(std::lround(std::min(1e9, 1000.0 * cpu / milli))) : 0);
   kind->next = table_->head.load(std::memory_order_relaxed);
   const Kind* added = kind.get();
   table_->owned.push_back(std::move(kind));
@@ -695,6 +704,45 @@ double FragmentationPolicy::WholeBias(const NodeState& node, int idle_taken) con
   return breaks ? -options_.whole_weight : 0;
 }
 
+double FragmentationPolicy::StrandBias(const NodeState& node, const FragmentationMeter& meter,
+                                       std::span<const int> gpus, std::span<const int> milli,
+                                       int64_t cpu_milli) const {
+  if (options_.strand == 0 || !node.tracks_cpu() || node.gpus().empty()) return 0;
+  const size_t shapes = prepared_->size();
+  const size_t count = node.gpus().size();
+  // The CPU the mix asks per milli-GPU, on the kind of the node's first GPU
+  // that some shape can use.
+  int per_gpu = 0;
+  for (size_t g = 0; g < count && per_gpu == 0; ++g)
+    per_gpu = meter.needs_of(static_cast<int>(g))[3 * shapes];
+  if (per_gpu <= 0) return 0;
+  const double rho = static_cast<double>(per_gpu) / 1000.0 * options_.strand_cpu_factor;
+  const double cpu_free = static_cast<double>(node.free_cpu_milli());
+  // CPU for all the node's free GPU share, even after the pod: nothing strands.
+  if ((cpu_free - static_cast<double>(cpu_milli)) / rho >= static_cast<double>(node.free_milli_total()))
+    return 0;
+  auto usable = [&](size_t g, int free) {
+    const int* col = meter.needs_of(static_cast<int>(g));
+    const int smallest = shapes > 0 ? col[col[shapes]] : INT_MAX;
+    return (free >= smallest || options_.strand == 3) && free > 0 ? free : 0;
+  };
+  double before = 0;
+  double after = 0;
+  for (size_t g = 0; g < count; ++g) {
+    int free = meter.free_of(static_cast<int>(g));
+    before += usable(g, free);
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      if (static_cast<size_t>(gpus[i]) == g) free -= milli[i];
+    }
+    after += usable(g, free);
+  }
+  const double strand_before = std::max(0.0, before - cpu_free / rho);
+  const double strand_after = std::max(0.0, after - (cpu_free - static_cast<double>(cpu_milli)) / rho);
+  if (strand_after > strand_before + 1e-9) return -options_.strand_weight;
+  if (options_.strand == 2 && strand_after < strand_before - 1e-9) return options_.strand_weight;
+  return 0;
+}
+
 double FragmentationPolicy::SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,
                                               int64_t cpu_free) const {
   const PreparedMix& mix = *prepared_;
@@ -772,6 +820,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     double bias = NodeBias(node);
     if (options_.cpu_only_away > 0)
       bias -= options_.cpu_only_away * static_cast<double>(node.free_milli_total()) / 1e6;
+    if (options_.strand != 0) bias += StrandBias(node, meter, {}, {}, host.cpu_milli);
     out = Candidate{Score(growth, util) + bias, {}};
     return;
   }
@@ -804,6 +853,7 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
       for (int g : gpus) idle_taken += node.gpus()[g].idle() ? 1 : 0;
       bias += WholeBias(node, idle_taken);
     }
+    if (options_.strand != 0) bias += StrandBias(node, meter, gpus, milli, host.cpu_milli);
     out = Candidate{Score(growth, util_after) + bias, std::move(fit.placement)};
     return;
   }
@@ -975,6 +1025,8 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
   out->score = best_score + NodeBias(node);
   if (options_.hole > 0 || options_.whole != 0)
     out->score += hole_bias + WholeBias(node, node.gpus()[best].idle() ? 1 : 0);
+  if (options_.strand != 0)
+    out->score += StrandBias(node, meter, {&best, 1}, {&taken[best], 1}, host.cpu_milli);
   out->placement.containers.resize(1);
   ContainerPlacement& cp = out->placement.containers[0];
   cp.container = static_cast<int>(single - pod.containers.data());

@@ -90,8 +90,10 @@ class PreparedMix {
   // Per shape (mix order): the milli-GPU one vGPU of it needs on `gpu`
   // (MilliNeeded), INT_MAX when it cannot use the GPU (no GPU asked, GPU not
   // usable, model filtered out); followed by the shape indices in increasing
-  // need (stable), then their needs in that order, so 3 × size() ints. Valid
-  // as long as this object.
+  // need (stable), then their needs in that order; then the mix's CPU milli
+  // per whole GPU of this kind (the weight-averaged CPU of the shapes that
+  // can use it over their weight-averaged milli-GPU, × 1000, rounded; 0 when
+  // none can), so 3 × size() + 1 ints. Valid as long as this object.
   const int* NeedsOn(const Gpu& gpu) const;
   // The same for the GPU whose compact view is `view` (NodeState::gpu_views):
   // `gpu` is read only when the mix filters models or the kind is new.
@@ -241,7 +243,9 @@ class FragmentationMeter {
 // a prior count); equal bands go to the Placer's node order. GPU-less pods
 // prefer, among equal bands, nodes with less free GPU; inside a node equal
 // bands go to the smaller exact growth, then the fuller GPU, then the lower
-// index. Before any pod has been observed it packs (best fit).
+// index. A placement that leaves the node's usable free GPU with less of the
+// CPU the mix needs for it goes behind every placement that does not
+// (Options::strand). Before any pod has been observed it packs (best fit).
 class FragmentationPolicy : public Policy {
  public:
   struct Options {
@@ -282,6 +286,20 @@ class FragmentationPolicy : public Policy {
     // The bias `whole` subtracts (0.3: inside a band; 1 or more moves the node
     // down that many bands).
     double whole_weight = 0.3;
+    // strand (the default since issue 18 item 5; CPU kept for the GPU it
+    // must serve): on a node that tracks CPU, a pod whose placement leaves
+    // more of the node's usable free GPU share (GPUs with room for some shape
+    // of the mix) without the CPU the mix's tasks need for it (the mix's CPU
+    // per milli-GPU × that share) loses strand_weight. 0: off (the policy
+    // before). Experiments: 2: also one that leaves less of it gains
+    // strand_weight; 3: as 1, counting all free GPU share.
+    int strand = 1;
+    // The bias `strand` subtracts: 100 (more than any band difference, bands
+    // being 0–99) puts a stranding placement behind every other feasible one,
+    // FGD's band deciding within each group; below 1 it only reorders a band.
+    double strand_weight = 100;
+    // Experiment: the mix's CPU per milli-GPU that strand reserves, × this.
+    double strand_cpu_factor = 1;
   };
   FragmentationPolicy();
   explicit FragmentationPolicy(Options options);
@@ -311,6 +329,9 @@ class FragmentationPolicy : public Policy {
   double NodeBias(const NodeState& node) const;
   // Options::whole's bias for a placement taking `idle_taken` idle GPUs.
   double WholeBias(const NodeState& node, int idle_taken) const;
+  // Options::strand's bias for taking milli[k] from gpus[k] and `cpu_milli`.
+  double StrandBias(const NodeState& node, const FragmentationMeter& meter, std::span<const int> gpus,
+                    std::span<const int> milli, int64_t cpu_milli) const;
   // Options::slots: the mix-weighted free share repeated tasks of each shape
   // could not use, for GPU free shares `free` and free CPU `cpu_free`.
   double SlotFragmentation(const NodeState& node, const int* const* needs, const int* free,

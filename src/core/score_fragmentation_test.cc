@@ -226,9 +226,16 @@ std::optional<std::pair<double, int>> ReferenceChoice(const NodeState& node, con
 TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
   World w(1805);
   int compared = 0;
+  int biased_count = 0;
   for (int round = 0; round < 200; ++round) {
     WorkloadMix mix = w.Mix();
-    FragmentationPolicy policy(FragmentationPolicy::Options{}, mix);
+    // The reference is FGD's band alone: without the node-level strand bias.
+    FragmentationPolicy::Options plain;
+    plain.strand = 0;
+    FragmentationPolicy policy(plain, mix);
+    // The default adds that bias to the node's score (0 or -strand_weight)
+    // and chooses the same GPU.
+    FragmentationPolicy with_strand(FragmentationPolicy::Options{}, mix);
     for (int n = 0; n < 5; ++n) {
       NodeState node = w.Node(round * 10 + n);
       NodeMemo memo;  // the node's, kept over its pods as the extender keeps it
@@ -245,10 +252,18 @@ TEST(FragmentationEquivalenceTest, PolicyChoosesWhatTheDefinitionGives) {
         ++compared;
         ASSERT_EQ(got->score, want->first) << "round " << round;
         ASSERT_EQ(got->placement.containers.at(0).slices.at(0).gpu, want->second) << "round " << round;
+        auto biased = with_strand.Evaluate(node, pod);
+        ASSERT_TRUE(biased.has_value()) << "round " << round;
+        EXPECT_EQ(biased->placement.containers.at(0).slices.at(0).gpu, want->second) << "round " << round;
+        EXPECT_TRUE(biased->score == want->first ||
+                    biased->score == want->first - FragmentationPolicy::Options{}.strand_weight)
+            << "round " << round << ": " << biased->score;
+        biased_count += biased->score != want->first ? 1 : 0;
       }
     }
   }
-  EXPECT_GT(compared, 1000);  // the cases are not all infeasible
+  EXPECT_GT(compared, 1000);   // the cases are not all infeasible
+  EXPECT_GT(biased_count, 0);  // and strand biases some of them
 }
 
 // The policy's estimates (FragmentationMeter::GrowthEstimates) settle most

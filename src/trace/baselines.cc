@@ -259,6 +259,9 @@ constexpr ExperimentOption kExperimentOptions[] = {
     {"hole", "0, 1 or 2", 0, 2, true},
     {"whole", "a whole number from 0 to 7", 0, 7, true},
     {"wholew", "a number >= 0 (bias of whole=, default 0.3)", 0, 1e12, false},
+    {"strand", "a whole number from 0 to 3", 0, 3, true},
+    {"strandw", "a number >= 0 (bias of strand=, default 100)", 0, 1e12, false},
+    {"strandr", "a number > 0 (factor on the CPU strand= reserves, default 1)", 1e-9, 1e12, false},
 };
 
 std::string ExperimentOptionList() {
@@ -330,6 +333,9 @@ Result<std::unique_ptr<core::Policy>> MakeExperimentPolicy(std::string_view name
   if (auto v = option("hole")) o.hole = static_cast<int>(*v);
   if (auto v = option("whole")) o.whole = static_cast<int>(*v);
   if (auto v = option("wholew")) o.whole_weight = *v;
+  if (auto v = option("strand")) o.strand = static_cast<int>(*v);
+  if (auto v = option("strandw")) o.strand_weight = *v;
+  if (auto v = option("strandr")) o.strand_cpu_factor = *v;
   if (auto v = option("relearn")) o.relearn_every = static_cast<int64_t>(*v);
   const bool prior = option("prior").value_or(0) != 0;
   const bool fixed = option("fixed").value_or(0) != 0;

@@ -214,6 +214,10 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
       {"tessera:whole=8", "option whole: '8' is out of range; expected a whole number from 0 to 7"},
       {"tessera:wholew=-0.3", "option wholew: '-0.3' is out of range"},
       {"tessera:whole=1.5", "option whole: '1.5' is out of range"},
+      {"tessera:strand=4", "option strand: '4' is out of range; expected a whole number from 0 to 3"},
+      {"tessera:strandr=0", "option strandr: '0' is out of range"},
+      {"tessera:strand=0.5", "option strand: '0.5' is out of range"},
+      {"tessera:strandw=-1", "option strandw: '-1' is out of range"},
       {"tessera:prior=1,whole=x", "option whole: 'x' is not a number"},
       {"tessera:prior=1,bogus=1", "unknown option 'bogus'"},
       {"tessera:fixed=1,sig=abc", "option sig: 'abc' is not a number"},
@@ -236,7 +240,8 @@ TEST(TracePolicyTest, MalformedOptionsAreErrorsNamingTheOption) {
   for (const char* good :
        {"tessera:sig=1500", "tessera:sig=0,tol=40", "tessera:fixed=1,cov=1",
         "tessera:relearn=256,dw=1,pack=-0.5,order=-2,mem=1,away=0", "tessera:prior=1,slots=1,sig=2000",
-        "tessera:prior=1,hole=2", "tessera:whole=6,prior=1,hole=1", "tessera:prior=1,whole=7,wholew=1.3"}) {
+        "tessera:prior=1,hole=2", "tessera:whole=6,prior=1,hole=1", "tessera:prior=1,whole=7,wholew=1.3",
+        "tessera:prior=1,strand=1", "tessera:strand=2,strandw=1.3", "tessera:strand=3,strandr=1.2"}) {
     EXPECT_TRUE(MakeTracePolicy(good, tasks).ok()) << good;
   }
 }

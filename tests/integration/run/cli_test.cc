@@ -125,6 +125,9 @@ TEST_F(CliTest, SimulateHelpExplainsTheMetricAndPolicyOptions) {
         "order=K", "mem=0|1", "1.01 to 100", "pods_file"}) {
     EXPECT_NE(help.out.find(part), std::string::npos) << "simulate --help lacks '" << part << "'";
   }
+  for (const char* part : {"strand=0..3", "strandw=W", "strandr=F"}) {
+    EXPECT_NE(help.out.find(part), std::string::npos) << "simulate --help lacks '" << part << "'";
+  }
 }
 
 TEST_F(CliTest, SimulateUsageErrorsExitTwoNamingTheProblem) {
