@@ -276,7 +276,10 @@ void ApplyRewrite(const Json& spec, const MemoryRewrite& rewrite, const core::Re
   const char* list = rewrite.init ? "initContainers" : "containers";
   const Json& containers = spec.at(list);
   size_t index = 0;
-  while (index < containers.size() && containers[index].value("name", "") != rewrite.container) ++index;
+  auto named = [&](const Json& c) {
+    return c.is_object() && c.contains("name") && c["name"].is_string() && c["name"] == rewrite.container;
+  };
+  while (index < containers.size() && !named(containers[index])) ++index;
   if (index == containers.size()) return;  // derived from this spec: cannot happen
   auto edit = std::find_if(edits.begin(), edits.end(),
                            [&](const ResourceEdit& e) { return e.init == rewrite.init && e.index == index; });

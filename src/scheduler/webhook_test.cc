@@ -656,6 +656,14 @@ TEST(WebhookQuotaTest, WhatCannotBeConvertedIsRefusedWithTheReason) {
       << QuotaError(exclusive, view);
   exclusive["metadata"]["namespace"] = "other";
   EXPECT_EQ(QuotaError(exclusive, view), "(accepted)");
+  // A container that is not an object beside the rewritten one: refused as
+  // derivation refuses it, never thrown at.
+  Json junk = percent;
+  junk["spec"]["containers"].insert(junk["spec"]["containers"].begin(), Json("junk"));
+  const std::string junk_error = QuotaError(junk, view);
+  EXPECT_NE(junk_error.find("spec.containers[0] is a string; expected a container object"), std::string::npos)
+      << junk_error;
+  EXPECT_EQ(junk_error, QuotaError(InNamespace(junk, "other"), view));
   // A percentage out of range is refused as anywhere, naming the field.
   for (const char* bad : {"0", "101", "abc", "-5"}) {
     const std::string why =

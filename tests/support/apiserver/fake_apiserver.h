@@ -1,7 +1,7 @@
 // FakeApiServer: an in-process stand-in of the Kubernetes API server for tests.
 //
-// It speaks the real REST and watch protocol for pods, nodes, events, secrets
-// (core/v1), leases (coordination.k8s.io/v1), poddisruptionbudgets
+// It speaks the real REST and watch protocol for pods, nodes, events, secrets,
+// resourcequotas (core/v1), leases (coordination.k8s.io/v1), poddisruptionbudgets
 // (policy/v1, with their status subresource), mutatingwebhookconfigurations
 // (admissionregistration.k8s.io/v1) and the Dynamic Resource Allocation kinds
 // (resource.k8s.io/v1: deviceclasses and resourceslices cluster-scoped,
