@@ -346,5 +346,37 @@ TEST_F(QuotaPercentageTest, UntilTheQuotasAreListedPercentagePodsAreRefusedAndOt
   EXPECT_EQ(LimitsOf(Mutated(PodAsking("team", "p", {{kPercent, "33"}})))["nvidia.com/gpumem"], "4985");
 }
 
+TEST_F(QuotaPercentageTest, AnUnreadableQuotaRefusesPercentagesInItsNamespaceOnly) {
+  StartScheduling();
+  AddQuota("lab", "gpu-quota", {{"requests.nvidia.com/gpumem", "10000"}});
+  // spec.hard that is not an object: kube-apiserver would not store it; the
+  // stand-in does, and its watch delivers it as a broken server's would.
+  auto broken =
+      server_->CreateObject("resourcequotas", {{"apiVersion", "v1"},
+                                               {"kind", "ResourceQuota"},
+                                               {"metadata", {{"name", "broken"}, {"namespace", "team"}}},
+                                               {"spec", {{"hard", "requests.nvidia.com/gpumem=1"}}}});
+  ASSERT_TRUE(broken.ok()) << broken.error().message;
+  Admission refused;
+  ASSERT_TRUE(WaitFor([&] {
+    refused = Admit(PodAsking("team", "p", {{kPercent, "33"}}));
+    return refused.message.find("cannot be read") != std::string::npos;  // not "not listed yet"
+  })) << refused.message;
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_NE(
+      refused.message.find("whether namespace \"team\" has one is not known (ResourceQuota \"broken\" cannot "
+                           "be read: spec.hard is not an object)"),
+      std::string::npos)
+      << refused.message;
+  // Other namespaces, and MiB pods in this one, are not affected.
+  EXPECT_TRUE(RewritesIn("lab"));
+  EXPECT_EQ(LimitsOf(Mutated(PodAsking("other", "p", {{kPercent, "33"}})))[kPercent], "33");
+  EXPECT_TRUE(Admit(PodAsking("team", "mib", {{"nvidia.com/gpumem", "3000"}})).allowed);
+  // Gone: the namespace is known again (no quota on memory: the percentage stays).
+  ASSERT_TRUE(server_->DeleteObject("resourcequotas", "team", "broken").ok());
+  ASSERT_TRUE(WaitFor([&] { return Admit(PodAsking("team", "p", {{kPercent, "33"}})).allowed; }));
+  EXPECT_EQ(LimitsOf(Mutated(PodAsking("team", "p", {{kPercent, "33"}})))[kPercent], "33");
+}
+
 }  // namespace
 }  // namespace tessera::scheduler::it
