@@ -623,6 +623,18 @@ TEST(WebhookQuotaTest, OnlyGpusThePodCouldLandOnCountAndHealthDoesNotMatter) {
   mps["metadata"]["annotations"] = {{"nvidia.com/vgpu-mode", "mps"}};
   mps["spec"]["hostIPC"] = true;
   EXPECT_EQ(Patched(mps, modes)["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "8192");
+  // An MPS share by its alias, without memory: the whole MPS GPU, written beside the alias (which takes
+  // gpumem).
+  const Json alias = InNamespace(PodWithLimits({{"nvidia.com/mps-core", "50"}}), "team");
+  const Json alias_mutated = Patched(alias, modes);
+  EXPECT_EQ(alias_mutated["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"], "16384");
+  auto alias_request = core::DerivePodRequest(alias_mutated, core::ResourceConfig{});
+  ASSERT_TRUE(alias_request.ok()) << alias_request.error().message;
+  EXPECT_EQ(alias_request->containers[0].share, core::ShareKind::kMps);
+  EXPECT_EQ(alias_request->containers[0].memory_mib, 16384);
+  auto alias_again = MutationPatch(alias_mutated, SchedulerConfig{}, modes);
+  ASSERT_TRUE(alias_again.ok());
+  EXPECT_TRUE(alias_again->empty()) << alias_again->dump();
 }
 
 TEST(WebhookQuotaTest, WhatCannotBeConvertedIsRefusedWithTheReason) {
