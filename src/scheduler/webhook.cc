@@ -1,9 +1,11 @@
 #include "scheduler/webhook.h"
 
 #include <algorithm>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "contract/container_contract.h"
@@ -162,24 +164,59 @@ std::string Quoted(const std::vector<std::string>& names) {
   return out;
 }
 
+// What core::CheckGpu reads of a GPU besides its UUID, health and holder:
+// GPUs alike in these get the same verdict (a cluster has few kinds).
+struct GpuKind {
+  std::string_view model;
+  int64_t memory_mib;
+  core::SharingMode mode;
+  int replicas, slots, cores;
+  auto Tied() const { return std::tie(model, memory_mib, mode, replicas, slots, cores); }
+};
+struct KindLess {
+  using is_transparent = void;
+  bool operator()(const GpuKind& a, const GpuKind& b) const { return a.Tied() < b.Tied(); }
+};
+
 // The MiB `c` would be given on each GPU of the cluster it could use were the
 // GPU empty and healthy (health and pods that hold a GPU come and go; its
 // mode, model and UUID stay), with the models that give each; core::CheckGpu
-// decides, so the MiB are the allocation's.
+// decides, so the MiB are the allocation's. It runs once per kind of GPU
+// (GpuKind), not per GPU: the visit holds ClusterState's reader lock.
 Result<std::map<int64_t, std::vector<std::string>>> MemoryOnUsableGpus(const core::ContainerRequest& c,
                                                                        const core::GpuFilter& filter,
                                                                        const ClusterView& view) {
   std::map<int64_t, std::vector<std::string>> sizes;
   if (!view.visit_gpus) return sizes;
+  core::GpuFilter kind_filter = filter;  // the UUID terms are checked per GPU
+  kind_filter.use_uuids.clear();
+  kind_filter.nouse_uuids.clear();
+  // Kind -> the MiB it gives (nullopt: the container cannot use it). Keys
+  // view the models kept in `owned` (a list: its elements do not move).
+  std::map<GpuKind, std::optional<int64_t>, KindLess> verdicts;
+  std::list<std::string> owned;
   TESSERA_RETURN_IF_ERROR(view.visit_gpus([&](const core::Gpu& gpu) {
-    core::GpuState empty{gpu, {}};
-    empty.gpu.healthy = true;
-    empty.gpu.held_by.clear();
-    const core::GpuCheck check = core::CheckGpu(empty, c, filter);
-    if (check.reason != core::GpuReason::kFits) return;
-    std::vector<std::string>& models = sizes[check.memory_mib];
-    if (std::find(models.begin(), models.end(), gpu.model) == models.end()) models.push_back(gpu.model);
+    if (!core::UuidAllowed(filter, gpu.uuid)) return;
+    const GpuKind kind{gpu.model, gpu.memory_mib, gpu.mode, gpu.replicas, gpu.slots, gpu.cores};
+    auto it = verdicts.find(kind);
+    if (it == verdicts.end()) {
+      core::GpuState empty{gpu, {}};
+      empty.gpu.healthy = true;
+      empty.gpu.held_by.clear();
+      const core::GpuCheck check = core::CheckGpu(empty, c, kind_filter);
+      GpuKind key = kind;
+      key.model = owned.emplace_back(gpu.model);
+      it = verdicts
+               .emplace(key, check.reason == core::GpuReason::kFits ? std::optional<int64_t>(check.memory_mib)
+                                                                    : std::nullopt)
+               .first;
+      if (it->second) sizes[*it->second].push_back(gpu.model);
+    }
   }));
+  for (auto& [mib, models] : sizes) {
+    std::sort(models.begin(), models.end());
+    models.erase(std::unique(models.begin(), models.end()), models.end());
+  }
   return sizes;
 }
 
