@@ -931,24 +931,25 @@ void FragmentationPolicy::EvaluateInto(const NodeState& node, const PodRequest& 
     for (size_t k = 1; k < cands; ++k) {
       if (estimate[k].growth < estimate[least].growth) least = k;
     }
-    // Every other candidate clearly above, or provably equal to it.
-    const uint64_t alike = estimate[least].alike;
+    // Every other candidate clearly above, or provably equal to it: alike,
+    // or both changing no term (both exact growths are 0).
+    const FragmentationMeter::GrowthEstimate& low = estimate[least];
+    auto equal_to_least = [&](size_t k) {
+      return k == least || (low.alike != 0 && estimate[k].alike == low.alike) ||
+             (low.unchanged && estimate[k].unchanged);
+    };
     bool clear = true;
-    for (size_t k = 0; k < cands && clear; ++k) {
-      clear = k == least || (alike != 0 && estimate[k].alike == alike) ||
-              estimate[k].growth > estimate[least].growth + 2 * error;
-    }
+    for (size_t k = 0; k < cands && clear; ++k)
+      clear = equal_to_least(k) || estimate[k].growth > low.growth + 2 * error;
     std::optional<double> band;
     if (clear) {
-      band = estimate[least].unchanged ? std::optional<double>(Score(0.0, 0.0))
-                                       : BandWithin(estimate[least].growth, error);
+      band = low.unchanged ? std::optional<double>(Score(0.0, 0.0)) : BandWithin(low.growth, error);
     }
     if (band) {
       // Equal growths (and bands) go to the fuller GPU, then the lower index.
       for (size_t g = 0; g < g_count; ++g) {
         if (fits[g] < 0) continue;
-        const size_t k = static_cast<size_t>(distinct[g]);
-        if (k != least && (alike == 0 || estimate[k].alike != alike)) continue;
+        if (!equal_to_least(static_cast<size_t>(distinct[g]))) continue;
         if (best < 0 || free_after[g] < best_free_after) {
           best = static_cast<int>(g);
           best_free_after = free_after[g];

@@ -194,12 +194,14 @@ class FragmentationMeter {
   // writing nothing, where it does not apply: candidates on GPUs of
   // different kinds, host memory counted, or a shape whose host fit the
   // pod's CPU changes.
+  // Set by GrowthEstimates (no initialisers: kept in scratch arrays that
+  // are not cleared).
   struct GrowthEstimate {
-    double growth = 0;
+    double growth;
     // Non-zero: candidates with equal `alike` have bitwise equal exact
     // growths (the same terms in the same order).
-    uint64_t alike = 0;
-    bool unchanged = false;  // no shape's term changes: the exact growth is 0
+    uint64_t alike;
+    bool unchanged;  // no shape's term changes: the exact growth is 0
   };
   bool GrowthEstimates(std::span<const int> gpus, std::span<const int> milli, int64_t cpu_milli,
                        std::span<GrowthEstimate> out, double& error) const;

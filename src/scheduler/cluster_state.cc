@@ -524,7 +524,9 @@ void ClusterState::RefreshLocked(EvalCache& cache, const std::vector<uint32_t>& 
       const size_t bytes = ahead.gpu_views().size() * sizeof(core::GpuFitView);
       for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(views + at);
       __builtin_prefetch(&cache.entries[misses[k + 4]]);
-      nodes_[misses[k + 4]].memo.Prefetch();
+      const MemoSlot& memo = nodes_[misses[k + 4]].memo;
+      __builtin_prefetch(&memo, 1);  // written when the node's content changed
+      memo.Prefetch();
     }
     const NodeEntry& n = nodes_[misses[k]];
     CachedEval& e = cache.entries[misses[k]];
@@ -587,12 +589,13 @@ void ClusterState::Filter(const core::PodRequest& pod, std::span<const std::stri
 
 void ClusterState::Prioritize(const core::PodRequest& pod, const core::Policy& policy,
                               std::span<const std::string_view> nodes, NodeScores& out) const {
+  std::unique_lock memos(memos_mu_, std::try_to_lock);  // never waits: see memos_mu_
+  const bool with_memos = memos.owns_lock();
   ScoreWith(ScoresKeyPrefix(policy.name(), policy.epoch()) + ShapeKey(pod), nodes, out,
             [&](const NodeEntry& node, CachedEval& e) {
               // The whole candidate: bind commits its placement (Reserve).
-              core::NodeMemo* memo = node.memo.Acquire(node.epoch, node.Version());
+              core::NodeMemo* memo = with_memos ? node.memo.For(node.epoch, node.Version()) : nullptr;
               policy.EvaluateInto(node.state, pod, e.candidate, memo);
-              if (memo != nullptr) node.memo.Release();
               e.policy_epoch = policy.epoch();
             });
 }

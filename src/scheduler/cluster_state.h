@@ -269,46 +269,30 @@ class ClusterState {
  private:
   // A node's core::NodeMemo, kept between requests of any shape (a cold
   // request is a new shape, so its evaluation cache is empty, but the node's
-  // fragmentation counts are not). Requests run under the shared lock, many
-  // at once: one evaluation holds the memo at a time (a try-lock; the one that
-  // finds it taken evaluates without it, which gives the same result), and
-  // the memo is forgotten when the node's (epoch, version) is not the one it
-  // was kept for. Moved only under the exclusive lock, when no one holds it.
-  class MemoSlot {
-   public:
-    MemoSlot() = default;
-    MemoSlot(MemoSlot&& other) noexcept
-        : memo_(std::move(other.memo_)), epoch_(other.epoch_), version_(other.version_) {}
-    MemoSlot& operator=(MemoSlot&& other) noexcept {
-      memo_ = std::move(other.memo_);
-      epoch_ = other.epoch_;
-      version_ = other.version_;
-      return *this;
-    }
-    // The memo for the node content (epoch, version), or nullptr while
-    // another evaluation holds it; Release() after a non-null answer.
-    core::NodeMemo* Acquire(uint64_t epoch, uint64_t version) {
-      if (busy_.exchange(true, std::memory_order_acquire)) return nullptr;
-      if (epoch_ != epoch || version_ != version) {
-        memo_.Forget();
-        epoch_ = epoch;
-        version_ = version;
+  // fragmentation counts are not), with the node content (epoch, version) it
+  // was kept for. Touched only by the request holding memos_mu_ (and its
+  // helper thread, on other nodes), so a node's memo needs no lock of its own:
+  // a per-node atomic was a tenth of a cold prioritize.
+  struct MemoSlot {
+    // The memo, forgotten first when the node's content is not the one it
+    // was kept for.
+    core::NodeMemo* For(uint64_t node_epoch, uint64_t node_version) {
+      if (epoch != node_epoch || version != node_version) {
+        memo.Forget();
+        epoch = node_epoch;
+        version = node_version;
       }
-      return &memo_;
+      return &memo;
     }
-    void Release() { busy_.store(false, std::memory_order_release); }
     // Asks for what the memo holds ahead of its use (a cold request reads
     // every node's once).
     void Prefetch() const {
-      const char* ints = reinterpret_cast<const char*>(memo_.ints.data());
-      for (size_t at = 0; at < memo_.ints.size() * sizeof(int); at += 64) __builtin_prefetch(ints + at);
+      const char* ints = reinterpret_cast<const char*>(memo.ints.data());
+      for (size_t at = 0; at < memo.ints.size() * sizeof(int); at += 64) __builtin_prefetch(ints + at);
     }
-
-   private:
-    core::NodeMemo memo_;
-    uint64_t epoch_ = 0;  // NodeEntry::epoch is never 0 once built
-    uint64_t version_ = 0;
-    std::atomic<bool> busy_{false};
+    core::NodeMemo memo;
+    uint64_t epoch = 0;  // NodeEntry::epoch is never 0 once built
+    uint64_t version = 0;
   };
   struct NodeEntry {
     bool present = false;  // false: a free slot
@@ -328,7 +312,7 @@ class ClusterState {
     // mig_claims as one list.
     std::vector<PendingMigInstance> PendingMig() const;
     // The policy's pod-independent work on this node (core::NodeMemo),
-    // shared by every request's evaluation; see MemoSlot.
+    // shared by every request's evaluation; guarded by memos_mu_.
     mutable MemoSlot memo;
   };
   // Node names are looked up by string_view (request bodies are not copied).
@@ -428,6 +412,11 @@ class ClusterState {
   std::unordered_map<std::string, uint32_t, NameHash, std::equal_to<>> slots_;  // guarded by mu_
   std::vector<NodeEntry> nodes_;                                                // guarded by mu_; by slot
   std::vector<uint32_t> free_slots_;                                            // guarded by mu_
+  // Held by the Prioritize request that keeps and reads the nodes' memos:
+  // kube-scheduler asks one at a time; a request arriving meanwhile (another
+  // profile, the preemptor) evaluates without them, which gives the same
+  // scores.
+  mutable std::mutex memos_mu_;
   std::atomic<size_t> slot_count_{0};  // nodes_.size(), read without mu_ by CacheFor
   // Bumped whenever a name gains or loses a slot; 0 is never used.
   uint64_t slots_generation_ = 1;  // guarded by mu_
