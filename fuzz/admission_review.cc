@@ -3,12 +3,17 @@
 // parses it (nlohmann, no exceptions; not JSON is a 400 there), answered by
 // scheduler::Mutate, and the answer dumped as the handler dumps it.
 //
+// The cluster the webhook sees is chosen by the input's length: with or
+// without a GPU memory quota in every namespace (the percentage rewrite),
+// GPUs of one size or of two (the refusal), so the quota path is fuzzed too.
+//
 // Properties: the answer is an AdmissionReview with a response; an allowed
 // response with a patch carries a base64 JSONPatch that decodes to a JSON
 // array; applying that patch to the pod succeeds and gives a pod whose patch
 // is empty (the header promises idempotence).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -50,7 +55,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const json review = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (review.is_discarded()) return 0;
   static const scheduler::SchedulerConfig config;
-  json answer = scheduler::Mutate(review, config, /*largest_gpu_mib=*/81920);
+  const bool quota = size % 2 == 1;
+  const bool two_sizes = size % 4 >= 2;
+  scheduler::ClusterView view;
+  view.largest_gpu_mib = 81920;
+  if (quota) {
+    view.gpu_memory_quota = [](const std::string&) { return scheduler::NamespaceQuota{"", {"gpu-quota"}}; };
+  }
+  view.visit_gpus = [two_sizes](const std::function<void(const core::Gpu&)>& visit) {
+    core::Gpu a100;
+    a100.uuid = "GPU-a100";
+    a100.model = "NVIDIA A100-SXM4-80GB";
+    a100.memory_mib = 81920;
+    visit(a100);
+    if (two_sizes) {
+      core::Gpu t4 = a100;
+      t4.uuid = "GPU-t4";
+      t4.model = "Tesla T4";
+      t4.memory_mib = 15109;
+      visit(t4);
+    }
+    return Status{};
+  };
+  json answer = scheduler::Mutate(review, config, view);
   const std::string text = answer.dump();  // the handler's Reply: dump() with its defaults
   FUZZ_CHECK(answer.is_object() && answer.contains("response") && answer["response"].is_object(), text);
   const json& response = answer["response"];
@@ -68,7 +95,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::Fail(__FILE__, __LINE__, "the patch applies to the pod",
                std::string(e.what()) + ": " + patch.dump());
   }
-  auto again = scheduler::MutationPatch(patched, config, 81920);
+  const json& request = review.at("request");
+  const std::string ns = request.contains("namespace") && request["namespace"].is_string()
+                             ? request["namespace"].get<std::string>()
+                             : "";
+  auto again = scheduler::MutationPatch(patched, config, view, ns);
   FUZZ_CHECK(again.ok(), again.ok() ? "" : again.error().message);
   FUZZ_CHECK(again->empty(), "second patch: " + again->dump());
   return 0;

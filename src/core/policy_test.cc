@@ -283,16 +283,22 @@ TEST(FragmentationTest, NodeMemoIsKeptPerMixAndIgnoredByAnother) {
   EXPECT_NE(halves.Evaluate(node, pod)->score, fifths.Evaluate(node, pod)->score);
 }
 
-TEST(FragmentationTest, StrandKeepsCpuForTheFreeGpuAmongTiedNodes) {
-  // Mix: 500-milli slices with 4 cores each, 8 CPU milli per milli-GPU. Two
-  // empty nodes of two GPUs tie in FGD's band for a 500 slice (no fragment
-  // either way); node a has 14 cores, b has 40.
+// The strand tests' mix: 500-milli slices (5000 MiB of 10000, 50 cores) with
+// 4 cores of CPU each.
+WorkloadMix HalfGpuSlicesWithFourCores() {
   TaskShape shape;
   shape.gpus = 1;
   shape.gpu_memory_mib = 5000;
   shape.cores = 50;
   shape.cpu_milli = 4000;
-  const WorkloadMix mix = {{shape, 1.0}};
+  return {{shape, 1.0}};
+}
+
+TEST(FragmentationTest, StrandKeepsCpuForTheFreeGpuAmongTiedNodes) {
+  // Mix: 500-milli slices with 4 cores each, 8 CPU milli per milli-GPU. Two
+  // empty nodes of two GPUs tie in FGD's band for a 500 slice (no fragment
+  // either way); node a has 14 cores, b has 40.
+  const WorkloadMix mix = HalfGpuSlicesWithFourCores();
   auto choose = [&](int strand, int64_t pod_cpu) {
     FragmentationPolicy::Options o;
     o.strand = strand;
@@ -331,12 +337,7 @@ TEST(FragmentationTest, StrandByDefaultOutweighsTheBand) {
   // 6-core 500 slice (no fragment); b (40 cores, one GPU with 700 free) keeps
   // a 200 fragment (a lower band). Placing on a leaves its free GPU shorter of
   // CPU: with the default weight (100) b wins; with 0.3 the band still does.
-  TaskShape shape;
-  shape.gpus = 1;
-  shape.gpu_memory_mib = 5000;
-  shape.cores = 50;
-  shape.cpu_milli = 4000;
-  const WorkloadMix mix = {{shape, 1.0}};
+  const WorkloadMix mix = HalfGpuSlicesWithFourCores();
   auto choose = [&](double weight) {
     FragmentationPolicy::Options o;
     o.strand_weight = weight;
@@ -359,12 +360,7 @@ TEST(FragmentationTest, StrandPenalisesCpuOnlyPodsThatStrandGpu) {
   // A CPU-only pod among tied nodes: `away` prefers the node with less free
   // GPU (a, one GPU), but its 10 cores would leave a's free GPU (1,000 milli,
   // needing 8 cores) with 4; strand sends it to b, which keeps enough.
-  TaskShape shape;
-  shape.gpus = 1;
-  shape.gpu_memory_mib = 5000;
-  shape.cores = 50;
-  shape.cpu_milli = 4000;
-  const WorkloadMix mix = {{shape, 1.0}};
+  const WorkloadMix mix = HalfGpuSlicesWithFourCores();
   auto choose = [&](int strand) {
     FragmentationPolicy::Options o;
     o.strand = strand;

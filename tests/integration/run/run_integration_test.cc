@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -232,8 +233,13 @@ TEST_F(RunIntegration, ConcurrentInvocationsNeverOvercommitAGpu) {
   EXPECT_EQ(LiveSlices(), 4u);
   ASSERT_EQ(refused.size(), 2u);
   for (const auto& [p, status] : refused) {
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 2);
+    // Seen once under a full parallel ctest (a refused job ended by a signal,
+    // not reproduced in 45 runs alone): say which signal and what it printed.
+    const std::string tag = "job" + std::to_string(std::find(pids.begin(), pids.end(), p) - pids.begin());
+    ASSERT_TRUE(WIFEXITED(status)) << tag << " ended by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0)
+                                   << "; its stderr: " << Err(tag) << "; stdout: " << Out(tag);
+    EXPECT_EQ(WEXITSTATUS(status), 2) << tag << ": " << Err(tag);
   }
   std::ofstream(go).put('\n');
   for (pid_t p : pids) {
