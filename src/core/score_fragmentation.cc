@@ -511,9 +511,10 @@ bool FragmentationMeter::GrowthEstimates(std::span<const int> gpus, std::span<co
     // side of (after, before] its need lies on and by `taken` alone, so
     // candidates alike in those have the same exact sums, term for term.
     e.alike = lo == hi ? (uint64_t{1} << 63) | (uint64_t{lo} << 32) | static_cast<uint32_t>(taken) : 0;
-    // And with every shape needing at most `after` and fitting, no term
-    // changes at all: the exact growth is current − current = 0.
-    e.unchanged = lo == shapes_ && !any_unfit_below;
+    // And with nothing taken (the GPU's free share is bound by what the pod
+    // does not use), or every shape needing at most `after` and fitting, no
+    // term changes at all: the exact growth is current − current = 0.
+    e.unchanged = taken == 0 || (lo == shapes_ && !any_unfit_below);
   }
   // Both this and AfterEach − current() add at most 2·(shapes + 2) rounded
   // terms, each at most the node's free milli × its weight: their rounding

@@ -301,6 +301,30 @@ TEST(FragmentationEquivalenceTest, EstimatesChooseWhatTheExactSumsChoose) {
   EXPECT_GT(compared, 2000);
 }
 
+// A pod that takes nothing of a GPU's free share (the share is bound by the
+// cores it does not ask for) changes no term: its growth is exactly 0, which
+// the estimates know without the exact sums. Against the exact path.
+TEST(FragmentationEquivalenceTest, APodTakingNoneOfTheFreeShareChangesNothing) {
+  NodeState node("n", {TestGpu("GPU-a", "A100", 10000, 10), TestGpu("GPU-b", "A100", 10000, 10)});
+  // GPU a: 2000 MiB and 80 cores used, free share min(800, 200) = 200 milli.
+  ASSERT_TRUE(node.Apply({"n", {{"x", {{"GPU-a", 2000, 80}}, false}}}).ok());
+  // GPU b: 9000 MiB used, free share 100 milli.
+  ASSERT_TRUE(node.Apply({"n", {{"y", {{"GPU-b", 9000, 10}}, false}}}).ok());
+  WorkloadMix mix;
+  for (int64_t mib : {500, 1000, 3000}) mix.push_back({ShapeOf(AppRequest(mib, 10)), 1.0 / 3});
+  FragmentationPolicy::Options exact_options;
+  exact_options.estimates = false;
+  FragmentationPolicy estimating(FragmentationPolicy::Options{}, mix);
+  FragmentationPolicy exact(exact_options, mix);
+  const PodRequest pod = AppRequest(1000, 0);  // memory only: GPU a keeps its 200
+  const GpuState& a = node.gpus()[0];
+  ASSERT_EQ(a.free_milli() - a.free_milli_with(GpuUsage{1000, 0, 1, false}), 0) << "the case is not set up";
+  auto fast = estimating.Evaluate(node, pod);
+  auto slow = exact.Evaluate(node, pod);
+  ASSERT_TRUE(fast.has_value());
+  EXPECT_EQ(fast, slow);
+}
+
 // BandWithin answers only where every growth within the error has one band,
 // and then the band ⌊100·σ(−g/1000)⌋ gives; at an edge (0 is the 50/49 edge)
 // it does not answer.
