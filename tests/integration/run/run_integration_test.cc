@@ -216,6 +216,17 @@ TEST_F(RunIntegration, ConcurrentInvocationsNeverOvercommitAGpu) {
   // until GO exists, so exactly four can be running at once.
   const std::string go = dir_ + "/GO";
   std::vector<pid_t> pids;
+  // However the test ends (a failed ASSERT returns early), the jobs are let
+  // go and reaped rather than left polling for GO; reaping one already
+  // waited for is a harmless ECHILD.
+  struct LetGo {
+    const std::string& go;
+    const std::vector<pid_t>& pids;
+    ~LetGo() {
+      std::ofstream(go).put('\n');
+      for (pid_t p : pids) waitpid(p, nullptr, 0);
+    }
+  } let_go{go, pids};
   for (int i = 0; i < 6; ++i) {
     pids.push_back(
         Start({"--gpumem", "10000", "--", "sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.02; done"},
