@@ -314,11 +314,11 @@ TEST(ClusterStateNamesTest, ANodesMemoIsKeptUntilItsUsageChanges) {
   EXPECT_EQ(probe.stale, 0);
 }
 
-// Each node keeps the policy's pod-independent counts between requests of
-// different shapes (core::NodeMemo): a cold request reads them, and a node
-// whose usage changed is counted anew. Every round a different shape is
-// scored after reservations changed a third of the nodes; the scores must be
-// those of evaluating each node afresh.
+// The tessera policy through ClusterState's node memos, end to end: every
+// round a different shape is scored after reservations changed a third of
+// the nodes, and the extender scores must be those of evaluating each node
+// afresh. Extender scores are coarse (0-10), so a stale memo can go unseen
+// here; the keep/forget contract itself is held by the probe test above.
 TEST(ClusterStateNamesTest, NodeMemosFollowTheNodesUsageAcrossShapes) {
   std::mt19937 random(11);
   ClusterState state;
